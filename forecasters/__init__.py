@@ -1,0 +1,1 @@
+"""forecasters package."""

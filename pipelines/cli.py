@@ -1,0 +1,36 @@
+"""The ``gpuplan`` command line (DESIGN §7.1).
+
+One entry point; each sub-command lives in its own module under :mod:`pipelines.commands`,
+which imports heavy libraries (pandas, lightgbm, highspy, prefect, mlflow) only inside the
+command body so that ``gpuplan --help`` stays fast.
+
+Exit codes: 0 success, 1 internal failure, 2 bad input (one line on standard error).
+With ``--json`` a command prints exactly one JSON document on standard output; progress
+and logs go to standard error.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from pipelines.commands import bench, plan, predict, profile, run, serve, train
+
+app = typer.Typer(
+    name="gpuplan",
+    help="Forecasting-centric GPU allocator: forecast each workload kind, plan 24 h with a MILP.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+app.command("run", help=run.__doc__)(run.run)
+app.command("train", help=train.__doc__)(train.train)
+app.command("predict", help=predict.__doc__)(predict.predict)
+app.command("profile", help=profile.__doc__)(profile.profile)
+app.command("plan", help=plan.__doc__)(plan.plan)
+app.command("bench", help=bench.__doc__)(bench.bench)
+app.command("serve", help=serve.__doc__)(serve.serve)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()
