@@ -1,0 +1,199 @@
+"""The result of planning: job starts on aligned blocks and real-time GPUs per step.
+
+A :class:`Plan` is produced by every planner (``milp``, ``fifo``, ``easy``, ``priority``) and
+checked by :func:`optimizer.verify.verify` before it is returned. ``Plan.to_dict`` gives the
+JSON document of ``gpuplan plan --json`` (DESIGN §7.1); ``Plan.from_dict`` reads it back.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+STATUSES: tuple[str, ...] = (
+    "optimal",  # MILP solved to the gap tolerance
+    "time_limit",  # MILP stopped on its time limit with an incumbent: not proven optimal
+    "no_solution",  # MILP stopped on its time limit without an incumbent
+    "infeasible",
+    "unbounded_or_infeasible",
+    "solver_error",
+    "unknown",  # a HiGHS status we do not map; never a crash
+    "heuristic",  # a baseline plan (fifo, easy, priority)
+    "fallback",  # the best baseline plan, returned because the MILP failed
+)
+"""Every value :attr:`Plan.status` can take."""
+
+
+@dataclass(frozen=True)
+class JobAssignment:
+    """Where and when one batch job runs.
+
+    ``start_step`` in [0, horizon); ``end_step`` exclusive (= start_step + duration_steps, may
+    exceed the horizon); ``block_offset`` the first GPU of its aligned block of ``gpus`` GPUs.
+    All four are None when the job is not started inside the horizon. ``running`` marks a job
+    that was already running (start_step 0, end_step = its planned remaining steps).
+    """
+
+    job_id: str
+    start_step: int | None
+    end_step: int | None
+    block_offset: int | None
+    gpus: int | None
+    running: bool = False
+
+    @property
+    def started(self) -> bool:
+        """True when the job runs inside the horizon."""
+        return self.start_step is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{job_id, start_step, end_step, block_offset, gpus}`` (+ ``running`` when true)."""
+        d: dict[str, Any] = {
+            "job_id": self.job_id,
+            "start_step": self.start_step,
+            "end_step": self.end_step,
+            "block_offset": self.block_offset,
+            "gpus": self.gpus,
+        }
+        if self.running:
+            d["running"] = True
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> JobAssignment:
+        return cls(
+            job_id=str(d["job_id"]),
+            start_step=d.get("start_step"),
+            end_step=d.get("end_step"),
+            block_offset=d.get("block_offset"),
+            gpus=d.get("gpus"),
+            running=bool(d.get("running", False)),
+        )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A plan over the horizon, from any planner.
+
+    - ``assignments``: one per queued job (not started -> None fields) and one per running job.
+    - ``service_gpus``: service -> GPUs allocated per step, shape (horizon_steps,).
+    - ``objective``: the DESIGN §5 objective of this plan (see :mod:`optimizer.objective`).
+    - ``bound``: MILP dual bound (None for heuristics); ``gap`` = |objective - bound| / |objective|
+      as a fraction (None when unknown); ``solve_s`` wall seconds; ``model`` {rows, cols, binaries}
+      for the MILP.
+    - ``violations``: verifier findings (empty for every plan a planner returns).
+    - ``fallback``: True when the MILP failed and this is the best baseline plan.
+    - ``n_gpus``, ``horizon_steps``: the grid size, for :meth:`owner_grid`.
+    - ``notes``: extra human-readable remarks (pruning, diagnosis, rejected jobs).
+    """
+
+    planner: str
+    status: str
+    assignments: tuple[JobAssignment, ...]
+    service_gpus: dict[str, tuple[int, ...]]
+    objective: float
+    bound: float | None
+    gap: float | None
+    solve_s: float
+    model: dict | None
+    violations: tuple[str, ...] = ()
+    fallback: bool = False
+    message: str = ""
+    n_gpus: int = 0
+    horizon_steps: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"plan status {self.status!r} is not one of {', '.join(STATUSES)}")
+        object.__setattr__(self, "assignments", tuple(self.assignments))
+        object.__setattr__(self, "violations", tuple(self.violations))
+        object.__setattr__(self, "notes", tuple(self.notes))
+        object.__setattr__(
+            self, "service_gpus", {k: tuple(int(x) for x in v) for k, v in self.service_gpus.items()}
+        )
+
+    @property
+    def proven_optimal(self) -> bool:
+        """True only for a MILP plan solved to the requested gap."""
+        return self.status == "optimal"
+
+    def job(self, job_id: str) -> JobAssignment:
+        """The assignment of one job (KeyError naming the job when absent)."""
+        for a in self.assignments:
+            if a.job_id == job_id:
+                return a
+        raise KeyError(f"job {job_id!r} is not in the plan")
+
+    def owner_grid(self, n_gpus: int | None = None, horizon_steps: int | None = None) -> list[list[str]]:
+        """Owner of each GPU at each step: shape (horizon_steps, n_gpus).
+
+        The batch or running job id whose block covers the GPU at that step, ``""`` elsewhere.
+        Real-time services are counted, not placed (the report layer assigns them to free GPUs).
+        """
+        N = self.n_gpus if n_gpus is None else n_gpus
+        H = self.horizon_steps if horizon_steps is None else horizon_steps
+        grid = [["" for _ in range(N)] for _ in range(H)]
+        for a in self.assignments:
+            if a.start_step is None or a.gpus is None or a.block_offset is None or a.end_step is None:
+                continue
+            for t in range(max(0, a.start_step), min(H, a.end_step)):
+                row = grid[t]
+                for g in range(a.block_offset, min(N, a.block_offset + a.gpus)):
+                    row[g] = a.job_id
+        return grid
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document of ``gpuplan plan --json`` (DESIGN §7.1).
+
+        Keys: status, objective, bound, gap, solve_s, model {rows, cols, binaries}, jobs
+        [{job_id, start_step, end_step, block_offset, gpus}], services [{service, gpus}],
+        violations; plus planner, fallback, message, notes, n_gpus, horizon_steps.
+        """
+        return {
+            "planner": self.planner,
+            "status": self.status,
+            "objective": _finite(self.objective),
+            "bound": _finite(self.bound),
+            "gap": _finite(self.gap),
+            "solve_s": _finite(self.solve_s),
+            "model": dict(self.model) if self.model is not None else None,
+            "jobs": [a.to_dict() for a in self.assignments],
+            "services": [{"service": k, "gpus": list(v)} for k, v in self.service_gpus.items()],
+            "violations": list(self.violations),
+            "fallback": self.fallback,
+            "message": self.message,
+            "notes": list(self.notes),
+            "n_gpus": self.n_gpus,
+            "horizon_steps": self.horizon_steps,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Plan:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            planner=str(d.get("planner", "")),
+            status=str(d["status"]),
+            assignments=tuple(JobAssignment.from_dict(x) for x in d.get("jobs", [])),
+            service_gpus={x["service"]: tuple(x["gpus"]) for x in d.get("services", [])},
+            objective=float(d["objective"]) if d.get("objective") is not None else float("nan"),
+            bound=d.get("bound"),
+            gap=d.get("gap"),
+            solve_s=float(d.get("solve_s") or 0.0),
+            model=d.get("model"),
+            violations=tuple(d.get("violations", [])),
+            fallback=bool(d.get("fallback", False)),
+            message=str(d.get("message", "")),
+            n_gpus=int(d.get("n_gpus", 0)),
+            horizon_steps=int(d.get("horizon_steps", 0)),
+            notes=tuple(d.get("notes", [])),
+        )
+
+
+def _finite(x: float | None) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None

@@ -1,0 +1,731 @@
+"""Problem types for the allocation model: the problem file of DESIGN §3.1, validated on entry.
+
+A :class:`Problem` is what the optimiser plans: forecasts are already applied (durations in
+whole steps, real-time demand in whole GPUs per step). Everything is an immutable dataclass;
+``Problem.from_dict`` validates a JSON-shaped dict and ``Problem.to_dict`` round-trips it.
+
+Every refusal raises :class:`optimizer.errors.InputError` whose message names the job or
+service and the field, e.g. ``job 'A': sizes[0].gpus = 3 is not a power of two (1, 2, 4, ...)``.
+
+Helpers for the shell that turns forecasts into a problem (cases C21, C22):
+:func:`round_up_pow2` (GPU count -> aligned power-of-two block size) and
+:func:`duration_to_steps` (hours -> whole steps, at least 1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from optimizer.errors import InputError
+
+JOB_KINDS: tuple[str, ...] = ("training", "quantization", "batch_inference")
+"""Batch job kinds (real-time inference is a :class:`Service`, not a job)."""
+
+_ROUND_DIGITS = 6  # C22: round to 1e-6 before ceiling, so 8.0000001 -> 8
+
+
+def is_pow2(n: int) -> bool:
+    """True when ``n`` is a positive power of two (1, 2, 4, ...)."""
+    return isinstance(n, int) and n >= 1 and (n & (n - 1)) == 0
+
+
+# ----------------------------------------------------------------------------- helpers (C21/C22)
+
+
+def round_up_pow2(
+    x: float,
+    max_gpus: int,
+    allow_multi_node: bool = True,
+    gpus_per_node: int = 8,
+) -> tuple[int, str]:
+    """Round a requested or forecast GPU count up to a power-of-two block size (case C22).
+
+    ``x`` is rounded to 1e-6 first (so a regressor output of 8.0000001 is 8, not 16), then
+    ceiled, then rounded up to the next power of two: 3 -> 4, 6 -> 8, 0.6 -> 1, 2.3 -> 4,
+    5.0 -> 8. The result must fit the cluster (``max_gpus``) and, when multi-node blocks are
+    disabled, one node (``gpus_per_node``).
+
+    Returns ``(gpus, note)`` where ``note`` is ``""`` when ``x`` already was a valid size and
+    otherwise a sentence for the risk report ("rounded 3 -> 4 GPUs (power-of-two block)").
+
+    Raises :class:`InputError` for a non-finite value, a count below 1 after rounding to 1e-6
+    (``gpu_count must be >= 1``), or a block larger than allowed (e.g. 16 or 9.0 on 8-GPU nodes
+    with multi-node blocks disabled).
+    """
+    try:
+        xf = float(x)
+    except (TypeError, ValueError):
+        raise InputError(f"gpu_count {x!r} is not a number") from None
+    if not math.isfinite(xf):
+        raise InputError(f"gpu_count {x!r} is not a finite number")
+    xr = round(xf, _ROUND_DIGITS)
+    if xr <= 0:
+        raise InputError(f"gpu_count must be >= 1 (got {x!r})")
+    n = math.ceil(xr)
+    size = 1 << (n - 1).bit_length()
+    limit = max_gpus if allow_multi_node else min(max_gpus, gpus_per_node)
+    if size > limit:
+        where = (
+            f"cluster has {max_gpus}"
+            if size > max_gpus
+            else f"multi-node blocks are disabled and a node has {gpus_per_node} GPUs"
+        )
+        shown = f"{x!r}" if size == xr else f"{x!r} (rounds up to a {size}-GPU block)"
+        raise InputError(f"gpu_count {shown} is too large: {where}")
+    note = "" if float(size) == xf else f"rounded {x!r} -> {size} GPUs (power-of-two block)"
+    return size, note
+
+
+def duration_to_steps(duration_h: float, step_minutes: int) -> int:
+    """Whole planning steps for a forecast duration in hours (case C21: at least 1 step).
+
+    ``ceil(round(duration_h * 60 / step_minutes, 6))`` clipped to >= 1, so a forecast of
+    -0.4 h or 0.2 h on 30-minute steps is planned for exactly 1 step. Raises
+    :class:`InputError` for a non-finite duration.
+    """
+    d = float(duration_h)
+    if not math.isfinite(d):
+        raise InputError(f"duration_h {duration_h!r} is not a finite number")
+    return max(1, math.ceil(round(d * 60.0 / step_minutes, _ROUND_DIGITS)))
+
+
+# ----------------------------------------------------------------------------- validation utils
+
+
+def _int(v: Any, where: str, name: str, lo: int | None = None, hi: int | None = None) -> int:
+    """Validate an integer field (integral floats such as 6.0 are accepted)."""
+    if isinstance(v, bool) or v is None:
+        raise InputError(f"{where}: {name} = {v!r} is not an integer")
+    if isinstance(v, float):
+        if not math.isfinite(v) or v != int(v):
+            raise InputError(f"{where}: {name} = {v!r} is not an integer")
+        v = int(v)
+    if not isinstance(v, int):
+        try:
+            import numbers
+
+            if isinstance(v, numbers.Integral):
+                v = int(v)
+            else:
+                raise TypeError
+        except TypeError:
+            raise InputError(f"{where}: {name} = {v!r} is not an integer") from None
+    if lo is not None and v < lo:
+        raise InputError(f"{where}: {name} = {v} must be >= {lo}")
+    if hi is not None and v > hi:
+        raise InputError(f"{where}: {name} = {v} must be <= {hi}")
+    return v
+
+
+def _num(v: Any, where: str, name: str) -> float:
+    if isinstance(v, bool) or v is None:
+        raise InputError(f"{where}: {name} = {v!r} is not a number")
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: {name} = {v!r} is not a number") from None
+    if not math.isfinite(f):
+        raise InputError(f"{where}: {name} = {v!r} is not a finite number")
+    return f
+
+
+def _str(v: Any, where: str, name: str) -> str:
+    if not isinstance(v, str) or not v.strip():
+        raise InputError(f"{where}: {name} = {v!r} must be a non-empty string")
+    return v
+
+
+def _keys(d: Any, where: str, allowed: Sequence[str], required: Sequence[str]) -> Mapping[str, Any]:
+    if not isinstance(d, Mapping):
+        raise InputError(f"{where}: expected an object, got {type(d).__name__}")
+    unknown = sorted(set(d) - set(allowed))
+    if unknown:
+        raise InputError(
+            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(allowed)}"
+        )
+    missing = [k for k in required if k not in d]
+    if missing:
+        raise InputError(f"{where}: missing required key(s) {', '.join(map(repr, missing))}")
+    return d
+
+
+def _list(v: Any, where: str, name: str) -> list[Any]:
+    if isinstance(v, (str, bytes, Mapping)) or not isinstance(v, Sequence):
+        raise InputError(f"{where}: {name} must be a list, got {type(v).__name__}")
+    return list(v)
+
+
+# ----------------------------------------------------------------------------- types
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The GPUs being planned.
+
+    ``n_gpus`` GPUs in topology order (a node is ``gpus_per_node`` consecutive GPUs),
+    planned over ``horizon_steps`` steps of ``step_minutes`` minutes (default 48 x 30 min = 24 h).
+    """
+
+    n_gpus: int
+    gpus_per_node: int = 8
+    step_minutes: int = 30
+    horizon_steps: int = 48
+
+    def __post_init__(self) -> None:
+        w = "cluster"
+        n = _int(self.n_gpus, w, "n_gpus", lo=1)
+        if not is_pow2(n):
+            raise InputError(f"{w}: n_gpus = {n} is not a power of two")
+        gpn = _int(self.gpus_per_node, w, "gpus_per_node", lo=1)
+        if not is_pow2(gpn):
+            raise InputError(f"{w}: gpus_per_node = {gpn} is not a power of two")
+        object.__setattr__(self, "n_gpus", n)
+        object.__setattr__(self, "gpus_per_node", gpn)
+        object.__setattr__(self, "step_minutes", _int(self.step_minutes, w, "step_minutes", lo=1))
+        object.__setattr__(self, "horizon_steps", _int(self.horizon_steps, w, "horizon_steps", lo=1))
+
+    @property
+    def n_nodes(self) -> int:
+        """Number of nodes (at least 1; a cluster smaller than a node is one partial node)."""
+        return max(1, self.n_gpus // self.gpus_per_node)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Planner settings (DESIGN §5).
+
+    - ``decay_per_step`` gamma in (0, 1]: reward of a batch GPU-step at step tau is gamma**tau.
+    - ``penalty_ratio`` kappa in [5, 10]: unmet real-time demand costs w = kappa * max_j p_j
+      per GPU-step (DESIGN §5).
+    - ``time_limit_s``, ``mip_rel_gap``, ``threads``, ``random_seed``: HiGHS options.
+    - ``max_binaries``: refuse to build a model whose estimated start binaries exceed it (C17a).
+    - ``max_wait_steps``: when set, a queued job must start by ``release_step + max_wait_steps``
+      whenever that is possible (hard constraint in the MILP, dropped per job when the job cannot
+      start in that window at all; case C19). None = off.
+    - ``demand_hard``: when True, real-time demand must be served in full (no unmet slack);
+      demand above capacity is then reported as infeasible before solving (case C14a).
+    - ``multi_node_blocks``: when False, no batch block may span more than one node.
+    """
+
+    decay_per_step: float = 0.995
+    penalty_ratio: float = 8.0
+    time_limit_s: float = 30.0
+    mip_rel_gap: float = 0.001
+    threads: int = 1
+    random_seed: int = 0
+    max_binaries: int = 2_000_000
+    max_wait_steps: int | None = None
+    demand_hard: bool = False
+    multi_node_blocks: bool = True
+
+    def __post_init__(self) -> None:
+        w = "settings"
+        g = _num(self.decay_per_step, w, "decay_per_step")
+        if not 0.0 < g <= 1.0:
+            raise InputError(f"{w}: decay_per_step = {g} must be in (0, 1]")
+        k = _num(self.penalty_ratio, w, "penalty_ratio")
+        if not 5.0 <= k <= 10.0:
+            raise InputError(f"{w}: penalty_ratio = {k} must be in [5, 10] (DESIGN §5)")
+        tl = _num(self.time_limit_s, w, "time_limit_s")
+        if tl <= 0:
+            raise InputError(f"{w}: time_limit_s = {tl} must be > 0")
+        gap = _num(self.mip_rel_gap, w, "mip_rel_gap")
+        if gap < 0:
+            raise InputError(f"{w}: mip_rel_gap = {gap} must be >= 0")
+        object.__setattr__(self, "decay_per_step", g)
+        object.__setattr__(self, "penalty_ratio", k)
+        object.__setattr__(self, "time_limit_s", tl)
+        object.__setattr__(self, "mip_rel_gap", gap)
+        object.__setattr__(self, "threads", _int(self.threads, w, "threads", lo=1))
+        object.__setattr__(self, "random_seed", _int(self.random_seed, w, "random_seed", lo=0))
+        object.__setattr__(self, "max_binaries", _int(self.max_binaries, w, "max_binaries", lo=1))
+        if self.max_wait_steps is not None:
+            object.__setattr__(
+                self, "max_wait_steps", _int(self.max_wait_steps, w, "max_wait_steps", lo=0)
+            )
+        for b in ("demand_hard", "multi_node_blocks"):
+            if not isinstance(getattr(self, b), bool):
+                raise InputError(f"{w}: {b} = {getattr(self, b)!r} must be true or false")
+
+
+@dataclass(frozen=True)
+class Service:
+    """A real-time inference service: GPUs follow a demand curve (DESIGN §5).
+
+    ``demand_gpus``: shape (horizon_steps,), GPUs wanted per step (>= 0). Band
+    ``[min_gpus, max_gpus]``; ``swap_cap_gpus``: most GPUs added or removed between two steps;
+    ``current_gpus``: the allocation committed at the step before 0.
+    """
+
+    service: str
+    demand_gpus: tuple[int, ...]
+    min_gpus: int
+    max_gpus: int
+    swap_cap_gpus: int
+    current_gpus: int
+
+    def __post_init__(self) -> None:
+        name = _str(self.service, "service", "service")
+        w = f"service {name!r}"
+        dem = tuple(
+            _int(v, w, f"demand_gpus[{i}]", lo=0)
+            for i, v in enumerate(_list(self.demand_gpus, w, "demand_gpus"))
+        )
+        lo = _int(self.min_gpus, w, "min_gpus", lo=0)
+        hi = _int(self.max_gpus, w, "max_gpus", lo=0)
+        if hi < lo:
+            raise InputError(f"{w}: max_gpus = {hi} is below min_gpus = {lo}")
+        object.__setattr__(self, "demand_gpus", dem)
+        object.__setattr__(self, "min_gpus", lo)
+        object.__setattr__(self, "max_gpus", hi)
+        object.__setattr__(self, "swap_cap_gpus", _int(self.swap_cap_gpus, w, "swap_cap_gpus", lo=0))
+        object.__setattr__(self, "current_gpus", _int(self.current_gpus, w, "current_gpus", lo=0))
+
+
+@dataclass(frozen=True)
+class SizeOption:
+    """One allowed size of a batch job: ``gpus`` (power of two) for ``duration_steps`` steps.
+
+    ``efficiency`` in (0, 1] scales the reward of this size relative to the job's requested
+    size (DESIGN §5, e_{j,s}; 1 when a job has one allowed size).
+    """
+
+    gpus: int
+    duration_steps: int
+    efficiency: float = 1.0
+
+
+@dataclass(frozen=True)
+class Job:
+    """A queued batch job (training, quantization or batch inference).
+
+    ``priority`` > 0; ``release_step`` >= 0 (the first step it may start); ``sizes`` the allowed
+    (gpus, duration_steps, efficiency) options, the first being the requested size (baselines
+    use it); optional ``deadline_step`` (carried for the risk report; not a planning constraint).
+    """
+
+    job_id: str
+    kind: str
+    priority: float
+    release_step: int
+    sizes: tuple[SizeOption, ...]
+    deadline_step: int | None = None
+
+    @property
+    def requested(self) -> SizeOption:
+        """The requested (first) size option."""
+        return self.sizes[0]
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    """A batch job already running: it keeps ``gpus`` GPUs from ``block_offset`` (aligned).
+
+    ``remaining_steps`` below 1 means "observed still running" and is planned as 1
+    (:attr:`planned_steps`).
+    """
+
+    job_id: str
+    kind: str
+    priority: float
+    gpus: int
+    block_offset: int
+    remaining_steps: int
+
+    @property
+    def planned_steps(self) -> int:
+        """Steps this job is planned to keep its block: ``max(1, remaining_steps)``."""
+        return max(1, self.remaining_steps)
+
+
+RejectedJob = tuple[str, str]
+"""(job_id, reason) for a queued job refused at validation but left out of the plan (C21)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A validated planning problem (DESIGN §3.1).
+
+    ``down_gpus``: GPU indices unavailable for the whole horizon (node failure, case C24).
+    ``rejected_jobs``: queued jobs dropped at validation with ``on_invalid_job="drop"`` (C21);
+    not part of the problem file (``to_dict`` leaves them out).
+
+    Build it with :meth:`from_dict` (validates everything) or directly from the dataclasses
+    (``__post_init__`` runs the same cross-checks).
+    """
+
+    cluster: Cluster
+    settings: Settings
+    services: tuple[Service, ...]
+    jobs: tuple[Job, ...]
+    running: tuple[RunningJob, ...] = ()
+    down_gpus: tuple[int, ...] = ()
+    rejected_jobs: tuple[RejectedJob, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "services", tuple(self.services))
+        object.__setattr__(self, "jobs", tuple(self.jobs))
+        object.__setattr__(self, "running", tuple(self.running))
+        object.__setattr__(self, "down_gpus", tuple(self.down_gpus))
+        object.__setattr__(self, "rejected_jobs", tuple(self.rejected_jobs))
+        _check_problem(self)
+
+    # -- convenience
+    @property
+    def horizon_steps(self) -> int:
+        return self.cluster.horizon_steps
+
+    @property
+    def n_gpus(self) -> int:
+        return self.cluster.n_gpus
+
+    def job(self, job_id: str) -> Job:
+        """The queued job with this id (KeyError if absent)."""
+        for j in self.jobs:
+            if j.job_id == job_id:
+                return j
+        raise KeyError(job_id)
+
+    def max_priority(self) -> float:
+        """max p_j over queued and running jobs (1.0 when there are none); sets w = kappa * max p."""
+        ps = [j.priority for j in self.jobs] + [r.priority for r in self.running]
+        return max(ps) if ps else 1.0
+
+    def unmet_penalty(self) -> float:
+        """w = kappa * max_j p_j, the cost of one unmet real-time GPU-step (DESIGN §5)."""
+        return self.settings.penalty_ratio * self.max_priority()
+
+    # -- (de)serialisation
+    @classmethod
+    def from_dict(
+        cls, d: Mapping[str, Any], on_invalid_job: Literal["raise", "drop"] = "raise"
+    ) -> Problem:
+        """Validate a problem-file dict (DESIGN §3.1) and build a :class:`Problem`.
+
+        ``on_invalid_job="drop"`` leaves a queued job that fails validation out of the problem
+        and lists it in ``rejected_jobs`` as (job_id, reason) (case C21: one bad job must not stop
+        the others); everything else invalid still raises. Raises :class:`InputError`.
+        """
+        if on_invalid_job not in ("raise", "drop"):
+            raise ValueError(f"on_invalid_job must be 'raise' or 'drop', got {on_invalid_job!r}")
+        top = _keys(
+            d,
+            "problem",
+            ("cluster", "settings", "services", "jobs", "running", "down_gpus"),
+            ("cluster",),
+        )
+        c = _keys(
+            top["cluster"],
+            "cluster",
+            ("n_gpus", "gpus_per_node", "step_minutes", "horizon_steps", "gpu_type"),
+            ("n_gpus",),
+        )
+        cluster = Cluster(**{k: v for k, v in c.items() if k != "gpu_type"})
+        s = _keys(top.get("settings", {}) or {}, "settings", _SETTINGS_KEYS, ())
+        settings = Settings(**s)
+        services = tuple(
+            _service_from_dict(x, i) for i, x in enumerate(_list(top.get("services", []), "problem", "services"))
+        )
+        jobs: list[Job] = []
+        rejected: list[RejectedJob] = []
+        for i, x in enumerate(_list(top.get("jobs", []), "problem", "jobs")):
+            try:
+                job = _job_from_dict(x, i)
+                _check_job(job, cluster, settings)
+            except InputError as exc:
+                if on_invalid_job == "raise":
+                    raise
+                jid = x.get("job_id") if isinstance(x, Mapping) else None
+                rejected.append((str(jid) if jid is not None else f"jobs[{i}]", str(exc)))
+                continue
+            jobs.append(job)
+        running = tuple(
+            _running_from_dict(x, i) for i, x in enumerate(_list(top.get("running", []), "problem", "running"))
+        )
+        down = tuple(
+            _int(v, "problem", f"down_gpus[{i}]", lo=0)
+            for i, v in enumerate(_list(top.get("down_gpus", []), "problem", "down_gpus"))
+        )
+        return cls(cluster, settings, services, tuple(jobs), running, down, tuple(rejected))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The problem-file dict (JSON-serialisable); ``from_dict(p.to_dict()) == p``."""
+        st = self.settings
+        settings = {k: getattr(st, k) for k in _SETTINGS_KEYS}
+        return {
+            "cluster": {
+                "n_gpus": self.cluster.n_gpus,
+                "gpus_per_node": self.cluster.gpus_per_node,
+                "step_minutes": self.cluster.step_minutes,
+                "horizon_steps": self.cluster.horizon_steps,
+            },
+            "settings": settings,
+            "services": [
+                {
+                    "service": s.service,
+                    "demand_gpus": list(s.demand_gpus),
+                    "min_gpus": s.min_gpus,
+                    "max_gpus": s.max_gpus,
+                    "swap_cap_gpus": s.swap_cap_gpus,
+                    "current_gpus": s.current_gpus,
+                }
+                for s in self.services
+            ],
+            "jobs": [_job_to_dict(j) for j in self.jobs],
+            "running": [
+                {
+                    "job_id": r.job_id,
+                    "kind": r.kind,
+                    "priority": r.priority,
+                    "gpus": r.gpus,
+                    "block_offset": r.block_offset,
+                    "remaining_steps": r.remaining_steps,
+                }
+                for r in self.running
+            ],
+            "down_gpus": list(self.down_gpus),
+        }
+
+
+_SETTINGS_KEYS: tuple[str, ...] = (
+    "decay_per_step",
+    "penalty_ratio",
+    "time_limit_s",
+    "mip_rel_gap",
+    "threads",
+    "random_seed",
+    "max_binaries",
+    "max_wait_steps",
+    "demand_hard",
+    "multi_node_blocks",
+)
+
+
+def split_valid_jobs(d: Mapping[str, Any]) -> tuple[Problem, list[RejectedJob]]:
+    """Build a problem from a dict, dropping queued jobs that fail validation (case C21).
+
+    Returns ``(problem, rejected)`` with ``rejected`` a list of (job_id, reason), e.g.
+    ``("A", "job 'A': requests 96 GPUs; cluster has 64")``. Anything invalid outside the queued
+    jobs still raises :class:`InputError`.
+    """
+    p = Problem.from_dict(d, on_invalid_job="drop")
+    return p, list(p.rejected_jobs)
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def _service_from_dict(x: Any, i: int) -> Service:
+    where = f"services[{i}]"
+    if isinstance(x, Mapping) and isinstance(x.get("service"), str):
+        where = f"service {x['service']!r}"
+    x = _keys(
+        x,
+        where,
+        ("service", "demand_gpus", "min_gpus", "max_gpus", "swap_cap_gpus", "current_gpus"),
+        ("service", "demand_gpus", "max_gpus", "swap_cap_gpus", "current_gpus"),
+    )
+    return Service(
+        service=x["service"],
+        demand_gpus=x["demand_gpus"],
+        min_gpus=x.get("min_gpus", 0),
+        max_gpus=x["max_gpus"],
+        swap_cap_gpus=x["swap_cap_gpus"],
+        current_gpus=x["current_gpus"],
+    )
+
+
+_JOB_KEYS = ("job_id", "kind", "priority", "release_step", "gpus", "duration_steps", "sizes", "deadline_step")
+
+
+def _job_from_dict(x: Any, i: int) -> Job:
+    where = f"jobs[{i}]"
+    if isinstance(x, Mapping) and isinstance(x.get("job_id"), str):
+        where = f"job {x['job_id']!r}"
+    x = _keys(x, where, _JOB_KEYS, ("job_id", "kind", "priority"))
+    if "sizes" in x:
+        if "gpus" in x or "duration_steps" in x:
+            raise InputError(f"{where}: give either gpus + duration_steps or sizes, not both")
+        sizes_in = _list(x["sizes"], where, "sizes")
+        sizes = []
+        for k, s in enumerate(sizes_in):
+            s = _keys(s, f"{where}: sizes[{k}]", ("gpus", "duration_steps", "efficiency"), ("gpus", "duration_steps"))
+            sizes.append(SizeOption(s["gpus"], s["duration_steps"], s.get("efficiency", 1.0)))
+    else:
+        missing = [k for k in ("gpus", "duration_steps") if k not in x]
+        if missing:
+            raise InputError(f"{where}: missing {' and '.join(missing)} (or give sizes)")
+        sizes = [SizeOption(x["gpus"], x["duration_steps"], 1.0)]
+    return Job(
+        job_id=x["job_id"],
+        kind=x["kind"],
+        priority=x["priority"],
+        release_step=x.get("release_step", 0),
+        sizes=tuple(sizes),
+        deadline_step=x.get("deadline_step"),
+    )
+
+
+def _job_to_dict(j: Job) -> dict[str, Any]:
+    d: dict[str, Any] = {"job_id": j.job_id, "kind": j.kind, "priority": j.priority, "release_step": j.release_step}
+    if len(j.sizes) == 1 and j.sizes[0].efficiency == 1.0:
+        d["gpus"] = j.sizes[0].gpus
+        d["duration_steps"] = j.sizes[0].duration_steps
+    else:
+        d["sizes"] = [
+            {"gpus": s.gpus, "duration_steps": s.duration_steps, "efficiency": s.efficiency} for s in j.sizes
+        ]
+    if j.deadline_step is not None:
+        d["deadline_step"] = j.deadline_step
+    return d
+
+
+def _running_from_dict(x: Any, i: int) -> RunningJob:
+    where = f"running[{i}]"
+    if isinstance(x, Mapping) and isinstance(x.get("job_id"), str):
+        where = f"running job {x['job_id']!r}"
+    x = _keys(
+        x,
+        where,
+        ("job_id", "kind", "priority", "gpus", "block_offset", "remaining_steps"),
+        ("job_id", "kind", "priority", "gpus", "block_offset", "remaining_steps"),
+    )
+    return RunningJob(**x)
+
+
+# ----------------------------------------------------------------------------- cross-checks
+
+
+def _check_gpus(g: Any, where: str, name: str, cluster: Cluster, settings: Settings) -> int:
+    if isinstance(g, (int, float)) and not isinstance(g, bool) and g == 0:
+        raise InputError(f"{where}: {name}: gpu_count must be >= 1 (got 0)")
+    g = _int(g, where, name, lo=1)
+    if g > cluster.n_gpus:
+        raise InputError(f"{where}: requests {g} GPUs; cluster has {cluster.n_gpus} ({name})")
+    if not is_pow2(g):
+        raise InputError(f"{where}: {name} = {g} is not a power of two (1, 2, 4, 8, ...)")
+    if not settings.multi_node_blocks and g > cluster.gpus_per_node:
+        raise InputError(
+            f"{where}: {name} = {g} spans more than one {cluster.gpus_per_node}-GPU node "
+            "and multi_node_blocks is disabled"
+        )
+    return g
+
+
+def _check_job(j: Job, cluster: Cluster, settings: Settings) -> None:
+    """Validate a queued job against the cluster; normalises fields in place (frozen-safe)."""
+    jid = _str(j.job_id, "job", "job_id")
+    w = f"job {jid!r}"
+    if j.kind not in JOB_KINDS:
+        raise InputError(f"{w}: kind = {j.kind!r} must be one of {', '.join(JOB_KINDS)}")
+    p = _num(j.priority, w, "priority")
+    if p <= 0:
+        raise InputError(f"{w}: priority = {j.priority!r} must be > 0")
+    rel = _int(j.release_step, w, "release_step", lo=0)
+    sizes = tuple(j.sizes) if isinstance(j.sizes, (list, tuple)) else None
+    if not sizes:
+        raise InputError(f"{w}: sizes must be a non-empty list")
+    out = []
+    seen: set[int] = set()
+    for k, s in enumerate(sizes):
+        if not isinstance(s, SizeOption):
+            raise InputError(f"{w}: sizes[{k}] is not a SizeOption")
+        fname = "gpus" if len(sizes) == 1 else f"sizes[{k}].gpus"
+        g = _check_gpus(s.gpus, w, fname, cluster, settings)
+        if g in seen:
+            raise InputError(f"{w}: sizes[{k}].gpus = {g} is listed twice")
+        seen.add(g)
+        dname = "duration_steps" if len(sizes) == 1 else f"sizes[{k}].duration_steps"
+        d = _int(s.duration_steps, w, dname, lo=1)
+        e = _num(s.efficiency, w, f"sizes[{k}].efficiency")
+        if not 0.0 < e <= 1.0:
+            raise InputError(f"{w}: sizes[{k}].efficiency = {e} must be in (0, 1]")
+        out.append(SizeOption(g, d, e))
+    dl = j.deadline_step
+    if dl is not None:
+        dl = _int(dl, w, "deadline_step", lo=0)
+    object.__setattr__(j, "job_id", jid)
+    object.__setattr__(j, "priority", p)
+    object.__setattr__(j, "release_step", rel)
+    object.__setattr__(j, "sizes", tuple(out))
+    object.__setattr__(j, "deadline_step", dl)
+
+
+def _check_running(r: RunningJob, cluster: Cluster) -> None:
+    jid = _str(r.job_id, "running job", "job_id")
+    w = f"running job {jid!r}"
+    if r.kind not in JOB_KINDS:
+        raise InputError(f"{w}: kind = {r.kind!r} must be one of {', '.join(JOB_KINDS)}")
+    p = _num(r.priority, w, "priority")
+    if p <= 0:
+        raise InputError(f"{w}: priority = {r.priority!r} must be > 0")
+    g = _int(r.gpus, w, "gpus", lo=1)
+    if g > cluster.n_gpus:
+        raise InputError(f"{w}: requests {g} GPUs; cluster has {cluster.n_gpus} (gpus)")
+    if not is_pow2(g):
+        raise InputError(f"{w}: gpus = {g} is not a power of two")
+    o = _int(r.block_offset, w, "block_offset", lo=0)
+    if o % g:
+        raise InputError(f"{w}: block_offset = {o} is not aligned to its size {g} (must be a multiple of {g})")
+    if o + g > cluster.n_gpus:
+        raise InputError(f"{w}: block {o}..{o + g - 1} lies outside the cluster of {cluster.n_gpus} GPUs (block_offset)")
+    rem = _int(r.remaining_steps, w, "remaining_steps")
+    object.__setattr__(r, "job_id", jid)
+    object.__setattr__(r, "priority", p)
+    object.__setattr__(r, "gpus", g)
+    object.__setattr__(r, "block_offset", o)
+    object.__setattr__(r, "remaining_steps", rem)
+
+
+def _check_problem(p: Problem) -> None:
+    if not isinstance(p.cluster, Cluster):
+        raise InputError("problem: cluster must be a Cluster")
+    if not isinstance(p.settings, Settings):
+        raise InputError("problem: settings must be a Settings")
+    H, N = p.cluster.horizon_steps, p.cluster.n_gpus
+    names: set[str] = set()
+    for s in p.services:
+        if s.service in names:
+            raise InputError(f"service {s.service!r}: service name listed twice")
+        names.add(s.service)
+        if len(s.demand_gpus) != H:
+            raise InputError(
+                f"service {s.service!r}: demand_gpus has {len(s.demand_gpus)} entries; "
+                f"horizon_steps is {H}"
+            )
+        if s.min_gpus > N:
+            raise InputError(f"service {s.service!r}: min_gpus = {s.min_gpus} exceeds the cluster of {N} GPUs")
+    ids: set[str] = set()
+    for j in p.jobs:
+        _check_job(j, p.cluster, p.settings)
+        if j.job_id in ids:
+            raise InputError(f"job {j.job_id!r}: job_id listed twice")
+        ids.add(j.job_id)
+    down = set()
+    for i, g in enumerate(p.down_gpus):
+        g = _int(g, "problem", f"down_gpus[{i}]", lo=0, hi=N - 1)
+        if g in down:
+            raise InputError(f"problem: down_gpus[{i}] = {g} listed twice")
+        down.add(g)
+    object.__setattr__(p, "down_gpus", tuple(sorted(down)))
+    owner: dict[int, str] = {}
+    for r in p.running:
+        _check_running(r, p.cluster)
+        if r.job_id in ids:
+            raise InputError(f"running job {r.job_id!r}: job_id listed twice (also queued or running)")
+        ids.add(r.job_id)
+        for g in range(r.block_offset, r.block_offset + r.gpus):
+            if g in owner:
+                raise InputError(
+                    f"running job {r.job_id!r}: block_offset {r.block_offset} overlaps running job "
+                    f"{owner[g]!r} on GPU {g}"
+                )
+            if g in down:
+                raise InputError(
+                    f"running job {r.job_id!r}: block_offset {r.block_offset} includes down GPU {g} "
+                    "(requeue it instead)"
+                )
+            owner[g] = r.job_id
