@@ -1,0 +1,152 @@
+"""Typed settings for the pipelines shell: paths, MLflow tracking URI, Prefect environment.
+
+Every path the shell reads or writes is named here (Kedro habit: one place maps names to
+paths). Settings are a frozen pydantic model built by :func:`load_settings` from defaults
+plus environment overrides:
+
+| environment variable | setting | default |
+|---|---|---|
+| ``GPUPLAN_TRACKING_URI`` (else ``MLFLOW_TRACKING_URI``) | ``tracking_uri`` | ``sqlite:///<project>/mlruns/mlflow.db`` |
+| ``GPUPLAN_RUNS_DIR`` | ``runs_dir`` | ``<project>/runs`` |
+| ``GPUPLAN_MODELS_DIR`` | ``models_dir`` | ``<project>/models`` |
+| ``GPUPLAN_NIGHTLY_TZ`` | ``nightly_timezone`` (IANA) | ``UTC`` |
+| ``GPUPLAN_N_GPUS`` | ``n_gpus`` | ``64`` |
+
+The MLflow default is a SQLite store inside the project's ``mlruns/`` folder with artifacts
+under ``mlruns/artifacts`` (case C28: MLflow >= 3.13 refuses the plain-folder store and would
+otherwise fall back to ``./mlflow.db`` in the current directory).
+
+:func:`apply_env_defaults` sets the Prefect/MLflow environment measured in STACK.md (ephemeral
+server start-up timeout 120 s, analytics and telemetry off) without overriding values the
+operator already set. Call it before importing prefect.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from pipelines.errors import InputError
+
+PROJECT_ROOT: Path = Path(__file__).resolve().parents[1]
+
+#: Environment defaults (STACK.md, "Prefect 3.9" and "MLflow 3.17").
+ENV_DEFAULTS: dict[str, str] = {
+    # first start of the temporary server with a new database took > 20 s on 2 cores
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+    # with analytics on, a telemetry job hit "database is locked"
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+    # the CLI prints its own progress; Prefect's per-task INFO lines would drown it
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+}
+
+
+def apply_env_defaults() -> dict[str, str]:
+    """Set :data:`ENV_DEFAULTS` in ``os.environ`` where not already set.
+
+    Returns the variables that were set by this call (name -> value).
+    """
+    applied: dict[str, str] = {}
+    for key, value in ENV_DEFAULTS.items():
+        if key not in os.environ:
+            os.environ[key] = value
+            applied[key] = value
+    return applied
+
+
+def default_tracking_uri(project_root: Path = PROJECT_ROOT) -> str:
+    """The embedded MLflow store: ``sqlite:///<abs project>/mlruns/mlflow.db``."""
+    return f"sqlite:///{(project_root / 'mlruns' / 'mlflow.db').resolve()}"
+
+
+class Settings(BaseModel):
+    """Pipeline settings (frozen). Paths are absolute.
+
+    Attributes:
+        project_root: the repository folder.
+        data_dir: shipped inputs (``data/``).
+        runs_dir: where ``gpuplan run`` and the replan deployment write run folders.
+        models_dir: current trained forecasters (one file per kind).
+        mlruns_dir: the embedded MLflow folder (database and artifacts).
+        tracking_uri: MLflow tracking URI, always explicit.
+        artifact_root: folder under which each experiment gets its artifact location.
+        n_gpus / gpus_per_node / step_minutes / horizon_steps: the planned cluster (DESIGN §3).
+        solve_time_limit_s: HiGHS time limit per plan (s).
+        solve_timeout_s: Prefect ``timeout_seconds`` of the solve task (s); must exceed the
+            solver's own limit so a healthy solve is never cut (case C26).
+        train_timeout_s: Prefect ``timeout_seconds`` of one forecaster's training task (s).
+        nightly_cron / nightly_timezone: nightly retraining schedule (cron in an IANA zone).
+        replan_every_min: re-planning interval (min); plans are labelled by UTC slot.
+        freshness_max_h: the newest plan older than this fails the freshness check (C25).
+        seed: seed for generated LLM jobs in the queue.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    project_root: Path = PROJECT_ROOT
+    data_dir: Path = PROJECT_ROOT / "data"
+    runs_dir: Path = PROJECT_ROOT / "runs"
+    models_dir: Path = PROJECT_ROOT / "models"
+    mlruns_dir: Path = PROJECT_ROOT / "mlruns"
+    tracking_uri: str = Field(default_factory=default_tracking_uri)
+    artifact_root: Path = PROJECT_ROOT / "mlruns" / "artifacts"
+    n_gpus: int = 64
+    gpus_per_node: int = 8
+    step_minutes: int = 30
+    horizon_steps: int = 48
+    solve_time_limit_s: float = 30.0
+    solve_timeout_s: float = 180.0
+    train_timeout_s: float = 600.0
+    nightly_cron: str = "0 2 * * *"
+    nightly_timezone: str = "UTC"
+    replan_every_min: int = 30
+    freshness_max_h: float = 2.0
+    seed: int = 0
+
+    @field_validator("nightly_timezone")
+    @classmethod
+    def _valid_zone(cls, v: str) -> str:
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise InputError(f"nightly_timezone: unknown IANA time zone {v!r}") from exc
+        return v
+
+    @field_validator("n_gpus", "gpus_per_node")
+    @classmethod
+    def _power_of_two(cls, v: int) -> int:
+        if v < 1 or v & (v - 1):
+            raise InputError(f"n_gpus/gpus_per_node: expected a power of two, got {v}")
+        return v
+
+    def with_(self, **changes: object) -> Settings:
+        """A copy with some fields changed (validated)."""
+        return Settings(**{**self.model_dump(), **changes})
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build :class:`Settings` from defaults, then environment variables, then ``overrides``.
+
+    Raises:
+        pipelines.errors.InputError: an unknown time zone or a non-power-of-two GPU count.
+    """
+    env: dict[str, object] = {}
+    uri = os.environ.get("GPUPLAN_TRACKING_URI") or os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        env["tracking_uri"] = uri
+    for var, key in (("GPUPLAN_RUNS_DIR", "runs_dir"), ("GPUPLAN_MODELS_DIR", "models_dir")):
+        if os.environ.get(var):
+            env[key] = Path(os.environ[var]).resolve()
+    if os.environ.get("GPUPLAN_NIGHTLY_TZ"):
+        env["nightly_timezone"] = os.environ["GPUPLAN_NIGHTLY_TZ"]
+    if os.environ.get("GPUPLAN_N_GPUS"):
+        try:
+            env["n_gpus"] = int(os.environ["GPUPLAN_N_GPUS"])
+        except ValueError as exc:
+            raise InputError(f"GPUPLAN_N_GPUS: expected an integer, got {os.environ['GPUPLAN_N_GPUS']!r}") from exc
+    return Settings(**{**env, **overrides})

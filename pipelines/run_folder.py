@@ -1,0 +1,304 @@
+"""Atomic run folders, UTC slot labels, the ``latest`` pointer and the freshness check.
+
+A run folder (DESIGN §3 outputs) is named ``<slot>_<run_id>`` where ``slot`` is the UTC
+planning slot the run belongs to (``20251026T0130Z``: the scheduled time floored to the
+planning step). It is built in a hidden temporary folder ``.tmp-<name>`` inside the output
+folder and renamed into place in one ``os.rename`` once complete, so a killed run
+(``kill -9``) leaves at most a ``.tmp-*`` folder behind, never a half-written run folder.
+
+``latest`` is a relative symlink to the newest run folder by slot. It is replaced
+atomically (a new symlink under a temporary name, then ``os.replace``) under an exclusive
+``fcntl`` lock, and only when the new run's slot is not older than the one ``latest``
+points to: an older catch-up run is kept in its own folder but never overwrites a newer
+plan (case C25).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from pipelines.errors import InputError
+
+LATEST = "latest"
+_SLOT_FMT = "%Y%m%dT%H%MZ"
+_NAME_RE = re.compile(r"^(\d{8}T\d{4}Z)_([0-9a-zA-Z-]+)$")
+
+
+class StalePlanError(RuntimeError):
+    """The newest plan is older than the freshness limit (case C25): schedules are not running."""
+
+
+def _as_utc(ts: datetime) -> datetime:
+    if ts.tzinfo is None:
+        raise InputError(f"timestamp {ts.isoformat()} has no time zone; expected an aware UTC time")
+    return ts.astimezone(UTC)
+
+
+def slot_start(ts: datetime, step_minutes: int = 30) -> datetime:
+    """Floor an aware timestamp to its UTC planning slot (``step_minutes`` grid from midnight UTC).
+
+    Raises:
+        pipelines.errors.InputError: naive timestamp, or ``step_minutes`` not dividing a day.
+    """
+    if step_minutes <= 0 or (24 * 60) % step_minutes:
+        raise InputError(f"step_minutes: expected a divisor of 1440, got {step_minutes}")
+    ts = _as_utc(ts)
+    day = ts.replace(hour=0, minute=0, second=0, microsecond=0)
+    minutes = (ts - day) // timedelta(minutes=1)
+    return day + timedelta(minutes=minutes - minutes % step_minutes)
+
+
+def slot_label(ts: datetime, step_minutes: int = 30) -> str:
+    """UTC slot label of a timestamp, e.g. ``20251026T0130Z`` (sorts chronologically)."""
+    return slot_start(ts, step_minutes).strftime(_SLOT_FMT)
+
+
+def parse_slot(label: str) -> datetime:
+    """Inverse of :func:`slot_label` (aware UTC datetime).
+
+    Raises:
+        pipelines.errors.InputError: not a slot label.
+    """
+    try:
+        return datetime.strptime(label, _SLOT_FMT).replace(tzinfo=UTC)
+    except ValueError as exc:
+        raise InputError(f"slot label {label!r}: expected YYYYMMDDTHHMMZ") from exc
+
+
+def replan_slots(start: datetime, end: datetime, step_minutes: int = 30) -> list[str]:
+    """Labels of every UTC slot with start in ``[start, end)`` on the ``step_minutes`` grid.
+
+    This is the set of plans a re-planning schedule in UTC must produce: one per slot,
+    whatever the local clock does (a 25-hour autumn day in Europe/London has 25 hourly slots).
+    """
+    first = slot_start(start, step_minutes)
+    if first < _as_utc(start):
+        first += timedelta(minutes=step_minutes)
+    out: list[str] = []
+    t = first
+    while t < _as_utc(end):
+        out.append(t.strftime(_SLOT_FMT))
+        t += timedelta(minutes=step_minutes)
+    return out
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """A committed run folder: its path, UTC slot label and run id."""
+
+    path: Path
+    slot: str
+    run_id: str
+
+    @property
+    def slot_time(self) -> datetime:
+        return parse_slot(self.slot)
+
+
+def parse_run_name(name: str) -> tuple[str, str] | None:
+    """``(slot, run_id)`` from a run folder name, or None when it is not one."""
+    m = _NAME_RE.match(name)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def list_runs(out_dir: Path) -> list[RunInfo]:
+    """Committed run folders under ``out_dir``, oldest slot first."""
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        return []
+    runs = []
+    for p in out_dir.iterdir():
+        parsed = parse_run_name(p.name)
+        if parsed and p.is_dir() and not p.is_symlink():
+            runs.append(RunInfo(p, *parsed))
+    return sorted(runs, key=lambda r: (r.slot, r.path.stat().st_mtime_ns))
+
+
+def latest_run(out_dir: Path) -> RunInfo | None:
+    """The run folder ``latest`` points to, or None when there is no valid pointer."""
+    link = Path(out_dir) / LATEST
+    if not link.is_symlink():
+        return None
+    target = Path(out_dir) / os.readlink(link)
+    parsed = parse_run_name(target.name)
+    if parsed is None or not target.is_dir():
+        return None
+    return RunInfo(target, *parsed)
+
+
+@contextlib.contextmanager
+def _locked(out_dir: Path) -> Iterator[None]:
+    with open(out_dir / ".latest.lock", "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _point_latest(out_dir: Path, run: RunInfo) -> bool:
+    """Point ``latest`` at ``run`` unless it already points at a newer slot. Returns True if moved."""
+    with _locked(out_dir):
+        current = latest_run(out_dir)
+        if current is not None and current.slot > run.slot:
+            return False
+        tmp = out_dir / f".latest-{uuid.uuid4().hex}"
+        os.symlink(run.path.name, tmp)
+        os.replace(tmp, out_dir / LATEST)
+        return True
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale_temp(out_dir: Path) -> list[Path]:
+    """Remove ``.tmp-*`` folders left by runs whose process is gone (e.g. after ``kill -9``)."""
+    removed = []
+    for p in Path(out_dir).glob(".tmp-*"):
+        m = re.search(r"-pid(\d+)$", p.name)
+        if m and _pid_alive(int(m.group(1))):
+            continue
+        shutil.rmtree(p, ignore_errors=True)
+        removed.append(p)
+    return removed
+
+
+class RunFolder:
+    """Build a run folder in a temporary directory, then publish it atomically.
+
+    Usage::
+
+        rf = RunFolder.begin(out_dir, scheduled_at, run_id)
+        rf.tmp_path / "plan.parquet"   # write files here (each itself written atomically)
+        info, moved = rf.commit()      # rename into place; move ``latest`` if not older
+
+    ``abort()`` deletes the temporary folder (the previous run and ``latest`` are untouched).
+    """
+
+    def __init__(self, out_dir: Path, slot: str, run_id: str, tmp_path: Path):
+        self.out_dir = out_dir
+        self.slot = slot
+        self.run_id = run_id
+        self.tmp_path = tmp_path
+
+    @classmethod
+    def begin(cls, out_dir: Path, scheduled_at: datetime, run_id: str | None = None,
+              step_minutes: int = 30) -> RunFolder:
+        """Create ``out_dir/.tmp-<slot>_<run_id>-pid<pid>`` and return the builder.
+
+        Raises:
+            pipelines.errors.InputError: naive ``scheduled_at`` or a run id with other than
+                letters, digits and ``-``.
+        """
+        out_dir = Path(out_dir).resolve()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        clean_stale_temp(out_dir)
+        run_id = run_id or uuid.uuid4().hex[:12]
+        if not re.fullmatch(r"[0-9a-zA-Z-]+", run_id):
+            raise InputError(f"run_id {run_id!r}: expected letters, digits and '-'")
+        slot = slot_label(scheduled_at, step_minutes)
+        tmp = out_dir / f".tmp-{slot}_{run_id}-pid{os.getpid()}"
+        tmp.mkdir()
+        return cls(out_dir, slot, run_id, tmp)
+
+    @property
+    def name(self) -> str:
+        return f"{self.slot}_{self.run_id}"
+
+    @property
+    def final_path(self) -> Path:
+        return self.out_dir / self.name
+
+    def commit(self) -> tuple[RunInfo, bool]:
+        """Rename the temporary folder to ``<slot>_<run_id>`` and update ``latest``.
+
+        Returns ``(run, latest_moved)``; ``latest_moved`` is False when a newer slot was
+        already published (older catch-up).
+
+        Raises:
+            FileExistsError: a run folder with the same name exists (same slot and run id).
+        """
+        final = self.final_path
+        if final.exists():
+            raise FileExistsError(f"run folder {final} already exists")
+        _fsync_dir_tree(self.tmp_path)
+        os.rename(self.tmp_path, final)
+        _fsync_dir(self.out_dir)
+        info = RunInfo(final, self.slot, self.run_id)
+        moved = _point_latest(self.out_dir, info)
+        _fsync_dir(self.out_dir)
+        return info, moved
+
+    def abort(self) -> None:
+        shutil.rmtree(self.tmp_path, ignore_errors=True)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir_tree(path: Path) -> None:
+    for p in sorted(path.rglob("*")):
+        if p.is_file():
+            with open(p, "rb") as fh:
+                os.fsync(fh.fileno())
+    _fsync_dir(path)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` via a temporary file in the same folder and ``os.replace``."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    """Text version of :func:`atomic_write_bytes` (UTF-8)."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def check_freshness(out_dir: Path, now: datetime, max_age_h: float = 2.0) -> RunInfo:
+    """Fail loudly when the newest published plan is older than ``max_age_h`` (case C25).
+
+    Age is measured from the plan's UTC slot to ``now``.
+
+    Raises:
+        StalePlanError: no plan at all, or the newest is too old (message gives its slot,
+            its age in hours and the limit, and says to check the scheduler/worker).
+    """
+    run = latest_run(out_dir)
+    if run is None:
+        raise StalePlanError(f"no plan published under {out_dir}: is the replan deployment being served?")
+    age_h = (_as_utc(now) - run.slot_time).total_seconds() / 3600.0
+    if age_h > max_age_h:
+        raise StalePlanError(
+            f"newest plan {run.path.name} (slot {run.slot}) is {age_h:.1f} h old, more than the "
+            f"{max_age_h:g} h limit: scheduled re-planning is not running (is `gpuplan serve` up "
+            f"against a persistent Prefect server?)"
+        )
+    return run

@@ -1,0 +1,223 @@
+"""MLflow tracking for gpuplan: one experiment per forecaster, one for plans, one for benchmarks.
+
+The tracking URI is always explicit (from :class:`pipelines.config.Settings`, case C28); the
+store is initialised once, before any fan-out (:func:`init_store`), because several processes
+creating the schema of a new SQLite database at once race on migration (case C26). Each
+experiment gets an explicit artifact location under ``settings.artifact_root`` so nothing is
+written to ``./mlruns`` of the current directory.
+
+SQLite concurrency: :func:`init_store` switches the database to WAL journaling (readers do not
+block the writer; persistent in the file) and MLflow 3 sets ``PRAGMA busy_timeout = 20000``
+(20 s) on every session it opens (``mlflow/store/db/utils.py``), so concurrent writers wait
+instead of failing with "database is locked".
+
+Logging goes through :class:`mlflow.MlflowClient` with explicit run ids (thread-safe, no
+global active run), except model logging, which needs MLflow's fluent API.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import math
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from pipelines.config import Settings
+
+#: experiment key -> experiment name
+EXPERIMENTS: dict[str, str] = {
+    "training": "gpuplan-forecaster-training",
+    "quantization": "gpuplan-forecaster-quantization",
+    "batch_inference": "gpuplan-forecaster-batch_inference",
+    "realtime": "gpuplan-forecaster-realtime",
+    "plans": "gpuplan-plans",
+    "benchmarks": "gpuplan-benchmarks",
+}
+
+#: pip requirements given to ``log_model`` (inference of them costs ~10 s in a subprocess, STACK.md)
+MODEL_PIP_REQUIREMENTS: tuple[str, ...] = ("lightgbm>=4.6,<5", "pandas>=2.2", "numpy>=2.0")
+
+
+def sqlite_path(tracking_uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI, or None for any other scheme."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    return Path(tracking_uri[len("sqlite:///"):].split("?", 1)[0])
+
+
+def _client(settings: Settings):
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=settings.tracking_uri, registry_uri=settings.tracking_uri)
+
+
+@contextlib.contextmanager
+def _init_lock(settings: Settings) -> Iterator[None]:
+    settings.mlruns_dir.mkdir(parents=True, exist_ok=True)
+    db = sqlite_path(settings.tracking_uri)
+    lock_dir = db.parent if db is not None else settings.mlruns_dir
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / ".init.lock", "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def init_store(settings: Settings) -> dict[str, str]:
+    """Create the tracking database (schema), WAL mode and every experiment; idempotent.
+
+    Call once per process tree before starting concurrent work. Also sets the process-wide
+    tracking and registry URIs to ``settings.tracking_uri``.
+
+    Returns:
+        experiment key -> experiment id.
+    """
+    import mlflow
+
+    mlflow.set_tracking_uri(settings.tracking_uri)
+    mlflow.set_registry_uri(settings.tracking_uri)
+    with _init_lock(settings):
+        client = _client(settings)  # creates/migrates the schema for a new SQLite file
+        ids: dict[str, str] = {}
+        for key, name in EXPERIMENTS.items():
+            exp = client.get_experiment_by_name(name)
+            if exp is None:
+                location = (settings.artifact_root / name).resolve()
+                location.mkdir(parents=True, exist_ok=True)
+                ids[key] = client.create_experiment(name, artifact_location=location.as_uri())
+            else:
+                ids[key] = exp.experiment_id
+        db = sqlite_path(settings.tracking_uri)
+        if db is not None:
+            con = sqlite3.connect(db, timeout=20)
+            try:
+                con.execute("PRAGMA journal_mode=WAL")
+            finally:
+                con.close()
+    return ids
+
+
+def _clean_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
+    out = {}
+    for k, v in metrics.items():
+        if v is None or isinstance(v, bool):
+            continue
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(f):
+            out[k] = f
+    return out
+
+
+def log_run(
+    settings: Settings,
+    experiment: str,
+    run_name: str,
+    *,
+    params: Mapping[str, Any] | None = None,
+    metrics: Mapping[str, Any] | None = None,
+    tags: Mapping[str, str] | None = None,
+    artifacts: Mapping[str, Path] | None = None,
+    status: str = "FINISHED",
+) -> str:
+    """Create one finished MLflow run in ``EXPERIMENTS[experiment]`` and return its run id.
+
+    Args:
+        experiment: a key of :data:`EXPERIMENTS`.
+        params: logged as strings; None values skipped.
+        metrics: numeric values; None, NaN, inf and non-numeric values are skipped (MLflow
+            refuses NaN in SQLite stores).
+        artifacts: artifact sub-folder -> local file path.
+        status: terminal status, ``FINISHED`` or ``FAILED``.
+
+    Raises:
+        KeyError: unknown experiment key.
+    """
+    from mlflow.entities import Metric, Param
+
+    client = _client(settings)
+    exp = client.get_experiment_by_name(EXPERIMENTS[experiment])
+    exp_id = exp.experiment_id if exp is not None else init_store(settings)[experiment]
+    run = client.create_run(exp_id, run_name=run_name, tags=dict(tags or {}))
+    rid = run.info.run_id
+    try:
+        now_ms = int(time.time() * 1000)
+        m = [Metric(k, v, now_ms, 0) for k, v in _clean_metrics(metrics or {}).items()]
+        p = [Param(k, str(v)[:6000]) for k, v in (params or {}).items() if v is not None]
+        for i in range(0, max(len(m), len(p)), 100):
+            client.log_batch(rid, metrics=m[i:i + 100], params=p[i:i + 100])
+        for sub, path in (artifacts or {}).items():
+            client.log_artifact(rid, str(path), artifact_path=sub or None)
+    except BaseException:
+        client.set_terminated(rid, status="FAILED")
+        raise
+    client.set_terminated(rid, status=status)
+    return rid
+
+
+def log_lightgbm_model(
+    settings: Settings,
+    run_id: str,
+    model: Any,
+    input_example: Any,
+    registered_name: str,
+    alias: str = "champion",
+    signature: Any = None,
+) -> str:
+    """Log a LightGBM model (lightgbm flavour, signature + input example) to ``run_id``,
+    register it as a new version of ``registered_name`` and point ``alias`` at it (aliases,
+    not the deprecated stages).
+
+    Args:
+        model: a ``lightgbm.Booster`` or ``LGBMModel``.
+        input_example: a small frame of model inputs (categoricals as ``category`` dtype are
+            cast to ``str`` for the example when no ``signature`` is given).
+        signature: optional ``mlflow.models.ModelSignature``; inferred from the example and
+            the model's prediction on it otherwise.
+
+    Returns:
+        the registered model version (string).
+    """
+    import mlflow
+    import mlflow.lightgbm
+    from mlflow.models import infer_signature
+
+    mlflow.set_tracking_uri(settings.tracking_uri)
+    mlflow.set_registry_uri(settings.tracking_uri)
+    if signature is None:
+        pred = model.predict(input_example)
+        example = input_example.copy()
+        for col in example.columns:
+            if str(example[col].dtype) == "category":
+                example[col] = example[col].astype(object).astype(str)
+        signature = infer_signature(example, pred)
+        input_example = example
+    with mlflow.start_run(run_id=run_id):
+        info = mlflow.lightgbm.log_model(
+            model,
+            name="model",
+            signature=signature,
+            input_example=input_example,
+            pip_requirements=list(MODEL_PIP_REQUIREMENTS),
+        )
+    mv = mlflow.register_model(info.model_uri, registered_name)
+    _client(settings).set_registered_model_alias(registered_name, alias, mv.version)
+    return str(mv.version)
+
+
+def finished_runs(settings: Settings, experiment: str) -> list[Any]:
+    """Finished runs of one experiment (newest first)."""
+    client = _client(settings)
+    exp = client.get_experiment_by_name(EXPERIMENTS[experiment])
+    if exp is None:
+        return []
+    return [r for r in client.search_runs([exp.experiment_id], order_by=["attributes.start_time DESC"])
+            if r.info.status == "FINISHED"]
