@@ -1,0 +1,293 @@
+"""Ingest hourly traffic: zones, off-grid stamps, duplicates, DST, gaps, outliers (DESIGN §3, §4.4).
+
+Pure: takes a frame, returns a regular UTC hourly series plus a diagnostics record. No file IO.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from forecasters.errors import InputError
+
+#: Off-grid bucketing rules (``offgrid_rule``). ``max`` is the default: capacity planning must not
+#: average away peaks (cases C05).
+OFFGRID_RULES = ("max", "mean", "last")
+
+_AWARE_RE = r"(?:Z|z|[+-]\d{2}:?\d{2})$"
+
+
+@dataclass(frozen=True)
+class IngestSettings:
+    """Documented ingest settings.
+
+    Attributes:
+        max_missing_share: fail when more than this share of the hourly grid is missing (C04; 0.10).
+        interp_max_gap_h: gaps up to this many hours are imputed by linear interpolation in time; longer
+            gaps by the mean of the values 24 h before and 24 h after the hour (the same hour of the
+            neighbouring days, whichever exist), repeated outward, then linear interpolation as a last
+            resort (default 2 h).
+        outlier_z: an hour is an outlier when its deviation from the median of the same hour-of-day over
+            the surrounding ±3 days exceeds ``outlier_z`` robust standard deviations (1.4826 × MAD of
+            all such deviations) (default 6.0). Outliers are listed and masked out of the profile fit;
+            their values are kept in the series.
+    """
+
+    max_missing_share: float = 0.10
+    interp_max_gap_h: int = 2
+    outlier_z: float = 6.0
+
+
+def ingest(
+    df: pd.DataFrame,
+    timezone: str | None,
+    offgrid_rule: str = "max",
+    settings: IngestSettings | None = None,
+) -> tuple[pd.Series, dict]:
+    """Turn a traffic frame into a regular hourly UTC series with a diagnostics record.
+
+    Args:
+        df: rows with ``ts`` (text, datetime64 or tz-aware datetime; naive stamps need ``timezone``),
+            ``value`` (traffic per hour, >= 0, NaN = missing) and optional ``service`` (one service only).
+            Extra columns are ignored.
+        timezone: IANA zone of naive stamps (also the service's local clock; for aware stamps it is not
+            needed). ``None`` with naive stamps is refused.
+        offgrid_rule: how several stamps in one UTC hour combine: ``"max"`` (default), ``"mean"`` or
+            ``"last"`` (latest stamp).
+        settings: :class:`IngestSettings`; defaults when ``None``.
+
+    Returns:
+        ``(series, diagnostics)``. ``series``: float64, index = every UTC hour from the first to the last
+        bucket (tz UTC, freq ``h``), missing hours imputed (no NaN). ``diagnostics`` has the keys of the
+        ``gpuplan profile`` JSON contract: ``rows_in``, ``hours``, ``missing_hours``, ``longest_gap_h``,
+        ``duplicates_dropped``, ``ambiguous_hours`` (rows whose local time occurred twice, resolved by
+        file order: first occurrence = earlier UTC instant), ``nonexistent_hours`` (always 0: such rows
+        are rejected), ``off_grid_stamps``, ``outliers`` (ISO UTC stamps), ``constant``; plus
+        ``missing_share``, ``imputed`` (ISO UTC stamps of imputed hours), ``offgrid_rule``,
+        ``imputation``, ``timezone``.
+
+    Raises:
+        forecasters.errors.InputError: missing column, non-numeric/negative value, naive stamps without a
+            zone (asks for it), mixed naive/aware stamps, a non-existent local time (names it), conflicting
+            duplicate values (names the UTC hour and both values), several services, empty input, or a
+            missing share above ``settings.max_missing_share`` (states the share and the longest gap).
+    """
+    st = settings or IngestSettings()
+    if offgrid_rule not in OFFGRID_RULES:
+        raise InputError(f"offgrid_rule {offgrid_rule!r}: expected one of {OFFGRID_RULES}")
+    for col in ("ts", "value"):
+        if col not in df.columns:
+            raise InputError(f"traffic: missing column {col!r}; expected ts, value[, service]")
+    if "service" in df.columns:
+        services = pd.unique(df["service"].dropna())
+        if len(services) > 1:
+            raise InputError(f"traffic: {len(services)} services in one file ({list(services)[:5]}); "
+                             "pass one service at a time")
+    rows_in = int(len(df))
+    if rows_in == 0:
+        raise InputError("traffic: no rows")
+
+    values = _numeric_values(df["value"])
+    ts_utc, ambiguous = _to_utc(df["ts"], timezone)
+
+    frame = pd.DataFrame({"ts": ts_utc, "value": values, "order": np.arange(rows_in)})
+    # Exact duplicates (same instant): identical values (or NaN beside a value) are dropped and counted;
+    # different values are a conflict we refuse to resolve silently.
+    frame = frame.sort_values(["ts", "order"], kind="stable")
+    dup_mask = frame.duplicated("ts", keep=False)
+    duplicates_dropped = 0
+    if dup_mask.any():
+        keep_rows = []
+        for stamp, grp in frame[dup_mask].groupby("ts", sort=True):
+            vals = grp["value"].dropna().unique()
+            if len(vals) > 1:
+                hour = stamp.floor("h").strftime("%Y-%m-%dT%H:%MZ")
+                shown = ", ".join(f"{v:g}" for v in vals)
+                raise InputError(f"traffic: conflicting duplicate values at {stamp.isoformat()} "
+                                 f"(UTC hour {hour}): {shown}; remove one before ingest")
+            pick = grp[grp["value"].notna()].index[:1] if len(vals) else grp.index[:1]
+            keep_rows.extend(pick)
+            duplicates_dropped += len(grp) - 1
+        frame = pd.concat([frame[~dup_mask], frame.loc[keep_rows]]).sort_values("ts", kind="stable")
+
+    on_grid = frame["ts"] == frame["ts"].dt.floor("h")
+    off_grid = int((~on_grid).sum())
+    frame["hour"] = frame["ts"].dt.floor("h")
+    valued = frame.dropna(subset=["value"])
+    if offgrid_rule == "max":
+        hourly = valued.groupby("hour")["value"].max()
+    elif offgrid_rule == "mean":
+        hourly = valued.groupby("hour")["value"].mean()
+    else:
+        hourly = valued.sort_values("ts").groupby("hour")["value"].last()
+
+    grid = pd.date_range(frame["hour"].min(), frame["hour"].max(), freq="h", tz="UTC")
+    series = hourly.reindex(grid).astype("float64")
+    series.index.name = "ts"
+    missing = series.isna().to_numpy()
+    n_missing = int(missing.sum())
+    longest = _longest_run(missing)
+    share = n_missing / len(grid)
+    if n_missing == len(grid):
+        raise InputError("traffic: every value is missing")
+    if share > st.max_missing_share:
+        raise InputError(f"traffic: {n_missing} of {len(grid)} hours missing ({share:.2%}) exceeds the limit "
+                         f"{st.max_missing_share:.0%}; longest gap {longest} h")
+    imputed_idx = series.index[missing]
+    series = _impute(series, st.interp_max_gap_h)
+    observed = series[~missing]
+    constant = bool(observed.max() == observed.min())
+    outliers = [] if constant else _outliers(series, missing, st.outlier_z)
+
+    diagnostics = {
+        "rows_in": rows_in,
+        "hours": int(len(grid)),
+        "missing_hours": n_missing,
+        "longest_gap_h": int(longest),
+        "duplicates_dropped": int(duplicates_dropped),
+        "ambiguous_hours": int(ambiguous),
+        "nonexistent_hours": 0,
+        "off_grid_stamps": off_grid,
+        "outliers": [_iso(t) for t in outliers],
+        "constant": constant,
+        "missing_share": share,
+        "imputed": [_iso(t) for t in imputed_idx],
+        "offgrid_rule": offgrid_rule,
+        "imputation": f"linear for gaps <= {st.interp_max_gap_h} h, else mean of the same hour +-24 h",
+        "timezone": timezone,
+    }
+    return series, diagnostics
+
+
+def _iso(t: pd.Timestamp) -> str:
+    return t.tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _numeric_values(col: pd.Series) -> np.ndarray:
+    vals = pd.to_numeric(col, errors="coerce").astype("float64")
+    bad = vals.isna() & col.notna() & (col.astype("str").str.strip() != "")
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError(f"traffic row {i}: value {col.iloc[i]!r} is not a number")
+    arr = vals.to_numpy()
+    if np.isinf(arr).any():
+        i = int(np.flatnonzero(np.isinf(arr))[0])
+        raise InputError(f"traffic row {i}: value is infinite")
+    if (arr < 0).any():
+        i = int(np.flatnonzero(arr < 0)[0])
+        raise InputError(f"traffic row {i}: value {arr[i]:g} is negative; traffic must be >= 0")
+    return arr
+
+
+def _to_utc(col: pd.Series, timezone: str | None) -> tuple[pd.Series, int]:
+    """Parse ``ts`` to UTC; returns (UTC timestamps, number of rows with an ambiguous local time)."""
+    if col.isna().any():
+        i = int(np.flatnonzero(col.isna().to_numpy())[0])
+        raise InputError(f"traffic row {i}: ts is missing")
+    if isinstance(col.dtype, pd.DatetimeTZDtype):
+        return col.dt.tz_convert("UTC").reset_index(drop=True), 0
+    if pd.api.types.is_datetime64_dtype(col.dtype):
+        naive = pd.Series(col.to_numpy(), dtype=col.dtype)
+    else:
+        text = col.astype("str").str.strip()
+        aware = text.str.contains(_AWARE_RE, regex=True)
+        if aware.all():
+            try:
+                return pd.Series(pd.to_datetime(text, utc=True, format="ISO8601")).reset_index(drop=True), 0
+            except (ValueError, TypeError) as exc:
+                raise InputError(f"traffic: ts not ISO 8601 ({exc})") from exc
+        if aware.any():
+            i = int(np.flatnonzero(~aware.to_numpy())[0])
+            raise InputError(f"traffic row {i}: ts {text.iloc[i]!r} has no zone while other rows do; "
+                             "use one convention")
+        try:
+            naive = pd.Series(pd.to_datetime(text, format="ISO8601")).reset_index(drop=True)
+        except (ValueError, TypeError) as exc:
+            raise InputError(f"traffic: ts not ISO 8601 ({exc})") from exc
+    if timezone is None:
+        raise InputError("traffic: timestamps have no time zone; declare the source time zone "
+                         "(--timezone, an IANA name such as Europe/Berlin) or give UTC offsets")
+    try:
+        first = naive.dt.tz_localize(timezone, ambiguous=True, nonexistent="NaT")
+        second = naive.dt.tz_localize(timezone, ambiguous=False, nonexistent="NaT")
+    except Exception as exc:  # noqa: BLE001 - unknown zone names
+        raise InputError(f"timezone {timezone!r}: not a known IANA zone ({exc})") from exc
+    nonexist = first.isna()
+    if nonexist.any():
+        i = int(np.flatnonzero(nonexist.to_numpy())[0])
+        raise InputError(f"traffic row {i}: local time {naive.iloc[i]:%Y-%m-%d %H:%M} does not exist in "
+                         f"{timezone} (clocks skip it at the DST change); {int(nonexist.sum())} such row(s)")
+    amb = (first != second).to_numpy()
+    out = first.copy()
+    if amb.any():
+        # The same local wall time occurs twice: by file order, the first row of each stamp is the
+        # earlier (summer-time) instant, the second the later one.
+        occ = naive[amb].groupby(naive[amb]).cumcount().to_numpy()
+        amb_idx = np.flatnonzero(amb)
+        later = amb_idx[occ >= 1]
+        out.iloc[later] = second.iloc[later]
+    return out.dt.tz_convert("UTC").reset_index(drop=True), int(amb.sum())
+
+
+def _longest_run(mask: np.ndarray) -> int:
+    best = run = 0
+    for m in mask:
+        run = run + 1 if m else 0
+        best = max(best, run)
+    return best
+
+
+def _impute(series: pd.Series, interp_max_gap_h: int) -> pd.Series:
+    """Fill NaN hours: short gaps linearly, long gaps from the same hour ±24 h (see IngestSettings)."""
+    s = series.copy()
+    miss = s.isna().to_numpy()
+    if not miss.any():
+        return s
+    run_len = np.zeros(len(s), dtype=int)
+    i = 0
+    while i < len(s):
+        if miss[i]:
+            j = i
+            while j < len(s) and miss[j]:
+                j += 1
+            run_len[i:j] = j - i
+            i = j
+        else:
+            i += 1
+    long_gap = run_len > interp_max_gap_h
+    if long_gap.any():
+        filled = s.copy()
+        for _ in range(len(s) // 24 + 1):
+            prev = filled.shift(24)
+            nxt = filled.shift(-24)
+            cand = pd.concat([prev, nxt], axis=1).mean(axis=1)
+            todo = filled.isna().to_numpy() & long_gap & cand.notna().to_numpy()
+            if not todo.any():
+                break
+            filled[todo] = cand[todo]
+        s = filled
+    s = s.interpolate(method="time", limit_direction="both")
+    return s
+
+
+def _outliers(series: pd.Series, missing: np.ndarray, z: float) -> list[pd.Timestamp]:
+    """Hours far from the median of the same hour-of-day over the surrounding ±3 days (robust z)."""
+    x = series.to_numpy()
+    n = len(x)
+    ref = np.full(n, np.nan)
+    for i in range(n):
+        lags = [i + 24 * k for k in range(-3, 4) if k != 0 and 0 <= i + 24 * k < n and not missing[i + 24 * k]]
+        if len(lags) >= 2:
+            ref[i] = np.median(x[lags])
+    dev = x - ref
+    ok = ~np.isnan(dev) & ~missing
+    if ok.sum() < 24:
+        return []
+    med = np.median(dev[ok])
+    mad = 1.4826 * np.median(np.abs(dev[ok] - med))
+    if mad <= 0:
+        return []
+    flag = ok & (np.abs(dev - med) > z * mad)
+    return list(series.index[flag])

@@ -1,0 +1,402 @@
+"""Weekly seasonal traffic profile: OLS on trend + Fourier(24 h) + Fourier(168 h) (DESIGN §4.4).
+
+Method (chosen from the measurements in STACK.md: fastest and most accurate of the statsmodels options,
+and unlike MSTL it keeps the weekly component with one full week of history):
+
+    z_t = b0 + b1 * trend_t + sum_k daily_k(t) + sum_k weekly_k(t) + e_t,    fitted by statsmodels OLS
+
+* ``z = log(traffic)`` when every fitted value is > 0, else ``z = traffic`` (no log of zero, C06).
+* The seasonal regressors are evaluated on the service's LOCAL wall clock (IANA zone): daily terms on the
+  local hour of day, weekly terms on the local hour of week (Monday 00:00 = 0). A 09:00 local peak stays
+  at 09:00 across a clock change (C08); timestamps are stored and forecast in UTC.
+* Daily harmonics k = 1..``daily_order`` of period 24 h; weekly harmonics k = 1..``weekly_order`` of period
+  168 h except multiples of 7 (those are daily harmonics already; keeping both would be collinear).
+* The trend is linear in UTC hours (scaled to weeks).
+* P50 = inverse transform of the regression prediction; P90 adds the 0.9 quantile of out-of-sample
+  24 h-ahead errors collected on rolling origins inside the history (each of the last
+  ``calib_origins`` days forecast from the history before it, by the same method), so the band reflects
+  day-ahead error, not the smaller in-sample residuals.
+* History rule (C03): the weekly component needs more than two weekly periods (``min_weekly_points`` =
+  337 hourly points) for status ``"ok"``. With 168..336 points the weekly terms are still fitted (the
+  regression is identified from one full week) but the profile is ``"degraded"`` with the message
+  "weekly seasonality needs more than 336 hourly points; got N". Below 168 points the weekly component
+  cannot be estimated at all: status ``"degraded"``, components without ``weekly_168h``, and a message
+  saying so (or an error with ``on_short_history="error"``). Never a silent loss.
+* statsmodels warnings raised during a fit are recorded as messages and make the status ``"degraded"``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from forecasters.errors import InputError
+
+HOURS_PER_WEEK = 168
+HOURS_PER_DAY = 24
+
+
+@dataclass(frozen=True)
+class ProfileSettings:
+    """Settings of :func:`fit_profile` (defaults documented in the module docstring).
+
+    Attributes:
+        daily_order: Fourier harmonics of the 24 h period (4, STACK.md).
+        weekly_order: Fourier harmonics of the 168 h period (10, STACK.md; multiples of 7 skipped).
+        trend: include a linear trend.
+        transform: ``"auto"`` (log when all values > 0), ``"log"`` or ``"none"``.
+        min_weekly_points: points needed for status ``"ok"`` (337 = more than two weeks, C03).
+        min_points: fewer hourly points are refused (48).
+        p90_quantile: quantile of the day-ahead errors used for the upper band (0.9).
+        calib_origins: number of inner rolling origins (days) used to calibrate the band (7).
+        trailing_window_h: refit on at most this many most recent hours (672 = 4 weeks); None = all.
+        on_short_history: ``"degraded"`` or ``"error"`` below ``min_weekly_points``.
+    """
+
+    daily_order: int = 4
+    weekly_order: int = 10
+    trend: bool = True
+    transform: str = "auto"
+    min_weekly_points: int = 2 * HOURS_PER_WEEK + 1
+    min_points: int = 2 * HOURS_PER_DAY
+    p90_quantile: float = 0.9
+    calib_origins: int = 7
+    trailing_window_h: int | None = 4 * HOURS_PER_WEEK
+    on_short_history: str = "degraded"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A fitted profile. Values are in the series' units per hour; times are UTC.
+
+    Attributes:
+        method: human-readable method name.
+        status: ``"ok"`` or ``"degraded"`` (see ``messages``).
+        messages: reasons for a degraded status and other notes.
+        components: e.g. ``("level", "trend", "daily_24h", "weekly_168h")`` or ``("constant",)``.
+        timezone: IANA zone of the local clock the seasonality is on.
+        transform: ``"log"`` or ``"none"``.
+        params_: regression coefficients (shape ``(p,)``; empty for a constant profile).
+        t0_: UTC hour of the first history point (trend origin).
+        end_: UTC hour of the last history point.
+        n_points: hourly points in the fitted span.
+        q90_: P90 offset on the transformed scale (>= 0).
+        constant_value: the value of a constant series, else None.
+        level_factor: multiplicative level correction from :func:`recalibrate` (1.0 = none).
+        weekly: whether the weekly terms are in the model.
+        settings: the :class:`ProfileSettings` used.
+    """
+
+    method: str
+    status: str
+    messages: tuple[str, ...]
+    components: tuple[str, ...]
+    timezone: str
+    transform: str
+    params_: np.ndarray
+    t0_: pd.Timestamp
+    end_: pd.Timestamp
+    n_points: int
+    q90_: float
+    constant_value: float | None
+    weekly: bool
+    settings: ProfileSettings = field(default_factory=ProfileSettings)
+    level_factor: float = 1.0
+
+    @property
+    def constant(self) -> bool:
+        """True when the history was constant (the profile is that value exactly)."""
+        return self.constant_value is not None
+
+
+def _local_hours(ts_utc: pd.DatetimeIndex, timezone: str) -> tuple[np.ndarray, np.ndarray]:
+    """Local hour of day (0..24) and hour of week (0..168, Monday 00:00 = 0) on the wall clock."""
+    local = ts_utc.tz_convert(timezone)
+    hod = local.hour.to_numpy() + local.minute.to_numpy() / 60.0
+    how = local.day_of_week.to_numpy() * 24 + hod
+    return hod, how
+
+
+def _design(hod: np.ndarray, how: np.ndarray, t_weeks: np.ndarray, s: ProfileSettings, weekly: bool) -> np.ndarray:
+    """Regressors (n, p): constant, [trend], daily sin/cos k, [weekly sin/cos k, k not multiple of 7]."""
+    cols = [np.ones_like(hod)]
+    if s.trend:
+        cols.append(t_weeks)
+    for k in range(1, s.daily_order + 1):
+        a = 2 * np.pi * k * hod / HOURS_PER_DAY
+        cols += [np.sin(a), np.cos(a)]
+    if weekly:
+        for k in range(1, s.weekly_order + 1):
+            if k % 7 == 0:
+                continue
+            a = 2 * np.pi * k * how / HOURS_PER_WEEK
+            cols += [np.sin(a), np.cos(a)]
+    return np.column_stack(cols)
+
+
+def _components(s: ProfileSettings, weekly: bool) -> tuple[str, ...]:
+    comps = ["level"] + (["trend"] if s.trend else []) + ["daily_24h"]
+    return tuple(comps + (["weekly_168h"] if weekly else []))
+
+
+def _method(s: ProfileSettings, weekly: bool, transform: str) -> str:
+    terms = f"fourier(24h,{s.daily_order})" + (f"+fourier(168h,{s.weekly_order})" if weekly else "")
+    return f"statsmodels OLS: {'trend+' if s.trend else ''}{terms}, local clock, {transform} scale"
+
+
+def _features(idx: pd.DatetimeIndex, timezone: str, t0: pd.Timestamp, s: ProfileSettings, weekly: bool):
+    hod, how = _local_hours(idx, timezone)
+    t_weeks = ((idx - t0) / pd.Timedelta(hours=1)).to_numpy(dtype=float) / HOURS_PER_WEEK
+    return _design(hod, how, t_weeks, s, weekly)
+
+
+def _check_series(series: pd.Series) -> pd.Series:
+    if not isinstance(series.index, pd.DatetimeIndex) or series.index.tz is None:
+        raise InputError("series: index must be tz-aware hourly timestamps (use forecasters.realtime.ingest)")
+    idx = series.index.tz_convert("UTC")
+    if len(idx) > 1 and not (idx[1:] - idx[:-1] == pd.Timedelta(hours=1)).all():
+        raise InputError("series: index must be a regular hourly grid (use forecasters.realtime.ingest)")
+    vals = series.to_numpy(dtype=float)
+    if not np.isfinite(vals).all():
+        i = int(np.flatnonzero(~np.isfinite(vals))[0])
+        raise InputError(f"series: value at {idx[i].isoformat()} is NaN/inf; impute first (ingest does)")
+    if (vals < 0).any():
+        i = int(np.flatnonzero(vals < 0)[0])
+        raise InputError(f"series: value at {idx[i].isoformat()} is negative")
+    return pd.Series(vals, index=idx)
+
+
+def _ols(X: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Fit with statsmodels OLS; every warning it raises is returned as a message (never ignored)."""
+    import statsmodels.api as sm
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = sm.OLS(z, X).fit()
+    msgs = [f"statsmodels: {w.category.__name__}: {w.message}" for w in caught]
+    return np.asarray(res.params, dtype=float), msgs
+
+
+def fit_profile(
+    series: pd.Series,
+    timezone: str = "UTC",
+    exclude=None,
+    settings: ProfileSettings | None = None,
+) -> Profile:
+    """Fit the weekly seasonal profile to an hourly UTC series.
+
+    Args:
+        series: traffic per hour (>= 0, no NaN), tz-aware regular hourly index (from :func:`ingest`).
+        timezone: IANA zone of the service's local clock (seasonality), default ``"UTC"``.
+        exclude: timestamps (iterable of ISO strings or Timestamps) kept out of the fit, e.g. the
+            ``imputed`` hours and ``outliers`` of the ingest diagnostics.
+        settings: :class:`ProfileSettings`.
+
+    Returns:
+        :class:`Profile` with status ``"ok"`` or ``"degraded"`` (see the module docstring).
+
+    Raises:
+        forecasters.errors.InputError: bad index/values, fewer than ``min_points`` points, unknown zone,
+            rank-deficient regressors, or a short history with ``on_short_history="error"``.
+    """
+    s = settings or ProfileSettings()
+    series = _check_series(series)
+    if s.trailing_window_h is not None and len(series) > s.trailing_window_h:
+        series = series.iloc[-s.trailing_window_h:]
+    n = len(series)
+    if n < s.min_points:
+        raise InputError(f"series: {n} hourly points; the profile needs at least {s.min_points}")
+    try:
+        _local_hours(series.index[:1], timezone)
+    except Exception as exc:  # noqa: BLE001
+        raise InputError(f"timezone {timezone!r}: not a known IANA zone ({exc})") from exc
+    use = np.ones(n, dtype=bool)
+    if exclude is not None:
+        ex = pd.DatetimeIndex(pd.to_datetime(list(exclude), utc=True)) if len(list(exclude)) else None
+        if ex is not None:
+            use &= ~series.index.isin(ex)
+    vals = series.to_numpy()
+    t0, end = series.index[0], series.index[-1]
+    messages: list[str] = []
+    status = "ok"
+
+    fitted_vals = vals[use]
+    if fitted_vals.size and fitted_vals.max() == fitted_vals.min():
+        c = float(fitted_vals[0])
+        return Profile(method="constant series: profile = the constant (no regression)", status="ok",
+                       messages=("constant series: every hour equals %g" % c,), components=("constant",),
+                       timezone=timezone, transform="none", params_=np.zeros(0), t0_=t0, end_=end,
+                       n_points=n, q90_=0.0, constant_value=c, weekly=False, settings=s)
+
+    weekly = n >= HOURS_PER_WEEK
+    if n < s.min_weekly_points:
+        msg = (f"weekly seasonality needs more than {s.min_weekly_points - 1} hourly points; got {n}")
+        if s.on_short_history == "error":
+            raise InputError(msg)
+        if weekly:
+            msg += "; weekly component fitted from fewer than two weekly periods (unreplicated)"
+        else:
+            msg += "; weekly component NOT estimated (needs one full week): daily profile only"
+        messages.append(msg)
+        status = "degraded"
+
+    transform = s.transform
+    if transform == "auto":
+        transform = "log" if (vals[use] > 0).all() else "none"
+    if transform == "log" and not (vals[use] > 0).all():
+        messages.append("log transform skipped: series has zero values")
+        transform = "none"
+    z = np.log(vals) if transform == "log" else vals.astype(float)
+
+    X = _features(series.index, timezone, t0, s, weekly)
+    if np.linalg.matrix_rank(X[use]) < X.shape[1]:
+        raise InputError(f"series: {int(use.sum())} usable hours cannot identify {X.shape[1]} profile terms "
+                         "(too many masked hours); give a longer history")
+    params, warn_msgs = _ols(X[use], z[use])
+    if warn_msgs:
+        messages += warn_msgs
+        status = "degraded"
+
+    q90 = _calibrate_q90(X, z, use, s, n, weekly)
+    if q90 is None:
+        resid = z[use] - X[use] @ params
+        dof = max(int(use.sum()) - X.shape[1], 1)
+        q90 = float(np.quantile(resid, s.p90_quantile)) * np.sqrt(use.sum() / dof)
+        messages.append("P90 band from in-sample residuals (history too short for rolling-origin calibration)")
+    return Profile(method=_method(s, weekly, transform), status=status, messages=tuple(messages),
+                   components=_components(s, weekly), timezone=timezone, transform=transform,
+                   params_=params, t0_=t0, end_=end, n_points=n, q90_=max(float(q90), 0.0),
+                   constant_value=None, weekly=weekly, settings=s)
+
+
+def _calibrate_q90(X, z, use, s: ProfileSettings, n: int, weekly: bool) -> float | None:
+    """0.9 quantile of 24 h-ahead errors from inner rolling origins (None when fewer than 24 errors).
+
+    Origins are the last ``calib_origins`` day boundaries ``o = n-24, n-48, ...`` with at least
+    ``min_points`` hours before them; each refits the same regression (weekly terms only when
+    ``o >= 168``) on hours ``[0, o)`` and forecasts ``[o, o+24)``. Least squares via numpy (same
+    estimator as OLS) to keep this cheap.
+    """
+    errors = []
+    for j in range(1, s.calib_origins + 1):
+        o = n - HOURS_PER_DAY * j
+        if o < s.min_points:
+            break
+        cols = X.shape[1] if (weekly and o >= HOURS_PER_WEEK) else _n_cols(s, weekly=False)
+        Xo = X[:, :cols]
+        train = use[:o]
+        if np.linalg.matrix_rank(Xo[:o][train]) < cols:
+            continue
+        beta, *_ = np.linalg.lstsq(Xo[:o][train], z[:o][train], rcond=None)
+        test = slice(o, o + HOURS_PER_DAY)
+        err = z[test] - Xo[test] @ beta
+        errors.append(err[use[test]])
+    if not errors:
+        return None
+    e = np.concatenate(errors)
+    if e.size < HOURS_PER_DAY:
+        return None
+    return float(np.quantile(e, s.p90_quantile))
+
+
+def _n_cols(s: ProfileSettings, weekly: bool) -> int:
+    n = 1 + (1 if s.trend else 0) + 2 * s.daily_order
+    if weekly:
+        n += 2 * sum(1 for k in range(1, s.weekly_order + 1) if k % 7 != 0)
+    return n
+
+
+def _base(profile: Profile, idx: pd.DatetimeIndex) -> tuple[np.ndarray, np.ndarray]:
+    """P50 and P90 at UTC stamps ``idx`` without the level factor."""
+    if profile.constant:
+        v = np.full(len(idx), float(profile.constant_value))
+        return v, v.copy()
+    X = _features(idx, profile.timezone, profile.t0_, profile.settings, profile.weekly)
+    zhat = X @ profile.params_
+    if profile.transform == "log":
+        return np.exp(zhat), np.exp(zhat + profile.q90_)
+    p50 = np.maximum(zhat, 0.0)
+    return p50, np.maximum(zhat + profile.q90_, p50)
+
+
+def forecast(profile: Profile, horizon_h: int, start=None) -> pd.DataFrame:
+    """Forecast P50/P90 traffic per hour.
+
+    Args:
+        profile: from :func:`fit_profile` (optionally :func:`recalibrate`-d).
+        horizon_h: number of hours (>= 1).
+        start: first UTC hour; default the first hour after the history (``profile.end_ + 1 h``).
+
+    Returns:
+        Frame with ``horizon_h`` rows: ``ts`` (tz UTC, consecutive hours), ``p50``, ``p90`` (traffic per
+        hour, >= 0, ``p90 >= p50``), both multiplied by ``profile.level_factor``.
+
+    Raises:
+        forecasters.errors.InputError: ``horizon_h < 1`` or a naive ``start``.
+    """
+    if int(horizon_h) < 1:
+        raise InputError(f"horizon_h must be >= 1; got {horizon_h}")
+    if start is None:
+        start = profile.end_ + pd.Timedelta(hours=1)
+    start = pd.Timestamp(start)
+    if start.tzinfo is None:
+        raise InputError(f"forecast start {start} has no time zone; give a UTC timestamp")
+    idx = pd.date_range(start.tz_convert("UTC").floor("h"), periods=int(horizon_h), freq="h")
+    p50, p90 = _base(profile, idx)
+    f = profile.level_factor
+    return pd.DataFrame({"ts": idx, "p50": p50 * f, "p90": p90 * f})
+
+
+def fitted(profile: Profile, idx: pd.DatetimeIndex) -> np.ndarray:
+    """P50 of the profile at arbitrary UTC stamps (with the level factor); shape ``(len(idx),)``."""
+    return _base(profile, pd.DatetimeIndex(idx).tz_convert("UTC"))[0] * profile.level_factor
+
+
+def recalibrate(
+    profile: Profile,
+    recent_actuals: pd.Series,
+    window_h: int = 6,
+    bounds: tuple[float, float] = (0.5, 2.0),
+) -> Profile:
+    """Level correction from the most recent actual hours (DESIGN §4.4: run at every planning run).
+
+    ``level_factor = sum(actual) / sum(profile P50)`` over the last ``window_h`` non-NaN hours of
+    ``recent_actuals`` (UTC-indexed, traffic per hour), clipped to ``bounds``. It replaces (does not
+    compound) any earlier factor. A zero expected sum (e.g. an all-zero profile) leaves the factor at 1.
+
+    Returns:
+        A new :class:`Profile` (the input is not modified).
+
+    Raises:
+        forecasters.errors.InputError: ``recent_actuals`` without a tz-aware index or with negatives.
+    """
+    if not isinstance(recent_actuals.index, pd.DatetimeIndex) or recent_actuals.index.tz is None:
+        raise InputError("recent_actuals: index must be tz-aware UTC hours")
+    r = recent_actuals.dropna().astype(float).sort_index().iloc[-window_h:]
+    if (r < 0).any():
+        raise InputError("recent_actuals: negative traffic")
+    if r.empty:
+        return profile
+    expected = _base(profile, r.index.tz_convert("UTC"))[0]
+    denom = float(expected.sum())
+    if denom <= 0:
+        return dataclasses.replace(profile, level_factor=1.0)
+    factor = float(np.clip(r.sum() / denom, bounds[0], bounds[1]))
+    return dataclasses.replace(profile, level_factor=factor)
+
+
+def hour_of_week_profile(profile: Profile) -> np.ndarray:
+    """P50 per local hour of week (shape ``(168,)``, index 0 = Monday 00:00 local) at the trend level of
+    the last history hour, times the level factor. A constant profile returns that constant exactly."""
+    if profile.constant:
+        return np.full(HOURS_PER_WEEK, float(profile.constant_value)) * profile.level_factor
+    how = np.arange(HOURS_PER_WEEK, dtype=float)
+    hod = how % HOURS_PER_DAY
+    t_weeks = np.full(HOURS_PER_WEEK, (profile.end_ - profile.t0_) / pd.Timedelta(hours=1) / HOURS_PER_WEEK)
+    zhat = _design(hod, how, t_weeks, profile.settings, profile.weekly) @ profile.params_
+    p50 = np.exp(zhat) if profile.transform == "log" else np.maximum(zhat, 0.0)
+    return p50 * profile.level_factor
