@@ -1,0 +1,98 @@
+"""C25: schedules on the right clock, one nightly run per local day, UTC replan slots, no ephemeral serving."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from datetime import UTC, date, datetime
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from pipelines.config import Settings
+from pipelines.deployments import (
+    claim_local_day,
+    local_day,
+    replan_cron,
+    require_persistent_server,
+    runs_per_local_day,
+    schedule_dates,
+)
+from pipelines.errors import InputError
+from pipelines.run_folder import slot_label
+
+LONDON = ZoneInfo("Europe/London")
+
+
+def _dates(cron, tz, start, end):
+    return asyncio.run(schedule_dates(cron, tz, start, end))
+
+
+def test_daily_0130_london_over_autumn_change_runs_once_per_local_day():
+    # C25 (c): 01:30 happens twice on 2025-10-26 in Europe/London
+    runs = _dates("30 1 * * *", "Europe/London", datetime(2025, 10, 25, tzinfo=LONDON),
+                  datetime(2025, 10, 28, tzinfo=LONDON))
+    assert runs == [datetime(2025, 10, 25, 0, 30, tzinfo=UTC),  # BST
+                    datetime(2025, 10, 26, 0, 30, tzinfo=UTC),  # first 01:30 (BST)
+                    datetime(2025, 10, 27, 1, 30, tzinfo=UTC)]  # GMT
+    assert [local_day(t, "Europe/London") for t in runs] == [date(2025, 10, 25), date(2025, 10, 26),
+                                                             date(2025, 10, 27)]
+
+
+def test_local_day_rule_drops_a_second_run_on_the_repeated_hour():
+    # what an older scheduler produced (PrefectHQ/prefect#7381): both 01:30 BST and 01:30 GMT
+    produced = [datetime(2025, 10, 25, 0, 30, tzinfo=UTC), datetime(2025, 10, 26, 0, 30, tzinfo=UTC),
+                datetime(2025, 10, 26, 1, 30, tzinfo=UTC), datetime(2025, 10, 27, 1, 30, tzinfo=UTC)]
+    kept = runs_per_local_day(produced, "Europe/London")
+    assert kept == [produced[0], produced[1], produced[3]]
+
+
+def test_claim_local_day_once(tmp_path):
+    marker = tmp_path / "models" / "nightly_days.json"
+    assert claim_local_day(marker, date(2025, 10, 26))
+    assert not claim_local_day(marker, date(2025, 10, 26))
+    assert claim_local_day(marker, date(2025, 10, 27))
+
+
+def test_nightly_0200_follows_local_clock_across_spring_change():
+    runs = _dates("0 2 * * *", "America/New_York", datetime(2025, 3, 8, tzinfo=UTC), datetime(2025, 3, 11, tzinfo=UTC))
+    # 02:00 does not exist on 2025-03-09 in New York; still exactly one run that local day
+    assert [local_day(t, "America/New_York") for t in runs] == [date(2025, 3, 8), date(2025, 3, 9), date(2025, 3, 10)]
+    assert runs[1] == datetime(2025, 3, 9, 7, tzinfo=UTC)  # 03:00 EDT: the skipped 02:00 runs at the next instant
+
+
+def test_replan_on_utc_clock_gives_25_hourly_plans_on_the_london_autumn_day():
+    # C25 (b): the replan schedule is on UTC; the local day 2025-10-26 has 25 UTC hours
+    start, end = datetime(2025, 10, 26, tzinfo=LONDON), datetime(2025, 10, 27, tzinfo=LONDON)
+    hourly = _dates("0 * * * *", "UTC", start, end)
+    slots = [slot_label(t, 60) for t in hourly]
+    assert len(slots) == 25 and len(set(slots)) == 25
+    half = _dates(replan_cron(Settings()), "UTC", start, end)
+    assert len(half) == 50 and len({slot_label(t) for t in half}) == 50
+    # the same hourly cron on the London clock fires on "new schedule hours" only: 24, one UTC hour lost
+    assert len(_dates("0 * * * *", "Europe/London", start, end)) == 24
+
+
+def test_replan_cron_strings():
+    assert replan_cron(Settings()) == "*/30 * * * *"
+    assert replan_cron(Settings(replan_every_min=60)) == "0 */1 * * *"
+    assert replan_cron(Settings(replan_every_min=120)) == "0 */2 * * *"
+    with pytest.raises(InputError, match="replan_every_min"):
+        replan_cron(Settings(replan_every_min=45))
+
+
+def test_serve_refuses_a_temporary_server(monkeypatch):
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setenv("PREFECT_API_URL", "")
+    with pytest.raises(InputError, match="temporary Prefect server has no scheduler"):
+        require_persistent_server("")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(InputError, match="not reachable"):
+        require_persistent_server(f"http://127.0.0.1:{port}/api", timeout_s=1)
+
+
+def test_nightly_timezone_must_be_iana():
+    with pytest.raises(ValueError, match="unknown IANA time zone"):
+        Settings(nightly_timezone="Mars/Olympus")
