@@ -12,7 +12,7 @@ Public API (pure; no file IO):
 
 from forecasters.realtime.backtest import backtest
 from forecasters.realtime.gpus import to_gpus
-from forecasters.realtime.ingest import OFFGRID_RULES, IngestSettings, ingest
+from forecasters.realtime.ingest import OFFGRID_RULES, IngestSettings, daily_totals, ingest
 from forecasters.realtime.profile import (
     Profile,
     ProfileSettings,
@@ -29,6 +29,7 @@ __all__ = [
     "Profile",
     "ProfileSettings",
     "backtest",
+    "daily_totals",
     "fit_profile",
     "fitted",
     "forecast",

@@ -291,3 +291,20 @@ def _outliers(series: pd.Series, missing: np.ndarray, z: float) -> list[pd.Times
         return []
     flag = ok & (np.abs(dev - med) > z * mad)
     return list(series.index[flag])
+
+
+def daily_totals(series: pd.Series, timezone: str) -> pd.DataFrame:
+    """Totals per LOCAL calendar day of an hourly UTC series (for the risk report).
+
+    Groups by the local date of each UTC hour, so DST days have 23 or 25 hours and a day whose local
+    midnight does not exist (America/Sao_Paulo 2018-11-04) is still one bucket (C01.3). No resampling on
+    local labels, hence no non-existent-time error.
+
+    Returns:
+        Frame ``date`` (``datetime.date``), ``total`` (sum of the day's hours, series units), ``hours``
+        (number of hourly values in that local day), one row per local day, in order.
+    """
+    local_date = series.index.tz_convert(timezone).date
+    g = series.groupby(local_date)
+    return pd.DataFrame({"date": list(g.groups.keys()), "total": g.sum().to_numpy(),
+                         "hours": g.size().to_numpy()})

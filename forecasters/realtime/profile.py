@@ -45,8 +45,13 @@ class ProfileSettings:
     """Settings of :func:`fit_profile` (defaults documented in the module docstring).
 
     Attributes:
-        daily_order: Fourier harmonics of the 24 h period (4, STACK.md).
+        daily_order: Fourier harmonics of the 24 h period (4, STACK.md); the fallback order.
         weekly_order: Fourier harmonics of the 168 h period (10, STACK.md; multiples of 7 skipped).
+        order_candidates: (daily, weekly) order pairs compared by BIC on the history; the pair with the
+            lowest BIC among those with at most ``max_params_share`` × usable points parameters is used.
+            (12, 84) spans every hour-of-week pattern (sharp one-hour peaks, C08); (4, 10) is the smooth
+            STACK.md default. Empty tuple: always use ``daily_order``/``weekly_order``.
+        max_params_share: cap on parameters per usable point for a candidate (1/3).
         trend: include a linear trend.
         transform: ``"auto"`` (log when all values > 0), ``"log"`` or ``"none"``.
         min_weekly_points: points needed for status ``"ok"`` (337 = more than two weeks, C03).
@@ -59,6 +64,8 @@ class ProfileSettings:
 
     daily_order: int = 4
     weekly_order: int = 10
+    order_candidates: tuple[tuple[int, int], ...] = ((4, 10), (12, 10), (12, 20), (12, 84))
+    max_params_share: float = 1 / 3
     trend: bool = True
     transform: str = "auto"
     min_weekly_points: int = 2 * HOURS_PER_WEEK + 1
@@ -128,13 +135,13 @@ def _design(hod: np.ndarray, how: np.ndarray, t_weeks: np.ndarray, s: ProfileSet
         cols.append(t_weeks)
     for k in range(1, s.daily_order + 1):
         a = 2 * np.pi * k * hod / HOURS_PER_DAY
-        cols += [np.sin(a), np.cos(a)]
+        cols += [np.cos(a)] if 2 * k == HOURS_PER_DAY else [np.sin(a), np.cos(a)]
     if weekly:
         for k in range(1, s.weekly_order + 1):
             if k % 7 == 0:
                 continue
             a = 2 * np.pi * k * how / HOURS_PER_WEEK
-            cols += [np.sin(a), np.cos(a)]
+            cols += [np.cos(a)] if 2 * k == HOURS_PER_WEEK else [np.sin(a), np.cos(a)]
     return np.column_stack(cols)
 
 
@@ -252,6 +259,8 @@ def fit_profile(
         transform = "none"
     z = np.log(vals) if transform == "log" else vals.astype(float)
 
+    if weekly and s.order_candidates:
+        s = _select_orders(series.index, timezone, t0, z, use, s)
     X = _features(series.index, timezone, t0, s, weekly)
     if np.linalg.matrix_rank(X[use]) < X.shape[1]:
         raise InputError(f"series: {int(use.sum())} usable hours cannot identify {X.shape[1]} profile terms "
@@ -271,6 +280,29 @@ def fit_profile(
                    components=_components(s, weekly), timezone=timezone, transform=transform,
                    params_=params, t0_=t0, end_=end, n_points=n, q90_=max(float(q90), 0.0),
                    constant_value=None, weekly=weekly, settings=s)
+
+
+def _select_orders(idx, timezone, t0, z, use, s: ProfileSettings) -> ProfileSettings:
+    """Pick (daily, weekly) Fourier orders by BIC = n log(RSS/n) + p log(n) on the usable hours.
+
+    Candidates with more than ``max_params_share`` × n parameters are skipped; RSS is floored at
+    1e-12 × total sum of squares so that an exact fit of noise-free data does not give -inf.
+    """
+    n = int(use.sum())
+    tss = float(np.sum((z[use] - z[use].mean()) ** 2)) + 1e-300
+    best, best_bic = None, np.inf
+    for d, w in s.order_candidates:
+        cand = dataclasses.replace(s, daily_order=d, weekly_order=w)
+        p = _n_cols(cand, weekly=True)
+        if p > s.max_params_share * n:
+            continue
+        X = _features(idx, timezone, t0, cand, True)[use]
+        beta, *_ = np.linalg.lstsq(X, z[use], rcond=None)
+        rss = max(float(np.sum((z[use] - X @ beta) ** 2)), 1e-12 * tss)
+        bic = n * np.log(rss / n) + p * np.log(n)
+        if bic < best_bic - 1e-9:
+            best, best_bic = cand, bic
+    return best if best is not None else s
 
 
 def _calibrate_q90(X, z, use, s: ProfileSettings, n: int, weekly: bool) -> float | None:
@@ -304,9 +336,9 @@ def _calibrate_q90(X, z, use, s: ProfileSettings, n: int, weekly: bool) -> float
 
 
 def _n_cols(s: ProfileSettings, weekly: bool) -> int:
-    n = 1 + (1 if s.trend else 0) + 2 * s.daily_order
+    n = 1 + (1 if s.trend else 0) + sum(1 if 2 * k == HOURS_PER_DAY else 2 for k in range(1, s.daily_order + 1))
     if weekly:
-        n += 2 * sum(1 for k in range(1, s.weekly_order + 1) if k % 7 != 0)
+        n += sum(1 if 2 * k == HOURS_PER_WEEK else 2 for k in range(1, s.weekly_order + 1) if k % 7 != 0)
     return n
 
 

@@ -8,6 +8,43 @@ import typer
 
 from pipelines.cli_support import run_guarded
 
+#: Keys of the ``diagnostics`` object in the JSON contract (issue 4), in order.
+DIAGNOSTIC_KEYS = ("rows_in", "hours", "missing_hours", "longest_gap_h", "duplicates_dropped",
+                   "ambiguous_hours", "nonexistent_hours", "off_grid_stamps", "outliers", "constant",
+                   "components")
+
+
+def profile_document(df, timezone: str | None, horizon_h: int) -> dict:
+    """The ``gpuplan profile --json`` document for a traffic frame (see DESIGN §7.1 and issue 4).
+
+    ``{"method", "status", "messages", "forecast": [{"ts", "p50", "p90"}], "diagnostics": {...}}``;
+    ``ts`` ISO 8601 UTC (``Z``), values in the file's units per hour, the forecast starting at the first
+    hour after the history. ``messages`` explains a ``"degraded"`` status. The local clock for the
+    seasonality is ``timezone`` (default UTC).
+    """
+    from forecasters.errors import InputError
+    from forecasters.realtime import fit_profile, forecast, ingest
+
+    if horizon_h < 1:
+        raise InputError(f"--horizon-h must be >= 1; got {horizon_h}")
+    series, diag = ingest(df, timezone)
+    tz = timezone or "UTC"
+    prof = fit_profile(series, tz, exclude=diag["imputed"] + diag["outliers"])
+    fc = forecast(prof, horizon_h)
+    diagnostics = {k: diag[k] for k in DIAGNOSTIC_KEYS if k != "components"}
+    diagnostics["constant"] = bool(diag["constant"] or prof.constant)
+    diagnostics["components"] = list(prof.components)
+    return {
+        "method": prof.method,
+        "status": prof.status,
+        "messages": list(prof.messages),
+        "forecast": [
+            {"ts": t.strftime("%Y-%m-%dT%H:%M:%SZ"), "p50": float(a), "p90": float(b)}
+            for t, a, b in zip(fc["ts"], fc["p50"], fc["p90"], strict=True)
+        ],
+        "diagnostics": diagnostics,
+    }
+
 
 def profile(
     traffic: Path = typer.Option(..., "--traffic", help="Hourly traffic file (ts, value[, service])."),
@@ -18,6 +55,23 @@ def profile(
     """Forecast P50/P90 per hour from hourly traffic, with diagnostics."""
 
     def body() -> int:
-        raise NotImplementedError("gpuplan profile: in progress (issue 4)")
+        from pipelines.cli_support import emit_json
+        from pipelines.traffic_io import read_traffic
+
+        doc = profile_document(read_traffic(traffic), timezone, horizon_h)
+        if json_out:
+            emit_json(doc)
+            return 0
+        d = doc["diagnostics"]
+        typer.echo(f"method: {doc['method']}\nstatus: {doc['status']}")
+        for m in doc["messages"]:
+            typer.echo(f"  note: {m}")
+        typer.echo(f"components: {', '.join(d['components'])}")
+        typer.echo(", ".join(f"{k}={d[k]}" for k in DIAGNOSTIC_KEYS[:8]) + f", outliers={len(d['outliers'])}"
+                   f", constant={d['constant']}")
+        typer.echo(f"{'ts (UTC)':22s} {'p50':>14s} {'p90':>14s}")
+        for r in doc["forecast"]:
+            typer.echo(f"{r['ts']:22s} {r['p50']:14.1f} {r['p90']:14.1f}")
+        return 0
 
     run_guarded(body)

@@ -1,0 +1,201 @@
+"""Ingest: zones, DST (C01, C08.1), gaps (C04), off-grid and duplicate stamps (C05)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecasters.errors import InputError
+from forecasters.realtime import IngestSettings, daily_totals, fit_profile, forecast, ingest
+
+
+# --- C01 DST spring-forward -------------------------------------------------------------------------------
+def test_c01_berlin_spring_forward_gap_is_not_missing(make_naive_local):
+    df = make_naive_local("2025-03-17 00:00", "2025-03-31 23:00", "Europe/Berlin")
+    assert len(df) == 359 and "2025-03-30 02:00:00" not in set(df["ts"])
+    s, d = ingest(df, "Europe/Berlin")
+    assert len(s) == 359
+    assert s.index[0] == pd.Timestamp("2025-03-16T23:00Z")
+    assert s.index[-1] == pd.Timestamp("2025-03-31T21:00Z")
+    assert d["missing_hours"] == 0 and d["nonexistent_hours"] == 0 and d["ambiguous_hours"] == 0
+
+
+def test_c01_nonexistent_local_hour_is_rejected_by_name(make_naive_local):
+    df = make_naive_local("2025-03-17 00:00", "2025-03-31 23:00", "Europe/Berlin")
+    bad = pd.concat([df, pd.DataFrame({"ts": ["2025-03-30 02:00:00"], "value": [10.0]})], ignore_index=True)
+    with pytest.raises(InputError, match=r"2025-03-30 02:00 does not exist in Europe/Berlin"):
+        ingest(bad, "Europe/Berlin")
+
+
+def test_c01_forecast_from_history_ending_before_the_jump(make_naive_local):
+    df = make_naive_local("2025-03-17 00:00", "2025-03-30 01:00", "Europe/Berlin",
+                          value_fn=lambda t: 50 + 20 * np.sin(2 * np.pi * t.hour / 24))
+    s, _ = ingest(df, "Europe/Berlin")
+    assert s.index[-1] == pd.Timestamp("2025-03-30T00:00Z")
+    fc = forecast(fit_profile(s, "Europe/Berlin"), 24)
+    assert fc["ts"].iloc[0] == pd.Timestamp("2025-03-30T01:00Z")
+    assert fc["ts"].is_unique and len(fc) == 24
+    assert (fc["ts"].diff().iloc[1:] == pd.Timedelta(hours=1)).all()
+    assert fc[["p50", "p90"]].notna().all().all()
+
+
+def test_c01_sao_paulo_2018_midnight_jump_daily_totals(make_naive_local):
+    df = make_naive_local("2018-10-22 00:00", "2018-11-11 23:00", "America/Sao_Paulo")
+    assert len(df) == 503 and "2018-11-04 00:00:00" not in set(df["ts"])
+    s, d = ingest(df, "America/Sao_Paulo")
+    assert len(s) == 503 and d["missing_hours"] == 0
+    days = daily_totals(s, "America/Sao_Paulo")
+    assert len(days) == 21
+    hours = dict(zip(days["date"].astype(str), days["hours"], strict=True))
+    assert hours["2018-11-04"] == 23
+    assert sorted(set(hours.values())) == [23, 24]
+    assert days["total"].sum() == pytest.approx(503 * 10.0)
+
+
+def test_c01_negative_control_no_invented_transition(make_naive_local):
+    df = make_naive_local("2025-03-02 00:00", "2025-03-16 23:00", "America/Sao_Paulo")
+    s, d = ingest(df, "America/Sao_Paulo")
+    assert len(s) == 360
+    assert d["ambiguous_hours"] == 0 and d["nonexistent_hours"] == 0 and d["missing_hours"] == 0
+    assert s.index[0] == pd.Timestamp("2025-03-02T03:00Z")
+    assert s.index[-1] == pd.Timestamp("2025-03-17T02:00Z")
+    offsets = {t.utcoffset() for t in s.index.tz_convert("America/Sao_Paulo")}
+    assert offsets == {pd.Timedelta(hours=-3)}
+
+
+def test_fall_back_repeated_local_hour_is_two_utc_hours_and_counted(make_naive_local):
+    df = make_naive_local("2025-10-20 00:00", "2025-10-31 23:00", "Europe/London")
+    assert (df["ts"] == "2025-10-26 01:00:00").sum() == 2
+    s, d = ingest(df, "Europe/London")
+    assert d["ambiguous_hours"] == 2
+    assert d["duplicates_dropped"] == 0 and d["missing_hours"] == 0
+    assert pd.Timestamp("2025-10-26T00:00Z") in s.index and pd.Timestamp("2025-10-26T01:00Z") in s.index
+    assert len(s) == len(df)
+
+
+# --- C08.1 naive stamps need a zone -----------------------------------------------------------------------
+def test_c08_naive_without_zone_asks_for_it(make_naive_local):
+    df = make_naive_local("2025-03-03 00:00", "2025-03-10 23:00", "Europe/London")
+    with pytest.raises(InputError, match="declare the source time zone"):
+        ingest(df, None)
+
+
+def test_c08_naive_mixed_with_aware_is_refused(make_utc):
+    aware = make_utc("2025-03-03T00:00", 48, np.ones(48))
+    mixed = aware.copy()
+    mixed.loc[5, "ts"] = "2025-03-03 05:00:00"
+    with pytest.raises(InputError, match="row 5.*no zone"):
+        ingest(mixed, None)
+
+
+def test_aware_stamps_with_offsets_convert_to_utc():
+    df = pd.DataFrame({"ts": ["2025-03-29T23:00:00+01:00", "2025-03-30T00:00:00+01:00",
+                              "2025-03-30T01:00:00+01:00", "2025-03-30T03:00:00+02:00"],
+                       "value": [1.0, 2.0, 3.0, 4.0]})
+    s, d = ingest(df, None)
+    assert list(s.index) == list(pd.date_range("2025-03-29T22:00Z", periods=4, freq="h"))
+    assert d["missing_hours"] == 0 and list(s) == [1.0, 2.0, 3.0, 4.0]
+
+
+# --- C04 gaps ---------------------------------------------------------------------------------------------
+def _c04_frame(make_utc):
+    idx = pd.date_range("2025-05-05T00:00Z", "2025-05-25T23:00Z", freq="h")
+    vals = 50 + 20 * np.sin(2 * np.pi * idx.hour.to_numpy() / 24)
+    df = make_utc("2025-05-05T00:00", len(idx), vals)
+    nan_hours = (idx >= "2025-05-14T08:00Z") & (idx <= "2025-05-14T13:00Z")
+    df.loc[nan_hours, "value"] = np.nan
+    df = df[~((idx >= "2025-05-20T00:00Z") & (idx < "2025-05-21T00:00Z"))]
+    return df
+
+
+def test_c04_gaps_counted_imputed_and_no_nan(make_utc):
+    df = _c04_frame(make_utc)
+    assert len(df) == 480
+    s, d = ingest(df, None)
+    assert len(s) == 504 and d["hours"] == 504
+    assert d["missing_hours"] == 30 and d["longest_gap_h"] == 24
+    assert d["missing_share"] == pytest.approx(30 / 504) and round(100 * d["missing_share"], 2) == 5.95
+    assert len(d["imputed"]) == 30 and not s.isna().any()
+    # the day-long gap is imputed from the same hours of the neighbouring days (exact for this pattern)
+    day = s["2025-05-20T00:00Z":"2025-05-20T23:00Z"].to_numpy()
+    expected = 50 + 20 * np.sin(2 * np.pi * np.arange(24) / 24)
+    np.testing.assert_allclose(day, expected, atol=1e-9)
+    prof = fit_profile(s, "UTC", exclude=d["imputed"])
+    fc = forecast(prof, 48)
+    assert np.isfinite(fc[["p50", "p90"]].to_numpy()).all()
+
+
+def test_c04_missing_share_above_limit_fails_with_share_and_gap(make_utc):
+    df = _c04_frame(make_utc)
+    with pytest.raises(InputError, match=r"30 of 504 hours missing \(5\.95%\).*limit 5%.*longest gap 24 h"):
+        ingest(df, None, settings=IngestSettings(max_missing_share=0.05))
+
+
+# --- C05 off-grid and duplicates --------------------------------------------------------------------------
+def _c05_frame(conflict: bool) -> pd.DataFrame:
+    stamps = pd.date_range("2025-02-03T00:05Z", "2025-02-17T23:05Z", freq="h")
+    assert len(stamps) == 360
+    vals = np.full(360, 20.0)
+    vals[stamps == pd.Timestamp("2025-02-10T12:05Z")] = 30.0
+    vals[stamps == pd.Timestamp("2025-02-14T14:05Z")] = 120.0
+    df = pd.DataFrame({"ts": stamps.strftime("%Y-%m-%dT%H:%M:%SZ"), "value": vals})
+    extra = [pd.DataFrame({"ts": ["2025-02-10T12:35:00Z"], "value": [34.0]}),
+             df[df["ts"].between("2025-02-12T00:05:00Z", "2025-02-12T05:05:00Z")]]
+    if conflict:
+        extra.append(pd.DataFrame({"ts": ["2025-02-14T14:05:00Z"], "value": [180.0]}))
+    return pd.concat([df, *extra], ignore_index=True)
+
+
+def test_c05_conflicting_duplicate_names_hour_and_values():
+    with pytest.raises(InputError, match=r"2025-02-14T14:00Z.*120, 180"):
+        ingest(_c05_frame(conflict=True), None)
+
+
+def test_c05_off_grid_bucketed_by_max_and_exact_duplicates_dropped():
+    df = _c05_frame(conflict=False)
+    assert len(df) == 367
+    s, d = ingest(df, None)  # default rule
+    assert len(s) == 360 and not s.isna().any() and d["missing_hours"] == 0
+    assert d["duplicates_dropped"] == 6
+    assert d["off_grid_stamps"] == 361
+    assert d["offgrid_rule"] == "max"
+    assert s[pd.Timestamp("2025-02-10T12:00Z")] == 34.0
+    assert s.index[0] == pd.Timestamp("2025-02-03T00:00Z")
+
+
+def test_c05_other_rules_are_settings():
+    df = _c05_frame(conflict=False)
+    assert ingest(df, None, offgrid_rule="mean")[0][pd.Timestamp("2025-02-10T12:00Z")] == 32.0
+    assert ingest(df, None, offgrid_rule="last")[0][pd.Timestamp("2025-02-10T12:00Z")] == 34.0
+    with pytest.raises(InputError, match="offgrid_rule"):
+        ingest(df, None, offgrid_rule="median")
+
+
+# --- other bad input and outliers -------------------------------------------------------------------------
+def test_bad_values_and_columns_are_named(make_utc):
+    df = make_utc("2025-01-01T00:00", 48, np.ones(48))
+    with pytest.raises(InputError, match="missing column 'value'"):
+        ingest(df.drop(columns="value"), None)
+    neg = df.copy()
+    neg.loc[3, "value"] = -1.0
+    with pytest.raises(InputError, match="row 3.*negative"):
+        ingest(neg, None)
+    txt = df.astype({"value": "str"})
+    txt.loc[7, "value"] = "lots"
+    with pytest.raises(InputError, match="row 7.*'lots' is not a number"):
+        ingest(txt, None)
+    two = df.assign(service=["a"] * 24 + ["b"] * 24)
+    with pytest.raises(InputError, match="2 services"):
+        ingest(two, None)
+
+
+def test_outlier_detected_listed_and_kept(make_utc):
+    n = 24 * 14
+    hours = np.arange(n) % 24
+    vals = 100 + 30 * np.sin(2 * np.pi * hours / 24) + np.random.default_rng(0).normal(0, 1, n)
+    vals[200] = 400.0
+    s, d = ingest(make_utc("2025-01-06T00:00", n, vals), None)
+    assert d["outliers"] == [pd.Timestamp("2025-01-06T00:00Z").replace(hour=0).__add__(pd.Timedelta(hours=200))
+                             .strftime("%Y-%m-%dT%H:%M:%SZ")]
+    assert s.iloc[200] == 400.0
