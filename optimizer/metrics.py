@@ -1,0 +1,157 @@
+"""Benchmark metrics of DESIGN §6.3, computed on the truth from a :class:`SimResult`.
+
+Definitions (window = the scenario's ``n_steps`` steps of ``step_h`` hours; N GPUs):
+
+- ``utilization_pct`` = 100 x (batch GPU-hours run + real-time GPU-hours that served actual
+  demand, i.e. sum over services and steps of ``min(allocated, actual) x step_h``) / (N x window
+  hours). Reserved-but-idle GPUs are not utilised. Batch work later lost to a node failure still
+  counts (the GPUs were busy).
+- ``value`` = sum over batch GPU-hours executed inside the window of the job's priority ``p_j``
+  (undiscounted; partial runs of jobs still running at the window end count). Work lost to a node
+  failure (the killed run, no checkpoint) is *not* value: it produced nothing.
+- ``jobs_completed`` (finished inside the window) of ``jobs_total`` (all jobs of the scenario).
+- ``rt_unmet_gpu_h`` = sum of ``max(0, actual - allocated) x step_h``; ``rt_sla_pct`` = 100 x
+  served / actual demand GPU-hours (100 when there is no demand).
+- Wait time (hours) = first start - arrival; a job never started in the window is counted with
+  its censored wait ``window end - arrival`` (so a planner that never starts a job is not
+  rewarded for it). Percentiles: numpy's linear interpolation. ``wait_by_priority``: P50/P95 per
+  priority class.
+- ``solve_s_p50``/``solve_s_max`` over the fresh plans (steps where the previous plan was followed
+  are not solves); ``gap_max`` the largest MILP relative gap reported (None for heuristics).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from optimizer.simulate import SimResult
+
+#: The bench.csv columns, in order (DESIGN §7.1).
+CSV_COLUMNS: tuple[str, ...] = (
+    "scenario",
+    "planner",
+    "utilization_pct",
+    "value",
+    "jobs_completed",
+    "jobs_total",
+    "rt_unmet_gpu_h",
+    "rt_sla_pct",
+    "wait_p50_h",
+    "wait_p95_h",
+    "solve_s_p50",
+    "solve_s_max",
+    "gap_max",
+)
+
+#: Columns that measure wall-clock time and therefore differ between identical runs.
+TIMING_COLUMNS: tuple[str, ...] = ("solve_s_p50", "solve_s_max")
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """The metrics of one (scenario, planner) simulation; see the module docstring."""
+
+    scenario: str
+    planner: str
+    utilization_pct: float
+    value: float
+    jobs_completed: int
+    jobs_total: int
+    rt_unmet_gpu_h: float
+    rt_sla_pct: float
+    wait_p50_h: float | None
+    wait_p95_h: float | None
+    solve_s_p50: float | None
+    solve_s_max: float | None
+    gap_max: float | None
+    batch_gpu_h: float
+    rt_served_gpu_h: float
+    rt_demand_gpu_h: float
+    lost_gpu_h: float
+    wait_by_priority: dict[str, tuple[float | None, float | None]]
+    replans: int
+    verified_plans: int
+    violations: int
+    time_limited_solves: int
+
+    def row(self) -> dict[str, object]:
+        """The bench.csv row: exactly :data:`CSV_COLUMNS`."""
+        d = asdict(self)
+        return {c: d[c] for c in CSV_COLUMNS}
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q``-th percentile (0-100) with linear interpolation between order statistics
+    (numpy's default); None for an empty sequence."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def job_waits_h(res: SimResult) -> dict[str, float]:
+    """Wait in hours per job (first start - arrival, censored at the window end)."""
+    out = {}
+    for jid, r in res.jobs.items():
+        if r.arrival_step >= res.n_steps:
+            continue
+        start = r.first_start_step if r.first_start_step is not None else res.n_steps
+        out[jid] = (start - r.arrival_step) * res.step_h
+    return out
+
+
+def compute(res: SimResult) -> Metrics:
+    """Metrics of one simulation (see the module docstring for every definition)."""
+    h = res.step_h
+    window_gpu_h = res.n_gpus * res.n_steps * h
+    batch_gpu_h = sum(sum(v) for v in res.batch_gpus.values()) * h
+    served = demand = unmet = 0.0
+    for s, alloc in res.service_gpus.items():
+        for a, d in zip(alloc, res.service_demand[s], strict=True):
+            served += min(a, d) * h
+            demand += d * h
+            unmet += max(0, d - a) * h
+    value = sum(r.priority * (r.run_gpu_steps - r.lost_gpu_steps) * h for r in res.jobs.values())
+    lost = sum(r.lost_gpu_steps for r in res.jobs.values()) * h
+    waits = job_waits_h(res)
+    by_p: dict[str, tuple[float | None, float | None]] = {}
+    for p in sorted({res.jobs[j].priority for j in waits}):
+        w = [waits[j] for j in waits if res.jobs[j].priority == p]
+        by_p[f"{p:g}"] = (_r(percentile(w, 50)), _r(percentile(w, 95)))
+    solves = [r for r in res.replans if r.replanned]
+    solve_s = [r.solve_s for r in solves]
+    gaps = [r.gap for r in solves if r.gap is not None and math.isfinite(r.gap)]
+    return Metrics(
+        scenario=res.scenario,
+        planner=res.planner,
+        utilization_pct=_r(100.0 * (batch_gpu_h + served) / window_gpu_h if window_gpu_h else 0.0),
+        value=_r(value),
+        jobs_completed=sum(1 for r in res.jobs.values() if r.completed),
+        jobs_total=len(res.jobs),
+        rt_unmet_gpu_h=_r(unmet),
+        rt_sla_pct=_r(100.0 * served / demand if demand > 0 else 100.0),
+        wait_p50_h=_r(percentile(list(waits.values()), 50)),
+        wait_p95_h=_r(percentile(list(waits.values()), 95)),
+        solve_s_p50=_r(percentile(solve_s, 50)),
+        solve_s_max=_r(max(solve_s) if solve_s else None),
+        gap_max=_r(max(gaps) if gaps else None, 6),
+        batch_gpu_h=_r(batch_gpu_h),
+        rt_served_gpu_h=_r(served),
+        rt_demand_gpu_h=_r(demand),
+        lost_gpu_h=_r(lost),
+        wait_by_priority=by_p,
+        replans=len(solves),
+        verified_plans=res.verified_plans,
+        violations=res.violations,
+        time_limited_solves=sum(1 for r in solves if r.status == "time_limit"),
+    )
+
+
+def _r(x: float | None, nd: int = 4) -> float | None:
+    """Round for stable output (4 decimals; None passes through)."""
+    return None if x is None else round(float(x), nd)

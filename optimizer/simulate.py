@@ -1,0 +1,544 @@
+"""Discrete-time rolling-horizon simulator (DESIGN §6.1-6.2).
+
+At every step ``t`` of a :class:`~optimizer.scenarios.Scenario` the simulator
+
+1. **observes**: node failures and recoveries at ``t`` (a batch job on a failed GPU is killed and
+   requeued with its full duration — no checkpoint is assumed; real-time replicas on a failed GPU
+   are lost and count against the service's swap cap when re-created), completions (by the *true*
+   duration), arrivals;
+2. **forecasts**: builds the horizon :class:`~optimizer.problem.Problem` from what the planner may
+   know — forecast durations, the service demand forecast issued at ``t``
+   (:meth:`~optimizer.scenarios.SimService.forecast_at`), running jobs with their re-estimated
+   remaining time ``max(1, forecast_end - t)`` (a job that outlives its forecast keeps its block
+   and is re-estimated as at least one more step), and the failed GPUs as ``down_gpus``;
+3. **plans** every ``replan_every_steps`` steps (default 1; also at once after a failure, or when
+   following the previous plan is no longer valid); in between it follows the previous plan,
+   shifted to the current step;
+4. **verifies** the plan it is about to commit with the independent verifier, counting verified
+   plans and violations (a violation raises :class:`SimulationError`: nothing unverified is
+   committed);
+5. **commits** step 0 only: the jobs the plan starts at step 0 and each service's GPUs at step 0;
+6. **advances**, recording per-step GPU use on the truth (actual demand, actual completions).
+
+The planner is any ``PlannerFn(problem, warm_start) -> Plan`` (see :func:`planner_fn`). The truth
+never reaches it. Everything is deterministic given the scenario and the planner.
+
+The clairvoyant reference (:func:`simulate_clairvoyant`) is one offline solve over the whole
+window with every arrival, true duration and true demand known, followed step by step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from optimizer.errors import InputError
+from optimizer.plan import JobAssignment, Plan
+from optimizer.problem import Cluster, Job, Problem, RunningJob, Service, SizeOption
+from optimizer.scenarios import Scenario, SimJob
+
+PlannerFn = Callable[[Problem, "Plan | None"], Plan]
+"""A planner: ``(problem, warm_start_or_None) -> Plan``."""
+
+VerifyFn = Callable[[Plan, Problem], Sequence[str]]
+
+
+class SimulationError(RuntimeError):
+    """A plan about to be committed failed the verifier, or the committed state broke an
+    invariant (double-booked GPU, capacity exceeded). Never expected: it means a planner or the
+    simulator is wrong."""
+
+
+# ----------------------------------------------------------------------------- records
+
+
+@dataclass
+class JobRecord:
+    """What happened to one job over the window (steps are absolute, end exclusive).
+
+    ``first_start_step``: first start (wait time is measured to it); ``start_step``: start of the
+    last run; ``end_step``: completion step (None if not completed in the window);
+    ``run_gpu_steps``: GPU-steps it ran inside the window, including runs later lost to a node
+    failure; ``lost_gpu_steps``: GPU-steps of runs killed by a failure; ``restarts``: times it was
+    requeued.
+    """
+
+    job_id: str
+    kind: str
+    priority: float
+    gpus: int
+    arrival_step: int
+    first_start_step: int | None = None
+    start_step: int | None = None
+    end_step: int | None = None
+    block_offset: int | None = None
+    run_gpu_steps: int = 0
+    lost_gpu_steps: int = 0
+    restarts: int = 0
+
+    @property
+    def completed(self) -> bool:
+        """True when the job finished inside the window."""
+        return self.end_step is not None
+
+
+@dataclass(frozen=True)
+class ReplanRecord:
+    """One decision point: a fresh plan (``replanned``) or the previous plan followed."""
+
+    step: int
+    replanned: bool
+    status: str
+    solve_s: float
+    gap: float | None
+    objective: float
+    n_queued: int
+    n_running: int
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class FailureRecord:
+    """A node failure as observed: which jobs were killed and the GPU-steps they lost."""
+
+    step: int
+    node: int
+    gpus: tuple[int, ...]
+    killed_jobs: tuple[str, ...]
+    lost_gpu_steps: int
+    lost_replicas: dict[str, int]
+
+
+@dataclass
+class SimResult:
+    """Everything the metrics need, on the truth.
+
+    Per-step series have shape (n_steps,): ``batch_gpus[kind][t]`` GPUs running batch work of
+    that kind; ``service_gpus[s][t]`` GPUs allocated; ``service_demand[s][t]`` actual demand;
+    ``down_gpus[t]`` GPUs down. ``verified_plans``: plans checked by the verifier before commit;
+    ``violations``: their findings (always 0 — a violation raises).
+    """
+
+    scenario: str
+    planner: str
+    n_gpus: int
+    n_steps: int
+    step_h: float
+    jobs: dict[str, JobRecord]
+    batch_gpus: dict[str, list[int]]
+    service_gpus: dict[str, list[int]]
+    service_demand: dict[str, list[int]]
+    down_gpus: list[int]
+    replans: list[ReplanRecord] = field(default_factory=list)
+    failures: list[FailureRecord] = field(default_factory=list)
+    verified_plans: int = 0
+    violations: int = 0
+    plans_at: dict[int, Plan] = field(default_factory=dict)
+    problems_at: dict[int, Problem] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+
+# ----------------------------------------------------------------------------- planners
+
+
+def planner_fn(name: str, settings_override: dict[str, Any] | None = None) -> PlannerFn:
+    """Wrap :func:`optimizer.planners.plan` as a :data:`PlannerFn` for planner ``name``.
+
+    ``settings_override``: fields of :class:`~optimizer.problem.Settings` replaced on every
+    problem (e.g. the bench's solver budget).
+    """
+    from optimizer import planners
+
+    if name not in planners.PLANNERS:
+        raise InputError(f"unknown planner {name!r}; expected one of {', '.join(planners.PLANNERS)}")
+
+    def fn(problem: Problem, warm_start: Plan | None) -> Plan:
+        if settings_override:
+            problem = replace(problem, settings=replace(problem.settings, **settings_override))
+        if name == "milp":
+            return planners.plan(problem, name, warm_start=warm_start)
+        return planners.plan(problem, name)
+
+    return fn
+
+
+def _default_verify() -> VerifyFn:
+    from optimizer.verify import verify
+
+    return verify
+
+
+# ----------------------------------------------------------------------------- state
+
+
+@dataclass
+class _Run:
+    job: SimJob
+    offset: int
+    start: int
+    true_end: int
+    forecast_end: int
+
+
+class _State:
+    """Mutable simulation state (private)."""
+
+    def __init__(self, sc: Scenario) -> None:
+        self.sc = sc
+        self.N = sc.cluster.n_gpus
+        self.gpn = sc.cluster.gpus_per_node
+        self.jobs_by_id = {j.job_id: j for j in sc.jobs}
+        self.arrivals: dict[int, list[SimJob]] = {}
+        for j in sc.jobs:
+            self.arrivals.setdefault(j.arrival_step, []).append(j)
+        self.queue: dict[str, SimJob] = {}
+        self.running: dict[str, _Run] = {}
+        self.down: set[int] = set()
+        self.alloc = {s.service: s.initial_gpus for s in sc.services}
+        self.place: dict[str, list[int]] = {}
+        self.records = {
+            j.job_id: JobRecord(j.job_id, j.kind, j.priority, j.gpus, j.arrival_step) for j in sc.jobs
+        }
+        self.pins = {(p.step, p.job_id): p for p in sc.pinned}
+
+    # -- placement of real-time replicas (only needed to know what a node failure takes)
+    def batch_owned(self) -> set[int]:
+        out: set[int] = set()
+        for r in self.running.values():
+            out.update(range(r.offset, r.offset + r.job.gpus))
+        return out
+
+    def place_services(self, initial: bool = False) -> None:
+        """Put each service's replicas on concrete GPUs: keep GPUs it held that are still free,
+        add the highest-indexed free GPUs (batch blocks are packed from offset 0)."""
+        free = set(range(self.N)) - self.down - self.batch_owned()
+        for s in self.sc.services:
+            want = self.alloc[s.service]
+            if initial and s.initial_gpu_ids is not None:
+                prev = list(s.initial_gpu_ids)
+            else:
+                prev = self.place.get(s.service, [])
+            keep = [g for g in prev if g in free][:want]
+            free -= set(keep)
+            extra = sorted(free, reverse=True)[: want - len(keep)]
+            free -= set(extra)
+            self.place[s.service] = sorted(keep + extra)
+
+
+# ----------------------------------------------------------------------------- problem building
+
+
+def _problem_at(st: _State, t: int, current: dict[str, int]) -> Problem:
+    sc = st.sc
+    H = sc.cluster.horizon_steps
+    services = tuple(
+        Service(
+            service=s.service,
+            demand_gpus=s.forecast_at(t, H),
+            min_gpus=s.min_gpus,
+            max_gpus=s.max_gpus,
+            swap_cap_gpus=s.swap_cap_gpus,
+            current_gpus=current[s.service],
+        )
+        for s in sc.services
+    )
+    jobs = tuple(
+        Job(j.job_id, j.kind, j.priority, 0, (SizeOption(j.gpus, j.forecast_steps),))
+        for j in sorted(st.queue.values(), key=lambda j: (j.arrival_step, j.job_id))
+    )
+    running = tuple(
+        RunningJob(r.job.job_id, r.job.kind, r.job.priority, r.job.gpus, r.offset, max(1, r.forecast_end - t))
+        for r in sorted(st.running.values(), key=lambda r: r.job.job_id)
+    )
+    return Problem(sc.cluster, sc.settings, services, jobs, running, tuple(sorted(st.down)))
+
+
+def shift_plan(prev: Plan, offset: int, problem: Problem) -> Plan:
+    """The previous plan seen from ``offset`` steps later, in ``problem``'s terms.
+
+    Queued jobs keep the start the previous plan gave them, moved ``offset`` steps earlier (None
+    when it was before the new step 0, i.e. missed, or beyond the new horizon); their duration is
+    the problem's. Running jobs are listed as the problem has them. Service GPUs are the previous
+    series from ``offset`` on, the last value repeated to fill the horizon. The objective is left
+    NaN (the verifier does not use it).
+    """
+    H = problem.cluster.horizon_steps
+    old = {a.job_id: a for a in prev.assignments}
+    assignments: list[JobAssignment] = []
+    for j in problem.jobs:
+        a = old.get(j.job_id)
+        if a is not None and a.start_step is not None and not a.running and 0 <= a.start_step - offset < H:
+            size = next((s for s in j.sizes if s.gpus == a.gpus), None)
+            if size is not None:
+                s0 = a.start_step - offset
+                assignments.append(JobAssignment(j.job_id, s0, s0 + size.duration_steps, a.block_offset, a.gpus))
+                continue
+        assignments.append(JobAssignment(j.job_id, None, None, None, None))
+    for r in problem.running:
+        assignments.append(JobAssignment(r.job_id, 0, r.planned_steps, r.block_offset, r.gpus, running=True))
+    services = {}
+    for s in problem.services:
+        seq = list(prev.service_gpus.get(s.service, ()))[offset:]
+        if not seq:
+            seq = [s.current_gpus]
+        seq = (seq + [seq[-1]] * H)[:H]
+        services[s.service] = tuple(seq)
+    return Plan(
+        planner=prev.planner,
+        status=prev.status,
+        assignments=tuple(assignments),
+        service_gpus=services,
+        objective=float("nan"),
+        bound=None,
+        gap=None,
+        solve_s=0.0,
+        model=None,
+        n_gpus=problem.cluster.n_gpus,
+        horizon_steps=H,
+        message=f"previous plan followed (+{offset} steps)",
+    )
+
+
+# ----------------------------------------------------------------------------- the loop
+
+
+def simulate(
+    scenario: Scenario,
+    planner: PlannerFn,
+    *,
+    name: str = "planner",
+    replan_every_steps: int = 1,
+    verify: VerifyFn | None = None,
+    initial_plan: Plan | None = None,
+    keep_plans: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> SimResult:
+    """Run ``planner`` on ``scenario`` over its window; returns the :class:`SimResult`.
+
+    - ``replan_every_steps`` k >= 1: plan at steps 0, k, 2k, ...; in between, follow the previous
+      plan shifted to the current step (:func:`shift_plan`) as long as it still verifies against
+      the current problem (a job outliving its forecast, a failure or a lost replica can break it:
+      then plan afresh at once). A failure always triggers a fresh plan.
+    - ``initial_plan``: a plan for the problem at step 0 to follow instead of calling the planner
+      (used by the clairvoyant reference); its horizon may be longer than the cluster's.
+    - ``verify``: the verifier (default :func:`optimizer.verify.verify`). Every committed plan is
+      verified; a violation raises :class:`SimulationError` naming the step and the findings.
+    - ``keep_plans``: store every problem/plan in the result (tests; memory-hungry on big runs).
+    - ``progress(t, n_steps)``: called after each step.
+
+    Raises :class:`InputError` for ``replan_every_steps < 1``.
+    """
+    if replan_every_steps < 1:
+        raise InputError(f"replan_every_steps = {replan_every_steps} must be >= 1")
+    verify = verify or _default_verify()
+    t_wall = time.perf_counter()
+    sc = scenario
+    st = _State(sc)
+    N, T = st.N, sc.n_steps
+    kinds = sorted({j.kind for j in sc.jobs} | {"training", "quantization", "batch_inference"})
+    res = SimResult(
+        scenario=sc.name,
+        planner=name,
+        n_gpus=N,
+        n_steps=T,
+        step_h=sc.step_h,
+        jobs=st.records,
+        batch_gpus={k: [0] * T for k in kinds},
+        service_gpus={s.service: [0] * T for s in sc.services},
+        service_demand={s.service: list(s.demand_true[:T]) for s in sc.services},
+        down_gpus=[0] * T,
+    )
+    st.place_services(initial=True)
+    prev_plan: Plan | None = initial_plan
+    prev_at = 0
+    for t in range(T):
+        # 1. completions (true durations), before failures: a job that ended is not killed
+        for jid in [j for j, r in st.running.items() if r.true_end <= t]:
+            st.records[jid].end_step = st.running.pop(jid).true_end
+        # failures and recoveries
+        failed_now = False
+        for f in sc.failures:
+            gpus = tuple(range(f.node * st.gpn, (f.node + 1) * st.gpn))
+            if f.until_step is not None and f.until_step == t:
+                st.down -= set(gpus)
+            if f.step == t:
+                failed_now = True
+                st.down |= set(gpus)
+                killed, lost = [], 0
+                for jid, r in list(st.running.items()):
+                    if set(range(r.offset, r.offset + r.job.gpus)) & set(gpus):
+                        rec = st.records[jid]
+                        steps_run = t - r.start
+                        rec.lost_gpu_steps += steps_run * r.job.gpus
+                        rec.restarts += 1
+                        lost += steps_run * r.job.gpus
+                        killed.append(jid)
+                        del st.running[jid]
+                        st.queue[jid] = r.job  # full duration again: no checkpoint
+                lost_rep = {}
+                for s in sc.services:
+                    on = [g for g in st.place.get(s.service, []) if g in gpus]
+                    if on:
+                        lost_rep[s.service] = len(on)
+                        st.alloc[s.service] -= len(on)
+                        st.place[s.service] = [g for g in st.place[s.service] if g not in gpus]
+                res.failures.append(FailureRecord(t, f.node, gpus, tuple(killed), lost, lost_rep))
+        # arrivals
+        for j in st.arrivals.get(t, []):
+            st.queue[j.job_id] = j
+        # operator-pinned starts
+        for (pstep, jid), p in st.pins.items():
+            if pstep == t:
+                _start(st, st.jobs_by_id[jid], p.block_offset, t)
+
+        # 2. problem from forecasts
+        problem = _problem_at(st, t, dict(st.alloc))
+        # 3. plan or follow
+        plan, replanned, reason = None, False, ""
+        if prev_plan is not None and not failed_now and (initial_plan is not None or t % replan_every_steps != 0):
+            cand = shift_plan(prev_plan, t - prev_at, problem)
+            found = list(verify(cand, problem))
+            res.verified_plans += 1
+            if not found:
+                plan = cand
+            else:
+                reason = "previous plan no longer valid: " + found[0]
+        if plan is None:
+            warm = None
+            if prev_plan is not None and initial_plan is None:
+                warm = shift_plan(prev_plan, t - prev_at, problem)
+            plan = planner(problem, warm)
+            replanned = True
+            reason = reason or ("failure" if failed_now else "scheduled")
+            found = list(verify(plan, problem))
+            res.verified_plans += 1
+            if found:
+                res.violations += len(found)
+                raise SimulationError(
+                    f"{sc.name}/{name} step {t}: plan from {plan.planner!r} fails the verifier: {found[:3]}"
+                )
+            prev_plan, prev_at = plan, t
+            if initial_plan is not None:
+                initial_plan = None  # the offline plan broke: plan afresh from here on
+        res.replans.append(
+            ReplanRecord(
+                step=t,
+                replanned=replanned,
+                status=plan.status,
+                solve_s=plan.solve_s if replanned else 0.0,
+                gap=plan.gap if replanned else None,
+                objective=plan.objective,
+                n_queued=len(problem.jobs),
+                n_running=len(problem.running),
+                reason=reason,
+            )
+        )
+        if keep_plans:
+            res.plans_at[t] = plan
+            res.problems_at[t] = problem
+        # 4. commit step 0
+        for a in plan.assignments:
+            if a.running or a.start_step != 0:
+                continue
+            _start(st, st.queue[a.job_id], a.block_offset, t)
+        for s in sc.services:
+            st.alloc[s.service] = plan.service_gpus[s.service][0]
+        st.place_services()
+        _check_state(st, t)
+        # 5. record on the truth
+        for r in st.running.values():
+            res.batch_gpus[r.job.kind][t] += r.job.gpus
+            st.records[r.job.job_id].run_gpu_steps += r.job.gpus
+        for s in sc.services:
+            res.service_gpus[s.service][t] = st.alloc[s.service]
+        res.down_gpus[t] = len(st.down)
+        if progress is not None:
+            progress(t + 1, T)
+    res.wall_s = time.perf_counter() - t_wall
+    return res
+
+
+def _start(st: _State, job: SimJob, offset: int | None, t: int) -> None:
+    if offset is None or job.job_id not in st.queue:
+        raise SimulationError(f"step {t}: cannot start job {job.job_id!r} (not queued or no block)")
+    del st.queue[job.job_id]
+    st.running[job.job_id] = _Run(job, offset, t, t + job.true_steps, t + job.forecast_steps)
+    rec = st.records[job.job_id]
+    rec.start_step = t
+    rec.block_offset = offset
+    if rec.first_start_step is None:
+        rec.first_start_step = t
+
+
+def _check_state(st: _State, t: int) -> None:
+    """Invariants of the committed step on the truth: no GPU holds two batch jobs, no batch job
+    on a down GPU, batch + real-time GPUs within the healthy capacity."""
+    owner: dict[int, str] = {}
+    for r in st.running.values():
+        for g in range(r.offset, r.offset + r.job.gpus):
+            if g in owner:
+                raise SimulationError(f"step {t}: GPU {g} holds {owner[g]!r} and {r.job.job_id!r}")
+            if g in st.down or g >= st.N:
+                raise SimulationError(f"step {t}: job {r.job.job_id!r} on unavailable GPU {g}")
+            owner[g] = r.job.job_id
+    used = len(owner) + sum(st.alloc.values())
+    if used > st.N - len(st.down):
+        raise SimulationError(f"step {t}: {used} GPUs in use; {st.N - len(st.down)} healthy")
+
+
+# ----------------------------------------------------------------------------- clairvoyant
+
+
+def offline_problem(scenario: Scenario) -> Problem:
+    """The whole window as one problem with everything known: every job with its true duration
+    and its arrival as release step, true demand, horizon = the window (``n_steps``).
+
+    Raises :class:`InputError` for scenarios with failures or pinned starts (not representable
+    in one offline problem).
+    """
+    sc = scenario.clairvoyant()
+    if sc.failures or sc.pinned:
+        raise InputError(f"scenario {sc.name!r}: the offline clairvoyant problem does not model failures or pins")
+    T = sc.n_steps
+    cluster = Cluster(sc.cluster.n_gpus, sc.cluster.gpus_per_node, sc.cluster.step_minutes, T)
+    services = tuple(
+        Service(s.service, tuple(s.demand_true[:T]), s.min_gpus, s.max_gpus, s.swap_cap_gpus, s.initial_gpus)
+        for s in sc.services
+    )
+    jobs = tuple(
+        Job(j.job_id, j.kind, j.priority, j.arrival_step, (SizeOption(j.gpus, j.true_steps),))
+        for j in sorted(sc.jobs, key=lambda j: (j.arrival_step, j.job_id))
+        if j.arrival_step < T
+    )
+    return Problem(cluster, sc.settings, services, jobs, ())
+
+
+def simulate_clairvoyant(
+    scenario: Scenario,
+    planner: PlannerFn,
+    *,
+    name: str = "clairvoyant",
+    verify: VerifyFn | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SimResult:
+    """The clairvoyant reference: ONE offline solve of :func:`offline_problem` (all arrivals,
+    true durations and true demand over the whole window), verified, then followed step by step
+    in the simulator on the truth (each followed step is verified again). The reported solve time
+    and gap are the offline solve's."""
+    verify = verify or _default_verify()
+    problem = offline_problem(scenario)
+    plan = planner(problem, None)
+    found = list(verify(plan, problem))
+    if found:
+        raise SimulationError(f"{scenario.name}/{name}: offline plan fails the verifier: {found[:3]}")
+    res = simulate(
+        scenario.clairvoyant(), planner, name=name, verify=verify, initial_plan=plan, progress=progress
+    )
+    res.verified_plans += 1
+    res.replans.insert(
+        0,
+        ReplanRecord(-1, True, plan.status, plan.solve_s, plan.gap, plan.objective, len(problem.jobs), 0, "offline"),
+    )
+    return res

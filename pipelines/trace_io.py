@@ -1,0 +1,178 @@
+"""Reading the real traces for the ``real_trace`` benchmark scenario (file IO lives here).
+
+Two small files under ``data/traces/`` are shipped with the project (so nothing reads
+``../shared`` at run time); :func:`derive_trace_slice` re-creates them from the public traces and
+:func:`load_real_trace` reads them into the pure :class:`optimizer.scenarios.RealTraceData`.
+
+- ``alibaba_openb_window.csv``: the Alibaba cluster-trace-gpu-v2023 "openb" GPU pods relevant to
+  one 48 h window (see ``data/traces/README.md``): columns ``name, qos, num_gpu, gpu_milli,
+  pod_phase, creation_s, scheduled_s, deletion_s`` with times in seconds relative to the window
+  start (negative = before it; ``scheduled_s`` empty for pods never scheduled).
+- ``servegen_m-small_30min.csv``: ServeGen (Alibaba Bailian) m-small total request rate, 30-minute
+  means of the published 10-minute totals: ``t_s`` (seconds relative to the window start),
+  ``rate_rps`` (empty where every 10-minute window of the half hour was all-zero: a collection gap,
+  treated as missing, not as zero demand).
+
+Run ``python -m pipelines.trace_io /work/shared/data data/traces`` to re-derive them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from pipelines.errors import InputError
+
+TRACE_DIR = Path(__file__).resolve().parents[1] / "data" / "traces"
+PODS_FILE = "alibaba_openb_window.csv"
+SERVE_FILE = "servegen_m-small_30min.csv"
+
+DAY_S = 86_400
+STEP_S = 1_800
+#: Trace days considered for the window: 99.7 % of pods are created in days 115-149 (README).
+CANDIDATE_DAYS = range(116, 147)
+#: ServeGen day mapped to the window start (t = 0 is local midnight; day 0 is the history day).
+SERVE_WINDOW_DAY = 1
+POD_COLUMNS = ("name", "qos", "num_gpu", "gpu_milli", "pod_phase", "creation_s", "scheduled_s", "deletion_s")
+
+
+def _atomic_write_csv(frame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        frame.to_csv(tmp, index=False, lineterminator="\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def choose_window_day(pods) -> int:
+    """Trace day (integer day of ``creation_time``) that starts the 48 h window.
+
+    Rule: among days in :data:`CANDIDATE_DAYS` (each with a full history day before and a full
+    24 h horizon day after the window inside the trace), the first day of the two-day span with
+    the most non-LS GPU pods that were scheduled (i.e. actually ran). Ties: the earliest day.
+    """
+    b = pods[(pods["num_gpu"] > 0) & (pods["qos"] != "LS") & pods["scheduled_time"].notna()]
+    per_day = (b["creation_time"] // DAY_S).astype(int).value_counts()
+    best, best_n = None, -1
+    for d in CANDIDATE_DAYS:
+        n = int(per_day.get(d, 0) + per_day.get(d + 1, 0))
+        if n > best_n:
+            best, best_n = d, n
+    return int(best)
+
+
+def derive_trace_slice(shared_data: Path, out_dir: Path = TRACE_DIR) -> dict:
+    """Extract the shipped slices from the public traces; returns a summary dict.
+
+    Reads ``alibaba-openb-gpu-2023/openb_pod_list_default.csv`` and
+    ``servegen-bailian-llm-2025/aggregate_10min.csv`` under ``shared_data``. Keeps GPU pods
+    (``num_gpu > 0``): latency-sensitive (LS) pods alive at any time in
+    [window start - 24 h, window end + 24 h) and the other pods created inside the window.
+    Writes both CSVs atomically. Raises :class:`InputError` when a source file is missing.
+    """
+    import numpy as np
+    import pandas as pd
+
+    pod_src = Path(shared_data) / "alibaba-openb-gpu-2023" / "openb_pod_list_default.csv"
+    serve_src = Path(shared_data) / "servegen-bailian-llm-2025" / "aggregate_10min.csv"
+    for p in (pod_src, serve_src):
+        if not p.is_file():
+            raise InputError(f"trace source file not found: {p}")
+    pods = pd.read_csv(pod_src)
+    day = choose_window_day(pods)
+    t0 = day * DAY_S
+    lo, hi = t0 - DAY_S, t0 + 3 * DAY_S
+    g = pods[pods["num_gpu"] > 0]
+    ls = g[(g["qos"] == "LS") & g["scheduled_time"].notna()]
+    ls = ls[(ls["scheduled_time"] < hi) & (ls["deletion_time"] > lo)]
+    batch = g[(g["qos"] != "LS") & (g["creation_time"] >= t0) & (g["creation_time"] < t0 + 2 * DAY_S)]
+    keep = pd.concat([ls, batch]).sort_values(["creation_time", "name"])
+    out = pd.DataFrame(
+        {
+            "name": keep["name"].astype(str),
+            "qos": keep["qos"].astype(str),
+            "num_gpu": keep["num_gpu"].astype(int),
+            "gpu_milli": keep["gpu_milli"].astype(int),
+            "pod_phase": keep["pod_phase"].astype(str),
+            "creation_s": (keep["creation_time"] - t0).astype(int),
+            "scheduled_s": (keep["scheduled_time"] - t0).astype("Int64"),
+            "deletion_s": (keep["deletion_time"] - t0).astype(int),
+        }
+    )
+    _atomic_write_csv(out, Path(out_dir) / PODS_FILE)
+
+    agg = pd.read_csv(serve_src)
+    m = agg[agg["model"] == "m-small"].sort_values("t_s")
+    s0 = SERVE_WINDOW_DAY * DAY_S
+    m = m[(m["t_s"] >= s0 - DAY_S) & (m["t_s"] < s0 + 3 * DAY_S)].copy()
+    m["rate"] = m["total_rate_rps"].where(m["total_rate_rps"] > 0)  # all-zero window = gap
+    m["slot"] = (m["t_s"] - s0) // STEP_S
+    half = m.groupby("slot")["rate"].mean()  # mean of the non-missing 10-min totals
+    serve = pd.DataFrame({"t_s": (half.index * STEP_S).astype(int), "rate_rps": np.round(half.values, 3)})
+    _atomic_write_csv(serve, Path(out_dir) / SERVE_FILE)
+    return {
+        "window_day": day,
+        "ls_pods": int(len(ls)),
+        "batch_pods": int(len(batch)),
+        "serve_slots": int(len(serve)),
+        "serve_missing_slots": int(serve["rate_rps"].isna().sum()),
+    }
+
+
+def load_real_trace(trace_dir: Path = TRACE_DIR):
+    """Read the shipped slices into :class:`optimizer.scenarios.RealTraceData`.
+
+    Raises :class:`InputError` naming the file and the column or row when a file is missing or
+    malformed.
+    """
+    import pandas as pd
+
+    from optimizer.scenarios import RealTraceData, TracePod
+
+    trace_dir = Path(trace_dir)
+    pod_path, serve_path = trace_dir / PODS_FILE, trace_dir / SERVE_FILE
+    for p in (pod_path, serve_path):
+        if not p.is_file():
+            raise InputError(f"real-trace file not found: {p}")
+    pods = pd.read_csv(pod_path, dtype={"scheduled_s": "Int64"})
+    missing = [c for c in POD_COLUMNS if c not in pods.columns]
+    if missing:
+        raise InputError(f"{pod_path}: missing column(s) {', '.join(missing)}")
+    bad = pods[pods["num_gpu"].isna() | (pods["num_gpu"] < 0) | pods["creation_s"].isna() | pods["deletion_s"].isna()]
+    if len(bad):
+        raise InputError(f"{pod_path}: row {int(bad.index[0]) + 2}: num_gpu, creation_s and deletion_s are required")
+    recs = []
+    for r in pods.itertuples(index=False):
+        sched = None if pd.isna(r.scheduled_s) else int(r.scheduled_s)
+        recs.append(
+            TracePod(
+                name=str(r.name),
+                qos=str(r.qos),
+                num_gpu=int(r.num_gpu),
+                gpu_milli=int(r.gpu_milli),
+                creation_s=int(r.creation_s),
+                scheduled_s=sched,
+                deletion_s=int(r.deletion_s),
+            )
+        )
+    serve = pd.read_csv(serve_path)
+    for c in ("t_s", "rate_rps"):
+        if c not in serve.columns:
+            raise InputError(f"{serve_path}: missing column {c!r}")
+    rates = tuple(
+        (int(t), None if pd.isna(v) else float(v)) for t, v in zip(serve["t_s"], serve["rate_rps"], strict=True)
+    )
+    return RealTraceData(pods=tuple(recs), serve_rates=rates, source=str(trace_dir))
+
+
+if __name__ == "__main__":  # pragma: no cover - maintenance entry point
+    src = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("/work/shared/data")
+    dst = Path(sys.argv[2]) if len(sys.argv) > 2 else TRACE_DIR
+    print(derive_trace_slice(src, dst))
