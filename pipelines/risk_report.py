@@ -298,14 +298,14 @@ KIND_COLORS = {"training": "#1f77b4", "quantization": "#ff7f0e", "batch_inferenc
 
 def display_grid(problem: Any, plan: Any) -> list[list[str]]:
     """Owner per step and GPU for display: batch jobs on their blocks, then each service's
-    counted GPUs on the lowest free GPUs (services are counted, not placed), ``""`` idle.
+    counted GPUs on the highest free GPUs (services are counted, not placed), ``""`` idle.
     Shape (horizon_steps, n_gpus)."""
     grid = [list(r) for r in plan.owner_grid(problem.n_gpus, problem.horizon_steps)]
     down = set(getattr(problem, "down_gpus", ()) or ())
     for t, row in enumerate(grid):
         for g in down:
             row[g] = "down"
-        free = [g for g, o in enumerate(row) if not o]
+        free = [g for g, o in reversed(list(enumerate(row))) if not o]  # services from the top GPU down
         i = 0
         for svc, alloc in plan.service_gpus.items():
             for _ in range(int(alloc[t])):

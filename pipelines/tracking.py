@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import math
+import posixpath
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping
@@ -135,7 +136,8 @@ def log_run(
         params: logged as strings; None values skipped.
         metrics: numeric values; None, NaN, inf and non-numeric values are skipped (MLflow
             refuses NaN in SQLite stores).
-        artifacts: artifact sub-folder -> local file path.
+        artifacts: artifact path inside the run (``plots/gantt.png``) -> local file; the file is
+            stored under the key's folder with its own name.
         status: terminal status, ``FINISHED`` or ``FAILED``.
 
     Raises:
@@ -154,8 +156,8 @@ def log_run(
         p = [Param(k, str(v)[:6000]) for k, v in (params or {}).items() if v is not None]
         for i in range(0, max(len(m), len(p)), 100):
             client.log_batch(rid, metrics=m[i:i + 100], params=p[i:i + 100])
-        for sub, path in (artifacts or {}).items():
-            client.log_artifact(rid, str(path), artifact_path=sub or None)
+        for key, path in (artifacts or {}).items():
+            client.log_artifact(rid, str(path), artifact_path=posixpath.dirname(key) or None)
     except BaseException:
         client.set_terminated(rid, status="FAILED")
         raise
