@@ -18,7 +18,7 @@ def backtest(
     test_start=None,
     n_days: int = 7,
     horizon_h: int = 24,
-    recal_window_h: int = 6,
+    recal_window_h: int = 1,
     settings: ProfileSettings | None = None,
 ) -> dict:
     """Rolling-origin evaluation: one origin per day over the test window.

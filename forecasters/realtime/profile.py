@@ -93,7 +93,13 @@ class Profile:
         n_points: hourly points in the fitted span.
         q90_: P90 offset on the transformed scale (>= 0).
         constant_value: the value of a constant series, else None.
-        level_factor: multiplicative level correction from :func:`recalibrate` (1.0 = none).
+        level_factor: multiplicative level correction at ``anchor_`` from :func:`recalibrate` (1.0 = none).
+        anchor_: UTC hour of the last actual used by :func:`recalibrate` (None = not recalibrated).
+        phi_: lag-1 autocorrelation of the fit residuals (transformed scale), clipped to [0, 0.99]: the
+            AR(1) decay of a level correction, ``factor(h) = level_factor ** (phi_ ** h)`` h hours after
+            ``anchor_``.
+        q90_1h_: P90 offset (transformed scale) of one-hour-ahead forecasts after recalibration,
+            calibrated on the same inner rolling origins as ``q90_``.
         weekly: whether the weekly terms are in the model.
         settings: the :class:`ProfileSettings` used.
     """
@@ -113,6 +119,9 @@ class Profile:
     weekly: bool
     settings: ProfileSettings = field(default_factory=ProfileSettings)
     level_factor: float = 1.0
+    anchor_: pd.Timestamp | None = None
+    phi_: float = 0.0
+    q90_1h_: float = 0.0
 
     @property
     def constant(self) -> bool:
@@ -270,16 +279,21 @@ def fit_profile(
         messages += warn_msgs
         status = "degraded"
 
-    q90 = _calibrate_q90(X, z, use, s, n, weekly)
-    if q90 is None:
-        resid = z[use] - X[use] @ params
+    resid = z - X @ params
+    phi = _lag1_corr(resid, use)
+    q = _calibrate_q90(X, z, use, s, n, weekly, transform)
+    if q is None:
         dof = max(int(use.sum()) - X.shape[1], 1)
-        q90 = float(np.quantile(resid, s.p90_quantile)) * np.sqrt(use.sum() / dof)
+        q90 = float(np.quantile(resid[use], s.p90_quantile)) * np.sqrt(use.sum() / dof)
+        q90_1h = q90
         messages.append("P90 band from in-sample residuals (history too short for rolling-origin calibration)")
+    else:
+        q90, q90_1h = q
     return Profile(method=_method(s, weekly, transform), status=status, messages=tuple(messages),
                    components=_components(s, weekly), timezone=timezone, transform=transform,
                    params_=params, t0_=t0, end_=end, n_points=n, q90_=max(float(q90), 0.0),
-                   constant_value=None, weekly=weekly, settings=s)
+                   constant_value=None, weekly=weekly, settings=s, phi_=phi,
+                   q90_1h_=max(float(q90_1h), 0.0))
 
 
 def _select_orders(idx, timezone, t0, z, use, s: ProfileSettings) -> ProfileSettings:
@@ -305,15 +319,27 @@ def _select_orders(idx, timezone, t0, z, use, s: ProfileSettings) -> ProfileSett
     return best if best is not None else s
 
 
-def _calibrate_q90(X, z, use, s: ProfileSettings, n: int, weekly: bool) -> float | None:
-    """0.9 quantile of 24 h-ahead errors from inner rolling origins (None when fewer than 24 errors).
+def _lag1_corr(resid: np.ndarray, use: np.ndarray) -> float:
+    """Lag-1 autocorrelation of residuals over consecutive usable hours, clipped to [0, 0.99]."""
+    pair = use[1:] & use[:-1]
+    a, b = resid[1:][pair], resid[:-1][pair]
+    if pair.sum() <= 2 or np.std(a) == 0 or np.std(b) == 0:
+        return 0.0
+    return float(np.clip(np.corrcoef(a, b)[0, 1], 0.0, 0.99))
+
+
+def _calibrate_q90(X, z, use, s: ProfileSettings, n: int, weekly: bool, transform: str):
+    """P90 offsets from inner rolling origins: ``(q90_day, q90_1h)`` or None (fewer than 24 errors).
 
     Origins are the last ``calib_origins`` day boundaries ``o = n-24, n-48, ...`` with at least
     ``min_points`` hours before them; each refits the same regression (weekly terms only when
-    ``o >= 168``) on hours ``[0, o)`` and forecasts ``[o, o+24)``. Least squares via numpy (same
-    estimator as OLS) to keep this cheap.
+    ``o >= 168``) on hours ``[0, o)`` (least squares via numpy, the OLS estimator, to keep this cheap)
+    and scores ``[o, o+24)`` twice: ``q90_day`` = 0.9 quantile of the 24 h-ahead errors (no correction);
+    ``q90_1h`` = 0.9 quantile of the one-hour-ahead errors after the :func:`recalibrate` correction from
+    the previous hour's actual (``window_h = 1``, AR(1) decay ``phi`` of that inner fit's residuals).
+    Errors are on the transformed scale (log or raw).
     """
-    errors = []
+    day, hour = [], []
     for j in range(1, s.calib_origins + 1):
         o = n - HOURS_PER_DAY * j
         if o < s.min_points:
@@ -324,15 +350,26 @@ def _calibrate_q90(X, z, use, s: ProfileSettings, n: int, weekly: bool) -> float
         if np.linalg.matrix_rank(Xo[:o][train]) < cols:
             continue
         beta, *_ = np.linalg.lstsq(Xo[:o][train], z[:o][train], rcond=None)
-        test = slice(o, o + HOURS_PER_DAY)
-        err = z[test] - Xo[test] @ beta
-        errors.append(err[use[test]])
-    if not errors:
+        zhat = Xo @ beta
+        phi = _lag1_corr(z[:o] - zhat[:o], train)
+        test = np.arange(o, min(o + HOURS_PER_DAY, n))
+        ok = use[test]
+        day.append((z[test] - zhat[test])[ok])
+        prev = test - 1
+        okp = ok & use[prev]
+        if transform == "log":
+            pred = zhat[test] + phi * (z[prev] - zhat[prev])
+        else:
+            base_prev = np.where(zhat[prev] > 0, zhat[prev], np.nan)
+            ratio = np.clip(np.nan_to_num(z[prev] / base_prev, nan=1.0), 0.5, 2.0)
+            pred = np.maximum(zhat[test], 0.0) * ratio ** phi
+        hour.append((z[test] - pred)[okp])
+    if not day:
         return None
-    e = np.concatenate(errors)
-    if e.size < HOURS_PER_DAY:
+    e_day, e_hour = np.concatenate(day), np.concatenate(hour)
+    if e_day.size < HOURS_PER_DAY or e_hour.size < HOURS_PER_DAY:
         return None
-    return float(np.quantile(e, s.p90_quantile))
+    return float(np.quantile(e_day, s.p90_quantile)), float(np.quantile(e_hour, s.p90_quantile))
 
 
 def _n_cols(s: ProfileSettings, weekly: bool) -> int:
@@ -343,7 +380,7 @@ def _n_cols(s: ProfileSettings, weekly: bool) -> int:
 
 
 def _base(profile: Profile, idx: pd.DatetimeIndex) -> tuple[np.ndarray, np.ndarray]:
-    """P50 and P90 at UTC stamps ``idx`` without the level factor."""
+    """P50 and P90 at UTC stamps ``idx`` without any level correction."""
     if profile.constant:
         v = np.full(len(idx), float(profile.constant_value))
         return v, v.copy()
@@ -353,6 +390,27 @@ def _base(profile: Profile, idx: pd.DatetimeIndex) -> tuple[np.ndarray, np.ndarr
         return np.exp(zhat), np.exp(zhat + profile.q90_)
     p50 = np.maximum(zhat, 0.0)
     return p50, np.maximum(zhat + profile.q90_, p50)
+
+
+def _corrected(profile: Profile, idx: pd.DatetimeIndex) -> tuple[np.ndarray, np.ndarray]:
+    """P50/P90 with the level correction: factor ``level_factor ** (phi ** h)`` at ``h`` hours after the
+    anchor (full factor at or before it); the P90 offset is the rolling-origin calibrated one-hour-ahead
+    offset at h = 1 and relaxes to the day-ahead offset as the correction decays."""
+    p50, p90 = _base(profile, idx)
+    if profile.anchor_ is None or profile.constant:
+        return p50 * profile.level_factor, p90 * profile.level_factor
+    h = np.maximum(((idx - profile.anchor_) / pd.Timedelta(hours=1)).to_numpy(dtype=float), 0.0)
+    decay = profile.phi_ ** h
+    p50c = p50 * profile.level_factor ** decay
+    # P90 offset: the calibrated one-hour-ahead value at h = 1, relaxing to the day-ahead value as the
+    # correction decays: q(h) = q90 - (q90 - q90_1h) * phi ** (h - 1).
+    q = profile.q90_ - (profile.q90_ - profile.q90_1h_) * profile.phi_ ** np.maximum(h - 1.0, 0.0)
+    q = np.where(h == 0, 0.0, np.maximum(q, 0.0))
+    if profile.transform == "log":
+        p90c = p50c * np.exp(q)
+    else:
+        p90c = p50c + q
+    return p50c, np.maximum(p90c, p50c)
 
 
 def forecast(profile: Profile, horizon_h: int, start=None) -> pd.DataFrame:
@@ -365,7 +423,7 @@ def forecast(profile: Profile, horizon_h: int, start=None) -> pd.DataFrame:
 
     Returns:
         Frame with ``horizon_h`` rows: ``ts`` (tz UTC, consecutive hours), ``p50``, ``p90`` (traffic per
-        hour, >= 0, ``p90 >= p50``), both multiplied by ``profile.level_factor``.
+        hour, >= 0, ``p90 >= p50``), with the level correction of :func:`recalibrate` applied.
 
     Raises:
         forecasters.errors.InputError: ``horizon_h < 1`` or a naive ``start``.
@@ -378,27 +436,29 @@ def forecast(profile: Profile, horizon_h: int, start=None) -> pd.DataFrame:
     if start.tzinfo is None:
         raise InputError(f"forecast start {start} has no time zone; give a UTC timestamp")
     idx = pd.date_range(start.tz_convert("UTC").floor("h"), periods=int(horizon_h), freq="h")
-    p50, p90 = _base(profile, idx)
-    f = profile.level_factor
-    return pd.DataFrame({"ts": idx, "p50": p50 * f, "p90": p90 * f})
+    p50, p90 = _corrected(profile, idx)
+    return pd.DataFrame({"ts": idx, "p50": p50, "p90": p90})
 
 
 def fitted(profile: Profile, idx: pd.DatetimeIndex) -> np.ndarray:
-    """P50 of the profile at arbitrary UTC stamps (with the level factor); shape ``(len(idx),)``."""
-    return _base(profile, pd.DatetimeIndex(idx).tz_convert("UTC"))[0] * profile.level_factor
+    """P50 of the profile at arbitrary UTC stamps (with any level correction); shape ``(len(idx),)``."""
+    return _corrected(profile, pd.DatetimeIndex(idx).tz_convert("UTC"))[0]
 
 
 def recalibrate(
     profile: Profile,
     recent_actuals: pd.Series,
-    window_h: int = 6,
+    window_h: int = 1,
     bounds: tuple[float, float] = (0.5, 2.0),
 ) -> Profile:
     """Level correction from the most recent actual hours (DESIGN §4.4: run at every planning run).
 
     ``level_factor = sum(actual) / sum(profile P50)`` over the last ``window_h`` non-NaN hours of
-    ``recent_actuals`` (UTC-indexed, traffic per hour), clipped to ``bounds``. It replaces (does not
-    compound) any earlier factor. A zero expected sum (e.g. an all-zero profile) leaves the factor at 1.
+    ``recent_actuals`` (UTC-indexed, traffic per hour), clipped to ``bounds``; the anchor is the last of
+    those hours. Ahead of the anchor the correction decays as an AR(1) of the fit residuals:
+    ``level_factor ** (phi_ ** h)`` at ``h`` hours (so a surprise hour moves the next hours, not next
+    week). The default window is 1 h, the AR(1) one-step predictor. It replaces (does not compound) any
+    earlier correction. A zero expected sum (e.g. an all-zero profile) leaves the factor at 1.
 
     Returns:
         A new :class:`Profile` (the input is not modified).
@@ -416,9 +476,9 @@ def recalibrate(
     expected = _base(profile, r.index.tz_convert("UTC"))[0]
     denom = float(expected.sum())
     if denom <= 0:
-        return dataclasses.replace(profile, level_factor=1.0)
+        return dataclasses.replace(profile, level_factor=1.0, anchor_=None)
     factor = float(np.clip(r.sum() / denom, bounds[0], bounds[1]))
-    return dataclasses.replace(profile, level_factor=factor)
+    return dataclasses.replace(profile, level_factor=factor, anchor_=r.index[-1].tz_convert("UTC"))
 
 
 def hour_of_week_profile(profile: Profile) -> np.ndarray:
