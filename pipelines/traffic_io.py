@@ -10,7 +10,6 @@ in the file's units, e.g. requests/h) and optionally ``service``; extra columns 
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -55,19 +54,12 @@ def read_traffic(path: str | os.PathLike) -> pd.DataFrame:
 
 
 def write_csv_atomic(df: pd.DataFrame, path: str | os.PathLike) -> Path:
-    """Write ``df`` as CSV to ``path`` atomically (temporary file in the same folder, then ``os.replace``)."""
+    """Write ``df`` as CSV (no index) atomically, via :func:`pipelines.run_folder.atomic_write_text`."""
+    from pipelines.run_folder import atomic_write_text
+
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    os.close(fd)
-    try:
-        df.to_csv(tmp, index=False)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return p
+    return atomic_write_text(p, df.to_csv(index=False))
 
 
 def derive_servegen_hourly(

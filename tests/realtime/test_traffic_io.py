@@ -1,0 +1,56 @@
+"""Traffic files: ServeGen hourly derivation (gaps masked), reading, shipped files reproducible."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipelines.errors import InputError
+from pipelines.traffic_io import derive_servegen_hourly, read_traffic
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = ROOT.parent / "shared" / "data" / "servegen-bailian-llm-2025"
+
+
+def test_derivation_masks_zero_and_trickle_windows():
+    rates = np.full(18, 1000.0)  # three hours of six windows
+    rates[6:12] = 0.0            # hour 1: all windows zero -> absent
+    rates[12] = 10.0             # hour 2: one trickle window (<= 5 % of median) -> left out of the mean
+    rates[13] = 0.0
+    rates[14:18] = [1000.0, 1200.0, 800.0, 1000.0]
+    agg = pd.DataFrame({"model": "m", "t_s": np.arange(18) * 600, "total_rate_rps": rates})
+    out = derive_servegen_hourly(agg, "m", "2025-03-03 00:00", "Asia/Shanghai")
+    assert out["ts"].tolist() == ["2025-03-02T16:00:00Z", "2025-03-02T18:00:00Z"]
+    assert out["value"].tolist() == [3_600_000.0, 3_600_000.0]
+    assert out["valid_windows"].tolist() == [6, 4]
+    with pytest.raises(InputError, match="no rows for model 'x'"):
+        derive_servegen_hourly(agg, "x", "2025-03-03 00:00", "Asia/Shanghai")
+
+
+def test_read_traffic_errors(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        read_traffic(tmp_path / "none.csv")
+    bad = tmp_path / "t.txt"
+    bad.write_text("ts,value\n")
+    with pytest.raises(InputError, match="expected .csv"):
+        read_traffic(bad)
+    nocol = tmp_path / "t.csv"
+    nocol.write_text("time,value\n2025-01-01T00:00Z,1\n")
+    with pytest.raises(InputError, match=r"missing column\(s\) \['ts'\]"):
+        read_traffic(nocol)
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason="shared ServeGen folder not beside the clone")
+def test_shipped_files_are_reproducible_from_shared_data():
+    cfg = json.loads((ROOT / "data" / "traffic" / "services.json").read_text())
+    agg = pd.read_csv(SHARED / "aggregate_10min.csv")
+    for svc in cfg["services"]:
+        fresh = derive_servegen_hourly(agg, svc["source_model"], cfg["trace_start_local"], svc["timezone"])
+        shipped = pd.read_csv(ROOT / "data" / "traffic" / svc["file"])
+        pd.testing.assert_frame_equal(fresh.reset_index(drop=True), shipped, check_dtype=False)
+    m_mid = pd.read_csv(ROOT / "data" / "traffic" / "servegen_m-mid_hourly.csv")
+    assert len(m_mid) == 336 - 17
