@@ -35,7 +35,7 @@ def main() -> int:
         t = time.perf_counter()
         df = read_traffic(ROOT / "data" / "traffic" / svc["file"])
         series, diag = ingest(df, svc["timezone"])
-        res = backtest(series, svc["timezone"], exclude=diag["imputed"] + diag["outliers"])
+        res = backtest(series, svc["timezone"], exclude=diag["imputed"], outliers=diag["outliers"])
         res["seconds"] = round(time.perf_counter() - t, 2)
         res["masked_hours"] = len(diag["imputed"])
         res["outliers"] = diag["outliers"]

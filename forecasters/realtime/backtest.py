@@ -15,6 +15,7 @@ def backtest(
     series: pd.Series,
     timezone: str = "UTC",
     exclude=(),
+    outliers=(),
     test_start=None,
     n_days: int = 7,
     horizon_h: int = 24,
@@ -34,7 +35,8 @@ def backtest(
 
     Baselines on the same hours: seasonal naive ``y[t-168]`` and naive-24 ``y[t-24]`` (both known at every
     origin for horizons <= 24 h; they use the ingested series, i.e. imputed values where a lag hour was
-    a gap). Hours listed in ``exclude`` (masked gaps, outliers) are not scored and not fitted.
+    a gap). Hours listed in ``exclude`` (masked gaps, imputed hours) are neither fitted nor scored; hours
+    in ``outliers`` are kept out of the fit (as in production) but scored, since they are real demand.
 
     Returns:
         ``{"variants": {name: metrics}, "origins": [...], "n_days": k}`` with metrics ``mae``,
@@ -50,6 +52,8 @@ def backtest(
     idx = series.index
     ex = pd.DatetimeIndex(pd.to_datetime(list(exclude), utc=True)) if len(list(exclude)) else idx[:0]
     masked = idx.isin(ex)
+    out_idx = pd.DatetimeIndex(pd.to_datetime(list(outliers), utc=True)) if len(list(outliers)) else idx[:0]
+    not_fitted = ex.union(out_idx)
     start = idx[0] + pd.Timedelta(hours=168) if test_start is None else pd.Timestamp(test_start)
     origins = [start + pd.Timedelta(hours=24 * d) for d in range(n_days)]
     origins = [o for o in origins if o + pd.Timedelta(hours=horizon_h - 1) <= idx[-1]]
@@ -62,7 +66,7 @@ def backtest(
     for o in origins:
         io = pos[o]
         hist = series.iloc[:io]
-        prof = fit_profile(hist, timezone, exclude=list(ex[ex < o]), settings=s)
+        prof = fit_profile(hist, timezone, exclude=list(not_fitted[not_fitted < o]), settings=s)
         fc = forecast(prof, horizon_h, start=o)
         rec = recalibrate(prof, hist[~masked[:io]], window_h=recal_window_h)
         fc_rec = forecast(rec, horizon_h, start=o)

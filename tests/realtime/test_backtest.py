@@ -39,6 +39,9 @@ def test_masked_hours_are_not_scored():
     masked = [t.strftime("%Y-%m-%dT%H:%M:%SZ") for t in s.index[200:210]]
     res = backtest(s, "UTC", exclude=masked)
     assert res["variants"]["day_ahead"]["n_hours"] == 168 - 10
+    # outliers are kept out of the fit but still scored (they are real demand)
+    res = backtest(s, "UTC", outliers=masked, n_days=2)
+    assert res["variants"]["day_ahead"]["n_hours"] == 48
 
 
 def test_level_correction_decays_with_the_residual_autocorrelation():
