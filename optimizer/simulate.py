@@ -245,7 +245,8 @@ def _problem_at(st: _State, t: int, current: dict[str, int]) -> Problem:
         for s in sc.services
     )
     jobs = tuple(
-        Job(j.job_id, j.kind, j.priority, 0, (SizeOption(j.gpus, j.forecast_steps),))
+        Job(j.job_id, j.kind, aged_priority(j.priority, t - j.arrival_step, sc.settings.max_wait_steps), 0,
+            (SizeOption(j.gpus, j.forecast_steps),))
         for j in sorted(st.queue.values(), key=lambda j: (j.arrival_step, j.job_id))
     )
     running = tuple(
@@ -253,6 +254,21 @@ def _problem_at(st: _State, t: int, current: dict[str, int]) -> Problem:
         for r in sorted(st.running.values(), key=lambda r: r.job.job_id)
     )
     return Problem(sc.cluster, sc.settings, services, jobs, running, tuple(sorted(st.down)))
+
+
+def aged_priority(priority: float, waited_steps: int, max_wait_steps: int | None) -> float:
+    """Priority the planner sees for a job that has waited ``waited_steps`` (adapter, case C19).
+
+    A rolling problem states every queued job with release step 0, so a planner-side maximum wait
+    (``settings.max_wait_steps``) restarts at every replan and a large job can be postponed
+    forever by a stream of small ones. When ``max_wait_steps = W`` is set, the simulator carries
+    the wait into the problem the way Slurm's multifactor "age" factor does:
+    ``p x (1 + waited / (W + 1))``, rounded to 1e-6 (so a job that has waited longer wins ties).
+    Without ``max_wait_steps`` priorities pass unchanged. Metrics always use the true priority.
+    """
+    if max_wait_steps is None or waited_steps <= 0:
+        return priority
+    return round(priority * (1.0 + waited_steps / (max_wait_steps + 1.0)), 6)
 
 
 def shift_plan(prev: Plan, offset: int, problem: Problem) -> Plan:
