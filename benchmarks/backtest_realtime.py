@@ -24,9 +24,11 @@ sys.path.insert(0, str(ROOT))
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--json", action="store_true", help="print one JSON document")
+    ap.add_argument("--no-trend", action="store_true",
+                    help="sensitivity run: profile without the linear trend (not the shipped default)")
     args = ap.parse_args()
 
-    from forecasters.realtime import backtest, ingest
+    from forecasters.realtime import ProfileSettings, backtest, ingest
     from pipelines.traffic_io import read_traffic
 
     cfg = json.loads((ROOT / "data" / "traffic" / "services.json").read_text())
@@ -35,7 +37,9 @@ def main() -> int:
         t = time.perf_counter()
         df = read_traffic(ROOT / "data" / "traffic" / svc["file"])
         series, diag = ingest(df, svc["timezone"])
-        res = backtest(series, svc["timezone"], exclude=diag["imputed"], outliers=diag["outliers"])
+        settings = ProfileSettings(trend=not args.no_trend)
+        res = backtest(series, svc["timezone"], exclude=diag["imputed"], outliers=diag["outliers"],
+                       settings=settings)
         res["seconds"] = round(time.perf_counter() - t, 2)
         res["masked_hours"] = len(diag["imputed"])
         res["outliers"] = diag["outliers"]

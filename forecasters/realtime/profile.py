@@ -247,17 +247,19 @@ def _fit_profile(series: pd.Series, timezone: str, exclude, s: ProfileSettings) 
     except Exception as exc:  # noqa: BLE001
         raise InputError(f"timezone {timezone!r}: not a known IANA zone ({exc})") from exc
     use = np.ones(n, dtype=bool)
-    if exclude is not None:
-        ex = pd.DatetimeIndex(pd.to_datetime(list(exclude), utc=True)) if len(list(exclude)) else None
-        if ex is not None:
-            use &= ~series.index.isin(ex)
+    ex = list(exclude) if exclude is not None else []
+    if ex:
+        use &= ~series.index.isin(pd.DatetimeIndex(pd.to_datetime(ex, utc=True)))
+    if use.sum() < s.min_points:
+        raise InputError(f"series: {int(use.sum())} usable hours after excluding {n - int(use.sum())}; "
+                         f"the profile needs at least {s.min_points}")
     vals = series.to_numpy()
     t0, end = series.index[0], series.index[-1]
     messages: list[str] = []
     status = "ok"
 
     fitted_vals = vals[use]
-    if fitted_vals.size and fitted_vals.max() == fitted_vals.min():
+    if fitted_vals.max() == fitted_vals.min():
         c = float(fitted_vals[0])
         return Profile(method="constant series: profile = the constant (no regression)", status="ok",
                        messages=("constant series: every hour equals %g" % c,), components=("constant",),
@@ -282,7 +284,8 @@ def _fit_profile(series: pd.Series, timezone: str, exclude, s: ProfileSettings) 
     if transform == "log" and not (vals[use] > 0).all():
         messages.append("log transform skipped: series has zero values")
         transform = "none"
-    z = np.log(vals) if transform == "log" else vals.astype(float)
+    # excluded hours never enter a fit; give them a finite placeholder so that log(0) cannot warn
+    z = np.log(np.where(use, vals, 1.0)) if transform == "log" else vals.astype(float)
 
     if weekly and s.order_candidates:
         s = _select_orders(series.index, timezone, t0, z, use, s)

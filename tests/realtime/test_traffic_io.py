@@ -54,3 +54,14 @@ def test_shipped_files_are_reproducible_from_shared_data():
         pd.testing.assert_frame_equal(fresh.reset_index(drop=True), shipped, check_dtype=False)
     m_mid = pd.read_csv(ROOT / "data" / "traffic" / "servegen_m-mid_hourly.csv")
     assert len(m_mid) == 336 - 17
+
+
+def test_parquet_with_aware_datetimes_round_trips_through_ingest(tmp_path):
+    from forecasters.realtime import ingest
+
+    idx = pd.date_range("2025-03-29 00:00", periods=48, freq="h", tz="Europe/Berlin")
+    f = tmp_path / "t.parquet"
+    pd.DataFrame({"ts": idx, "value": np.arange(48.0)}).to_parquet(f)
+    s, d = ingest(read_traffic(f), None)
+    assert len(s) == 48 and d["missing_hours"] == 0
+    assert s.index[0] == pd.Timestamp("2025-03-28T23:00Z") and s.iloc[-1] == 47.0
