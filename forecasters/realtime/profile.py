@@ -11,11 +11,19 @@ and unlike MSTL it keeps the weekly component with one full week of history):
   at 09:00 across a clock change (C08); timestamps are stored and forecast in UTC.
 * Daily harmonics k = 1..``daily_order`` of period 24 h; weekly harmonics k = 1..``weekly_order`` of period
   168 h except multiples of 7 (those are daily harmonics already; keeping both would be collinear).
+  The terms are built here rather than with statsmodels' ``DeterministicProcess``/``Fourier``, whose
+  terms follow the position in the index (a UTC step count), which drifts by an hour at each clock
+  change (C08). The orders are chosen by BIC among ``order_candidates`` (default (4, 10) of STACK.md,
+  up to (12, 84), which spans every hour-of-week shape, e.g. a one-hour 09:00 peak).
 * The trend is linear in UTC hours (scaled to weeks).
 * P50 = inverse transform of the regression prediction; P90 adds the 0.9 quantile of out-of-sample
   24 h-ahead errors collected on rolling origins inside the history (each of the last
   ``calib_origins`` days forecast from the history before it, by the same method), so the band reflects
   day-ahead error, not the smaller in-sample residuals.
+* Recalibration (:func:`recalibrate`, every planning run): a level factor = actual / P50 over the last
+  hour(s), decaying ahead as an AR(1) of the fit residuals (``phi_``); the P90 offset then runs from the
+  calibrated one-hour-ahead value back to the day-ahead value. Refit (nightly) on a trailing window
+  (``trailing_window_h``, 4 weeks).
 * History rule (C03): the weekly component needs more than two weekly periods (``min_weekly_points`` =
   337 hourly points) for status ``"ok"``. With 168..336 points the weekly terms are still fitted (the
   regression is identified from one full week) but the profile is ``"degraded"`` with the message
