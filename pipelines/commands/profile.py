@@ -19,25 +19,33 @@ def profile_document(df, timezone: str | None, horizon_h: int) -> dict:
 
     ``{"method", "status", "messages", "forecast": [{"ts", "p50", "p90"}], "diagnostics": {...}}``;
     ``ts`` ISO 8601 UTC (``Z``), values in the file's units per hour, the forecast starting at the first
-    hour after the history. ``messages`` explains a ``"degraded"`` status. The local clock for the
-    seasonality is ``timezone`` (default UTC).
+    hour after the history. ``messages`` explains a ``"degraded"`` status and states the level correction
+    (:func:`forecasters.realtime.recalibrate` from the last actual hour, as a planning run does). The
+    local clock for the seasonality is ``timezone`` (default UTC).
     """
+    import pandas as pd
+
     from forecasters.errors import InputError
-    from forecasters.realtime import fit_profile, forecast, ingest
+    from forecasters.realtime import fit_profile, forecast, ingest, recalibrate
 
     if horizon_h < 1:
         raise InputError(f"--horizon-h must be >= 1; got {horizon_h}")
     series, diag = ingest(df, timezone)
     tz = timezone or "UTC"
     prof = fit_profile(series, tz, exclude=diag["imputed"] + diag["outliers"])
+    prof = recalibrate(prof, series.drop(index=pd.DatetimeIndex(pd.to_datetime(diag["imputed"], utc=True))))
     fc = forecast(prof, horizon_h)
+    notes = list(prof.messages)
+    if not prof.constant:
+        notes.append(f"level correction x{prof.level_factor:.3f} from the last actual hour, decaying "
+                     f"as phi^h with phi={prof.phi_:.2f}")
     diagnostics = {k: diag[k] for k in DIAGNOSTIC_KEYS if k != "components"}
     diagnostics["constant"] = bool(diag["constant"] or prof.constant)
     diagnostics["components"] = list(prof.components)
     return {
         "method": prof.method,
         "status": prof.status,
-        "messages": list(prof.messages),
+        "messages": notes,
         "forecast": [
             {"ts": t.strftime("%Y-%m-%dT%H:%M:%SZ"), "p50": float(a), "p90": float(b)}
             for t, a, b in zip(fc["ts"], fc["p50"], fc["p90"], strict=True)
