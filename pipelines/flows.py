@@ -324,9 +324,12 @@ def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "m
     rf = RunFolder.begin(out, start, step_minutes=s.step_minutes)
     try:
         traffic = ingest_traffic(str(rf.tmp_path))
-        models = {k: train_or_load.with_options(timeout_seconds=s.train_timeout_s)(k, retrain=retrain)
-                  for k in queue.JOB_KINDS}
-        profiles = fit_profiles(traffic, str(rf.tmp_path), start)
+        # independent work in Prefect's thread pool (LightGBM and numpy release the GIL)
+        futures = {k: train_or_load.with_options(timeout_seconds=s.train_timeout_s).submit(k, retrain=retrain)
+                   for k in queue.JOB_KINDS}
+        profiles_f = fit_profiles.submit(traffic, str(rf.tmp_path), start)
+        models = {k: f.result() for k, f in futures.items()}
+        profiles = profiles_f.result()
         extra = build_problem(models, profiles, traffic, str(rf.tmp_path), start)
         res = _plan_into(rf, extra["problem"], planner, extra)
         info, moved = rf.commit()

@@ -185,32 +185,38 @@ def fit_profiles(settings: Settings, traffic_path: Path, work: Path, as_of: date
 
 def _log_profiles(settings: Settings, work: Path, profiles: dict, metrics: dict, as_of: datetime) -> None:
     from forecasters.realtime import forecast
-    from pipelines import risk_report, tracking
+    from pipelines import tracking
 
     bands = pd.read_parquet(work / "bands.parquet")
     for name, prof in profiles.items():
-        plt = risk_report._plt()
         fc = forecast(prof, 168, start=as_of)
-        fig, axes = plt.subplots(2, 1, figsize=(11, 6))
-        axes[0].fill_between(fc["ts"], fc["p50"], fc["p90"], alpha=0.3, label="P50–P90")
-        axes[0].plot(fc["ts"], fc["p50"], lw=1, label="P50")
-        axes[0].set_title(f"{name}: 168 h demand profile from {as_of:%Y-%m-%d %H:%M}Z ({prof.status})")
-        axes[0].legend(fontsize=7)
-        b = bands[bands["service"] == name]
-        axes[1].fill_between(b["ts"], b["p50"], b["p90"], alpha=0.3, label="P50–P90 forecast")
-        axes[1].plot(b["ts"], b["actual"], color="black", lw=1, label="actual")
-        axes[1].set_title("last shipped day: 24 h-ahead forecast against actual")
-        axes[1].legend(fontsize=7)
-        fig.tight_layout()
         png = work / f"profile_{name}.png"
-        fig.savefig(png, dpi=80)
-        plt.close(fig)
+        _plot_profile(name, prof, fc, bands[bands["service"] == name], as_of, png)
         tracking.log_run(settings, "realtime", f"profile-{name}",
                          params={"service": name, "method": prof.method, "status": prof.status,
                                  "timezone": prof.timezone, "components": ",".join(prof.components),
                                  "as_of": as_of.isoformat()},
                          metrics=metrics[name], artifacts={f"plots/{png.name}": png},
                          tags={"gpuplan.stage": "profile"})
+
+
+def _plot_profile(name: str, prof: Any, fc: pd.DataFrame, b: pd.DataFrame, as_of: datetime, png: Path) -> None:
+    from pipelines import risk_report
+
+    with risk_report.PLOT_LOCK:
+        plt = risk_report._plt()
+        fig, axes = plt.subplots(2, 1, figsize=(11, 6))
+        axes[0].fill_between(fc["ts"], fc["p50"], fc["p90"], alpha=0.3, label="P50–P90")
+        axes[0].plot(fc["ts"], fc["p50"], lw=1, label="P50")
+        axes[0].set_title(f"{name}: 168 h demand profile from {as_of:%Y-%m-%d %H:%M}Z ({prof.status})")
+        axes[0].legend(fontsize=7)
+        axes[1].fill_between(b["ts"], b["p50"], b["p90"], alpha=0.3, label="P50–P90 forecast")
+        axes[1].plot(b["ts"], b["actual"], color="black", lw=1, label="actual")
+        axes[1].set_title("last shipped day: 24 h-ahead forecast against actual")
+        axes[1].legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(png, dpi=80)
+        plt.close(fig)
 
 
 def demand_frame(settings: Settings, profiles: dict, traffic: pd.DataFrame, start: datetime) -> pd.DataFrame:
@@ -611,3 +617,136 @@ def log_plan_run(settings: Settings, run_dir: Path, run_name: str, planner: str)
             artifacts[f"{sub}/{name}"] = run_dir / name
     return tracking.log_run(settings, "plans", run_name, params=params, metrics=metrics,
                             tags={"gpuplan.status": summary["status"]}, artifacts=artifacts)
+
+
+# ---------------------------------------------------------------- job forecasters
+
+
+HISTORY_ROWS = 3000  # rows generated when no shipped history exists (adapter, see train_or_load)
+
+
+def load_history(settings: Settings, kind: str) -> tuple[pd.DataFrame, str]:
+    """The job history of ``kind`` and where it came from.
+
+    Reads ``data/histories/<kind>.parquet`` (issue 3 ships it); when absent, generates the same
+    seeded history with :func:`forecasters.generators.generate_history` (``HISTORY_ROWS`` rows,
+    seed ``settings.seed``) — an adapter until the shipped file exists.
+    """
+    for name in (f"{kind}.parquet", f"{kind}_jobs.parquet"):
+        path = settings.data_dir / "histories" / name
+        if path.is_file():
+            return pd.read_parquet(path), str(path)
+    from forecasters.generators import generate_history
+
+    return generate_history(kind, HISTORY_ROWS, seed=settings.seed), f"generated(seed={settings.seed}, n={HISTORY_ROWS})"
+
+
+def _model_path(settings: Settings, kind: str) -> Path:
+    return settings.models_dir / f"{kind}.pkl"
+
+
+def train_or_load(settings: Settings, kind: str, retrain: bool = False) -> Path:
+    """Return the current ``kind`` forecaster's file, training it first when missing or ``retrain``.
+
+    Training: time-ordered split (:func:`forecasters.jobs.time_split`), fit on the earlier jobs,
+    evaluate on the later ones against the baselines, then log params, metrics, the
+    predicted-vs-actual plot and both LightGBM boosters (registered, alias ``champion``) to the
+    ``kind`` experiment. The model file is written atomically.
+    """
+    from forecasters import jobs as J
+
+    path = _model_path(settings, kind)
+    if path.is_file() and not retrain:
+        try:
+            model = pickle.loads(path.read_bytes())
+            if getattr(model, "kind", None) == kind:
+                return path
+        except Exception:  # noqa: BLE001 - a corrupt model file is retrained, never used
+            pass
+    history, source = load_history(settings, kind)
+    train, test = J.time_split(history)
+    model = J.fit(kind, train, seed=settings.seed)
+    doc = J.evaluate(model, test)
+    settings.models_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, pickle.dumps(model))
+    _log_job_model(settings, kind, model, test, doc, source)
+    return path
+
+
+def _flatten(doc: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in doc.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _log_job_model(settings: Settings, kind: str, model: Any, test: pd.DataFrame, doc: dict[str, Any],
+                   source: str) -> str:
+    import tempfile
+
+    from forecasters import jobs as J
+    from pipelines import tracking
+
+    pred = J.predict(model, test)
+    actual = test["duration_h"].to_numpy(float)
+    ok = actual > 0
+    with tempfile.TemporaryDirectory() as tmp:
+        png = Path(tmp) / f"pred_vs_actual_{kind}.png"
+        _plot_pred_vs_actual(kind, pred, actual, ok, doc, png)
+        levels = Path(tmp) / "levels.json"
+        levels.write_text(json.dumps({"levels_version": model.levels_version, "levels": model.levels}))
+        params = {"kind": kind, "history": source, "levels_version": model.levels_version,
+                  "n_train": doc.get("n_train"), "n_test": doc.get("n_test"),
+                  **{f"info.{k}": v for k, v in model.info.items() if not isinstance(v, dict)}}
+        rid = tracking.log_run(settings, kind, f"train-{kind}", params=params, metrics=_flatten(doc),
+                               artifacts={f"plots/{png.name}": png, "model_meta/levels.json": levels},
+                               tags={"gpuplan.stage": "train"})
+    design = model.design_matrix(test.head(5))
+    tracking.log_lightgbm_model(settings, rid, model.duration_booster, design, f"gpuplan-{kind}-duration")
+    tracking.log_lightgbm_model(settings, rid, model.gpus_booster, design, f"gpuplan-{kind}-gpus")
+    return rid
+
+
+def _plot_pred_vs_actual(kind: str, pred: pd.DataFrame, actual: np.ndarray, ok: np.ndarray, doc: dict,
+                         png: Path) -> None:
+    from pipelines import risk_report
+
+    with risk_report.PLOT_LOCK:
+        plt = risk_report._plt()
+        fig, ax = plt.subplots(figsize=(6, 5))
+        p50 = pred["duration_p50_h"].to_numpy(float)
+        ax.errorbar(actual[ok], p50[ok], yerr=[p50[ok] - pred["duration_p10_h"].to_numpy(float)[ok],
+                                               pred["duration_p90_h"].to_numpy(float)[ok] - p50[ok]],
+                    fmt=".", ms=3, alpha=0.4, elinewidth=0.5)
+        lo, hi = float(actual[ok].min()), float(actual[ok].max())
+        ax.plot([lo, hi], [lo, hi], color="black", lw=1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("actual duration (h)")
+        ax.set_ylabel("predicted P50 (h), bars P10–P90")
+        ax.set_title(f"{kind}: held-out jobs (MAPE {doc['metrics']['mape']:.3f})")
+        fig.tight_layout()
+        fig.savefig(png, dpi=80)
+        plt.close(fig)
+
+
+def forecast_jobs(settings: Settings, kind: str, model_path: Path, queue: pd.DataFrame) -> pd.DataFrame:
+    """Duration quantiles (hours, >= one step) and GPU count per queued/running job of ``kind``.
+
+    Returns ``queue``'s planning columns plus ``duration_p10_h, duration_p50_h, duration_p90_h,
+    gpus_pred, flags`` (flags joined by ``,``).
+    """
+    from forecasters import jobs as J
+
+    model = pickle.loads(Path(model_path).read_bytes())
+    pred = J.predict(model, queue, step_minutes=settings.step_minutes)
+    keep = ["job_id", "kind", "priority", "state", "submitted_at", "started_at", "deadline_at", "source",
+            "gpus_requested"]
+    out = queue[keep].reset_index(drop=True).copy()
+    for col in ("duration_p10_h", "duration_p50_h", "duration_p90_h", "gpus_pred"):
+        out[col] = pred[col].to_numpy()
+    out["flags"] = [",".join(f) for f in pred["flags"]]
+    return out

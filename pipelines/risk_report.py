@@ -19,7 +19,9 @@ The parquet is one long table with a ``section`` column (schema :data:`REPORT_CO
 
 from __future__ import annotations
 
+import functools
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -283,6 +285,20 @@ def build_report_table(inp: ReportInputs) -> pd.DataFrame:
 # ---------------------------------------------------------------- plots
 
 
+#: pyplot and matplotlib's mathtext parser (log-axis tick labels) are not thread-safe; every
+#: plot in the pipelines is drawn under this lock (tasks may run in Prefect's thread pool).
+PLOT_LOCK = threading.RLock()
+
+
+def _serialized(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with PLOT_LOCK:
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
 def _plt():
     import matplotlib
 
@@ -315,6 +331,7 @@ def display_grid(problem: Any, plan: Any) -> list[list[str]]:
     return grid
 
 
+@_serialized
 def plot_gantt(problem: Any, plan: Any, kinds: Mapping[str, str], path: Path, start_ts: datetime) -> Path:
     """Gantt-style chart: GPUs (y) × steps (x); batch blocks coloured by kind and labelled,
     real-time GPUs red, idle light grey."""
@@ -355,6 +372,7 @@ def plot_gantt(problem: Any, plan: Any, kinds: Mapping[str, str], path: Path, st
     return path
 
 
+@_serialized
 def plot_demand(inp: ReportInputs, path: Path) -> Path:
     """Per service: P50 and P90 GPU demand forecast, the planned GPUs, and coverage-risk steps."""
     plt = _plt()
@@ -378,6 +396,7 @@ def plot_demand(inp: ReportInputs, path: Path) -> Path:
     return path
 
 
+@_serialized
 def plot_bands(bands: pd.DataFrame, path: Path) -> Path:
     """Forecast against actual: per service, actual traffic with the P50 line and P50–P90 band."""
     plt = _plt()
@@ -396,6 +415,7 @@ def plot_bands(bands: pd.DataFrame, path: Path) -> Path:
     return path
 
 
+@_serialized
 def plot_outlook(outlook: pd.DataFrame, rt: np.ndarray, n_gpus: int, path: Path) -> Path:
     """Queue outlook: GPUs used by batch work and real-time per step, and jobs still waiting."""
     plt = _plt()

@@ -22,6 +22,7 @@ import fcntl
 import math
 import posixpath
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -165,52 +166,82 @@ def log_run(
     return rid
 
 
+_QUIET_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _quiet_mlflow() -> Iterator[None]:
+    """Silence MLflow's INFO/WARNING chatter and its registration prints (stderr) for the CLI bars."""
+    import io
+    import logging
+
+    with _QUIET_LOCK:  # redirect_stderr is process-wide: one model logging at a time
+        logger = logging.getLogger("mlflow")
+        level = logger.level
+        logger.setLevel(logging.ERROR)
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                yield
+        finally:
+            logger.setLevel(level)
+
+
 def log_lightgbm_model(
     settings: Settings,
     run_id: str,
-    model: Any,
-    input_example: Any,
+    booster: Any,
+    design: Any,
     registered_name: str,
     alias: str = "champion",
-    signature: Any = None,
 ) -> str:
-    """Log a LightGBM model (lightgbm flavour, signature + input example) to ``run_id``,
+    """Log a LightGBM booster (lightgbm flavour, signature + input example) to ``run_id``,
     register it as a new version of ``registered_name`` and point ``alias`` at it (aliases,
     not the deprecated stages).
 
+    MLflow signatures have no categorical type (a ``category`` column breaks inference,
+    STACK.md), so the logged copy takes categoricals as their **integer codes in the model's
+    fixed level list** (code ``k`` = ``levels[col][k]``): the copy's ``pandas_categorical`` is
+    cleared and the example/signature are the numeric design matrix. The copy predicts exactly
+    what the original predicts on the same rows (checked here; ValueError otherwise).
+
     Args:
-        model: a ``lightgbm.Booster`` or ``LGBMModel``.
-        input_example: a small frame of model inputs (categoricals as ``category`` dtype are
-            cast to ``str`` for the example when no ``signature`` is given).
-        signature: optional ``mlflow.models.ModelSignature``; inferred from the example and
-            the model's prediction on it otherwise.
+        booster: a ``lightgbm.Booster`` trained on a frame with ``category`` columns (or none).
+        design: a few rows of the booster's input frame (``category`` dtypes allowed).
 
     Returns:
         the registered model version (string).
     """
+    import lightgbm as lgb
     import mlflow
     import mlflow.lightgbm
+    import numpy as np
     from mlflow.models import infer_signature
 
     mlflow.set_tracking_uri(settings.tracking_uri)
     mlflow.set_registry_uri(settings.tracking_uri)
-    if signature is None:
-        pred = model.predict(input_example)
-        example = input_example.copy()
-        for col in example.columns:
-            if str(example[col].dtype) == "category":
-                example[col] = example[col].astype(object).astype(str)
-        signature = infer_signature(example, pred)
-        input_example = example
-    with mlflow.start_run(run_id=run_id):
+    names = list(booster.feature_name())
+    if set(names) <= set(design.columns):
+        design = design[names]  # a booster may take a prefix/subset of the design matrix
+    example = design.copy()
+    for col in example.columns:
+        if str(example[col].dtype) == "category":
+            example[col] = example[col].cat.codes.astype("float64").where(example[col].notna())
+        else:
+            example[col] = example[col].astype("float64")
+    copy = lgb.Booster(model_str=booster.model_to_string())
+    copy.pandas_categorical = None
+    pred = copy.predict(example)
+    if not np.allclose(pred, booster.predict(design), rtol=1e-9, atol=1e-12):
+        raise ValueError(f"{registered_name}: the integer-coded copy does not reproduce the booster")
+    with _quiet_mlflow(), mlflow.start_run(run_id=run_id):
         info = mlflow.lightgbm.log_model(
-            model,
+            copy,
             name="model",
-            signature=signature,
-            input_example=input_example,
+            signature=infer_signature(example, pred),
+            input_example=example,
             pip_requirements=list(MODEL_PIP_REQUIREMENTS),
         )
-    mv = mlflow.register_model(info.model_uri, registered_name)
+        mv = mlflow.register_model(info.model_uri, registered_name)
     _client(settings).set_registered_model_alias(registered_name, alias, mv.version)
     return str(mv.version)
 

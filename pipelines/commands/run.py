@@ -8,6 +8,10 @@ import typer
 
 from pipelines.cli_support import run_guarded
 
+#: stages shown as progress bars (names used by pipelines.flows)
+STAGES = ("ingest traffic", "forecaster training", "forecaster quantization", "forecaster batch_inference",
+          "real-time profiles", "queue + forecasts", "solve (milp)", "plan + risk report", "mlflow")
+
 
 def run(
     out: Path = typer.Option(Path("runs"), "--out", help="Folder that holds run folders and 'latest'."),
@@ -15,6 +19,61 @@ def run(
     """Train or load forecasters, forecast, plan, verify, report; print the run folder."""
 
     def body() -> int:
-        raise NotImplementedError("gpuplan run: in progress (issue 6)")
+        import os
+        import sys
+        import time
+
+        from pipelines.config import apply_env_defaults, load_settings
+
+        apply_env_defaults()
+        out_dir = out.resolve()
+        settings = load_settings(runs_dir=out_dir)
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        console = Console(stderr=True)
+        t0 = time.monotonic()
+        mode = "server " + os.environ["PREFECT_API_URL"] if os.environ.get("PREFECT_API_URL") else "ephemeral"
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                      console=console, transient=False) as prog:
+            overall = prog.add_task("gpuplan run", total=len(STAGES) + 1)
+            boot = prog.add_task(f"Prefect ({mode}) + imports", total=1)
+            tasks: dict[str, int] = {}
+
+            def hook(stage: str, event: str) -> None:
+                if not prog.tasks[boot].finished:
+                    prog.update(boot, completed=1)
+                    prog.advance(overall)
+                if event == "start":
+                    tasks[stage] = prog.add_task(stage, total=1)
+                elif stage in tasks:
+                    prog.update(tasks[stage], completed=1,
+                                description=stage if event == "done" else f"{stage} [red]failed")
+                    prog.advance(overall)
+
+            from pipelines import flows
+
+            flows.set_progress(hook)
+            try:
+                res = flows.run_all(out_dir=str(out_dir))
+            finally:
+                flows.set_progress(None)
+            prog.update(overall, completed=len(STAGES) + 1)
+        wall = time.monotonic() - t0
+        run_dir = Path(res["run_dir"])
+        lines = [
+            f"run folder:    {run_dir}",
+            f"latest:        {res['latest']} -> {run_dir.name}" + ("" if res["latest_moved"] else
+                                                                   " (NOT moved: a newer slot is published)"),
+            f"plan status:   {res['status']} (verified)",
+            f"risk report:   {run_dir / 'risk_report.md'}",
+            f"plan:          {run_dir / 'plan.parquet'}",
+            f"forecasts:     {run_dir / 'forecasts.parquet'}",
+            f"MLflow:        {settings.tracking_uri} (run {res['mlflow_run_id']}); browse with",
+            f"               mlflow ui --host 127.0.0.1 --backend-store-uri {settings.tracking_uri}",
+            f"wall time:     {wall:.1f} s",
+        ]
+        sys.stdout.write("\n".join(lines) + "\n")
+        return 0
 
     run_guarded(body)

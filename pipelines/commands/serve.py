@@ -11,6 +11,16 @@ def serve() -> None:
     """Serve the Prefect deployments so they appear in the Prefect UI."""
 
     def body() -> int:
-        raise NotImplementedError("gpuplan serve: in progress (issue 6)")
+        from pipelines.config import apply_env_defaults, load_settings
+
+        apply_env_defaults()
+        from pipelines import deployments
+
+        settings = load_settings()
+        url = deployments.require_persistent_server()
+        typer.echo(f"serving nightly-retrain ({settings.nightly_cron} {settings.nightly_timezone}), replan "
+                   f"(every {settings.replan_every_min} min, UTC slots) and benchmark against {url}", err=True)
+        deployments.serve(settings)
+        return 0
 
     run_guarded(body)
