@@ -12,8 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from dataclasses import replace
-
 from optimizer.examples import random_problem
 from optimizer.milp import build_model
 from optimizer.planners import plan
@@ -41,16 +39,22 @@ def main() -> None:
         t0 = time.perf_counter()
         m = plan(p, "milp")
         wall = time.perf_counter() - t0
-        size = bm.size
+        full = bm.size
+        size = m.model or {}
+        queued = [a for a in m.assignments if not a.running]
         print(
-            f"seed {seed}: rows {size['rows']:,} cols {size['cols']:,} binaries {size['binaries']:,} "
-            f"(build {build_s:.2f} s) | milp status {m.status} solve+build {wall:.2f} s "
+            f"seed {seed}: solved model ({size.get('method')}) rows {size.get('rows', 0):,} cols "
+            f"{size.get('cols', 0):,} binaries {size.get('binaries', 0):,}; full x[j,s,o,t] model rows "
+            f"{full['rows']:,} cols {full['cols']:,} binaries {full['binaries']:,} (built in {build_s:.2f} s)"
+        )
+        print(
+            f"        milp status {m.status} wall {wall:.2f} s (baselines+build+solve) "
             f"gap {m.gap if m.gap is None else f'{m.gap:.4%}'} objective {m.objective:.3f} bound "
-            f"{m.bound if m.bound is None else f'{m.bound:.3f}'} started {sum(a.started for a in m.assignments)}"
-            f"/{len(m.assignments)}"
+            f"{m.bound if m.bound is None else f'{m.bound:.3f}'} jobs started {sum(a.started for a in queued)}"
+            f"/{len(queued)}"
         )
         print("        " + " | ".join(
-            f"{b} objective {pl.objective:.3f} started {sum(a.started for a in pl.assignments)}"
+            f"{b} objective {pl.objective:.3f} started {sum(a.started for a in pl.assignments if not a.running)}"
             for b, pl in base.items()
         ) + f" | milp vs best baseline {m.objective - max(x.objective for x in base.values()):+.3f}")
         if m.message:
@@ -60,5 +64,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    _ = replace
     main()

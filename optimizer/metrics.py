@@ -9,7 +9,8 @@ Definitions (window = the scenario's ``n_steps`` steps of ``step_h`` hours; N GP
 - ``value`` = sum over batch GPU-hours executed inside the window of the job's priority ``p_j``
   (undiscounted; partial runs of jobs still running at the window end count). Work lost to a node
   failure (the killed run, no checkpoint) is *not* value: it produced nothing.
-- ``jobs_completed`` (finished inside the window) of ``jobs_total`` (all jobs of the scenario).
+- ``jobs_completed`` (finished inside the window) of ``jobs_total`` (jobs arriving inside the
+  window).
 - ``rt_unmet_gpu_h`` = sum of ``max(0, actual - allocated) x step_h``; ``rt_sla_pct`` = 100 x
   served / actual demand GPU-hours (100 when there is no demand).
 - Wait time (hours) = first start - arrival; a job never started in the window is counted with
@@ -132,7 +133,7 @@ def compute(res: SimResult) -> Metrics:
         utilization_pct=_r(100.0 * (batch_gpu_h + served) / window_gpu_h if window_gpu_h else 0.0),
         value=_r(value),
         jobs_completed=sum(1 for r in res.jobs.values() if r.completed),
-        jobs_total=len(res.jobs),
+        jobs_total=sum(1 for r in res.jobs.values() if r.arrival_step < res.n_steps),
         rt_unmet_gpu_h=_r(unmet),
         rt_sla_pct=_r(100.0 * served / demand if demand > 0 else 100.0),
         wait_p50_h=_r(percentile(list(waits.values()), 50)),

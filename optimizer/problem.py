@@ -208,6 +208,9 @@ class Settings:
     - ``demand_hard``: when True, real-time demand must be served in full (no unmet slack);
       demand above capacity is then reported as infeasible before solving (case C14a).
     - ``multi_node_blocks``: when False, no batch block may span more than one node.
+    - ``milp_method``: ``"decomposed"`` (default: a start/size master plus a block-packing check,
+      exact, see :mod:`optimizer.decomposition`; the full model when packing fails) or
+      ``"full"`` (the full x[j, s, o, t] model only).
     """
 
     decay_per_step: float = 0.995
@@ -220,9 +223,12 @@ class Settings:
     max_wait_steps: int | None = None
     demand_hard: bool = False
     multi_node_blocks: bool = True
+    milp_method: str = "decomposed"
 
     def __post_init__(self) -> None:
         w = "settings"
+        if self.milp_method not in ("decomposed", "full"):
+            raise InputError(f"{w}: milp_method = {self.milp_method!r} must be 'decomposed' or 'full'")
         g = _num(self.decay_per_step, w, "decay_per_step")
         if not 0.0 < g <= 1.0:
             raise InputError(f"{w}: decay_per_step = {g} must be in (0, 1]")
@@ -501,6 +507,7 @@ _SETTINGS_KEYS: tuple[str, ...] = (
     "max_wait_steps",
     "demand_hard",
     "multi_node_blocks",
+    "milp_method",
 )
 
 

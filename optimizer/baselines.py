@@ -1,0 +1,240 @@
+"""Baseline planners (DESIGN §5.1): FIFO, EASY backfill and priority backfill.
+
+Real-time rule, shared by all three baselines: each service holds a *static reservation* of its
+peak demand over the horizon (clipped to its band), as a Slurm or Kubernetes operator would
+reserve a fixed partition for inference. Because the swap cap applies to every plan, the
+reservation is reached from ``current_gpus`` by at most ``swap_cap_gpus`` per step (and never
+below the service's smallest valid allocation, see :func:`optimizer.diagnose.service_bounds`);
+when the reservations plus running jobs do not fit the cluster at some step, services are cut
+back toward that smallest allocation.
+
+Batch jobs use their requested (first) size. A job is placed at a step where an aligned block
+of that size is free for every in-horizon step of its run (and the GPU count fits next to the
+reservation), at the lowest free aligned offset.
+
+- ``fifo``: jobs strictly in arrival order (release_step, then job_id); each starts at the
+  earliest step >= its release and >= its predecessor's start (no overtaking); once a job cannot
+  start inside the horizon, no later job starts either.
+- ``easy``: EASY backfill (Lifka 1995; Slurm's sched/backfill): walking the steps, the head of
+  the released queue (arrival order) starts if it fits; otherwise it gets a reservation at its
+  earliest possible start, and a later released job may start now only if the head's earliest
+  start does not move later.
+- ``priority``: the same backfill with the queue ordered by priority (high first), then arrival.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from optimizer.diagnose import running_gpus_per_step, service_bounds, up_gpus
+from optimizer.objective import objective_value
+from optimizer.plan import JobAssignment, Plan
+from optimizer.problem import Job, Problem
+
+
+def reserved_service_gpus(problem: Problem, target: np.ndarray | None = None) -> np.ndarray:
+    """Service allocations per step that head for ``target`` within every service rule.
+
+    ``target`` (n_services, horizon_steps); default: each service's peak demand, clipped to
+    its band, at every step (the static reservation). Returns an int array of the same shape
+    that respects band, swap cap from ``current_gpus`` and (with running jobs) the GPUs up.
+    """
+    H = problem.horizon_steps
+    S = len(problem.services)
+    L, U = service_bounds(problem)
+    if S == 0:
+        return np.zeros((0, H), dtype=np.int64)
+    if target is None:
+        target = np.array(
+            [[min(max(max(s.demand_gpus), s.min_gpus), s.max_gpus)] * H for s in problem.services],
+            dtype=np.int64,
+        )
+    avail = up_gpus(problem) - running_gpus_per_step(problem)
+    a = np.zeros((S, H), dtype=np.int64)
+    prev = np.array([s.current_gpus for s in problem.services], dtype=np.int64)
+    caps = np.array([s.swap_cap_gpus for s in problem.services], dtype=np.int64)
+    for t in range(H):
+        lo = np.maximum(L[:, t], prev - caps)
+        hi = np.minimum(U[:, t], prev + caps)
+        want = np.clip(target[:, t], lo, hi)
+        excess = int(want.sum() - avail[t])
+        for i in range(S - 1, -1, -1):
+            if excess <= 0:
+                break
+            cut = min(excess, int(want[i] - lo[i]))
+            want[i] -= cut
+            excess -= cut
+        if excess > 0:  # the greedy walked into a corner: the smallest trajectory always fits
+            return L.copy()
+        a[:, t] = want
+        prev = want
+    return a
+
+
+class Board:
+    """Occupancy of the horizon for baseline placement: (horizon_steps, n_gpus) bool grid plus a
+    per-step count of GPUs left for batch work after real-time reservations and running jobs.
+    """
+
+    def __init__(self, problem: Problem, service_gpus: np.ndarray) -> None:
+        H, N = problem.horizon_steps, problem.n_gpus
+        self.H, self.N = H, N
+        self.occ = np.zeros((H, N), dtype=bool)
+        if problem.down_gpus:
+            self.occ[:, list(problem.down_gpus)] = True
+        for r in problem.running:
+            self.occ[: min(H, r.planned_steps), r.block_offset : r.block_offset + r.gpus] = True
+        rt = service_gpus.sum(axis=0) if len(service_gpus) else np.zeros(H, dtype=np.int64)
+        self.free_count = up_gpus(problem) - running_gpus_per_step(problem) - rt
+
+    def fit_at(self, t: int, gpus: int, duration: int) -> int | None:
+        """Lowest aligned offset where ``gpus`` GPUs are free over steps [t, min(t+duration, H)), or None."""
+        te = min(t + duration, self.H)
+        if np.any(self.free_count[t:te] < gpus):
+            return None
+        blocked = self.occ[t:te].reshape(te - t, self.N // gpus, gpus).any(axis=(0, 2))
+        free = np.flatnonzero(~blocked)
+        return int(free[0]) * gpus if len(free) else None
+
+    def earliest(self, t0: int, gpus: int, duration: int) -> tuple[int, int] | None:
+        """Earliest (step, offset) with step >= t0 where the block fits, or None inside the horizon."""
+        for t in range(max(0, t0), self.H):
+            o = self.fit_at(t, gpus, duration)
+            if o is not None:
+                return t, o
+        return None
+
+    def place(self, t: int, o: int, gpus: int, duration: int, sign: int = 1) -> None:
+        """Occupy (sign=1) or release (sign=-1) a block over its in-horizon steps."""
+        te = min(t + duration, self.H)
+        self.occ[t:te, o : o + gpus] = sign > 0
+        self.free_count[t:te] -= sign * gpus
+
+
+Placement = dict[str, tuple[int, int]]  # job_id -> (start_step, block_offset)
+
+
+def _fifo(problem: Problem, board: Board) -> Placement:
+    out: Placement = {}
+    prev = 0
+    for j in sorted(problem.jobs, key=lambda j: (j.release_step, j.job_id)):
+        s = j.requested
+        hit = board.earliest(max(j.release_step, prev), s.gpus, s.duration_steps)
+        if hit is None:
+            break  # no overtaking: nobody behind it may start earlier
+        board.place(hit[0], hit[1], s.gpus, s.duration_steps)
+        out[j.job_id] = hit
+        prev = hit[0]
+    return out
+
+
+def _backfill(problem: Problem, board: Board, key: Callable[[Job], tuple]) -> Placement:
+    out: Placement = {}
+    order = sorted(problem.jobs, key=key)
+    for t in range(board.H):
+        while True:
+            queue = [j for j in order if j.job_id not in out and j.release_step <= t]
+            if not queue:
+                break
+            head = queue[0]
+            hs = head.requested
+            o = board.fit_at(t, hs.gpus, hs.duration_steps)
+            if o is not None:
+                board.place(t, o, hs.gpus, hs.duration_steps)
+                out[head.job_id] = (t, o)
+                continue
+            res = board.earliest(t + 1, hs.gpus, hs.duration_steps)
+            started = False
+            for j in queue[1:]:
+                s = j.requested
+                o = board.fit_at(t, s.gpus, s.duration_steps)
+                if o is None:
+                    continue
+                board.place(t, o, s.gpus, s.duration_steps)
+                if res is not None:
+                    again = board.earliest(t + 1, hs.gpus, hs.duration_steps)
+                    if again is None or again[0] > res[0]:
+                        board.place(t, o, s.gpus, s.duration_steps, sign=-1)
+                        continue
+                out[j.job_id] = (t, o)
+                started = True
+                break
+            if not started:
+                break
+    return out
+
+
+def _arrival(j: Job) -> tuple:
+    return (j.release_step, j.job_id)
+
+
+def _by_priority(j: Job) -> tuple:
+    return (-j.priority, j.release_step, j.job_id)
+
+
+def assemble_plan(
+    problem: Problem,
+    planner: str,
+    status: str,
+    starts: dict[str, tuple[int, int, int]],
+    service_gpus: np.ndarray,
+    solve_s: float,
+    **extra,
+) -> Plan:
+    """Build a :class:`Plan` from job starts ``job_id -> (start_step, block_offset, gpus)`` and
+    service allocations (n_services, horizon_steps); the objective is computed by
+    :func:`optimizer.objective.objective_value`. Extra keyword arguments go to :class:`Plan`.
+    """
+    assignments = []
+    for r in problem.running:
+        assignments.append(JobAssignment(r.job_id, 0, r.planned_steps, r.block_offset, r.gpus, running=True))
+    for j in problem.jobs:
+        if j.job_id in starts:
+            t, o, g = starts[j.job_id]
+            d = next(s.duration_steps for s in j.sizes if s.gpus == g)
+            assignments.append(JobAssignment(j.job_id, int(t), int(t) + d, int(o), int(g)))
+        else:
+            assignments.append(JobAssignment(j.job_id, None, None, None, None))
+    svc = {s.service: tuple(int(x) for x in service_gpus[i]) for i, s in enumerate(problem.services)}
+    plan = Plan(
+        planner=planner,
+        status=status,
+        assignments=tuple(assignments),
+        service_gpus=svc,
+        objective=0.0,
+        bound=extra.pop("bound", None),
+        gap=extra.pop("gap", None),
+        solve_s=solve_s,
+        model=extra.pop("model", None),
+        n_gpus=problem.n_gpus,
+        horizon_steps=problem.horizon_steps,
+        **extra,
+    )
+    from dataclasses import replace
+
+    return replace(plan, objective=objective_value(plan, problem))
+
+
+def baseline_plan(problem: Problem, planner: str) -> Plan:
+    """Plan ``problem`` with baseline ``planner`` in {"fifo", "easy", "priority"} (unverified;
+    :func:`optimizer.planners.plan` verifies). Raises ValueError for another name.
+    """
+    t0 = time.perf_counter()
+    svc = reserved_service_gpus(problem)
+    board = Board(problem, svc)
+    if planner == "fifo":
+        placed = _fifo(problem, board)
+    elif planner == "easy":
+        placed = _backfill(problem, board, _arrival)
+    elif planner == "priority":
+        placed = _backfill(problem, board, _by_priority)
+    else:
+        raise ValueError(f"unknown baseline planner {planner!r}; expected fifo, easy or priority")
+    starts = {jid: (t, o, problem.job(jid).requested.gpus) for jid, (t, o) in placed.items()}
+    return assemble_plan(problem, planner, "heuristic", starts, svc, time.perf_counter() - t0)
+
+
+BASELINES: tuple[str, ...] = ("fifo", "easy", "priority")

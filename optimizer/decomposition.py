@@ -1,0 +1,276 @@
+"""Exact decomposition of the §5 MILP: a count master (when, which size) + a block-packing check.
+
+The §5 objective does not depend on block offsets, only on each job's start and size. So:
+
+1. **Master** (:func:`build_count_model`): the §5 model with ``y[g, s, t]`` (start at t with
+   size s, no offset) instead of ``x[g, s, o, t]``. The one-task-per-GPU rows are replaced by
+   relaxations that hold for every valid placement: per step, batch GPUs + real-time GPUs <= GPUs
+   up (exact, as in the full model); and per step and block size b > 1, jobs of size >= b use
+   at most as many aligned b-blocks as are free of running jobs and down GPUs. Starts for which
+   no aligned block is free of fixed occupancy over the whole run are not created. Every other
+   family (demand band, start once, swap cap, starvation bonus) is the same function as in
+   :mod:`optimizer.milp`. Its optimum is therefore an upper bound on the full model's.
+2. **Packing** (:func:`pack_offsets`): give the chosen (job, start, size) aligned offsets with no
+   GPU used twice at any step: first fit by decreasing size, then a small feasibility MILP.
+
+If packing succeeds, the master's solution is a valid plan with the master's objective, and the
+master's dual bound is a valid bound for the full model (so "optimal" means optimal for §5).
+If it fails, :func:`optimizer.planners.plan` solves the full model instead.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from optimizer.milp import (
+    Context,
+    Coverage,
+    ModelBuilder,
+    StartVars,
+    add_demand_band,
+    add_gpu_count,
+    add_max_wait_bonus,
+    add_start_once,
+    add_swap_cap,
+    make_context,
+)
+from optimizer.plan import Plan
+from optimizer.problem import Problem
+from optimizer.solver import SparseModel, solve
+
+
+def fixed_occupancy(problem: Problem) -> np.ndarray:
+    """(horizon_steps, n_gpus) bool: GPU held by a running job or down at that step."""
+    H, N = problem.horizon_steps, problem.n_gpus
+    occ = np.zeros((H, N), dtype=bool)
+    if problem.down_gpus:
+        occ[:, list(problem.down_gpus)] = True
+    for r in problem.running:
+        occ[: min(H, r.planned_steps), r.block_offset : r.block_offset + r.gpus] = True
+    return occ
+
+
+def free_blocks(occ: np.ndarray, size: int) -> np.ndarray:
+    """(H, n_gpus // size) bool: aligned block k of ``size`` GPUs entirely free at step t."""
+    H, N = occ.shape
+    return ~occ.reshape(H, N // size, size).any(axis=2)
+
+
+def add_count_starts(b: ModelBuilder, ctx: Context, occ: np.ndarray) -> list[StartVars]:
+    """Start variables y[g, s, t] (offsets -1): release, batch room and "some aligned block is free
+    of fixed occupancy for the whole run" prune the starts. Objective: the §5 reward.
+    """
+    p = ctx.problem
+    H = p.horizon_steps
+    out: list[StartVars] = []
+    cum_cache: dict[int, np.ndarray] = {}
+    for gi, members in enumerate(ctx.groups):
+        job = p.jobs[members[0]]
+        if job.release_step >= H:
+            continue
+        for s in job.sizes:
+            if s.gpus not in cum_cache:
+                blocked = (~free_blocks(occ, s.gpus)).astype(np.int64)
+                cum_cache[s.gpus] = np.vstack([np.zeros((1, blocked.shape[1]), np.int64), blocked.cumsum(axis=0)])
+            cum = cum_cache[s.gpus]
+            T = np.arange(job.release_step, H)
+            te = np.minimum(T + s.duration_steps, H)
+            any_free = ((cum[te] - cum[T]) == 0).any(axis=1)
+            room_min = np.full(len(T), np.iinfo(np.int64).max)
+            for dt in range(s.duration_steps):
+                step = T + dt
+                ok = step < H
+                room_min[ok] = np.minimum(room_min[ok], ctx.batch_room[step[ok]])
+            keep = any_free & (room_min >= s.gpus)
+            T, te = T[keep], te[keep]
+            if not len(T):
+                continue
+            reward = job.priority * s.efficiency * s.gpus * (ctx.decay_cum[te] - ctx.decay_cum[T])
+            cols = b.add_cols(reward, 0.0, 1.0, integer=True)
+            out.append(StartVars(gi, s.gpus, s.duration_steps, s.efficiency, np.full(len(T), -1), T, cols))
+    return out
+
+
+def count_coverage(ctx: Context, ys: list[StartVars]) -> Coverage:
+    """No preemption in the master: a start covers the d consecutive steps of its run."""
+    H = ctx.problem.horizon_steps
+    sr, sc, sv = [], [], []
+    for v in ys:
+        steps = v.starts[:, None] + np.arange(v.duration)[None, :]
+        ok = steps < H
+        sr.append(steps[ok])
+        sc.append(np.broadcast_to(v.cols[:, None], steps.shape)[ok])
+        sv.append(np.full(int(ok.sum()), float(v.gpus)))
+    cat = lambda a: np.concatenate(a) if a else np.zeros(0)  # noqa: E731
+    z = np.zeros(0, dtype=np.int64)
+    return Coverage(z, z, cat(sr).astype(np.int64), cat(sc).astype(np.int64), cat(sv))
+
+
+def add_block_levels(b: ModelBuilder, ctx: Context, occ: np.ndarray, ys: list[StartVars]) -> None:
+    """Relaxed one-task-per-GPU: for each step and block size b > 1 used by some job,
+    Σ_{starts of size s >= b covering the step} (s / b) · y <= aligned b-blocks free at that step.
+    """
+    H = ctx.problem.horizon_steps
+    sizes = sorted({v.gpus for v in ys if v.gpus > 1})
+    for bs in sizes:
+        nfree = free_blocks(occ, bs).sum(axis=1).astype(np.float64)
+        rr, cc, vv = [], [], []
+        for v in ys:
+            if v.gpus < bs:
+                continue
+            steps = v.starts[:, None] + np.arange(v.duration)[None, :]
+            ok = steps < H
+            rr.append(steps[ok])
+            cc.append(np.broadcast_to(v.cols[:, None], steps.shape)[ok])
+            vv.append(np.full(int(ok.sum()), float(v.gpus // bs)))
+        if not rr:
+            continue
+        rows = b.add_rows(-np.inf, nfree, f"blocks_of_{bs}")
+        b.add_coeffs(rows[np.concatenate(rr)], np.concatenate(cc), np.concatenate(vv))
+
+
+@dataclass
+class CountModel:
+    """The master model with maps to read a solution back."""
+
+    ctx: Context
+    model: SparseModel
+    ys: list[StartVars]
+    a_cols: np.ndarray
+    u_cols: np.ndarray
+    occ: np.ndarray
+    wait_bonus: float
+    build_s: float
+
+    @property
+    def size(self) -> dict[str, int]:
+        return {"rows": self.model.n_rows, "cols": self.model.n_cols,
+                "binaries": int(sum(len(v.cols) for v in self.ys))}
+
+
+def build_count_model(problem: Problem) -> CountModel:
+    """Build the master model (see the module docstring)."""
+    t0 = time.perf_counter()
+    ctx = make_context(problem)
+    occ = fixed_occupancy(problem)
+    b = ModelBuilder()
+    ys = add_count_starts(b, ctx, occ)
+    cov = count_coverage(ctx, ys)
+    a_cols, u_cols = add_demand_band(b, ctx)
+    add_gpu_count(b, ctx, cov, a_cols)
+    add_block_levels(b, ctx, occ, ys)
+    add_start_once(b, ctx, ys)
+    add_swap_cap(b, ctx, a_cols)
+    bonus = add_max_wait_bonus(b, ctx, ys)
+    return CountModel(ctx, b.model(), ys, a_cols, u_cols, occ, bonus, time.perf_counter() - t0)
+
+
+def count_vector(cm: CountModel, plan: Plan) -> np.ndarray | None:
+    """Master column vector of a verified plan (warm start), or None when it does not map."""
+    p = cm.ctx.problem
+    x = np.zeros(cm.model.n_cols)
+    index: dict[tuple[int, int, int], int] = {}
+    for v in cm.ys:
+        for t, c in zip(v.starts.tolist(), v.cols.tolist(), strict=True):
+            index[(v.group, v.gpus, t)] = c
+    group_of = {p.jobs[k].job_id: gi for gi, members in enumerate(cm.ctx.groups) for k in members}
+    for a in plan.assignments:
+        if a.running or a.start_step is None:
+            continue
+        c = index.get((group_of.get(a.job_id, -1), int(a.gpus), int(a.start_step)))
+        if c is None:
+            return None
+        x[c] += 1.0
+    if np.any(x > 1.0):
+        return None
+    for i, s in enumerate(p.services):
+        alloc = np.asarray(plan.service_gpus[s.service], dtype=np.float64)
+        if np.any(alloc < cm.ctx.L[i]) or np.any(alloc > cm.ctx.U[i]):
+            return None
+        unmet = np.maximum(0.0, np.asarray(s.demand_gpus, dtype=np.float64) - alloc)
+        if p.settings.demand_hard and unmet.any():
+            return None
+        x[cm.a_cols[i]] = alloc
+        x[cm.u_cols[i]] = unmet
+    return x
+
+
+def count_picks(cm: CountModel, x: np.ndarray) -> tuple[dict[str, tuple[int, int, int]], np.ndarray]:
+    """``job_id -> (start_step, gpus, duration)`` and service GPUs (S, H) from a master solution."""
+    p = cm.ctx.problem
+    chosen: dict[int, list[tuple[int, int, int]]] = {}
+    for v in cm.ys:
+        on = np.rint(x[v.cols]) > 0.5
+        for t in v.starts[on].tolist():
+            chosen.setdefault(v.group, []).append((t, v.gpus, v.duration))
+    picks: dict[str, tuple[int, int, int]] = {}
+    for gi, items in chosen.items():
+        for k, item in zip(cm.ctx.groups[gi], sorted(items), strict=False):
+            picks[p.jobs[k].job_id] = item
+    svc = np.rint(x[cm.a_cols]).astype(np.int64) if cm.a_cols.size else np.zeros((0, p.horizon_steps), np.int64)
+    return picks, svc
+
+
+def pack_offsets(
+    occ: np.ndarray, picks: dict[str, tuple[int, int, int]], time_limit_s: float = 5.0, seed: int = 0
+) -> dict[str, int] | None:
+    """Aligned offsets for fixed (start, gpus, duration) so that no GPU is used twice at a step.
+
+    ``occ`` (H, N) fixed occupancy. First fit by decreasing size (then start, then id); if that
+    fails, a feasibility MILP over all aligned offsets. Returns ``job_id -> offset`` or None when
+    no packing exists (or none was found within ``time_limit_s``).
+    """
+    H, N = occ.shape
+    grid = occ.copy()
+    out: dict[str, int] = {}
+    for jid, (t, s, d) in sorted(picks.items(), key=lambda kv: (-kv[1][1], kv[1][0], kv[0])):
+        te = min(t + d, H)
+        free = np.flatnonzero(~grid[t:te].reshape(te - t, N // s, s).any(axis=(0, 2)))
+        if not len(free):
+            break
+        o = int(free[0]) * s
+        grid[t:te, o : o + s] = True
+        out[jid] = o
+    else:
+        return out
+    return _pack_milp(occ, picks, time_limit_s, seed)
+
+
+def _pack_milp(occ: np.ndarray, picks: dict[str, tuple[int, int, int]], time_limit_s: float,
+               seed: int) -> dict[str, int] | None:
+    H, N = occ.shape
+    b = ModelBuilder()
+    items = sorted(picks.items())
+    var_info: list[tuple[str, np.ndarray, np.ndarray]] = []
+    cell_r, cell_c = [], []
+    once = b.add_rows(np.ones(len(items)), np.ones(len(items)), "assign_once")
+    for k, (jid, (t, s, d)) in enumerate(items):
+        te = min(t + d, H)
+        ok = np.flatnonzero(~occ[t:te].reshape(te - t, N // s, s).any(axis=(0, 2))) * s
+        if not len(ok):
+            return None
+        cols = b.add_cols(np.zeros(len(ok)), 0.0, 1.0, integer=True)
+        b.add_coeffs(once[k], cols, 1.0)
+        var_info.append((jid, ok, cols))
+        steps = np.arange(t, te)
+        g = ok[:, None] + np.arange(s)[None, :]  # (k, s)
+        cells = steps[None, :, None] * N + g[:, None, :]  # (k, d, s)
+        cell_r.append(cells.ravel())
+        cell_c.append(np.broadcast_to(cols[:, None, None], cells.shape).ravel())
+    rr = np.concatenate(cell_r)
+    used, inv = np.unique(rr, return_inverse=True)
+    rows = b.add_rows(-np.inf, np.ones(len(used)), "one_task_per_gpu")
+    b.add_coeffs(rows[inv], np.concatenate(cell_c), 1.0)
+    out = solve(b.model(), time_limit_s=time_limit_s, mip_rel_gap=0.0, threads=1, random_seed=seed)
+    if out.x is None:
+        return None
+    res: dict[str, int] = {}
+    for jid, offs, cols in var_info:
+        on = np.flatnonzero(np.rint(out.x[cols]) > 0.5)
+        if len(on) != 1:
+            return None
+        res[jid] = int(offs[on[0]])
+    return res

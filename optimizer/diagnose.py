@@ -1,0 +1,216 @@
+"""Cheap checks before building a MILP: infeasibility diagnosis and model-size estimate.
+
+- :func:`service_bounds` gives, per service and step, the smallest and largest allocation any
+  valid plan can have (band, swap cap from ``current_gpus``, and full demand when
+  ``settings.demand_hard``). The smallest trajectory is itself valid for the service, so the
+  problem is feasible exactly when, at every step, the services' smallest allocations plus
+  the running jobs fit in the GPUs that are up (queued jobs may always wait).
+- :func:`diagnose` returns those reasons as sentences naming the step and the numbers (case
+  C14a: "real-time demand (hard) plus running jobs exceed the cluster at step 18: 72 > 64 ...");
+  :func:`check_feasible` raises :class:`InfeasibleProblemError` with them.
+- :func:`estimate_size` counts start binaries (and rows, columns) from the problem alone, in
+  O(jobs x sizes), and :func:`check_size` refuses a model above ``settings.max_binaries``
+  (case C17a) before anything is allocated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from optimizer.errors import InputError
+from optimizer.problem import Problem
+
+
+class InfeasibleProblemError(InputError):
+    """No valid plan exists; the message names the step (or service) and the numbers."""
+
+
+class ModelTooLargeError(InputError):
+    """The estimated MILP exceeds ``settings.max_binaries``; the message gives estimate and limit."""
+
+
+def running_gpus_per_step(problem: Problem) -> np.ndarray:
+    """GPUs held by running jobs at each step: shape (horizon_steps,), int."""
+    H = problem.horizon_steps
+    out = np.zeros(H, dtype=np.int64)
+    for r in problem.running:
+        out[: min(H, r.planned_steps)] += r.gpus
+    return out
+
+
+def up_gpus(problem: Problem) -> int:
+    """GPUs not listed in ``down_gpus``."""
+    return problem.n_gpus - len(problem.down_gpus)
+
+
+def service_bounds(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    """Smallest and largest valid allocation per service and step, ignoring other services.
+
+    Returns ``(L, U)``, each shape (n_services, horizon_steps), int. ``L`` is the pointwise
+    maximum of the per-step lower limit (``min_gpus``, and the demand when ``demand_hard``)
+    spread by the swap cap c in both directions, and of ``current_gpus - c * (t + 1)``;
+    ``U`` likewise from ``max_gpus`` and ``current_gpus + c * (t + 1)``. Both are c-Lipschitz,
+    so ``L`` (when ``L <= U``) is a valid trajectory that no valid plan undercuts.
+    """
+    H = problem.horizon_steps
+    S = len(problem.services)
+    L = np.zeros((S, H), dtype=np.int64)
+    U = np.zeros((S, H), dtype=np.int64)
+    hard = problem.settings.demand_hard
+    for i, s in enumerate(problem.services):
+        c = s.swap_cap_gpus
+        lb = np.full(H, s.min_gpus, dtype=np.int64)
+        if hard:
+            lb = np.maximum(lb, np.asarray(s.demand_gpus, dtype=np.int64))
+        ub = np.full(H, s.max_gpus, dtype=np.int64)
+        lo, hi = L[i], U[i]
+        prev_lo = prev_hi = s.current_gpus
+        for t in range(H):
+            lo[t] = max(lb[t], prev_lo - c)
+            hi[t] = min(ub[t], prev_hi + c)
+            prev_lo, prev_hi = lo[t], hi[t]
+        for t in range(H - 2, -1, -1):
+            lo[t] = max(lo[t], lo[t + 1] - c)
+            hi[t] = min(hi[t], hi[t + 1] + c)
+    return L, U
+
+
+def diagnose(problem: Problem) -> list[str]:
+    """Reasons the problem has no valid plan (empty list when it has one).
+
+    Each reason names the service or step and the numbers, e.g. ``"real-time minimums plus
+    running jobs exceed the cluster at step 18: 72 > 64 (real-time 72, running 0, GPUs up 64,
+    shortfall 8)"``. Only the first offending step per kind of reason is reported, with the
+    number of further steps.
+    """
+    reasons: list[str] = []
+    if not problem.services:
+        return reasons
+    L, U = service_bounds(problem)
+    hard = problem.settings.demand_hard
+    for i, s in enumerate(problem.services):
+        bad = np.nonzero(L[i] > U[i])[0]
+        if len(bad):
+            t = int(bad[0])
+            what = "band, swap cap and hard demand" if hard else "band and swap cap"
+            reasons.append(
+                f"service {s.service!r}: no allocation fits its {what} at step {t}: needs at least "
+                f"{int(L[i, t])} GPUs but at most {int(U[i, t])} are allowed (demand {s.demand_gpus[t]}, "
+                f"band [{s.min_gpus}, {s.max_gpus}], swap cap {s.swap_cap_gpus}, current_gpus "
+                f"{s.current_gpus})" + (f"; {len(bad) - 1} more steps" if len(bad) > 1 else "")
+            )
+    if reasons:
+        return reasons
+    run = running_gpus_per_step(problem)
+    cap = up_gpus(problem)
+    need = L.sum(axis=0) + run
+    bad = np.nonzero(need > cap)[0]
+    if len(bad):
+        t = int(bad[0])
+        rt = int(L[:, t].sum())
+        label = "real-time demand (hard)" if hard else "real-time minimums"
+        down = f", {len(problem.down_gpus)} GPUs down" if problem.down_gpus else ""
+        reasons.append(
+            f"{label} plus running jobs exceed the cluster at step {t}: {int(need[t])} > {cap} "
+            f"(real-time {rt}, running {int(run[t])}, capacity {cap}{down}, shortfall {int(need[t]) - cap})"
+            + (f"; {len(bad) - 1} more steps" if len(bad) > 1 else "")
+        )
+    return reasons
+
+
+def check_feasible(problem: Problem) -> None:
+    """Raise :class:`InfeasibleProblemError` (naming step and numbers) when no plan is valid."""
+    reasons = diagnose(problem)
+    if reasons:
+        raise InfeasibleProblemError("infeasible: " + "; ".join(reasons))
+
+
+def coverage_shortfalls(problem: Problem) -> list[str]:
+    """Steps where total real-time demand plus running jobs exceed the GPUs up (soft demand).
+
+    Not infeasible (unmet demand is a penalised slack) but worth telling the operator.
+    """
+    if not problem.services:
+        return []
+    D = np.array([s.demand_gpus for s in problem.services], dtype=np.int64).sum(axis=0)
+    need = D + running_gpus_per_step(problem)
+    cap = up_gpus(problem)
+    bad = np.nonzero(need > cap)[0]
+    if not len(bad):
+        return []
+    t = int(bad[0])
+    return [
+        f"real-time demand plus running jobs exceed the cluster at step {t}: {int(need[t])} > {cap} "
+        f"(shortfall {int(need[t]) - cap}); {len(bad)} step(s) cannot be fully served"
+    ]
+
+
+@dataclass(frozen=True)
+class SizeEstimate:
+    """Upper bound on the MILP's size before pruning against running jobs.
+
+    ``binaries``: start variables x_{j,s,o,t} (identical jobs aggregated); ``cols`` all columns;
+    ``rows`` all constraints.
+    """
+
+    binaries: int
+    cols: int
+    rows: int
+
+
+def job_groups(problem: Problem) -> list[list[int]]:
+    """Indices of queued jobs that are interchangeable (same priority, release and sizes).
+
+    Interchangeable jobs share one set of start variables with "start at most k times"
+    (removes symmetric solutions); job ids are assigned to the chosen starts afterwards.
+    Groups are ordered by their first job's position; members keep file order.
+    """
+    groups: dict[tuple, list[int]] = {}
+    for k, j in enumerate(problem.jobs):
+        key = (j.priority, j.release_step, j.sizes)
+        groups.setdefault(key, []).append(k)
+    return list(groups.values())
+
+
+def estimate_size(problem: Problem) -> SizeEstimate:
+    """Count the model's binaries, columns and rows from the problem alone (no allocation)."""
+    H, N = problem.horizon_steps, problem.n_gpus
+    down = np.zeros(N, dtype=bool)
+    down[list(problem.down_gpus)] = True
+    ok_blocks: dict[int, int] = {}
+    binaries = 0
+    min_size = N
+    groups = job_groups(problem)
+    for g in groups:
+        j = problem.jobs[g[0]]
+        starts = max(0, H - j.release_step)
+        for s in j.sizes:
+            if s.gpus not in ok_blocks:
+                ok_blocks[s.gpus] = int((~down.reshape(-1, s.gpus).any(axis=1)).sum())
+            binaries += ok_blocks[s.gpus] * starts
+            min_size = min(min_size, s.gpus)
+    S = len(problem.services)
+    cols = binaries + 2 * S * H
+    rows = (N // min_size) * H + H + len(groups) + 3 * S * H
+    return SizeEstimate(binaries=binaries, cols=cols, rows=rows)
+
+
+def check_size(problem: Problem) -> SizeEstimate:
+    """Raise :class:`ModelTooLargeError` when the estimate exceeds ``settings.max_binaries``.
+
+    The message gives the estimate, the limit and what to change (case C17a).
+    """
+    est = estimate_size(problem)
+    limit = problem.settings.max_binaries
+    if est.binaries > limit:
+        H = problem.horizon_steps
+        raise ModelTooLargeError(
+            f"model too large: about {est.binaries:,} start binaries ({len(problem.jobs)} jobs x up to "
+            f"{H} start steps x aligned blocks on {problem.n_gpus} GPUs) exceed max_binaries {limit:,}; "
+            f"use a shorter horizon (e.g. {max(1, H // 4)} steps), coarser steps (e.g. "
+            f"{problem.cluster.step_minutes * 2}-minute), GPU units of the smallest job size, or "
+            "aggregate small jobs into larger ones"
+        )
+    return est

@@ -1,0 +1,139 @@
+"""One entry point for every planner: ``plan(problem, planner) -> Plan`` (always verified).
+
+``milp`` runs, in order: the infeasibility diagnosis (:func:`optimizer.diagnose.check_feasible`,
+raises naming step and numbers), the size check (:func:`optimizer.diagnose.check_size`, raises
+before anything is allocated), the three baselines (each verified), the model build, and one
+HiGHS solve warm-started from the best of the baselines and ``warm_start`` (so its objective is
+never below the best baseline's). Its plan is verified; when the solve ends without a usable
+plan (no incumbent, infeasible, unbounded-or-infeasible, solver error, unknown status, or a plan
+the verifier rejects) the best baseline plan is returned with ``status="fallback"``,
+``fallback=True`` and a message giving the MILP outcome. An unverified plan is never returned.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from optimizer.baselines import BASELINES, assemble_plan, baseline_plan
+from optimizer.diagnose import check_feasible, check_size, coverage_shortfalls
+from optimizer.errors import InputError
+from optimizer.decomposition import build_count_model, count_picks, count_vector, pack_offsets
+from optimizer.milp import build_model, plan_to_vector, solution_starts, solve_model
+from optimizer.solver import solve
+from optimizer.plan import Plan
+from optimizer.problem import Problem
+from optimizer.verify import verify
+
+PLANNERS: tuple[str, ...] = ("milp", "fifo", "easy", "priority")
+
+
+class UnverifiedPlanError(RuntimeError):
+    """A planner produced a plan the verifier rejects (a bug); the message lists the violations."""
+
+
+def _verified(p: Plan, problem: Problem) -> Plan:
+    v = verify(p, problem)
+    if v:
+        raise UnverifiedPlanError(f"{p.planner} plan fails verification: " + "; ".join(v[:5]))
+    return p
+
+
+def _notes(problem: Problem) -> tuple[str, ...]:
+    notes = list(coverage_shortfalls(problem))
+    for jid, reason in problem.rejected_jobs:
+        notes.append(f"rejected job {jid!r}: {reason}")
+    return tuple(notes)
+
+
+def plan(problem: Problem, planner: str = "milp", warm_start: Plan | None = None) -> Plan:
+    """Plan ``problem`` with ``planner`` in :data:`PLANNERS`; the returned plan passed the verifier.
+
+    Raises :class:`optimizer.errors.InputError` for an unknown planner,
+    :class:`optimizer.diagnose.InfeasibleProblemError` when no valid plan exists, and
+    :class:`optimizer.diagnose.ModelTooLargeError` (milp) when the model would exceed
+    ``settings.max_binaries``.
+    """
+    if planner not in PLANNERS:
+        raise InputError(f"planner {planner!r} is unknown; choose one of {', '.join(PLANNERS)}")
+    check_feasible(problem)
+    notes = _notes(problem)
+    if planner != "milp":
+        return replace(_verified(baseline_plan(problem, planner), problem), notes=notes)
+    return _plan_milp(problem, warm_start, notes)
+
+
+def best_baseline(problem: Problem) -> Plan:
+    """The verified baseline plan with the highest objective (ties: fifo, easy, priority order)."""
+    plans = [_verified(baseline_plan(problem, b), problem) for b in BASELINES]
+    return max(plans, key=lambda p: p.objective)  # max keeps the first of equals
+
+
+def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]) -> Plan:
+    t0 = time.perf_counter()
+    st = problem.settings
+    check_size(problem)
+    base = best_baseline(problem)
+    seeds = [base]
+    if warm_start is not None and not verify(warm_start, problem):
+        seeds.append(warm_start)
+    seeds.sort(key=lambda p: p.objective, reverse=True)
+    extra = list(notes)
+    if st.max_wait_steps is not None:
+        extra.append(
+            f"max_wait_steps={st.max_wait_steps}: soft starvation bonus in the MILP objective; "
+            "bound and gap refer to that objective, 'objective' is the DESIGN §5 value"
+        )
+
+    def left() -> float:
+        return max(0.05, st.time_limit_s - (time.perf_counter() - t0))
+
+    def fallback(status: str, why: str, size: dict | None) -> Plan:
+        return _verified(replace(
+            base, planner="milp", status="fallback", fallback=True, model=size,
+            solve_s=time.perf_counter() - t0,
+            message=f"MILP {status}: {why}; returning the best baseline plan ({base.planner})",
+            notes=tuple(extra),
+        ), problem)
+
+    def finish(out, starts, svc, size) -> tuple[Plan | None, str]:
+        status = "optimal" if out.status == "optimal" else "time_limit"
+        p = assemble_plan(problem, "milp", status, starts, svc, time.perf_counter() - t0,
+                          bound=out.bound, gap=out.gap, model=size, message=out.message, notes=tuple(extra))
+        v = verify(p, problem)
+        if v:
+            return None, "its plan failed verification (" + "; ".join(v[:3]) + ")"
+        if p.objective < base.objective - 1e-9 * max(1.0, abs(base.objective)) and st.max_wait_steps is None:
+            return None, f"its plan ({p.objective:.6g}) is below the best baseline's ({base.objective:.6g})"
+        return p, ""
+
+    if st.milp_method == "decomposed":
+        cm = build_count_model(problem)
+        size = dict(cm.size, method="decomposed")
+        start = next((x for x in (count_vector(cm, s) for s in seeds) if x is not None), None)
+        out = solve(cm.model, time_limit_s=left(), mip_rel_gap=st.mip_rel_gap, threads=st.threads,
+                    random_seed=st.random_seed, start=start)
+        if out.x is None or out.status not in ("optimal", "time_limit"):
+            return fallback(out.status, out.message or out.status, size)
+        picks, svc = count_picks(cm, out.x)
+        offs = pack_offsets(cm.occ, picks, time_limit_s=min(5.0, left()), seed=st.random_seed)
+        if offs is not None:
+            starts = {jid: (t, offs[jid], g) for jid, (t, g, _d) in picks.items()}
+            plan_, why = finish(out, starts, svc, size)
+            if plan_ is not None:
+                return plan_
+            return fallback(out.status, why, size)
+        extra.append("decomposition: the master's starts could not be packed into aligned blocks; "
+                     "solved the full model instead")
+
+    bm = build_model(problem)
+    size = dict(bm.size, method="full")
+    start = next((x for x in (plan_to_vector(bm, s) for s in seeds) if x is not None), None)
+    out = solve_model(bm, start, time_limit_s=left())
+    if out.x is None or out.status not in ("optimal", "time_limit"):
+        return fallback(out.status, out.message or out.status, size)
+    starts, svc = solution_starts(bm, out.x)
+    plan_, why = finish(out, starts, svc, size)
+    if plan_ is not None:
+        return plan_
+    return fallback(out.status, why, size)

@@ -1,0 +1,332 @@
+"""A thin HiGHS wrapper: our own outcome type, an exhaustive status map, gap for max and min.
+
+One fresh ``highspy.Highs`` object per solve, dropped before returning (case C17b: repeated
+solves in one process must not accumulate memory). The model is passed in one call through
+``passModel`` with a column-wise sparse matrix (much faster than the modelling API for large
+models, see ../shared/STACK.md).
+
+Outcomes (``SolveOutcome.status``), from HiGHS's model status (cases C13, C14):
+
+=====================  ===========================================================
+``optimal``            kOptimal (within ``mip_rel_gap``) or kModelEmpty
+``time_limit``         kTimeLimit (or another limit) with a feasible incumbent
+``no_solution``        kTimeLimit (or another limit) without a feasible incumbent
+``infeasible``         kInfeasible
+``unbounded_or_infeasible``  kUnboundedOrInfeasible (presolve could not tell which)
+``unbounded``          kUnbounded (a modelling error in our use)
+``solver_error``       kLoadError, kModelError, kPresolveError, kSolveError, kPostsolveError,
+                       kMemoryLimit, or an exception raised by highspy
+``unknown``            anything else (kNotset, kUnknown, a status added in a later HiGHS)
+=====================  ===========================================================
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+OUTCOMES: tuple[str, ...] = (
+    "optimal",
+    "time_limit",
+    "no_solution",
+    "infeasible",
+    "unbounded_or_infeasible",
+    "unbounded",
+    "solver_error",
+    "unknown",
+)
+
+_LIMIT_STATUSES = {
+    "kTimeLimit",
+    "kIterationLimit",
+    "kSolutionLimit",
+    "kInterrupt",
+    "kHighsInterrupt",
+    "kObjectiveBound",
+    "kObjectiveTarget",
+}
+_ERROR_STATUSES = {"kLoadError", "kModelError", "kPresolveError", "kSolveError", "kPostsolveError", "kMemoryLimit"}
+
+
+def map_status(highs_status_name: str, has_incumbent: bool) -> str:
+    """Map a HiGHS model status name (e.g. ``"kTimeLimit"``) to one of :data:`OUTCOMES`.
+
+    Unknown names map to ``"unknown"``; this function never raises.
+    """
+    name = highs_status_name.rsplit(".", 1)[-1]
+    if name in ("kOptimal", "kModelEmpty"):
+        return "optimal"
+    if name in _LIMIT_STATUSES:
+        return "time_limit" if has_incumbent else "no_solution"
+    if name == "kInfeasible":
+        return "infeasible"
+    if name == "kUnboundedOrInfeasible":
+        return "unbounded_or_infeasible"
+    if name == "kUnbounded":
+        return "unbounded"
+    if name in _ERROR_STATUSES:
+        return "solver_error"
+    return "unknown"
+
+
+def mip_gap(primal: float | None, bound: float | None) -> float | None:
+    """Relative MIP gap as a fraction: ``|primal - bound| / |primal|`` (case C13c).
+
+    Right for both senses: primal 1000 / bound 950 (minimise) and primal -1000 / bound -950
+    (the same model maximising -cost) both give 0.05. Returns 0.0 when both are 0, None when
+    either is missing or non-finite or the primal is 0 with a non-zero bound.
+    """
+    if primal is None or bound is None:
+        return None
+    p, b = float(primal), float(bound)
+    if not (math.isfinite(p) and math.isfinite(b)):
+        return None
+    diff = abs(p - b)
+    if diff <= 1e-12 * max(1.0, abs(p)):
+        return 0.0
+    if p == 0.0:
+        return None
+    return diff / abs(p)
+
+
+@dataclass(frozen=True)
+class SparseModel:
+    """A MILP in arrays, ready for HiGHS.
+
+    ``cost (n,)``, ``col_lower (n,)``, ``col_upper (n,)``, ``integer (n,) bool``; constraint
+    matrix ``A (m, n)`` as a ``scipy.sparse`` matrix (any format); ``row_lower (m,)``,
+    ``row_upper (m,)``; ``maximize`` the sense; ``offset`` a constant added to the objective.
+    """
+
+    cost: np.ndarray
+    col_lower: np.ndarray
+    col_upper: np.ndarray
+    integer: np.ndarray
+    A: object
+    row_lower: np.ndarray
+    row_upper: np.ndarray
+    maximize: bool = True
+    offset: float = 0.0
+
+    @property
+    def n_cols(self) -> int:
+        return int(len(self.cost))
+
+    @property
+    def n_rows(self) -> int:
+        return int(len(self.row_lower))
+
+
+@dataclass(frozen=True)
+class SolveOutcome:
+    """The result of one solve.
+
+    ``status`` one of :data:`OUTCOMES`; ``highs_status`` the raw HiGHS model status name;
+    ``objective`` the incumbent's objective (None without one); ``bound`` the dual bound;
+    ``gap`` from :func:`mip_gap`; ``solve_s`` wall seconds of ``run()``; ``x`` the column values
+    (None without an incumbent); ``message`` a readable sentence.
+    """
+
+    status: str
+    highs_status: str
+    objective: float | None
+    bound: float | None
+    gap: float | None
+    solve_s: float
+    x: np.ndarray | None = field(default=None, compare=False, repr=False)
+    message: str = ""
+
+    @property
+    def has_solution(self) -> bool:
+        return self.x is not None
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    """Send C-level stdout to stderr (HiGHS prints a banner when its first object is made)."""
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError):  # pragma: no cover - no real fd 1
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def check_solution(model: SparseModel, x: np.ndarray, objective: float, tol: float = 1e-6) -> str:
+    """Why ``x`` is not a feasible point of ``model`` with objective ``objective`` ("" when it is).
+
+    Guards against solver results that are inconsistent with the model: with a start solution
+    (``setSolution``) and presolve on, HiGHS 1.16 was seen to return its start vector as "optimal"
+    with a wrong objective (128 for a point whose objective is 0, on the 8-GPU valley case).
+    """
+    from scipy import sparse
+
+    scale = max(1.0, abs(objective))
+    obj = float(np.dot(model.cost, x) + model.offset)
+    if abs(obj - objective) > tol * scale:
+        return f"reported objective {objective:.9g} but the solution's objective is {obj:.9g}"
+    if np.any(x < model.col_lower - tol) or np.any(x > model.col_upper + tol):
+        return "solution violates column bounds"
+    integer = np.asarray(model.integer, dtype=bool)
+    if integer.any() and np.any(np.abs(x[integer] - np.rint(x[integer])) > 1e-5):
+        return "solution is not integral"
+    ax = sparse.csr_matrix(model.A) @ x
+    if np.any(ax < model.row_lower - tol * 10) or np.any(ax > model.row_upper + tol * 10):
+        return "solution violates constraints"
+    return ""
+
+
+def solve(
+    model: SparseModel,
+    *,
+    time_limit_s: float = 30.0,
+    mip_rel_gap: float = 1e-3,
+    threads: int = 1,
+    random_seed: int = 0,
+    start: np.ndarray | None = None,
+    presolve: bool = True,
+) -> SolveOutcome:
+    """Solve ``model`` with a fresh HiGHS object; never raises for solver trouble.
+
+    ``start`` (n,) is a complete feasible column vector passed as the initial incumbent
+    (``Highs.setSolution``). When the result with a start fails :func:`check_solution`, the
+    solve is repeated once without the start (``message`` says so). A highspy exception becomes
+    ``status="solver_error"`` with the exception text in ``message``.
+    """
+    t0 = time.perf_counter()
+    out = _solve_once(model, time_limit_s, mip_rel_gap, threads, random_seed, start, presolve)
+    if out.x is not None and out.objective is not None:
+        why = check_solution(model, out.x, out.objective)
+        if why and start is not None:
+            left = max(1e-3, time_limit_s - (time.perf_counter() - t0))
+            again = _solve_once(model, left, mip_rel_gap, threads, random_seed, None, presolve)
+            note = f"warm start discarded ({why})"
+            if again.x is not None and again.objective is not None:
+                why2 = check_solution(model, again.x, again.objective)
+                if why2:
+                    return _replace(again, status="solver_error", x=None, objective=None,
+                                    message=f"{note}; HiGHS returned an inconsistent solution: {why2}")
+            return _replace(again, solve_s=time.perf_counter() - t0, message=f"{again.message}; {note}")
+        if why:
+            return _replace(out, status="solver_error", x=None, objective=None,
+                            message=f"HiGHS returned an inconsistent solution: {why}")
+    return out
+
+
+def _replace(o: SolveOutcome, **kw) -> SolveOutcome:
+    from dataclasses import replace
+
+    return replace(o, **kw)
+
+
+def _solve_once(
+    model: SparseModel,
+    time_limit_s: float,
+    mip_rel_gap: float,
+    threads: int,
+    random_seed: int,
+    start: np.ndarray | None,
+    presolve: bool,
+) -> SolveOutcome:
+    import highspy
+    from scipy import sparse
+
+    t0 = time.perf_counter()
+    h = None
+    try:
+        with _stdout_to_stderr():
+            h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("time_limit", float(time_limit_s))
+        h.setOptionValue("mip_rel_gap", float(mip_rel_gap))
+        h.setOptionValue("threads", int(threads))
+        h.setOptionValue("random_seed", int(random_seed))
+        h.setOptionValue("presolve", "on" if presolve else "off")
+
+        A = sparse.csc_matrix(model.A, shape=(model.n_rows, model.n_cols))
+        A.sort_indices()
+        lp = highspy.HighsLp()
+        lp.num_col_ = model.n_cols
+        lp.num_row_ = model.n_rows
+        lp.col_cost_ = np.asarray(model.cost, dtype=np.float64)
+        lp.col_lower_ = np.asarray(model.col_lower, dtype=np.float64)
+        lp.col_upper_ = np.asarray(model.col_upper, dtype=np.float64)
+        lp.row_lower_ = np.asarray(model.row_lower, dtype=np.float64)
+        lp.row_upper_ = np.asarray(model.row_upper, dtype=np.float64)
+        lp.offset_ = float(model.offset)
+        lp.sense_ = highspy.ObjSense.kMaximize if model.maximize else highspy.ObjSense.kMinimize
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.num_col_ = model.n_cols
+        lp.a_matrix_.num_row_ = model.n_rows
+        lp.a_matrix_.start_ = A.indptr.astype(np.int32)
+        lp.a_matrix_.index_ = A.indices.astype(np.int32)
+        lp.a_matrix_.value_ = A.data.astype(np.float64)
+        integer = np.asarray(model.integer, dtype=bool)
+        if integer.any():
+            lp.integrality_ = [
+                highspy.HighsVarType.kInteger if b else highspy.HighsVarType.kContinuous for b in integer
+            ]
+        st = h.passModel(lp)
+        if st == highspy.HighsStatus.kError:
+            return SolveOutcome("solver_error", "passModel", None, None, None, time.perf_counter() - t0,
+                                message="HiGHS refused the model (passModel error)")
+        if start is not None:
+            sol = highspy.HighsSolution()
+            sol.col_value = np.asarray(start, dtype=np.float64).tolist()
+            sol.value_valid = True
+            h.setSolution(sol)
+        t1 = time.perf_counter()
+        h.run()
+        run_s = time.perf_counter() - t1
+        ms = h.getModelStatus()
+        name = str(ms).rsplit(".", 1)[-1]
+        info = h.getInfo()
+        # primal_solution_status: 0 none, 1 infeasible point, 2 feasible
+        has_inc = int(getattr(info, "primal_solution_status", 0)) == 2
+        status = map_status(name, has_inc)
+        x = None
+        obj = None
+        bound = None
+        if has_inc and status in ("optimal", "time_limit", "unknown"):
+            x = np.array(h.getSolution().col_value, dtype=np.float64)
+            obj = float(info.objective_function_value)
+            if integer.any():
+                bound = float(info.mip_dual_bound)
+            else:
+                bound = obj
+        gap = mip_gap(obj, bound)
+        if status == "optimal" and gap is None and obj is not None:
+            gap = 0.0
+        return SolveOutcome(status, name, obj, bound, gap, run_s, x, _message(status, name, time_limit_s))
+    except Exception as exc:  # noqa: BLE001 - solver trouble becomes an outcome, never a crash
+        return SolveOutcome("solver_error", "exception", None, None, None, time.perf_counter() - t0,
+                            message=f"HiGHS raised {type(exc).__name__}: {exc}")
+    finally:
+        if h is not None:
+            with contextlib.suppress(Exception):
+                h.clear()
+        del h
+
+
+def _message(status: str, name: str, time_limit_s: float) -> str:
+    return {
+        "optimal": "solved to the requested gap",
+        "time_limit": f"stopped at the time limit of {time_limit_s:g} s with a feasible plan: not proven optimal",
+        "no_solution": f"stopped at the time limit of {time_limit_s:g} s without a feasible allocation",
+        "infeasible": "the model is infeasible",
+        "unbounded_or_infeasible": "HiGHS reports unbounded or infeasible: a modelling error, not a capacity problem",
+        "unbounded": "HiGHS reports unbounded: a modelling error",
+        "solver_error": f"HiGHS failed ({name})",
+    }.get(status, f"HiGHS returned status {name}, which this wrapper does not map")
