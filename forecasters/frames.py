@@ -46,6 +46,11 @@ class CategoryIssues:
         return out
 
 
+def show(value) -> str:
+    """``repr`` of a value for messages, numpy scalars as plain Python (``3``, not ``np.int64(3)``)."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
 def row_label(frame: pd.DataFrame, pos: int) -> str:
     """Human name of row ``pos`` (0-based position): ``row 3 (job_id 'x')`` when ids exist."""
     if JOB_ID in frame.columns:
@@ -111,7 +116,7 @@ def _numeric_values(frame: pd.DataFrame, col: str, boolean: bool) -> np.ndarray:
         except ValueError:
             expected = "a boolean" if boolean else "a number"
             raise InputError(
-                f"{row_label(frame, i)}, column {col!r}: value {v!r} is not {expected}"
+                f"{row_label(frame, i)}, column {col!r}: value {show(v)} is not {expected}"
             ) from None
     return out
 
@@ -166,13 +171,13 @@ def normalise_features(
             wrong = np.flatnonzero((vals != 0.0) & (vals != 1.0))
             if wrong.size:
                 i = int(wrong[0])
-                raise InputError(f"{row_label(frame, i)}, column {col!r}: value {vals[i]!r} is not a boolean")
+                raise InputError(f"{row_label(frame, i)}, column {col!r}: value {show(vals[i])} is not a boolean")
         if col in spec.integer:
             wrong = np.flatnonzero((vals < 0) | (vals != np.round(vals)))
             if wrong.size:
                 i = int(wrong[0])
                 raise InputError(
-                    f"{row_label(frame, i)}, column {col!r}: value {vals[i]!r} is not a non-negative whole number"
+                    f"{row_label(frame, i)}, column {col!r}: value {show(vals[i])} is not a non-negative whole number"
                 )
         out[col] = vals.astype("float64")
     features = pd.DataFrame(out, index=pd.RangeIndex(n))

@@ -36,7 +36,7 @@ import pandas as pd
 
 from forecasters import metrics as M
 from forecasters.errors import InputError
-from forecasters.frames import describe_unknown, normalise_features, require_columns, row_label
+from forecasters.frames import describe_unknown, normalise_features, require_columns, row_label, show
 from forecasters.generators import kind_module
 from forecasters.hardware import BANDWIDTH_BPS, PEAK_BF16_FLOPS
 from forecasters.schema import (
@@ -74,7 +74,7 @@ DEFAULT_PARAMS: dict[str, Any] = {
     "seed": 0,
 }
 DEFAULT_ROUNDS = 400
-GPU_ROUNDS = 150
+GPU_ROUNDS = 150  # at most; never more than the duration model's rounds
 OOF_FOLDS = 3
 
 
@@ -250,7 +250,7 @@ def _clean_history(kind: str, history: pd.DataFrame) -> tuple[pd.DataFrame, int]
         ].notna()
         i = int(np.flatnonzero(bad.to_numpy())[0])
         raise InputError(
-            f"{row_label(history, i)}, column {TARGET_DURATION!r}: value {history[TARGET_DURATION].iloc[i]!r} is not a number"
+            f"{row_label(history, i)}, column {TARGET_DURATION!r}: value {show(history[TARGET_DURATION].iloc[i])} is not a number"
         ) from None
     keep = np.isfinite(dur) & (dur > 0)
     return history.loc[keep].reset_index(drop=True), int((~keep).sum())
@@ -262,7 +262,7 @@ def _gpus_log2(history: pd.DataFrame) -> np.ndarray:
     if bad.size:
         i = int(bad[0])
         raise InputError(
-            f"{row_label(history, i)}, column {TARGET_GPUS!r}: value {history[TARGET_GPUS].iloc[i]!r} "
+            f"{row_label(history, i)}, column {TARGET_GPUS!r}: value {show(history[TARGET_GPUS].iloc[i])} "
             "is not a power of two >= 1"
         )
     return np.log2(g)
@@ -294,8 +294,8 @@ def fit(
     history: pd.DataFrame,
     *,
     params: dict[str, Any] | None = None,
-    num_rounds: int = DEFAULT_ROUNDS,
-    oof_folds: int = OOF_FOLDS,
+    num_rounds: int | None = None,
+    oof_folds: int | None = None,
     seed: int = 0,
 ) -> JobModel:
     """Fit the duration and GPU-count forecasters of ``kind`` on a history frame.
@@ -305,8 +305,8 @@ def fit(
         history: ``(n, ...)`` one row per finished job: the kind's features, ``duration_h`` (hours)
             and ``gpus_used``. Extra columns are ignored; the input is not modified.
         params: LightGBM parameter overrides (e.g. ``{"num_threads": 2}``).
-        num_rounds: boosting rounds of the duration model.
-        oof_folds: folds for the out-of-fold residual quantiles (>= 2).
+        num_rounds: boosting rounds of the duration model (default :data:`DEFAULT_ROUNDS`).
+        oof_folds: folds for the out-of-fold residual quantiles (>= 2; default :data:`OOF_FOLDS`).
         seed: seed of LightGBM and of the fold assignment.
 
     Raises:
@@ -314,6 +314,8 @@ def fit(
             unknown category level; a ``gpus_used`` that is not a power of two; fewer than 20 usable rows.
     """
     spec = spec_for(kind)
+    num_rounds = DEFAULT_ROUNDS if num_rounds is None else int(num_rounds)
+    oof_folds = OOF_FOLDS if oof_folds is None else int(oof_folds)
     kept, n_excluded = _clean_history(kind, history)
     if len(kept) < 20:
         raise InputError(f"{kind} history has {len(kept)} usable rows (duration_h > 0); need at least 20")
@@ -340,8 +342,8 @@ def fit(
     oof_g = np.empty(len(x))
     for k in range(n_folds):
         tr, te = folds != k, folds == k
-        oof_g[te] = gpus_of(_train_booster(x.loc[tr], g2[tr], p, GPU_ROUNDS), x.loc[te])
-    gpu_booster = _train_booster(x, g2, p, GPU_ROUNDS)
+        oof_g[te] = gpus_of(_train_booster(x.loc[tr], g2[tr], p, min(GPU_ROUNDS, num_rounds)), x.loc[te])
+    gpu_booster = _train_booster(x, g2, p, min(GPU_ROUNDS, num_rounds))
     xs = _stack(x, kind, oof_g)
     oof = np.empty(len(x))
     for k in range(n_folds):
