@@ -8,7 +8,7 @@ The §5 objective does not depend on block offsets, only on each job's start and
    up (exact, as in the full model); and per step and block size b > 1, jobs of size >= b use
    at most as many aligned b-blocks as are free of running jobs and down GPUs. Starts for which
    no aligned block is free of fixed occupancy over the whole run are not created. Every other
-   family (demand band, start once, swap cap, starvation bonus) is the same function as in
+   family (demand band, start once, swap cap, max-wait rows) is the same function as in
    :mod:`optimizer.milp`. Its optimum is therefore an upper bound on the full model's.
 2. **Packing** (:func:`pack_offsets`): give the chosen (job, start, size) aligned offsets with no
    GPU used twice at any step: first fit by decreasing size, then a small feasibility MILP.
@@ -32,7 +32,7 @@ from optimizer.milp import (
     StartVars,
     add_demand_band,
     add_gpu_count,
-    add_max_wait_bonus,
+    add_max_wait,
     add_start_once,
     add_swap_cap,
     make_context,
@@ -60,7 +60,7 @@ def free_blocks(occ: np.ndarray, size: int) -> np.ndarray:
 
 
 def add_count_starts(b: ModelBuilder, ctx: Context, occ: np.ndarray) -> list[StartVars]:
-    """Start variables y[g, s, t] (offsets -1): release, batch room and "some aligned block is free
+    """Start counts y[g, s, t] in 0..|g| (offsets -1): release, batch room and "some aligned block is free
     of fixed occupancy for the whole run" prune the starts. Objective: the §5 reward.
     """
     p = ctx.problem
@@ -89,7 +89,8 @@ def add_count_starts(b: ModelBuilder, ctx: Context, occ: np.ndarray) -> list[Sta
             if not len(T):
                 continue
             reward = job.priority * s.efficiency * s.gpus * (ctx.decay_cum[te] - ctx.decay_cum[T])
-            cols = b.add_cols(reward, 0.0, 1.0, integer=True)
+            # integer count of this group's jobs starting at t with this size (0..group size)
+            cols = b.add_cols(reward, 0.0, float(len(members)), integer=True)
             out.append(StartVars(gi, s.gpus, s.duration_steps, s.efficiency, np.full(len(T), -1), T, cols))
     return out
 
@@ -142,7 +143,6 @@ class CountModel:
     a_cols: np.ndarray
     u_cols: np.ndarray
     occ: np.ndarray
-    wait_bonus: float
     build_s: float
 
     @property
@@ -164,8 +164,8 @@ def build_count_model(problem: Problem) -> CountModel:
     add_block_levels(b, ctx, occ, ys)
     add_start_once(b, ctx, ys)
     add_swap_cap(b, ctx, a_cols)
-    bonus = add_max_wait_bonus(b, ctx, ys)
-    return CountModel(ctx, b.model(), ys, a_cols, u_cols, occ, bonus, time.perf_counter() - t0)
+    add_max_wait(b, ctx, ys)
+    return CountModel(ctx, b.model(), ys, a_cols, u_cols, occ, time.perf_counter() - t0)
 
 
 def count_vector(cm: CountModel, plan: Plan) -> np.ndarray | None:
@@ -184,8 +184,6 @@ def count_vector(cm: CountModel, plan: Plan) -> np.ndarray | None:
         if c is None:
             return None
         x[c] += 1.0
-    if np.any(x > 1.0):
-        return None
     for i, s in enumerate(p.services):
         alloc = np.asarray(plan.service_gpus[s.service], dtype=np.float64)
         if np.any(alloc < cm.ctx.L[i]) or np.any(alloc > cm.ctx.U[i]):
@@ -203,9 +201,9 @@ def count_picks(cm: CountModel, x: np.ndarray) -> tuple[dict[str, tuple[int, int
     p = cm.ctx.problem
     chosen: dict[int, list[tuple[int, int, int]]] = {}
     for v in cm.ys:
-        on = np.rint(x[v.cols]) > 0.5
-        for t in v.starts[on].tolist():
-            chosen.setdefault(v.group, []).append((t, v.gpus, v.duration))
+        n = np.rint(x[v.cols]).astype(np.int64)
+        for t, k in zip(v.starts.tolist(), n.tolist(), strict=True):
+            chosen.setdefault(v.group, []).extend([(t, v.gpus, v.duration)] * max(0, k))
     picks: dict[str, tuple[int, int, int]] = {}
     for gi, items in chosen.items():
         for k, item in zip(cm.ctx.groups[gi], sorted(items), strict=False):

@@ -17,8 +17,8 @@ step, and batch + real-time GPUs <= GPUs up per step), ``add_demand_band`` (2: b
 
 Objective (maximise), exactly DESIGN §5:
 ``Σ x · p_j · e_{j,s} · s · Σ_{τ=t}^{min(t+d,H)-1} γ^τ − Σ w · u``, ``w = κ · max_j p_j``.
-With ``settings.max_wait_steps`` set, a soft starvation bonus is added (see
-:func:`add_max_wait_bonus`); the plan's reported objective is always the §5 value.
+With ``settings.max_wait_steps`` set, :func:`add_max_wait` adds the no-overtaking rows (the
+objective stays exactly §5).
 
 Pruning (exact, nothing optimal is lost):
 - starts ``t < release_step`` are not created; starts after the last step (job not started in
@@ -315,36 +315,56 @@ def add_swap_cap(b: ModelBuilder, ctx: Context, a_cols: np.ndarray) -> None:
             b.add_coeffs(rows, a_cols[i, :-1], -1.0)
 
 
-def max_wait_unit_bonus(problem: Problem) -> float:
-    """Starvation bonus per GPU-step of a job, ``B = max_p · N · Σ_{τ<H} γ^τ + 1``: more than the
-    batch reward of the whole plan, so keeping one job's wait in bounds outranks all batch value.
-    """
-    g = problem.settings.decay_per_step
-    return problem.max_priority() * problem.n_gpus * float(sum(g**t for t in range(problem.horizon_steps))) + 1.0
+def add_max_wait(b: ModelBuilder, ctx: Context, xs: list[StartVars]) -> int:
+    """Starvation guard (case C19), when ``settings.max_wait_steps = W`` is set: no overtaking
+    after W steps of waiting, the reservation rule of EASY backfill inside the MILP.
 
+    For each job j that can start somewhere in the horizon and each step τ >= release_j + W:
+    jobs after j in arrival order (release_step, then job_id) may start at τ only if j has
+    started at or before τ::
 
-def add_max_wait_bonus(b: ModelBuilder, ctx: Context, xs: list[StartVars]) -> float:
-    """Soft maximum wait (case C19), when ``settings.max_wait_steps = W`` is set.
+        Σ_{k after j} Σ_{s,o} x[k, s, o, τ]  <=  M · Σ_{s,o,t <= τ} x[j, s, o, t]
 
-    A start at ``t <= release + W`` earns ``B · s · d · (1 + (release + W − t) / (W + 1))`` with
-    B from :func:`max_wait_unit_bonus`: a job's bonus is proportional to its work (s · d GPU-steps,
-    so one starved 8-GPU job is not outvoted by a few 1-GPU jobs that would wait longer), and
-    earlier starts inside the window are preferred. Soft, so a problem never becomes infeasible
-    because of it; unmet real-time demand still costs w per GPU-step, so a starving job may push
-    real-time demand unmet only when its bonus outweighs that. Returns B (0 when off).
+    with M the most jobs that can start at one step (later jobs, at most GPUs / smallest size).
+    Hard, yet never infeasible (a plan that starts nothing satisfies it), and it leaves the
+    objective exactly DESIGN §5. For a group of interchangeable jobs, one member started lifts
+    the barrier (members are released together). Returns the number of rows added.
     """
     p = ctx.problem
     W = p.settings.max_wait_steps
-    if W is None:
-        return 0.0
-    B = max_wait_unit_bonus(p)
+    if W is None or not xs:
+        return 0
+    H = p.horizon_steps
+    key = [(p.jobs[m[0]].release_step, min(p.jobs[k].job_id for k in m)) for m in ctx.groups]
+    count = [len(m) for m in ctx.groups]
+    unit = min(v.gpus for v in xs)
+    by_group: dict[int, list[StartVars]] = {}
     for v in xs:
-        r = p.jobs[ctx.groups[v.group][0]].release_step
-        inwin = v.starts <= r + W
-        if inwin.any():
-            bonus = B * v.gpus * v.duration * (1.0 + (r + W - v.starts[inwin]) / (W + 1.0))
-            b.add_cost(v.cols[inwin], bonus)
-    return B
+        by_group.setdefault(v.group, []).append(v)
+    added = 0
+    for gj, vj in by_group.items():
+        r = key[gj][0]
+        first = r + W
+        if first >= H:
+            continue
+        later = [g for g in by_group if key[g] > key[gj]]
+        if not later:
+            continue
+        big_m = float(min(sum(count[g] for g in later), p.n_gpus // unit))
+        taus = np.arange(first, H)
+        rows = b.add_rows(-np.inf, np.zeros(len(taus)), "max_wait")
+        for g in later:
+            for v in by_group[g]:
+                sel = v.starts >= first
+                if sel.any():
+                    b.add_coeffs(rows[v.starts[sel] - first], v.cols[sel], 1.0)
+        for v in by_group[gj]:
+            # x[j, t] counts in every row τ >= max(t, first)
+            for t, c in zip(v.starts.tolist(), v.cols.tolist(), strict=True):
+                k0 = max(t, first) - first
+                b.add_coeffs(rows[k0:], c, -big_m)
+        added += len(taus)
+    return added
 
 
 # ----------------------------------------------------------------------------- build / solve
@@ -359,7 +379,6 @@ class BuiltModel:
     xs: list[StartVars]
     a_cols: np.ndarray
     u_cols: np.ndarray
-    wait_bonus: float
     build_s: float
     row_families: dict[str, int]
 
@@ -384,9 +403,9 @@ def build_model(problem: Problem) -> BuiltModel:
     add_one_task_per_gpu(b, ctx, cov, a_cols)
     add_start_once(b, ctx, xs)
     add_swap_cap(b, ctx, a_cols)
-    bonus = add_max_wait_bonus(b, ctx, xs)
+    add_max_wait(b, ctx, xs)
     model = b.model()
-    return BuiltModel(ctx, model, xs, a_cols, u_cols, bonus, time.perf_counter() - t0, dict(b.row_families))
+    return BuiltModel(ctx, model, xs, a_cols, u_cols, time.perf_counter() - t0, dict(b.row_families))
 
 
 def plan_to_vector(bm: BuiltModel, plan: Plan) -> np.ndarray | None:

@@ -80,10 +80,8 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
     seeds.sort(key=lambda p: p.objective, reverse=True)
     extra = list(notes)
     if st.max_wait_steps is not None:
-        extra.append(
-            f"max_wait_steps={st.max_wait_steps}: soft starvation bonus in the MILP objective; "
-            "bound and gap refer to that objective, 'objective' is the DESIGN §5 value"
-        )
+        extra.append(f"max_wait_steps={st.max_wait_steps}: no job overtakes one that has waited that long "
+                     "(the MILP may then score below a baseline that overtakes)")
 
     def left() -> float:
         return max(0.05, st.time_limit_s - (time.perf_counter() - t0))

@@ -202,9 +202,9 @@ class Settings:
       per GPU-step (DESIGN §5).
     - ``time_limit_s``, ``mip_rel_gap``, ``threads``, ``random_seed``: HiGHS options.
     - ``max_binaries``: refuse to build a model whose estimated start binaries exceed it (C17a).
-    - ``max_wait_steps``: when set, a queued job must start by ``release_step + max_wait_steps``
-      whenever that is possible (hard constraint in the MILP, dropped per job when the job cannot
-      start in that window at all; case C19). None = off.
+    - ``max_wait_steps`` W: starvation guard of the MILP (case C19): once a queued job has waited
+      W steps, no job after it in arrival order may start until it has started (EASY's
+      reservation rule, hard; see :func:`optimizer.milp.add_max_wait`). None = off.
     - ``demand_hard``: when True, real-time demand must be served in full (no unmet slack);
       demand above capacity is then reported as infeasible before solving (case C14a).
     - ``multi_node_blocks``: when False, no batch block may span more than one node.
