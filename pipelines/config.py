@@ -8,9 +8,12 @@ plus environment overrides:
 |---|---|---|
 | ``GPUPLAN_TRACKING_URI`` (else ``MLFLOW_TRACKING_URI``) | ``tracking_uri`` | ``sqlite:///<project>/mlruns/mlflow.db`` |
 | ``GPUPLAN_RUNS_DIR`` | ``runs_dir`` | ``<project>/runs`` |
-| ``GPUPLAN_MODELS_DIR`` | ``models_dir`` | ``<project>/models`` |
+| ``GPUPLAN_MODELS_DIR`` | ``models_dir`` | ``<project>/mlruns/models`` (git-ignored) |
 | ``GPUPLAN_NIGHTLY_TZ`` | ``nightly_timezone`` (IANA) | ``UTC`` |
 | ``GPUPLAN_N_GPUS`` | ``n_gpus`` | ``64`` |
+| ``GPUPLAN_SOLVE_TIME_LIMIT_S`` | ``solve_time_limit_s`` (HiGHS) | ``30`` |
+| ``GPUPLAN_SOLVE_TIMEOUT_S`` | ``solve_timeout_s`` (Prefect task) | ``180`` |
+| ``GPUPLAN_SERVE_SCHEDULES`` | ``serve_schedules`` (``0`` = serve without schedules) | ``1`` |
 
 The MLflow default is a SQLite store inside the project's ``mlruns/`` folder with artifacts
 under ``mlruns/artifacts`` (case C28: MLflow >= 3.13 refuses the plain-folder store and would
@@ -83,6 +86,8 @@ class Settings(BaseModel):
         nightly_cron / nightly_timezone: nightly retraining schedule (cron in an IANA zone).
         replan_every_min: re-planning interval (min); plans are labelled by UTC slot.
         freshness_max_h: the newest plan older than this fails the freshness check (C25).
+        serve_schedules: attach the cron schedules when serving (False: on-demand only, for demos
+            and tests that must not start scheduled runs).
         seed: seed for generated LLM jobs in the queue.
     """
 
@@ -91,7 +96,7 @@ class Settings(BaseModel):
     project_root: Path = PROJECT_ROOT
     data_dir: Path = PROJECT_ROOT / "data"
     runs_dir: Path = PROJECT_ROOT / "runs"
-    models_dir: Path = PROJECT_ROOT / "models"
+    models_dir: Path = PROJECT_ROOT / "mlruns" / "models"
     mlruns_dir: Path = PROJECT_ROOT / "mlruns"
     tracking_uri: str = Field(default_factory=default_tracking_uri)
     artifact_root: Path = PROJECT_ROOT / "mlruns" / "artifacts"
@@ -106,6 +111,7 @@ class Settings(BaseModel):
     nightly_timezone: str = "UTC"
     replan_every_min: int = 30
     freshness_max_h: float = 2.0
+    serve_schedules: bool = True
     seed: int = 0
 
     @field_validator("nightly_timezone")
@@ -144,9 +150,13 @@ def load_settings(**overrides: object) -> Settings:
             env[key] = Path(os.environ[var]).resolve()
     if os.environ.get("GPUPLAN_NIGHTLY_TZ"):
         env["nightly_timezone"] = os.environ["GPUPLAN_NIGHTLY_TZ"]
-    if os.environ.get("GPUPLAN_N_GPUS"):
-        try:
-            env["n_gpus"] = int(os.environ["GPUPLAN_N_GPUS"])
-        except ValueError as exc:
-            raise InputError(f"GPUPLAN_N_GPUS: expected an integer, got {os.environ['GPUPLAN_N_GPUS']!r}") from exc
+    for var, key, typ in (("GPUPLAN_N_GPUS", "n_gpus", int), ("GPUPLAN_SOLVE_TIME_LIMIT_S", "solve_time_limit_s", float),
+                          ("GPUPLAN_SOLVE_TIMEOUT_S", "solve_timeout_s", float)):
+        if os.environ.get(var):
+            try:
+                env[key] = typ(os.environ[var])
+            except ValueError as exc:
+                raise InputError(f"{var}: expected a number, got {os.environ[var]!r}") from exc
+    if os.environ.get("GPUPLAN_SERVE_SCHEDULES"):
+        env["serve_schedules"] = os.environ["GPUPLAN_SERVE_SCHEDULES"].strip().lower() not in ("0", "false", "no", "off")
     return Settings(**{**env, **overrides})

@@ -184,5 +184,5 @@ def serve(settings: Settings, limit: int | None = 2) -> None:
     from pipelines import tracking
 
     tracking.init_store(settings)  # once, before any run can fan out
-    prefect_serve(*build_deployments(settings), limit=limit)
+    prefect_serve(*build_deployments(settings, with_schedules=settings.serve_schedules), limit=limit)
 

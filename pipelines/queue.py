@@ -622,53 +622,43 @@ def log_plan_run(settings: Settings, run_dir: Path, run_name: str, planner: str)
 # ---------------------------------------------------------------- job forecasters
 
 
-HISTORY_ROWS = 3000  # rows generated when no shipped history exists (adapter, see train_or_load)
-
-
 def load_history(settings: Settings, kind: str) -> tuple[pd.DataFrame, str]:
-    """The job history of ``kind`` and where it came from.
+    """The validated job history of ``kind`` and its path: ``data/histories/<kind>_jobs.parquet``
+    (shipped by issue 3, read with :mod:`pipelines.job_io`)."""
+    from pipelines import job_io
 
-    Reads ``data/histories/<kind>.parquet`` (issue 3 ships it); when absent, generates the same
-    seeded history with :func:`forecasters.generators.generate_history` (``HISTORY_ROWS`` rows,
-    seed ``settings.seed``) — an adapter until the shipped file exists.
-    """
-    for name in (f"{kind}.parquet", f"{kind}_jobs.parquet"):
-        path = settings.data_dir / "histories" / name
-        if path.is_file():
-            return pd.read_parquet(path), str(path)
-    from forecasters.generators import generate_history
-
-    return generate_history(kind, HISTORY_ROWS, seed=settings.seed), f"generated(seed={settings.seed}, n={HISTORY_ROWS})"
+    path = settings.data_dir / "histories" / job_io.HISTORY_FILES[kind]
+    return job_io.load_history(path, kind), str(path)
 
 
 def _model_path(settings: Settings, kind: str) -> Path:
-    return settings.models_dir / f"{kind}.pkl"
+    return settings.models_dir / kind
 
 
 def train_or_load(settings: Settings, kind: str, retrain: bool = False) -> Path:
-    """Return the current ``kind`` forecaster's file, training it first when missing or ``retrain``.
+    """Return the current ``kind`` forecaster's folder, training it first when missing, unreadable
+    or ``retrain``.
 
     Training: time-ordered split (:func:`forecasters.jobs.time_split`), fit on the earlier jobs,
-    evaluate on the later ones against the baselines, then log params, metrics, the
-    predicted-vs-actual plot and both LightGBM boosters (registered, alias ``champion``) to the
-    ``kind`` experiment. The model file is written atomically.
+    evaluate on the later ones against the baselines, save (:func:`pipelines.job_models.save_model`,
+    atomic), then log params, metrics, the predicted-vs-actual plot and both LightGBM boosters
+    (registered, alias ``champion``) to the ``kind`` experiment.
     """
     from forecasters import jobs as J
+    from pipelines import job_models
 
     path = _model_path(settings, kind)
-    if path.is_file() and not retrain:
+    if path.is_dir() and not retrain:
         try:
-            model = pickle.loads(path.read_bytes())
-            if getattr(model, "kind", None) == kind:
+            if job_models.load_model(path).kind == kind:
                 return path
-        except Exception:  # noqa: BLE001 - a corrupt model file is retrained, never used
-            pass
+        except InputError:
+            pass  # a corrupt or partial model folder is retrained, never used
     history, source = load_history(settings, kind)
     train, test = J.time_split(history)
     model = J.fit(kind, train, seed=settings.seed)
     doc = J.evaluate(model, test)
-    settings.models_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, pickle.dumps(model))
+    job_models.save_model(model, path)
     _log_job_model(settings, kind, model, test, doc, source)
     return path
 
@@ -740,8 +730,9 @@ def forecast_jobs(settings: Settings, kind: str, model_path: Path, queue: pd.Dat
     gpus_pred, flags`` (flags joined by ``,``).
     """
     from forecasters import jobs as J
+    from pipelines import job_models
 
-    model = pickle.loads(Path(model_path).read_bytes())
+    model = job_models.load_model(model_path)
     pred = J.predict(model, queue, step_minutes=settings.step_minutes)
     keep = ["job_id", "kind", "priority", "state", "submitted_at", "started_at", "deadline_at", "source",
             "gpus_requested"]
