@@ -1,0 +1,64 @@
+"""gpuplan train / predict for job kinds: JSON shapes, job ids kept, one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from forecasters import jobs
+from forecasters.generators import generate_queue
+from pipelines.cli import app
+
+
+@pytest.fixture(autouse=True)
+def small_models(monkeypatch):
+    monkeypatch.setattr(jobs, "DEFAULT_ROUNDS", 30)
+
+
+def test_train_json_shape():
+    res = CliRunner().invoke(app, ["train", "--kind", "quantization", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["kind"] == "quantization"
+    assert doc["n_train"] + doc["n_test"] == 3000 - 24  # 24 failed-at-launch rows excluded
+    assert set(doc["metrics"]) == {"mae_h", "mape", "median_ape", "pinball_p10", "pinball_p90", "coverage_p10_p90"}
+    assert set(doc["baselines"]) == {"per_variant_median", "analytic"}
+    assert set(doc["baselines"]["analytic"]) == {"mae_h", "mape"}
+    assert 0.0 < doc["metrics"]["coverage_p10_p90"] < 1.0 and doc["metrics"]["mape"] < 1.0
+    assert "excluded 1" in res.stderr
+
+
+def test_train_rejects_unknown_kind():
+    res = CliRunner().invoke(app, ["train", "--kind", "pretraining", "--json"])
+    assert res.exit_code == 2
+    assert res.stderr.strip().startswith("error: --kind must be one of training")
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_predict_json_keeps_job_ids_and_flags(tmp_path):
+    q = generate_queue("batch_inference", 4, seed=3)
+    q["job_id"] = ["a", "b", "c", "d"]
+    q.to_csv(tmp_path / "jobs.csv", index=False)
+    res = CliRunner().invoke(app, ["predict", "--kind", "batch_inference", "--jobs", str(tmp_path / "jobs.csv"), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["kind"] == "batch_inference"
+    assert [j["job_id"] for j in doc["jobs"]] == ["a", "b", "c", "d"]
+    for j in doc["jobs"]:
+        assert set(j) == {"job_id", "duration_p10_h", "duration_p50_h", "duration_p90_h", "gpus_pred", "flags"}
+        assert 0.5 <= j["duration_p10_h"] <= j["duration_p50_h"] <= j["duration_p90_h"]
+        assert (j["duration_p10_h"] == 0.5) == ("clipped_min_duration" in j["flags"])
+
+
+def test_predict_unknown_category_is_one_line_exit_2(tmp_path):
+    q = generate_queue("training", 3, seed=3)
+    q.loc[1, "training_variant"] = "GRPO"
+    q.to_csv(tmp_path / "jobs.csv", index=False)
+    res = CliRunner().invoke(app, ["predict", "--kind", "training", "--jobs", str(tmp_path / "jobs.csv"), "--json"])
+    assert res.exit_code == 2
+    assert res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "unknown training_variant 'GRPO'" in lines[0] and "known: full_finetune" in lines[0]

@@ -1,0 +1,95 @@
+"""C11: save/load and MLflow (lightgbm flavour, pyfunc) round trips with categoricals and legacy NA variants."""
+
+from __future__ import annotations
+
+import json
+
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecasters import jobs
+from forecasters.generators import generate_history, generate_queue
+from forecasters.schema import TRAINING_VARIANTS
+from pipelines.errors import InputError
+from pipelines.job_models import load_model, log_model_mlflow, save_model
+
+
+@pytest.fixture(scope="module")
+def na_model():
+    h = generate_history("training", 1000, seed=4)
+    h["training_variant"] = h["training_variant"].astype(object)
+    h.loc[h.index[::33][:30], "training_variant"] = pd.NA  # 30 legacy rows
+    assert h["training_variant"].isna().sum() == 30
+    return jobs.fit("training", h, num_rounds=30)
+
+
+@pytest.fixture(scope="module")
+def json_jobs():
+    q = generate_queue("training", 50, seed=8).drop(columns=["submitted_at"])
+    frame = pd.DataFrame(json.loads(q.to_json(orient="records")))
+    assert frame["training_variant"].dtype != "category"
+    return frame
+
+
+def test_missing_variants_in_history_are_counted(na_model):
+    assert na_model.info["n_missing_category"] == {"training_variant": 30}
+
+
+def test_save_load_round_trip_keeps_categories(na_model, json_jobs, tmp_path):
+    path = save_model(na_model, tmp_path / "m")
+    back = load_model(path)
+    assert back.levels["training_variant"] == TRAINING_VARIANTS
+    assert back.duration_booster.pandas_categorical[0] == list(TRAINING_VARIANTS)
+    a = jobs.predict(na_model, json_jobs)
+    b = jobs.predict(back, json_jobs)
+    np.testing.assert_allclose(b["duration_p50_h"], a["duration_p50_h"], rtol=0, atol=1e-9)
+    assert b["gpus_pred"].tolist() == a["gpus_pred"].tolist()
+    # saving again over an existing model replaces it
+    save_model(back, path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
+
+
+def test_booster_from_model_file_alone(na_model, json_jobs, tmp_path):
+    path = save_model(na_model, tmp_path / "m")
+    b = lgb.Booster(model_file=str(path / "duration_booster.txt"))
+    assert b.pandas_categorical[0] == list(TRAINING_VARIANTS)
+    x = na_model.design_matrix(json_jobs)
+    np.testing.assert_allclose(b.predict(x), na_model.duration_booster.predict(x), rtol=0, atol=1e-9)
+
+
+def test_corrupt_or_missing_model_is_a_clear_error(na_model, tmp_path):
+    with pytest.raises(InputError, match="no model folder"):
+        load_model(tmp_path / "nothing")
+    path = save_model(na_model, tmp_path / "m")
+    (path / "gpus_booster.txt").write_text("garbage")
+    with pytest.raises(InputError, match="gpus_booster.txt is corrupt"):
+        load_model(path)
+    (path / "model.json").write_text("{")
+    with pytest.raises(InputError, match="model.json is corrupt"):
+        load_model(path)
+
+
+def test_mlflow_lightgbm_flavour_and_pyfunc_round_trip(na_model, json_jobs, tmp_path):
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
+    try:
+        exp = mlflow.create_experiment("c11", artifact_location=(tmp_path / "artifacts").as_uri())
+        with mlflow.start_run(experiment_id=exp):
+            uris = log_model_mlflow(na_model, json_jobs.head(5))
+        ref = jobs.predict(na_model, json_jobs)
+        # (a) generic pyfunc with JSON-typed (plain string) columns
+        py = mlflow.pyfunc.load_model(uris["pyfunc_uri"]).predict(json_jobs)
+        np.testing.assert_allclose(py["duration_p50_h"], ref["duration_p50_h"], rtol=0, atol=1e-9)
+        np.testing.assert_allclose(py["duration_p90_h"], ref["duration_p90_h"], rtol=0, atol=1e-9)
+        assert py["job_id"].tolist() == json_jobs["job_id"].tolist()
+        # (b) the lightgbm flavour, fed the model's validated design matrix
+        booster = mlflow.lightgbm.load_model(uris["lightgbm_uri"])
+        assert booster.pandas_categorical[0] == list(TRAINING_VARIANTS)
+        x = na_model.design_matrix(json_jobs)
+        np.testing.assert_allclose(booster.predict(x), na_model.duration_booster.predict(x), rtol=0, atol=1e-9)
+    finally:
+        mlflow.set_tracking_uri("")
+    assert (tmp_path / "artifacts").is_dir()
