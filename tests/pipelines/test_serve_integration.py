@@ -1,0 +1,93 @@
+"""Integration (issue 6 CI): a real Prefect server, `gpuplan serve`, a deployment triggered with
+`prefect deployment run`, seen to complete; and case C28 on that served run (explicit MLflow store,
+no ~/mlflow.db, no ./mlruns, no file-store deprecation)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pipelines import tracking
+from pipelines.config import load_settings
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def _client_call(url: str, fn):
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    async def go():
+        async with get_client() as c:
+            return await fn(c)
+
+    with temporary_settings({PREFECT_API_URL: url}):
+        return asyncio.run(go())
+
+
+def _wait_deployment(url: str, name: str, proc: subprocess.Popen, timeout_s: float = 180):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"gpuplan serve exited with {proc.returncode}")
+        try:
+            return _client_call(url, lambda c: c.read_deployment_by_name(name))
+        except Exception:  # noqa: BLE001 - not registered yet
+            time.sleep(1)
+    raise AssertionError(f"deployment {name} not registered after {timeout_s} s")
+
+
+def test_serve_trigger_complete_and_c28(prefect_server, srv_env, make_problem, tmp_path):
+    work, home = tmp_path / "cwd", tmp_path / "home"
+    work.mkdir()
+    home.mkdir()
+    env = {**srv_env, "GPUPLAN_SERVE_SCHEDULES": "0", "HOME": str(home)}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    log = open(tmp_path / "serve.log", "w")
+    serve = subprocess.Popen([str(VENV_BIN / "gpuplan"), "serve"], cwd=work, env=env, stdout=log,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        names = ["plan/replan", "train_forecasters/nightly-retrain", "benchmark/benchmark"]
+        deps = [_wait_deployment(prefect_server["url"], n, serve) for n in names]
+        assert [d.name for d in deps] == ["replan", "nightly-retrain", "benchmark"]
+        problem = make_problem(8)
+        out_dir = tmp_path / "replan_runs"
+        trig = subprocess.run(
+            [str(VENV_BIN / "prefect"), "deployment", "run", "plan/replan", "--param", f"problem_path={problem}",
+             "--param", f"out_dir={out_dir}"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+        assert trig.returncode == 0, trig.stdout + trig.stderr
+        run_id = re.search(r"UUID:\s*([0-9a-f-]{36})", trig.stdout).group(1)
+        deadline = time.monotonic() + 240
+        state = None
+        while time.monotonic() < deadline:
+            fr = _client_call(prefect_server["url"], lambda c: c.read_flow_run(run_id))
+            state = fr.state
+            if state is not None and state.is_final():
+                break
+            time.sleep(2)
+        assert state is not None and state.is_completed(), (state, (tmp_path / "serve.log").read_text()[-3000:])
+    finally:
+        os.killpg(serve.pid, signal.SIGINT)  # the serve process group we started, by its PID
+        try:
+            serve.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.wait(timeout=10)
+        log.close()
+    latest = out_dir / "latest"
+    assert latest.is_symlink() and (latest / "plan.parquet").is_file() and (latest / "risk_report.md").is_file()
+    # C28: logged to the configured SQLite store, nothing stray, no file-store deprecation
+    settings = load_settings()
+    runs = tracking.finished_runs(settings, "plans")
+    assert len(runs) == 1 and runs[0].data.params["status"] in ("optimal", "time_limit")
+    assert sorted(p.name for p in work.iterdir()) == []
+    assert not (home / "mlflow.db").exists() and not (home / "mlruns").exists()
+    text = (tmp_path / "serve.log").read_text().lower()
+    assert "filesystem tracking backend" not in text and "maintenance mode" not in text
+    assert "file store" not in text
