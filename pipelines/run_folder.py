@@ -302,3 +302,27 @@ def check_freshness(out_dir: Path, now: datetime, max_age_h: float = 2.0) -> Run
             f"against a persistent Prefect server?)"
         )
     return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pipelines.run_folder check DIR [--max-age-h H]``: exit 1 (message on stderr)
+    when the newest plan under DIR is older than H hours (default 2), else print it and exit 0."""
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m pipelines.run_folder")
+    ap.add_argument("command", choices=["check"])
+    ap.add_argument("dir", type=Path)
+    ap.add_argument("--max-age-h", type=float, default=2.0)
+    a = ap.parse_args(argv)
+    try:
+        run = check_freshness(a.dir, datetime.now(UTC), a.max_age_h)
+    except StalePlanError as exc:
+        print(f"STALE: {exc}", file=sys.stderr)
+        return 1
+    print(f"fresh: {run.path.name} (slot {run.slot})")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -93,3 +93,16 @@ def test_abort_and_dead_temp_folders_leave_previous_run(tmp_path):
     RunFolder.begin(tmp_path, datetime(2025, 9, 1, 1, tzinfo=UTC), "next").abort()
     assert not dead.exists()  # cleaned on the next begin
     assert (prev.path / "plan.txt").read_text() == "old plan"
+
+
+def test_freshness_command_exit_codes(tmp_path, capsys):
+    from pipelines.run_folder import main
+
+    assert main(["check", str(tmp_path)]) == 1
+    assert "STALE: no plan" in capsys.readouterr().err
+    _publish(tmp_path, datetime.now(UTC) - timedelta(hours=3), "old")
+    assert main(["check", str(tmp_path)]) == 1
+    assert "more than the 2 h limit" in capsys.readouterr().err
+    _publish(tmp_path, datetime.now(UTC), "now")
+    assert main(["check", str(tmp_path)]) == 0
+    assert "fresh:" in capsys.readouterr().out
