@@ -9,13 +9,18 @@ Public API (pure: no files, MLflow or Prefect):
 * :func:`time_split`, :func:`duration_steps`, :func:`clip_to_step`
 * feature lists :data:`FEATURES` (per kind) and fixed, versioned level lists stored in the model.
 
-Model. Duration: LightGBM (L2) on ``log(duration_h)`` from the kind's contract features (categoricals
-native, with the fixed level lists of :mod:`forecasters.schema`) plus a few scale features derived
-from them (:data:`DERIVED_FEATURES`, e.g. ``log(params x tokens x epochs / gpus_requested)``: trees
-split one feature at a time and cannot form such products from few thousand rows). Quantiles: a
-calibrated residual model, i.e. the 10th/50th/90th percentiles of out-of-fold log residuals
-(K-fold on the training rows) added to the point forecast, so P10 <= P50 <= P90 always. GPU count:
-LightGBM regression on ``log2(gpus_used)``, rounded to the nearest power of two.
+Model. GPU count: LightGBM regression on ``log2(gpus_used)``, rounded to a power of two (and never
+below ``gpus_requested`` when no job in the history ran on fewer GPUs than it requested).
+Duration: LightGBM (L2) on ``log(duration_h)`` from the kind's contract features (categoricals
+native, with the fixed level lists of :mod:`forecasters.schema`), plus scale features derived from
+them (:data:`DERIVED_FEATURES`: public rules of thumb such as ~6 N D FLOPs for a full update and
+~4 N D for adapters over the GPU type's datasheet peak, ~16 bytes of state per trained parameter;
+trees split one feature at a time and cannot form such products from a few thousand rows), plus
+the GPU model's (out-of-fold, at fit time) prediction stacked in (:data:`STACKED_FEATURES`). The
+boosting starts from an offset, the main time proxy at the predicted GPU count, so the trees learn
+the correction to a physics-shaped scale rather than the scale itself. Quantiles: a calibrated
+residual model, i.e. the 10th/50th/90th percentiles of out-of-fold log residuals (K-fold on the
+training rows) added to the point forecast, so P10 <= P50 <= P90 always.
 
 Training rows with ``duration_h <= 0`` (failed at launch) or missing are excluded and counted in
 ``model.info["n_excluded_nonpositive"]`` (case C21). Missing categorical values in history (legacy
@@ -38,7 +43,7 @@ from forecasters import metrics as M
 from forecasters.errors import InputError
 from forecasters.frames import describe_unknown, normalise_features, require_columns, row_label, show
 from forecasters.generators import kind_module
-from forecasters.hardware import BANDWIDTH_BPS, PEAK_BF16_FLOPS
+from forecasters.hardware import BANDWIDTH_BPS, MEMORY_GB, PEAK_BF16_FLOPS
 from forecasters.schema import (
     JOB_ID,
     KINDS,
@@ -94,7 +99,15 @@ def _derived_training(f: pd.DataFrame) -> dict[str, np.ndarray]:
     # DESIGN §4.1: ~6 N D FLOPs for a full update, ~4 N D when only adapters train
     k = np.where(variant.isin(("lora", "qlora", "dora", "ia3", "prefix_tuning", "adapter")).to_numpy(), 4.0, 6.0)
     flops = np.log(k) + work + np.log(1e15)
+    # memory proxies (ZeRO paper, Rajbhandari et al. 2020): ~16 bytes per trained parameter with
+    # mixed-precision Adam; frozen weights at their precision (2 bytes bf16/fp16, 1 int8, ~0.5 nf4)
+    wbytes = f["precision"].astype(object).map({"bf16": 2.0, "fp16": 2.0, "fp8": 2.0, "int8": 1.0, "nf4": 0.5})
+    trained = f["model_params_b"].to_numpy() * f["trainable_params_pct"].to_numpy() / 100.0
+    state_gb = f["model_params_b"].to_numpy() * wbytes.to_numpy(dtype=float) + 14.0 * trained
+    mem_gb = f["gpu_type"].astype(object).map(MEMORY_GB).to_numpy(dtype=float)
     return {
+        "log_state_gb_per_requested_gpu": _log(state_gb) - _log(f["gpus_requested"]),
+        "log2_state_over_gpu_memory": np.log2(np.maximum(state_gb, 1e-9) / mem_gb),
         "log_compute": work,
         "log_compute_per_gpu": work - _log(f["gpus_requested"]),
         "log_flops_time_s": flops - _log(f["gpus_requested"]) - np.log(_gpu_const(PEAK_BF16_FLOPS, f["gpu_type"])),
@@ -189,7 +202,9 @@ class JobModel:
         """Validated duration-booster input ``(n, len(model_features))``; refuses unknown/missing categories.
 
         This is the frame the raw duration booster (LightGBM flavour, ``Booster(model_file=...)``)
-        takes; the GPU booster takes its first ``len(model_features) - 2`` columns.
+        takes; the GPU booster takes its first ``len(model_features) - 2`` columns. The raw duration
+        booster returns the correction: ``log(duration_h) = booster + offset`` with
+        ``offset = design["log_time_proxy_at_pred_gpus"] - ln(3600)`` (:func:`offset_log_h`).
         """
         feats, issues = normalise_features(jobs, self.spec, self.levels)
         if issues.missing or issues.unknown:
@@ -222,6 +237,11 @@ def _stack(x: pd.DataFrame, kind: str, g_log2: np.ndarray) -> pd.DataFrame:
     out["log2_gpus_pred"] = np.asarray(g_log2, dtype=float)
     out["log_time_proxy_at_pred_gpus"] = x[PRIMARY_PROXY[kind]].to_numpy() - np.log(2.0) * (out["log2_gpus_pred"].to_numpy() - req)
     return out
+
+
+def offset_log_h(xs: pd.DataFrame) -> np.ndarray:
+    """Boosting offset ``(n,)`` in log hours of a design matrix: the stacked time proxy (seconds) in hours."""
+    return xs["log_time_proxy_at_pred_gpus"].to_numpy() - np.log(3600.0)
 
 
 def _design(feats: pd.DataFrame, kind: str) -> pd.DataFrame:
@@ -348,10 +368,11 @@ def fit(
     oof = np.empty(len(x))
     for k in range(n_folds):
         tr, te = folds != k, folds == k
-        b = _train_booster(xs.loc[tr], y[tr], p, num_rounds)
-        oof[te] = b.predict(_stack(x.loc[te], kind, gpus_of(gpu_booster, x.loc[te])))
+        b = _train_booster(xs.loc[tr], y[tr] - offset_log_h(xs.loc[tr]), p, num_rounds)
+        xte = _stack(x.loc[te], kind, gpus_of(gpu_booster, x.loc[te]))
+        oof[te] = b.predict(xte) + offset_log_h(xte)
     q10, q50, q90 = (float(v) for v in np.quantile(y - oof, [0.1, 0.5, 0.9]))
-    dur_booster = _train_booster(xs, y, p, num_rounds)
+    dur_booster = _train_booster(xs, y - offset_log_h(xs), p, num_rounds)
     import lightgbm as lgb
 
     info = {
@@ -379,7 +400,8 @@ def fit(
 
 def _raw_predict(model: JobModel, x: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     g = model._gpus_log2(x)
-    mu = model.duration_booster.predict(_stack(x, model.kind, g))
+    xs = _stack(x, model.kind, g)
+    mu = model.duration_booster.predict(xs) + offset_log_h(xs)
     q10, q50, q90 = model.residual_quantiles_log
     return np.exp(mu + q10), np.exp(mu + q50), np.exp(mu + q90), (2**g).astype(np.int64)
 
