@@ -96,3 +96,16 @@ def test_serve_refuses_a_temporary_server(monkeypatch):
 def test_nightly_timezone_must_be_iana():
     with pytest.raises(ValueError, match="unknown IANA time zone"):
         Settings(nightly_timezone="Mars/Olympus")
+
+
+def test_gpuplan_serve_exits_2_without_a_persistent_server(monkeypatch):
+    from typer.testing import CliRunner
+
+    from pipelines.cli import app
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setenv("PREFECT_API_URL", "")
+    res = CliRunner().invoke(app, ["serve"])
+    assert res.exit_code == 2
+    assert "temporary Prefect server has no scheduler" in res.output
+    assert "prefect server start --host 127.0.0.1" in res.output
