@@ -206,6 +206,12 @@ def solve(
     ``status="solver_error"`` with the exception text in ``message``.
     """
     t0 = time.perf_counter()
+    if model.n_cols == 0:  # nothing to decide (no jobs, no services): HiGHS is not needed
+        ok = bool(np.all(np.asarray(model.row_lower) <= 0.0) and np.all(np.asarray(model.row_upper) >= 0.0))
+        obj = float(model.offset)
+        if ok:
+            return SolveOutcome("optimal", "kModelEmpty", obj, obj, 0.0, 0.0, np.zeros(0), "empty model")
+        return SolveOutcome("infeasible", "kModelEmpty", None, None, None, 0.0, None, "the model is infeasible")
     out = _solve_once(model, time_limit_s, mip_rel_gap, threads, random_seed, start, presolve)
     if out.x is not None and out.objective is not None:
         why = check_solution(model, out.x, out.objective)
