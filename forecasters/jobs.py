@@ -450,15 +450,7 @@ def predict(
     for i in np.flatnonzero(bad_rows):
         p10[i], p50[i], p90[i], gpus[i] = _pooled(model, feats.iloc[[i]], issues, int(i))
         flags[i].append(FLAG_UNSEEN)
-    if step_minutes is not None:
-        step_h = _step_h(step_minutes)
-        for arr in (p10, p50, p90):
-            low = arr < step_h
-            for i in np.flatnonzero(low):
-                if FLAG_CLIPPED not in flags[i]:
-                    flags[i].append(FLAG_CLIPPED)
-            arr[low] = step_h
-    return pd.DataFrame(
+    out = pd.DataFrame(
         {
             "job_id": _job_ids(jobs),
             "duration_p10_h": p10,
@@ -468,6 +460,7 @@ def predict(
             "flags": flags,
         }
     )
+    return out if step_minutes is None else clip_to_step(out, step_minutes)
 
 
 def _pooled(model: JobModel, row: pd.DataFrame, issues, i: int) -> tuple[float, float, float, int]:
