@@ -66,6 +66,7 @@ def write_plan_parquet(problem: Any, plan: Any, path: Path, start: datetime | No
     """
     import os
     import uuid
+    import warnings
 
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -76,7 +77,9 @@ def write_plan_parquet(problem: Any, plan: Any, path: Path, start: datetime | No
     if not path.parent.exists():
         raise InputError(f"--out folder does not exist: {path.parent}")
     df = plan_tables(problem, plan, start or datetime(1970, 1, 1, tzinfo=UTC))
-    table = pa.Table.from_pandas(df, preserve_index=False)
+    with warnings.catch_warnings():  # pyarrow reads tz-aware columns via Series.values (pandas 3.1 deprecation)
+        warnings.filterwarnings("ignore", message="Series.values returning an ndarray")
+        table = pa.Table.from_pandas(df, preserve_index=False)
     meta = dict(table.schema.metadata or {})
     meta[PLAN_METADATA_KEY] = json.dumps(plan_summary(plan)).encode("utf-8")
     table = table.replace_schema_metadata(meta)
