@@ -5,6 +5,7 @@ Public API (pure: no files, MLflow or Prefect):
 * :func:`fit` ``(kind, history) -> JobModel``
 * :func:`predict` ``(model, jobs) -> DataFrame[job_id, duration_p10_h, duration_p50_h, duration_p90_h,
   gpus_pred, flags]`` (hours; ``gpus_pred`` a power of two; ``flags`` a list of strings)
+* :func:`predict_for_sizes` ``(model, jobs, sizes)``: the same per allowed GPU count (for the MILP)
 * :func:`evaluate` ``(model, holdout) -> dict`` in the JSON shape of ``gpuplan train --json``
 * :func:`time_split`, :func:`duration_steps`, :func:`clip_to_step`
 * feature lists :data:`FEATURES` (per kind) and fixed, versioned level lists stored in the model.
@@ -461,6 +462,39 @@ def predict(
         }
     )
     return out if step_minutes is None else clip_to_step(out, step_minutes)
+
+
+def predict_for_sizes(model: JobModel, jobs: pd.DataFrame, sizes, **kwargs) -> pd.DataFrame:
+    """Forecast every job at each allowed GPU count (DESIGN §5: ``d_{j,s}`` per size ``s``).
+
+    Args:
+        model: a fitted :class:`JobModel`.
+        jobs: ``(n, ...)`` jobs with the kind's features (``gpus_requested`` is overridden).
+        sizes: GPU counts to try, powers of two >= 1.
+        **kwargs: passed to :func:`predict` (``on_unseen``, ``step_minutes``).
+
+    Returns:
+        ``(n * len(sizes), 8)`` frame, job-major: ``job_id``, ``gpus`` (the size), the three
+        duration quantiles, ``gpus_pred`` (what the job would actually need at that request; more
+        than ``gpus`` when its memory does not fit), ``fits`` (``gpus_pred <= gpus``), ``flags``.
+
+    Raises:
+        InputError: a size that is not a power of two >= 1, plus everything :func:`predict` raises.
+    """
+    sizes = [int(s) for s in sizes]
+    bad = [s for s in sizes if s < 1 or (s & (s - 1)) != 0]
+    if not sizes or bad:
+        raise InputError(f"sizes must be powers of two >= 1, got {sizes!r}")
+    parts = []
+    for s in sizes:
+        p = predict(model, jobs.assign(gpus_requested=s), **kwargs)
+        p.insert(1, "gpus", s)
+        p["_pos"] = np.arange(len(p))
+        parts.append(p)
+    out = pd.concat(parts, ignore_index=True).sort_values(["_pos", "gpus"], kind="stable")
+    out["fits"] = out["gpus_pred"] <= out["gpus"]
+    cols = ["job_id", "gpus", "duration_p10_h", "duration_p50_h", "duration_p90_h", "gpus_pred", "fits", "flags"]
+    return out[cols].reset_index(drop=True)
 
 
 def _pooled(model: JobModel, row: pd.DataFrame, issues, i: int) -> tuple[float, float, float, int]:

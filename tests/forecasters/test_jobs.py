@@ -251,3 +251,15 @@ def test_other_kinds_fit_predict_evaluate(kind):
         assert set(doc["baselines"]) == {"per_variant_median", "analytic", "throughput_median"}
     pred = jobs.predict(m, test)
     assert (pred["duration_p10_h"] <= pred["duration_p90_h"]).all()
+
+
+def test_predict_for_sizes_matches_predict_at_each_size(training_model, training_queue):
+    q = training_queue.head(3)
+    out = jobs.predict_for_sizes(training_model, q, [1, 8])
+    assert out["job_id"].tolist() == [j for j in q["job_id"] for _ in (1, 8)]
+    assert out["gpus"].tolist() == [1, 8, 1, 8, 1, 8]
+    at8 = jobs.predict(training_model, q.assign(gpus_requested=8))
+    np.testing.assert_array_equal(out.loc[out["gpus"] == 8, "duration_p50_h"].to_numpy(), at8["duration_p50_h"].to_numpy())
+    assert (out["fits"] == (out["gpus_pred"] <= out["gpus"])).all()
+    with pytest.raises(InputError, match="powers of two"):
+        jobs.predict_for_sizes(training_model, q, [3])
