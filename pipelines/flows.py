@@ -219,13 +219,17 @@ def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: s
     """Re-plan once: build the current problem (or read ``problem_path``), solve, verify, publish.
 
     The run folder is labelled by the UTC slot of the scheduled time (a late catch-up run keeps
-    its own slot and never moves ``latest`` back, case C25). Logs one run to the ``plans``
-    experiment after the folder is published.
+    its own slot and never moves ``latest`` back, case C25). Without ``problem_path`` the plan
+    starts at the scheduled time or at the end of the available traffic data, whichever is
+    earlier (the shipped data ends in 2025). Logs one run to the ``plans`` experiment after the
+    folder is published.
 
     Returns ``{"run_dir", "slot", "latest_moved", "status", "mlflow_run_id"}``.
     """
     from pipelines import tracking
     from pipelines.run_folder import RunFolder
+
+    from pipelines import queue
 
     s = load_settings()
     tracking.init_store(s)
@@ -235,10 +239,12 @@ def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: s
     try:
         extra: dict[str, str] = {}
         if problem_path is None:
+            # plan from the newest data available: the shipped traffic ends before "now"
+            start = min(when, queue.plan_start(s))
             traffic = ingest_traffic(str(rf.tmp_path))
-            models = {k: train_or_load(k) for k in _job_kinds()}
-            profiles = fit_profiles(traffic, str(rf.tmp_path), when, log=False)
-            extra = build_problem(models, profiles, traffic, str(rf.tmp_path), when)
+            models = {k: train_or_load(k) for k in queue.JOB_KINDS}
+            profiles = fit_profiles(traffic, str(rf.tmp_path), start, log=False)
+            extra = build_problem(models, profiles, traffic, str(rf.tmp_path), start)
             problem_path = extra["problem"]
         else:
             import shutil
@@ -255,24 +261,19 @@ def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: s
             "mlflow_run_id": rid}
 
 
-def _job_kinds() -> tuple[str, ...]:
-    from pipelines import queue
-
-    return queue.JOB_KINDS
-
-
 @flow(name="train_forecasters", log_prints=False)
 def train_forecasters(scheduled_at: datetime | None = None, kinds: list[str] | None = None,
                       force: bool = False) -> dict[str, Any]:
     """Nightly retraining: refit every job forecaster (logged to MLflow, registered with the
-    ``champion`` alias) and the real-time profiles.
+    ``champion`` alias). The real-time profiles are refitted on the trailing window at every
+    planning run (DESIGN §4.4), so they need no nightly step.
 
     One run per local day of ``Settings.nightly_timezone``: a second scheduled run for a local
     day that already retrained (possible around a DST change) is skipped, unless ``force``.
 
     Returns ``{"local_day", "skipped", "models": {kind: path}}``.
     """
-    from pipelines import deployments, tracking
+    from pipelines import deployments, queue, tracking
 
     s = load_settings()
     tracking.init_store(s)
@@ -282,7 +283,7 @@ def train_forecasters(scheduled_at: datetime | None = None, kinds: list[str] | N
     if not force and not deployments.claim_local_day(marker, day):
         return {"local_day": day.isoformat(), "skipped": True, "models": {}}
     models = {}
-    for kind in kinds or _job_kinds():
+    for kind in kinds or queue.JOB_KINDS:
         models[kind] = train_or_load.with_options(timeout_seconds=s.train_timeout_s)(kind, retrain=True)
     return {"local_day": day.isoformat(), "skipped": False, "models": models}
 

@@ -741,3 +741,35 @@ def forecast_jobs(settings: Settings, kind: str, model_path: Path, queue: pd.Dat
         out[col] = pred[col].to_numpy()
     out["flags"] = [",".join(f) for f in pred["flags"]]
     return out
+
+
+# ---------------------------------------------------------------- benchmark
+
+
+def run_benchmark(settings: Settings, scenario: str, quick: bool, out: Path) -> dict[str, Any]:
+    """Run issue 5's rolling-horizon benchmark (:mod:`pipelines.bench`), write its outputs into
+    ``out`` and log one run to the ``benchmarks`` experiment: params (scenarios, planners, seed,
+    quick, solver budget), metrics ``<scenario>.<planner>.<bench.csv column>``, artifacts
+    (``bench.csv``, ``bench.md``, plots). Returns ``{"out_dir", "mlflow_run_id", "wall_s",
+    "verified_plans", "violations"}``.
+    """
+    from pipelines import bench, tracking
+
+    cfg = bench.BenchConfig(scenarios=bench.parse_scenarios(scenario), quick=quick, seed=settings.seed)
+    res = bench.run_bench(cfg)
+    files = bench.write_outputs(res, out)
+    metrics: dict[str, Any] = {"wall_s": res.wall_s, "verified_plans": res.verified_plans,
+                               "violations": res.violations}
+    for m in res.metrics:
+        row = m.row()
+        for k, v in row.items():
+            if k not in ("scenario", "planner"):
+                metrics[f"{row['scenario']}.{row['planner']}.{k}"] = v
+    params = {"scenarios": ",".join(cfg.scenarios), "planners": ",".join(cfg.planners), "seed": cfg.seed,
+              "quick": cfg.quick, "time_limit_s": cfg.time_limit_s, "mip_rel_gap": cfg.mip_rel_gap,
+              "replan_every_steps": cfg.replan_every_steps, "out_dir": str(out)}
+    artifacts = {f"bench/{f}": Path(out) / f for f in files if (Path(out) / f).is_file()}
+    rid = tracking.log_run(settings, "benchmarks", f"bench-{scenario}{'-quick' if quick else ''}", params=params,
+                           metrics=metrics, artifacts=artifacts, tags={"gpuplan.stage": "benchmark"})
+    return {"out_dir": str(out), "mlflow_run_id": rid, "wall_s": round(res.wall_s, 1),
+            "verified_plans": res.verified_plans, "violations": res.violations}

@@ -182,15 +182,21 @@ def wait_reason(inp: ReportInputs, job: Any, start_step: int | None) -> str:
     last = (start_step if start_step is not None else H)
     cap_steps = [t for t in range(r, last) if N - batch[t] - rt[t] < size]
     if cap_steps:
+        holders: dict[str, tuple[int, int, int]] = {}  # job -> (gpus, first step, last step)
+        for t in cap_steps:
+            counts: dict[str, int] = {}
+            for o in grid[t]:
+                if o:
+                    counts[o] = counts.get(o, 0) + 1
+            for j, g in counts.items():
+                g0, a0, _ = holders.get(j, (g, t, t))
+                holders[j] = (max(g0, g), min(a0, t), t)
+        top = sorted(holders.items(), key=lambda kv: (-kv[1][0], kv[0]))[:4]
+        jobs_txt = ", ".join(f"{j} ({g} GPUs, steps {a}-{b})" for j, (g, a, b) in top) or "no batch job"
         t = cap_steps[0]
-        holders: dict[str, int] = {}
-        for o in grid[t]:
-            if o:
-                holders[o] = holders.get(o, 0) + 1
-        top = sorted(holders.items(), key=lambda kv: -kv[1])[:4]
-        jobs_txt = ", ".join(f"{j} ({g})" for j, g in top) or "no batch job"
-        return (f"needs {size} GPUs; at step {t} only {int(N - batch[t] - rt[t])} free: held by {jobs_txt} "
-                f"and real-time demand ({int(rt[t])} GPUs)")
+        return (f"needs {size} GPUs; only {int(N - batch[t] - rt[t])} free at step {t} "
+                f"({len(cap_steps)} blocked steps): held by {jobs_txt} and real-time demand "
+                f"(up to {int(max(rt[u] for u in cap_steps))} GPUs)")
     frag = [t for t in range(r, last) if not _has_aligned_block(grid[t], size)]
     if frag:
         return f"needs an aligned block of {size} GPUs; free GPUs fragmented at step {frag[0]}"

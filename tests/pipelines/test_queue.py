@@ -1,0 +1,74 @@
+"""Queue -> problem conversion, running-job blocks, the real-trace queue mix, benchmark logging."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from optimizer.problem import Problem
+from pipelines import queue, tracking
+from pipelines.config import load_settings
+from pipelines.errors import InputError
+
+T0 = datetime(2025, 3, 16, 16, tzinfo=UTC)
+
+
+def test_running_blocks_are_aligned_first_fit_largest_first():
+    assert queue._assign_running_blocks([1, 4, 2], 8) == [6, 0, 4]
+    with pytest.raises(InputError, match=r"no aligned block of 4\)"):
+        queue._assign_running_blocks([4, 8], 8)
+
+
+def test_to_problem_hand_values():
+    s = load_settings(n_gpus=8, horizon_steps=4)
+    jobs = pd.DataFrame({
+        "job_id": ["q1", "r1"], "kind": ["training", "quantization"], "priority": [2.0, 1.0],
+        "state": ["queued", "running"], "submitted_at": [pd.Timestamp(T0)] * 2,
+        "started_at": [pd.NaT, pd.Timestamp("2025-03-16 15:00", tz="UTC")],
+        "deadline_at": [pd.Timestamp("2025-03-16 17:10", tz="UTC"), pd.NaT],
+        "gpus_requested": [2, 4], "gpus_pred": [4, 2],
+        "duration_p10_h": [0.5, 1.0], "duration_p50_h": [1.2, 2.2], "duration_p90_h": [2.0, 3.0]})
+    demand = pd.DataFrame({"service": "m-small", "step": range(4), "demand_gpus_p50": [1, 1, 2, 2],
+                           "demand_gpus_p90": [2, 2, 3, 3], "current_gpus": 2})
+    d = queue.to_problem(s, jobs, demand, T0)
+    assert d["jobs"] == [{"job_id": "q1", "kind": "training", "priority": 2.0, "release_step": 0, "gpus": 4,
+                          "duration_steps": 3, "deadline_step": 3}]
+    # started 1 h ago, P50 2.2 h -> 1.2 h left -> 3 steps; max(requested 4, predicted 2) GPUs at offset 0
+    assert d["running"] == [{"job_id": "r1", "kind": "quantization", "priority": 1.0, "gpus": 4, "block_offset": 0,
+                             "remaining_steps": 3}]
+    svc = d["services"][0]
+    assert svc["demand_gpus"] == [2, 2, 3, 3] and svc["current_gpus"] == 2 and svc["swap_cap_gpus"] == 4
+    assert Problem.from_dict(d).n_gpus == 8
+
+
+def test_queue_mixes_real_trace_and_generated_jobs():
+    s = load_settings()
+    q = queue.build_queue(s, T0)
+    allq = pd.concat(q.values(), ignore_index=True)
+    trace = allq[allq["source"] == "alibaba-openb"]
+    assert len(trace) == queue.N_TRACE_JOBS
+    assert set(trace["priority"]) <= set(queue.QOS_PRIORITY.values())
+    assert (trace["submitted_at"] <= pd.Timestamp(T0)).all()
+    assert (trace["submitted_at"] >= pd.Timestamp(T0) - pd.Timedelta(hours=24)).all()
+    gen = allq[(allq["source"] == "generated") & (allq["state"] == "queued")]
+    assert len(gen) == queue.N_LLM_JOBS and set(gen["kind"]) == set(queue.JOB_KINDS)
+    assert (allq["state"] == "running").sum() == queue.N_RUNNING
+    assert allq["job_id"].is_unique
+    again = pd.concat(queue.build_queue(s, T0).values(), ignore_index=True)
+    pd.testing.assert_frame_equal(allq, again)  # seeded
+
+
+def test_benchmark_logs_one_run(tmp_path):
+    s = load_settings(tracking_uri=f"sqlite:///{tmp_path / 'ml' / 'mlflow.db'}", mlruns_dir=tmp_path / "ml",
+                      artifact_root=tmp_path / "ml" / "artifacts")
+    tracking.init_store(s)
+    res = queue.run_benchmark(s, "mixed", True, tmp_path / "bench")
+    assert res["violations"] == 0 and res["verified_plans"] > 0
+    runs = tracking.finished_runs(s, "benchmarks")
+    assert len(runs) == 1 and runs[0].data.params["scenarios"] == "mixed"
+    rows = pd.read_csv(Path(res["out_dir"]) / "bench.csv")
+    for r in rows.itertuples():
+        assert runs[0].data.metrics[f"mixed.{r.planner}.utilization_pct"] == pytest.approx(r.utilization_pct)

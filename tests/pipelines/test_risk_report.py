@@ -1,0 +1,113 @@
+"""Risk report (DESIGN §6.4) on a hand-checkable valley plan, plan tables and plan metrics."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pandas as pd
+import pytest
+
+from optimizer.plan import JobAssignment, Plan
+from optimizer.problem import Problem
+from pipelines import queue
+from pipelines.risk_report import ReportInputs, build_report_table, exceed_probability, write_risk_report
+
+T0 = datetime(2025, 3, 16, 16, tzinfo=UTC)
+
+
+def _problem() -> Problem:
+    return Problem.from_dict({
+        "cluster": {"n_gpus": 8, "gpus_per_node": 8, "step_minutes": 30, "horizon_steps": 8},
+        "settings": {"time_limit_s": 5},
+        "services": [{"service": "chat", "demand_gpus": [6, 6, 2, 2, 2, 2, 6, 6], "min_gpus": 0, "max_gpus": 8,
+                      "swap_cap_gpus": 4, "current_gpus": 6}],
+        "jobs": [{"job_id": "A", "kind": "training", "priority": 1, "release_step": 0, "gpus": 4,
+                  "duration_steps": 4, "deadline_step": 5},
+                 {"job_id": "B", "kind": "quantization", "priority": 2, "release_step": 0, "gpus": 8,
+                  "duration_steps": 2}],
+    })
+
+
+def _plan(status: str = "optimal") -> Plan:
+    return Plan(planner="milp", status=status,
+                assignments=(JobAssignment("A", 2, 6, 0, 4), JobAssignment("B", None, None, None, None)),
+                service_gpus={"chat": (6, 6, 2, 2, 2, 2, 6, 6)}, objective=7.9, bound=8.0, gap=0.0125,
+                solve_s=0.1, model=None, n_gpus=8, horizon_steps=8)
+
+
+def _inputs(status: str = "optimal") -> ReportInputs:
+    demand = pd.DataFrame({"service": "chat", "step": range(8),
+                           "demand_gpus_p50": [5, 5, 2, 2, 2, 2, 6, 6],
+                           "demand_gpus_p90": [6, 6, 2, 2, 2, 2, 7, 6]})
+    jobs = pd.DataFrame({"job_id": ["A", "B"], "kind": ["training", "quantization"], "priority": [1.0, 2.0],
+                         "state": ["queued", "queued"], "duration_p10_h": [1.5, 0.8],
+                         "duration_p50_h": [2.0, 1.0], "duration_p90_h": [3.0, 1.5]})
+    return ReportInputs(problem=_problem(), plan=_plan(status), start_ts=T0, jobs=jobs, demand=demand,
+                        rt_status={"chat": ("degraded", "weekly component from one week")}, time_limit_s=5)
+
+
+def test_exceed_probability_normal_between_quantiles():
+    assert exceed_probability(6, 6, 7) == pytest.approx(0.5)
+    assert exceed_probability(7, 6, 7) == pytest.approx(0.1)
+    assert exceed_probability(5, 6, 6) == 1.0 and exceed_probability(6, 6, 6) == 0.0
+
+
+def test_report_sections_hand_values():
+    t = build_report_table(_inputs())
+    cov = t[t["section"] == "coverage_risk"]
+    assert cov[["service", "step", "gpus", "shortfall_gpus"]].values.tolist() == [["chat", 6, 6, 1]]
+    assert cov["probability"].iloc[0] == pytest.approx(0.5)
+    assert "2 free" in cov["reason"].iloc[0]
+    idle = t[t["section"] == "idle_window"]
+    # 8 - 6 at steps 0-1, 8 - 4 - 2 at steps 2-5, 8 - 6 at steps 6-7: one window of 2 GPUs, 4 h
+    assert idle[["start_step", "end_step", "gpus"]].values.tolist() == [[0, 8, 2]]
+    assert idle["value"].iloc[0] == pytest.approx(8.0)
+    assert idle["end_ts"].iloc[0] == pd.Timestamp("2025-03-16 20:00", tz="UTC")
+    risk = t[t["section"] == "job_at_risk"].set_index("job_id")
+    # A: starts step 2 (17:00), P90 3 h -> 20:00 > deadline step 5 (18:30); B never starts
+    assert sorted(risk.index) == ["A", "B"]
+    assert "after deadline 2025-03-16 18:30Z" in risk.loc["A", "reason"]
+    assert "not started within the horizon" in risk.loc["B", "reason"]
+    assert ("needs 8 GPUs; only 2 free at step 0 (8 blocked steps): held by A (4 GPUs, steps 2-5) and "
+            "real-time demand (up to 6 GPUs)") in risk.loc["B", "reason"]
+    eta = t[t["section"] == "queue_eta"].set_index("job_id")
+    assert eta.loc["A", "start_ts"] == pd.Timestamp("2025-03-16 17:00", tz="UTC")
+    assert "needs 4 GPUs; only 2 free at step 0 (2 blocked steps): held by no batch job and real-time demand (up to 6 GPUs)" in eta.loc["A", "reason"]
+    assert "after the 24 h horizon" in eta.loc["B", "reason"]
+    out = t[t["section"] == "queue_outlook"]
+    assert out["gpus"].tolist() == [0, 0, 4, 4, 4, 4, 0, 0]
+    assert out["value"].tolist() == [2, 2, 1, 1, 1, 1, 1, 1]
+
+
+def test_page_says_not_proven_optimal_and_degraded(tmp_path):
+    paths = write_risk_report(tmp_path, _inputs("time_limit"), "run-x")
+    page = paths["risk_report.md"].read_text()
+    assert "**Not proven optimal**" in page and "after 5 s" in page
+    assert "**DEGRADED**" in page
+    for png in ("gantt.png", "demand.png", "outlook.png"):
+        assert (tmp_path / png).stat().st_size > 1000 and f"]({png})" in page
+    assert pd.read_parquet(paths["risk_report.parquet"])["section"].nunique() == 5
+    assert "Not proven" not in write_risk_report(tmp_path, _inputs("optimal"), "run-y")["risk_report.md"].read_text()
+
+
+def test_plan_tables_and_metrics():
+    problem, plan = _problem(), _plan()
+    t = queue.plan_tables(problem, plan, T0)
+    jobs = t[t["row_type"] == "job"].set_index("job_id")
+    assert jobs.loc["A", ["start_step", "end_step", "block_offset", "gpus"]].tolist() == [2, 6, 0, 4]
+    assert pd.isna(jobs.loc["B", "start_step"])
+    svc = t[t["row_type"] == "service_step"]
+    assert svc["gpus"].tolist() == [6, 6, 2, 2, 2, 2, 6, 6]
+    grid = t[t["row_type"] == "gpu_step"]
+    assert len(grid) == 64
+    at2 = grid[grid["step"] == 2].sort_values("gpu")["owner"].tolist()
+    assert at2 == ["A"] * 4 + ["", ""] + ["service:chat"] * 2
+    demand = pd.DataFrame({"service": "chat", "step": range(8), "demand_gpus_p50": [5, 5, 2, 2, 2, 2, 6, 6],
+                           "demand_gpus_p90": [6, 6, 2, 2, 2, 2, 7, 6]})
+    m = queue.plan_metrics(problem, plan, demand)
+    # batch 4 GPUs x 4 steps x 0.5 h = 8; served min(plan, P50) = (5+5+2*4+6+6) x 0.5 = 15; N x h = 32
+    assert m["utilization_pct"] == pytest.approx(100 * 23 / 32)
+    assert m["value"] == pytest.approx(8.0)
+    assert m["rt_unmet_gpu_h"] == pytest.approx(0.5)
+    assert m["jobs_started"] == 1 and m["jobs_total"] == 2
+    assert m["idle_gpu_h"] == pytest.approx(32 - 8 - 16)
