@@ -7,6 +7,8 @@ import io
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from forecasters import jobs
 from forecasters.errors import InputError
@@ -263,3 +265,16 @@ def test_predict_for_sizes_matches_predict_at_each_size(training_model, training
     assert (out["fits"] == (out["gpus_pred"] <= out["gpus"])).all()
     with pytest.raises(InputError, match="powers of two"):
         jobs.predict_for_sizes(training_model, q, [3])
+
+
+@given(
+    hours=st.floats(min_value=-10.0, max_value=500.0, allow_nan=False),
+    step=st.sampled_from([15.0, 30.0, 60.0]),
+)
+def test_duration_steps_is_the_smallest_covering_whole_step_count(hours, step):
+    n = int(jobs.duration_steps(hours, step))
+    assert n >= 1
+    step_h = step / 60.0
+    assert n * step_h >= hours - 1e-9
+    if hours > step_h:
+        assert (n - 1) * step_h < hours + 1e-9
