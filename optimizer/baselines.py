@@ -238,3 +238,57 @@ def baseline_plan(problem: Problem, planner: str) -> Plan:
 
 
 BASELINES: tuple[str, ...] = ("fifo", "easy", "priority")
+
+
+def demand_following_target(problem: Problem) -> np.ndarray:
+    """Per service and step, the smallest level >= demand that the swap cap can follow: ramps up
+    ahead of a rise (``T_t = max(D_t, T_{t+1} - c)``), clipped to the band. Shape (S, H)."""
+    H = problem.horizon_steps
+    out = np.zeros((len(problem.services), H), dtype=np.int64)
+    for i, s in enumerate(problem.services):
+        nxt = 0
+        for t in range(H - 1, -1, -1):
+            nxt = max(s.demand_gpus[t], nxt - s.swap_cap_gpus)
+            out[i, t] = min(max(nxt, s.min_gpus), s.max_gpus)
+    return out
+
+
+def greedy_plans(problem: Problem) -> list[Plan]:
+    """Warm-start candidates for the MILP (not baselines): services follow their demand
+    (:func:`demand_following_target`) instead of holding the peak, and jobs are placed one by one
+    at their earliest fitting start, with the size of highest §5 reward there, in three orders:
+    priority (then release), reward per GPU-step (priority x efficiency), and size x duration
+    (largest first). Unverified; the MILP planner verifies before use.
+    """
+    t0 = time.perf_counter()
+    svc = reserved_service_gpus(problem, demand_following_target(problem))
+    g = problem.settings.decay_per_step
+    H = problem.horizon_steps
+
+    def reward(j: Job, s, t: int) -> float:
+        end = min(t + s.duration_steps, H)
+        return j.priority * s.efficiency * s.gpus * sum(g**tau for tau in range(t, end))
+
+    orders = (
+        lambda j: (-j.priority, j.release_step, j.job_id),
+        lambda j: (-j.priority * max(s.efficiency for s in j.sizes), j.release_step, j.job_id),
+        lambda j: (-max(s.gpus * s.duration_steps for s in j.sizes), -j.priority, j.job_id),
+    )
+    out = []
+    for key in orders:
+        board = Board(problem, svc)
+        starts: dict[str, tuple[int, int, int]] = {}
+        for j in sorted(problem.jobs, key=key):
+            best = None
+            for s in j.sizes:
+                hit = board.earliest(j.release_step, s.gpus, s.duration_steps)
+                if hit is not None:
+                    cand = (reward(j, s, hit[0]), -hit[0], s, hit)
+                    if best is None or cand[:2] > best[:2]:
+                        best = cand
+            if best is not None:
+                _, _, s, (t, o) = best
+                board.place(t, o, s.gpus, s.duration_steps)
+                starts[j.job_id] = (t, o, s.gpus)
+        out.append(assemble_plan(problem, "greedy", "heuristic", starts, svc, time.perf_counter() - t0))
+    return out

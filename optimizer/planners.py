@@ -3,7 +3,8 @@
 ``milp`` runs, in order: the infeasibility diagnosis (:func:`optimizer.diagnose.check_feasible`,
 raises naming step and numbers), the size check (:func:`optimizer.diagnose.check_size`, raises
 before anything is allocated), the three baselines (each verified), the model build, and one
-HiGHS solve warm-started from the best of the baselines and ``warm_start`` (so its objective is
+HiGHS solve warm-started from the best verified plan among the baselines, the demand-following
+greedy plans (:func:`optimizer.baselines.greedy_plans`) and ``warm_start`` (so its objective is
 never below the best baseline's). Its plan is verified; when the solve ends without a usable
 plan (no incumbent, infeasible, unbounded-or-infeasible, solver error, unknown status, or a plan
 the verifier rejects) the best baseline plan is returned with ``status="fallback"``,
@@ -15,7 +16,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from optimizer.baselines import BASELINES, assemble_plan, baseline_plan
+from optimizer.baselines import BASELINES, assemble_plan, baseline_plan, greedy_plans
 from optimizer.diagnose import check_feasible, check_size, coverage_shortfalls
 from optimizer.errors import InputError
 from optimizer.decomposition import build_count_model, count_picks, count_vector, pack_offsets
@@ -74,7 +75,7 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
     st = problem.settings
     check_size(problem)
     base = best_baseline(problem)
-    seeds = [base]
+    seeds = [base] + [g for g in greedy_plans(problem) if not verify(g, problem)]
     if warm_start is not None and not verify(warm_start, problem):
         seeds.append(warm_start)
     seeds.sort(key=lambda p: p.objective, reverse=True)
