@@ -213,7 +213,7 @@ def _plan_into(rf: Any, problem_path: str, planner: str, extra: dict[str, str] |
     return {"status": status, "outputs": outs}
 
 
-@flow(name="plan", log_prints=False)
+@flow(name="plan", log_prints=False, timeout_seconds=1800)
 def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: str | None = None,
               scheduled_at: datetime | None = None) -> dict[str, Any]:
     """Re-plan once: build the current problem (or read ``problem_path``), solve, verify, publish.
@@ -301,7 +301,7 @@ def benchmark(scenario: str = "all", quick: bool = True, out_dir: str | None = N
         return queue.run_benchmark(s, scenario, quick, out)
 
 
-@flow(name="run_all", log_prints=False)
+@flow(name="run_all", log_prints=False, timeout_seconds=1800)
 def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "milp") -> dict[str, Any]:
     """The main job on the shipped real data (DESIGN §7.1, ``gpuplan run``).
 
@@ -326,8 +326,9 @@ def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "m
     try:
         traffic = ingest_traffic(str(rf.tmp_path))
         # independent work in Prefect's thread pool (LightGBM and numpy release the GIL)
-        futures = {k: train_or_load.with_options(timeout_seconds=s.train_timeout_s).submit(k, retrain=retrain)
-                   for k in queue.JOB_KINDS}
+        # (no task timeout here: Prefect cannot interrupt a worker thread; run_all's own
+        # timeout_seconds bounds the whole job)
+        futures = {k: train_or_load.submit(k, retrain=retrain) for k in queue.JOB_KINDS}
         profiles_f = fit_profiles.submit(traffic, str(rf.tmp_path), start)
         models = {k: f.result() for k, f in futures.items()}
         profiles = profiles_f.result()

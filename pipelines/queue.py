@@ -47,9 +47,9 @@ from pipelines.run_folder import atomic_write_bytes, atomic_write_text
 JOB_KINDS: tuple[str, ...] = ("training", "quantization", "batch_inference")
 DEMAND_QUANTILE = "p90"
 DURATION_QUANTILE = "p50"
-N_TRACE_JOBS = 14
-N_LLM_JOBS = 12
-N_RUNNING = 2
+N_TRACE_JOBS = 24
+N_LLM_JOBS = 30
+N_RUNNING = 3
 QOS_PRIORITY = {"Guaranteed": 4.0, "Burstable": 2.0, "BE": 1.0}
 QOS_KIND = {"Guaranteed": "training", "Burstable": "training", "BE": "batch_inference"}
 BAND_DAY_H = 24
