@@ -35,7 +35,9 @@ from optimizer.milp import (
     add_max_wait,
     add_start_once,
     add_swap_cap,
+    assign_group_members,
     make_context,
+    set_service_values,
 )
 from optimizer.plan import Plan
 from optimizer.problem import Problem
@@ -184,16 +186,7 @@ def count_vector(cm: CountModel, plan: Plan) -> np.ndarray | None:
         if c is None:
             return None
         x[c] += 1.0
-    for i, s in enumerate(p.services):
-        alloc = np.asarray(plan.service_gpus[s.service], dtype=np.float64)
-        if np.any(alloc < cm.ctx.L[i]) or np.any(alloc > cm.ctx.U[i]):
-            return None
-        unmet = np.maximum(0.0, np.asarray(s.demand_gpus, dtype=np.float64) - alloc)
-        if p.settings.demand_hard and unmet.any():
-            return None
-        x[cm.a_cols[i]] = alloc
-        x[cm.u_cols[i]] = unmet
-    return x
+    return x if set_service_values(cm.ctx, cm.a_cols, cm.u_cols, plan, x) else None
 
 
 def count_picks(cm: CountModel, x: np.ndarray) -> tuple[dict[str, tuple[int, int, int]], np.ndarray]:
@@ -204,10 +197,7 @@ def count_picks(cm: CountModel, x: np.ndarray) -> tuple[dict[str, tuple[int, int
         n = np.rint(x[v.cols]).astype(np.int64)
         for t, k in zip(v.starts.tolist(), n.tolist(), strict=True):
             chosen.setdefault(v.group, []).extend([(t, v.gpus, v.duration)] * max(0, k))
-    picks: dict[str, tuple[int, int, int]] = {}
-    for gi, items in chosen.items():
-        for k, item in zip(cm.ctx.groups[gi], sorted(items), strict=False):
-            picks[p.jobs[k].job_id] = item
+    picks = assign_group_members(cm.ctx, chosen)
     svc = np.rint(x[cm.a_cols]).astype(np.int64) if cm.a_cols.size else np.zeros((0, p.horizon_steps), np.int64)
     return picks, svc
 

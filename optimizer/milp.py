@@ -426,16 +426,32 @@ def plan_to_vector(bm: BuiltModel, plan: Plan) -> np.ndarray | None:
         if c is None:
             return None
         x[c] = 1.0
+    return x if set_service_values(bm.ctx, bm.a_cols, bm.u_cols, plan, x) else None
+
+
+def set_service_values(ctx: Context, a_cols: np.ndarray, u_cols: np.ndarray, plan: Plan, x: np.ndarray) -> bool:
+    """Write a plan's service GPUs ``a`` and unmet demand ``u = max(0, D - a)`` into ``x`` (in
+    place); False when they lie outside the model's bounds (then ``x`` is not a model point)."""
+    p = ctx.problem
     for i, s in enumerate(p.services):
         alloc = np.asarray(plan.service_gpus[s.service], dtype=np.float64)
-        if np.any(alloc < bm.ctx.L[i]) or np.any(alloc > bm.ctx.U[i]):
-            return None
-        x[bm.a_cols[i]] = alloc
+        if np.any(alloc < ctx.L[i]) or np.any(alloc > ctx.U[i]):
+            return False
         unmet = np.maximum(0.0, np.asarray(s.demand_gpus, dtype=np.float64) - alloc)
         if p.settings.demand_hard and unmet.any():
-            return None
-        x[bm.u_cols[i]] = unmet
-    return x
+            return False
+        x[a_cols[i]] = alloc
+        x[u_cols[i]] = unmet
+    return True
+
+
+def assign_group_members(ctx: Context, chosen: dict[int, list[tuple]]) -> dict[str, tuple]:
+    """Hand each group's chosen starts (sorted) to its member jobs in file order: job_id -> start."""
+    out: dict[str, tuple] = {}
+    for gi, items in chosen.items():
+        for k, item in zip(ctx.groups[gi], sorted(items), strict=False):
+            out[ctx.problem.jobs[k].job_id] = item
+    return out
 
 
 def solution_starts(bm: BuiltModel, x: np.ndarray) -> tuple[dict[str, tuple[int, int, int]], np.ndarray]:
@@ -446,11 +462,7 @@ def solution_starts(bm: BuiltModel, x: np.ndarray) -> tuple[dict[str, tuple[int,
         on = np.rint(x[v.cols]) > 0.5
         for o, t in zip(v.offsets[on].tolist(), v.starts[on].tolist(), strict=True):
             chosen.setdefault(v.group, []).append((t, o, v.gpus))
-    starts: dict[str, tuple[int, int, int]] = {}
-    for gi, picks in chosen.items():
-        members = bm.ctx.groups[gi]
-        for k, pick in zip(members, sorted(picks), strict=False):
-            starts[p.jobs[k].job_id] = pick
+    starts = assign_group_members(bm.ctx, chosen)
     svc = np.rint(x[bm.a_cols]).astype(np.int64) if bm.a_cols.size else np.zeros((0, p.horizon_steps), np.int64)
     return starts, svc
 

@@ -525,10 +525,15 @@ def split_valid_jobs(d: Mapping[str, Any]) -> tuple[Problem, list[RejectedJob]]:
 # ----------------------------------------------------------------------------- parsing
 
 
+def _where(x: Any, list_name: str, i: int, id_key: str, label: str) -> str:
+    """How an entry is named in messages: ``job 'A'`` when it has an id, else ``jobs[3]``."""
+    if isinstance(x, Mapping) and isinstance(x.get(id_key), str):
+        return f"{label} {x[id_key]!r}"
+    return f"{list_name}[{i}]"
+
+
 def _service_from_dict(x: Any, i: int) -> Service:
-    where = f"services[{i}]"
-    if isinstance(x, Mapping) and isinstance(x.get("service"), str):
-        where = f"service {x['service']!r}"
+    where = _where(x, "services", i, "service", "service")
     x = _keys(
         x,
         where,
@@ -549,9 +554,7 @@ _JOB_KEYS = ("job_id", "kind", "priority", "release_step", "gpus", "duration_ste
 
 
 def _job_from_dict(x: Any, i: int) -> Job:
-    where = f"jobs[{i}]"
-    if isinstance(x, Mapping) and isinstance(x.get("job_id"), str):
-        where = f"job {x['job_id']!r}"
+    where = _where(x, "jobs", i, "job_id", "job")
     x = _keys(x, where, _JOB_KEYS, ("job_id", "kind", "priority"))
     if "sizes" in x:
         if "gpus" in x or "duration_steps" in x:
@@ -591,9 +594,7 @@ def _job_to_dict(j: Job) -> dict[str, Any]:
 
 
 def _running_from_dict(x: Any, i: int) -> RunningJob:
-    where = f"running[{i}]"
-    if isinstance(x, Mapping) and isinstance(x.get("job_id"), str):
-        where = f"running job {x['job_id']!r}"
+    where = _where(x, "running", i, "job_id", "running job")
     x = _keys(
         x,
         where,
