@@ -623,15 +623,21 @@ def _check_gpus(g: Any, where: str, name: str, cluster: Cluster, settings: Setti
     return g
 
 
-def _check_job(j: Job, cluster: Cluster, settings: Settings) -> None:
-    """Validate a queued job against the cluster; normalises fields in place (frozen-safe)."""
-    jid = _str(j.job_id, "job", "job_id")
-    w = f"job {jid!r}"
+def _check_identity(j: Job | RunningJob, label: str) -> tuple[str, str, float]:
+    """Check job_id, kind and priority; returns (job_id, message prefix, priority)."""
+    jid = _str(j.job_id, label, "job_id")
+    w = f"{label} {jid!r}"
     if j.kind not in JOB_KINDS:
         raise InputError(f"{w}: kind = {j.kind!r} must be one of {', '.join(JOB_KINDS)}")
     p = _num(j.priority, w, "priority")
     if p <= 0:
         raise InputError(f"{w}: priority = {j.priority!r} must be > 0")
+    return jid, w, p
+
+
+def _check_job(j: Job, cluster: Cluster, settings: Settings) -> None:
+    """Validate a queued job against the cluster; normalises fields in place (frozen-safe)."""
+    jid, w, p = _check_identity(j, "job")
     rel = _int(j.release_step, w, "release_step", lo=0)
     sizes = tuple(j.sizes) if isinstance(j.sizes, (list, tuple)) else None
     if not sizes:
@@ -663,13 +669,7 @@ def _check_job(j: Job, cluster: Cluster, settings: Settings) -> None:
 
 
 def _check_running(r: RunningJob, cluster: Cluster) -> None:
-    jid = _str(r.job_id, "running job", "job_id")
-    w = f"running job {jid!r}"
-    if r.kind not in JOB_KINDS:
-        raise InputError(f"{w}: kind = {r.kind!r} must be one of {', '.join(JOB_KINDS)}")
-    p = _num(r.priority, w, "priority")
-    if p <= 0:
-        raise InputError(f"{w}: priority = {r.priority!r} must be > 0")
+    jid, w, p = _check_identity(r, "running job")
     g = _int(r.gpus, w, "gpus", lo=1)
     if g > cluster.n_gpus:
         raise InputError(f"{w}: requests {g} GPUs; cluster has {cluster.n_gpus} (gpus)")
