@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from pipelines.cli_support import run_guarded
+from pipelines.cli_support import emit_json, run_guarded
 
 
 def bench(
@@ -19,6 +19,21 @@ def bench(
     """Simulate every planner on the scenarios; write bench.csv, bench.md and plots."""
 
     def body() -> int:
-        raise NotImplementedError("gpuplan bench: in progress (issue 5)")
+        from pipelines import bench as b
+
+        cfg = b.BenchConfig(
+            scenarios=b.parse_scenarios(scenario),
+            planners=tuple(p for p in b.parse_planners(planners) if p != b.CLAIRVOYANT),
+            quick=quick,
+        )
+        res = b.run_bench(cfg, log=b.main_log)
+        files = b.write_outputs(res, out)
+        b.main_log(
+            f"verified plans: {res.verified_plans}, violations: {res.violations}; "
+            f"wall {res.wall_s:.0f} s; wrote {', '.join(files[:3])} ... under {out}"
+        )
+        if json_out:
+            emit_json(b.bench_json(res, out, files))
+        return 0 if res.violations == 0 else 1
 
     run_guarded(body)

@@ -1,0 +1,52 @@
+"""`gpuplan bench --quick`: the CSV contract, verifier counts, determinism, bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+from typer.testing import CliRunner
+
+from optimizer.metrics import CSV_COLUMNS, TIMING_COLUMNS
+from pipelines.cli import app
+
+
+def _run(tmp_path, name):
+    out = tmp_path / name
+    r = CliRunner().invoke(
+        app, ["bench", "--scenario", "mixed,real_trace", "--planners", "milp,fifo,priority", "--quick",
+              "--out", str(out), "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    return out, json.loads(r.stdout)
+
+
+def test_bench_quick_writes_the_contract_and_is_deterministic(tmp_path):
+    out1, doc1 = _run(tmp_path, "a")
+    out2, doc2 = _run(tmp_path, "b")
+    with open(out1 / "bench.csv", newline="") as f:
+        rows1 = list(csv.DictReader(f))
+    with open(out2 / "bench.csv", newline="") as f:
+        rows2 = list(csv.DictReader(f))
+    assert list(rows1[0]) == list(CSV_COLUMNS)
+    assert [(r["scenario"], r["planner"]) for r in rows1] == [
+        (s, p) for s in ("mixed", "real_trace") for p in ("milp", "fifo", "priority", "clairvoyant")
+    ]
+    keep = [c for c in CSV_COLUMNS if c not in TIMING_COLUMNS]
+    assert [[r[c] for c in keep] for r in rows1] == [[r[c] for c in keep] for r in rows2]
+    # 8 quick steps: every planner verifies one plan per step; the clairvoyant one more (offline)
+    assert doc1["verified_plans"] == 2 * (3 * 8 + 9) and doc1["violations"] == 0
+    assert doc1["verified_plans"] == sum(c["verified_plans"] for c in doc1["comparison"])
+    for f in ("bench.md", "bench.json", "plots/bars.png", "plots/util_mixed.png", "plots/kinds_real_trace.png"):
+        assert (out1 / f).is_file(), f
+    md = (out1 / "bench.md").read_text()
+    assert "Verified plans: **66**, violations: **0**" in md
+    fifo = next(r for r in rows1 if r["scenario"] == "mixed" and r["planner"] == "fifo")
+    assert fifo["gap_max"] == "" and int(fifo["jobs_total"]) >= int(fifo["jobs_completed"])
+
+
+def test_bench_bad_input_exits_2(tmp_path):
+    r = CliRunner().invoke(app, ["bench", "--scenario", "nope", "--quick", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "unknown scenario 'nope'" in r.output
+    r = CliRunner().invoke(app, ["bench", "--planners", "magic", "--quick", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "unknown planner 'magic'" in r.output
