@@ -25,7 +25,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--time-limit", type=float, default=30.0)
     ap.add_argument("--gap", type=float, default=0.01)
+    ap.add_argument("--replans", type=int, default=0,
+                    help="case C17b: N consecutive MILP plans of a 64-GPU, 24-step, 40-job problem in this "
+                         "process; prints resident memory after plan 5 and plan N")
     args = ap.parse_args()
+    if args.replans:
+        memory_check(args.replans, args.threads)
+        return
     load = os.getloadavg()
     print(f"machine: {os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     for seed in range(args.seed, args.seed + args.seeds):
@@ -61,6 +67,26 @@ def main() -> None:
             print(f"        message: {m.message}")
     load = os.getloadavg()
     print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
+def _rss_mb() -> float:
+    with open(f"/proc/{os.getpid()}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def memory_check(n: int, threads: int) -> None:
+    """Case C17b: memory of repeated solves (fresh HiGHS object per solve)."""
+    rss = {}
+    t0 = time.perf_counter()
+    for k in range(1, n + 1):
+        st = Settings(time_limit_s=10.0, mip_rel_gap=0.01, threads=threads, random_seed=k)
+        plan(random_problem(64, 40, 24, seed=k, settings=st), "milp")
+        rss[k] = _rss_mb()
+    print(f"C17b: {n} plans of 64 GPUs x 24 steps x 40 jobs in {time.perf_counter() - t0:.1f} s; RSS after plan 5 "
+          f"{rss[min(5, n)]:.1f} MB, after plan {n} {rss[n]:.1f} MB (ratio {rss[n] / rss[min(5, n)]:.3f}, limit 1.2)")
 
 
 if __name__ == "__main__":

@@ -286,3 +286,12 @@ def test_plan_json_round_trip_of_a_real_plan():
     p = c19(max_wait=None)
     r = plan(p, "easy")
     assert Plan.from_dict(json.loads(json.dumps(r.to_dict()))) == r
+
+
+def test_unpackable_master_solution_falls_through_to_the_full_model(monkeypatch):
+    """If the master's starts cannot be packed into aligned blocks, the full model decides."""
+    monkeypatch.setattr(planners, "pack_offsets", lambda *a, **k: None)
+    p = Problem.from_dict(json.loads((EXAMPLES / "valley.json").read_text()))
+    r = plan(p, "milp")
+    assert r.status == "optimal" and r.model["method"] == "full"
+    assert r.job("A").start_step == 2 and any("solved the full model instead" in n for n in r.notes)
