@@ -12,14 +12,20 @@ Public API (pure: no files, MLflow or Prefect):
 
 Model. GPU count: LightGBM regression on ``log2(gpus_used)``, rounded to a power of two (and never
 below ``gpus_requested`` when no job in the history ran on fewer GPUs than it requested).
-Duration: LightGBM (L2) on ``log(duration_h)`` from the kind's contract features (categoricals
-native, with the fixed level lists of :mod:`forecasters.schema`), plus scale features derived from
-them (:data:`DERIVED_FEATURES`: public rules of thumb such as ~6 N D FLOPs for a full update and
-~4 N D for adapters over the GPU type's datasheet peak, ~16 bytes of state per trained parameter;
-trees split one feature at a time and cannot form such products from a few thousand rows), plus
-the GPU model's (out-of-fold, at fit time) prediction stacked in (:data:`STACKED_FEATURES`). The
-boosting starts from an offset, the main time proxy at the predicted GPU count, so the trees learn
-the correction to a physics-shaped scale rather than the scale itself. Quantiles: a calibrated
+Duration: physics-informed residual boosting. The prior is the kind's noise-free analytic
+duration (DESIGN §4.1-4.3: ``analytic_duration_h`` of the per-kind modules, public constants
+cited there) at the predicted GPU count; LightGBM (L2) learns the correction
+``log(duration_h) - log(prior)`` from the history (equivalent to boosting with the prior as
+``init_score``; fitted on the residual label so the boosting also starts from its mean). On the
+generated histories the prior is unbiased and the correction stays small; on an operator's real
+history the prior is biased (other MFU, overheads, interconnect, software) and the boosting
+corrects it where the history shows it. Inputs of the correction: the kind's contract features
+(categoricals native, with the fixed level lists of :mod:`forecasters.schema`), scale features
+derived from them (:data:`DERIVED_FEATURES`: public rules of thumb such as ~6 N D FLOPs for a full
+update and ~4 N D for adapters over the GPU type's datasheet peak, ~16 bytes of state per trained
+parameter), and the GPU model's prediction (out-of-fold at fit time) with the prior itself
+(:data:`STACKED_FEATURES`). The raw duration booster returns the correction only; add
+:func:`offset_log_h` of its design matrix. Quantiles: a calibrated
 residual model, i.e. the 10th/50th/90th percentiles of out-of-fold log residuals (K-fold on the
 training rows) added to the point forecast, so P10 <= P50 <= P90 always.
 
@@ -34,6 +40,7 @@ flagged ``unseen_category``.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -171,7 +178,8 @@ class JobModel:
         kind: job kind.
         levels: column -> fixed level list the model was trained with (stored with the model).
         levels_version: version tag of those lists (:data:`forecasters.schema.LEVELS_VERSION`).
-        duration_booster: LightGBM booster predicting ``log(duration_h)`` (point forecast).
+        duration_booster: LightGBM booster predicting the correction ``log(duration_h) - offset_log_h``
+            (add :func:`offset_log_h` of the design matrix for the log point forecast).
         gpus_booster: LightGBM booster predicting ``log2(gpus_used)``.
         residual_quantiles_log: ``(q10, q50, q90)`` of out-of-fold log residuals.
         baseline: per-group median durations (``"group_medians"``, ``"global_median"``) and, for
@@ -205,7 +213,8 @@ class JobModel:
         This is the frame the raw duration booster (LightGBM flavour, ``Booster(model_file=...)``)
         takes; the GPU booster takes its first ``len(model_features) - 2`` columns. The raw duration
         booster returns the correction: ``log(duration_h) = booster + offset`` with
-        ``offset = design["log_time_proxy_at_pred_gpus"] - ln(3600)`` (:func:`offset_log_h`).
+        ``offset = design["log_analytic_h_at_pred_gpus"]``, the log analytic prior in hours
+        (:func:`offset_log_h`).
         """
         feats, issues = normalise_features(jobs, self.spec, self.levels)
         if issues.missing or issues.unknown:
@@ -222,27 +231,96 @@ class JobModel:
 
 
 #: Features stacked from the GPU-count model into the duration model: the predicted log2 GPU count
-#: and the kind's main time proxy re-scaled from the requested to the predicted count (jobs whose
-#: memory forces more GPUs than requested run on more GPUs, hence faster).
-STACKED_FEATURES = ("log2_gpus_pred", "log_time_proxy_at_pred_gpus")
-PRIMARY_PROXY = {
-    "training": "log_flops_time_s",
-    "quantization": "log_calibration_time_proxy",
-    "batch_inference": "log_decode_time_proxy",
-}
+#: and the physics prior, ``log`` of the kind's noise-free analytic duration (hours) at that count
+#: (jobs whose memory forces more GPUs than requested run on more GPUs, hence faster). The second
+#: is also the boosting offset (:func:`offset_log_h`).
+STACKED_FEATURES = ("log2_gpus_pred", "log_analytic_h_at_pred_gpus")
+#: Bounds (hours) of the analytic prior before its log is taken: keeps the offset finite for
+#: degenerate inputs (e.g. a job with almost no work) without touching any realistic job.
+ANALYTIC_CLIP_H = (1e-6, 1e6)
 
 
 def _stack(x: pd.DataFrame, kind: str, g_log2: np.ndarray) -> pd.DataFrame:
     out = x.copy()
-    req = np.log2(np.maximum(x["gpus_requested"].to_numpy(), 1.0))
     out["log2_gpus_pred"] = np.asarray(g_log2, dtype=float)
-    out["log_time_proxy_at_pred_gpus"] = x[PRIMARY_PROXY[kind]].to_numpy() - np.log(2.0) * (out["log2_gpus_pred"].to_numpy() - req)
+    out["log_analytic_h_at_pred_gpus"] = log_analytic_h(kind, x, out["log2_gpus_pred"].to_numpy())
     return out
 
 
 def offset_log_h(xs: pd.DataFrame) -> np.ndarray:
-    """Boosting offset ``(n,)`` in log hours of a design matrix: the stacked time proxy (seconds) in hours."""
-    return xs["log_time_proxy_at_pred_gpus"].to_numpy() - np.log(3600.0)
+    """Boosting offset ``(n,)`` in log hours of a stacked design matrix: its ``log_analytic_h_at_pred_gpus``.
+
+    The duration booster is trained with this as ``init_score`` and returns only the correction:
+    ``log(duration_h) = duration_booster.predict(xs) + offset_log_h(xs)``.
+    """
+    return xs["log_analytic_h_at_pred_gpus"].to_numpy(dtype=float)
+
+
+def _plain_features(feats: pd.DataFrame, spec: KindSpec) -> pd.DataFrame:
+    """Normalised features as plain numpy-backed columns (object strings, floats, bools) for the physics modules."""
+    out = pd.DataFrame(index=feats.index)
+    for c in spec.features:
+        if c in spec.categorical:
+            out[c] = feats[c].astype(object).to_numpy()
+        elif c in spec.boolean:
+            out[c] = feats[c].to_numpy() > 0.5
+        else:
+            out[c] = feats[c].to_numpy()
+    return out
+
+
+def log_analytic_h(kind: str, feats: pd.DataFrame, g_log2: np.ndarray) -> np.ndarray:
+    """Physics prior ``(n,)``: log of the kind's noise-free ``analytic_duration_h`` at ``2**g_log2`` requested GPUs.
+
+    The analytic estimate (DESIGN §4.1-4.3; ``analytic_duration_h`` of :mod:`forecasters.training`,
+    :mod:`forecasters.quantization`, :mod:`forecasters.batch_inference`, public constants cited
+    there) itself runs a job on ``max(requested, memory-driven minimum)`` GPUs, so the prior is
+    evaluated at ``max(2**g_log2, memory minimum)``. Each row depends only on its own features.
+
+    Args:
+        kind: job kind.
+        feats: ``(n, ...)`` normalised features (:func:`forecasters.frames.normalise_features`).
+        g_log2: ``(n,)`` predicted log2 GPU counts.
+
+    Returns:
+        float array ``(n,)``, log hours, from an estimate clipped to :data:`ANALYTIC_CLIP_H`. A row
+        with a missing category (legacy history rows, case C11) gets the median over every known
+        level (every combination when several columns are missing) of the prior.
+
+    Raises:
+        InputError: the estimate is not a number for a row (row named), e.g. ``model_params_b`` 0.
+    """
+    spec = spec_for(kind)
+    mod = kind_module(kind)
+    plain = _plain_features(feats, spec).reset_index(drop=True)
+    plain["gpus_requested"] = np.exp2(np.asarray(g_log2, dtype=float))
+    cats = list(spec.categorical)
+    miss = plain[cats].isna().to_numpy() if cats else np.zeros((len(plain), 0), dtype=bool)
+    out = np.full(len(plain), np.nan)
+
+    def log_h(frame: pd.DataFrame) -> np.ndarray:
+        a = np.asarray(mod.analytic_duration_h(frame), dtype=float)
+        return np.log(np.clip(a, *ANALYTIC_CLIP_H))
+
+    complete = ~miss.any(axis=1)
+    if complete.any():
+        out[complete] = log_h(plain.loc[complete].reset_index(drop=True))
+    patterns = {tuple(r) for r in miss[~complete]}
+    for pattern in sorted(patterns):
+        rows = np.flatnonzero((miss == np.array(pattern)).all(axis=1))
+        cols = [c for c, m in zip(cats, pattern) if m]
+        combos = list(itertools.product(*(spec.categorical[c] for c in cols)))
+        expanded = plain.iloc[np.repeat(rows, len(combos))].reset_index(drop=True)
+        for j, c in enumerate(cols):
+            expanded[c] = np.tile(np.array([combo[j] for combo in combos], dtype=object), len(rows))
+        out[rows] = np.median(log_h(expanded).reshape(len(rows), len(combos)), axis=1)
+    bad = np.flatnonzero(~np.isfinite(out))
+    if bad.size:
+        raise InputError(
+            f"row {int(bad[0])}: the analytic {kind} duration estimate is not a number; check its "
+            f"numeric features ({', '.join(c for c in spec.features if c not in spec.categorical)})"
+        )
+    return out
 
 
 def _design(feats: pd.DataFrame, kind: str) -> pd.DataFrame:
@@ -252,12 +330,31 @@ def _design(feats: pd.DataFrame, kind: str) -> pd.DataFrame:
     return out
 
 
-def _train_booster(x: pd.DataFrame, y: np.ndarray, params: dict[str, Any], rounds: int):
+def _train_booster(
+    x: pd.DataFrame,
+    y: np.ndarray,
+    params: dict[str, Any],
+    rounds: int,
+    valid: tuple[pd.DataFrame, np.ndarray] | None = None,
+):
+    """Train ``rounds`` LightGBM rounds; with ``valid``, return ``(booster, valid L2 per round (rounds,))``."""
     import lightgbm as lgb
 
     cats = [c for c in x.columns if isinstance(x[c].dtype, pd.CategoricalDtype)]
     ds = lgb.Dataset(x, label=y, categorical_feature=cats, free_raw_data=False)
-    return lgb.train(params, ds, num_boost_round=rounds)
+    if valid is None:
+        return lgb.train(params, ds, num_boost_round=rounds)
+    vs = lgb.Dataset(valid[0], label=valid[1], categorical_feature=cats, reference=ds, free_raw_data=False)
+    record: dict[str, Any] = {}
+    booster = lgb.train(
+        {**params, "metric": "l2"},
+        ds,
+        num_boost_round=rounds,
+        valid_sets=[vs],
+        valid_names=["valid"],
+        callbacks=[lgb.record_evaluation(record)],
+    )
+    return booster, np.asarray(record["valid"]["l2"], dtype=float)
 
 
 def _clean_history(kind: str, history: pd.DataFrame) -> tuple[pd.DataFrame, int]:
@@ -326,7 +423,9 @@ def fit(
         history: ``(n, ...)`` one row per finished job: the kind's features, ``duration_h`` (hours)
             and ``gpus_used``. Extra columns are ignored; the input is not modified.
         params: LightGBM parameter overrides (e.g. ``{"num_threads": 2}``).
-        num_rounds: boosting rounds of the duration model (default :data:`DEFAULT_ROUNDS`).
+        num_rounds: at most this many boosting rounds of the duration correction (default
+            :data:`DEFAULT_ROUNDS`); the count used is the one with the least out-of-fold squared
+            log error on the training rows (``info["duration_rounds"]``).
         oof_folds: folds for the out-of-fold residual quantiles (>= 2; default :data:`OOF_FOLDS`).
         seed: seed of LightGBM and of the fold assignment.
 
@@ -366,14 +465,25 @@ def fit(
         oof_g[te] = gpus_of(_train_booster(x.loc[tr], g2[tr], p, min(GPU_ROUNDS, num_rounds)), x.loc[te])
     gpu_booster = _train_booster(x, g2, p, min(GPU_ROUNDS, num_rounds))
     xs = _stack(x, kind, oof_g)
-    oof = np.empty(len(x))
+    # K-fold on the training rows: the out-of-fold squared error of the correction after each
+    # round picks the number of rounds (few when the prior is already right, many when the
+    # history shows a bias), and the out-of-fold residuals at that round give the quantiles.
+    fold_fits = []
+    sq_err = np.zeros(num_rounds)
     for k in range(n_folds):
         tr, te = folds != k, folds == k
-        b = _train_booster(xs.loc[tr], y[tr] - offset_log_h(xs.loc[tr]), p, num_rounds)
         xte = _stack(x.loc[te], kind, gpus_of(gpu_booster, x.loc[te]))
-        oof[te] = b.predict(xte) + offset_log_h(xte)
+        b, l2 = _train_booster(
+            xs.loc[tr], y[tr] - offset_log_h(xs.loc[tr]), p, num_rounds, valid=(xte, y[te] - offset_log_h(xte))
+        )
+        sq_err += l2 * te.sum()
+        fold_fits.append((b, xte, te))
+    rounds = int(np.argmin(sq_err)) + 1
+    oof = np.empty(len(x))
+    for b, xte, te in fold_fits:
+        oof[te] = b.predict(xte, num_iteration=rounds) + offset_log_h(xte)
     q10, q50, q90 = (float(v) for v in np.quantile(y - oof, [0.1, 0.5, 0.9]))
-    dur_booster = _train_booster(xs, y - offset_log_h(xs), p, num_rounds)
+    dur_booster = _train_booster(xs, y - offset_log_h(xs), p, rounds)
     import lightgbm as lgb
 
     info = {
@@ -382,6 +492,8 @@ def fit(
         "n_missing_category": {c: int(m.sum()) for c, m in issues.missing.items()},
         "gpus_floor_at_requested": floor,
         "num_rounds": int(num_rounds),
+        "duration_rounds": rounds,
+        "oof_mse_log_by_round": [float(v) for v in sq_err / len(x)],
         "oof_folds": int(max(int(oof_folds), 2)),
         "params": p,
         "lightgbm_version": lgb.__version__,
@@ -649,12 +761,4 @@ def evaluate(model: JobModel, holdout: pd.DataFrame) -> dict[str, Any]:
 def _plain(model: JobModel, jobs: pd.DataFrame) -> pd.DataFrame:
     """Features as plain numpy-backed columns (strings, floats) for the analytic formulas."""
     feats, _ = normalise_features(jobs, model.spec, model.levels)
-    out = pd.DataFrame(index=feats.index)
-    for c in model.spec.features:
-        if c in model.spec.categorical:
-            out[c] = feats[c].astype(object).to_numpy()
-        elif c in model.spec.boolean:
-            out[c] = feats[c].to_numpy() > 0.5
-        else:
-            out[c] = feats[c].to_numpy()
-    return out
+    return _plain_features(feats, model.spec)
