@@ -135,35 +135,32 @@ def _backfill(problem: Problem, board: Board, key: Callable[[Job], tuple]) -> Pl
     out: Placement = {}
     order = sorted(problem.jobs, key=key)
     for t in range(board.H):
-        while True:
-            queue = [j for j in order if j.job_id not in out and j.release_step <= t]
-            if not queue:
-                break
-            head = queue[0]
-            hs = head.requested
+        queue = [j for j in order if j.job_id not in out and j.release_step <= t]
+        while queue:  # start heads for as long as they fit
+            hs = queue[0].requested
             o = board.fit_at(t, hs.gpus, hs.duration_steps)
-            if o is not None:
-                board.place(t, o, hs.gpus, hs.duration_steps)
-                out[head.job_id] = (t, o)
+            if o is None:
+                break
+            board.place(t, o, hs.gpus, hs.duration_steps)
+            out[queue.pop(0).job_id] = (t, o)
+        if not queue:
+            continue
+        # the head does not fit: reserve its earliest start; backfill what does not delay it.
+        # One pass suffices: backfilling only removes space, so a job refused here stays refused.
+        hs = queue[0].requested
+        res = board.earliest(t + 1, hs.gpus, hs.duration_steps)
+        for j in queue[1:]:
+            s = j.requested
+            o = board.fit_at(t, s.gpus, s.duration_steps)
+            if o is None:
                 continue
-            res = board.earliest(t + 1, hs.gpus, hs.duration_steps)
-            started = False
-            for j in queue[1:]:
-                s = j.requested
-                o = board.fit_at(t, s.gpus, s.duration_steps)
-                if o is None:
+            board.place(t, o, s.gpus, s.duration_steps)
+            if res is not None:
+                again = board.earliest(t + 1, hs.gpus, hs.duration_steps)
+                if again is None or again[0] > res[0]:
+                    board.place(t, o, s.gpus, s.duration_steps, sign=-1)
                     continue
-                board.place(t, o, s.gpus, s.duration_steps)
-                if res is not None:
-                    again = board.earliest(t + 1, hs.gpus, hs.duration_steps)
-                    if again is None or again[0] > res[0]:
-                        board.place(t, o, s.gpus, s.duration_steps, sign=-1)
-                        continue
-                out[j.job_id] = (t, o)
-                started = True
-                break
-            if not started:
-                break
+            out[j.job_id] = (t, o)
     return out
 
 
