@@ -250,42 +250,41 @@ def demand_following_target(problem: Problem) -> np.ndarray:
     return out
 
 
-def greedy_plans(problem: Problem) -> list[Plan]:
-    """Warm-start candidates for the MILP (not baselines): services follow their demand
-    (:func:`demand_following_target`) instead of holding the peak, and jobs are placed one by one
-    at their earliest fitting start, with the size of highest §5 reward there, in three orders:
-    priority (then release), reward per GPU-step (priority x efficiency), and size x duration
-    (largest first). Unverified; the MILP planner verifies before use.
-    """
+def greedy_place(problem: Problem, service_gpus: np.ndarray, jobs: list[Job], planner: str = "greedy") -> Plan:
+    """Place ``jobs`` one by one, in the given order, each at its earliest fitting start (after
+    its release) with the size of highest §5 reward there; services fixed at ``service_gpus``
+    (S, H). A warm-start candidate for the MILP (unverified; the planner verifies)."""
     t0 = time.perf_counter()
-    svc = reserved_service_gpus(problem, demand_following_target(problem))
     g = problem.settings.decay_per_step
     H = problem.horizon_steps
+    board = Board(problem, service_gpus)
+    starts: dict[str, tuple[int, int, int]] = {}
+    for j in jobs:
+        best = None
+        for s in j.sizes:
+            hit = board.earliest(j.release_step, s.gpus, s.duration_steps)
+            if hit is not None:
+                value = j.priority * s.efficiency * s.gpus * sum(
+                    g**tau for tau in range(hit[0], min(hit[0] + s.duration_steps, H)))
+                if best is None or (value, -hit[0]) > best[:2]:
+                    best = (value, -hit[0], s, hit)
+        if best is not None:
+            _, _, s, (t, o) = best
+            board.place(t, o, s.gpus, s.duration_steps)
+            starts[j.job_id] = (t, o, s.gpus)
+    return assemble_plan(problem, planner, "heuristic", starts, service_gpus, time.perf_counter() - t0)
 
-    def reward(j: Job, s, t: int) -> float:
-        end = min(t + s.duration_steps, H)
-        return j.priority * s.efficiency * s.gpus * sum(g**tau for tau in range(t, end))
 
+def greedy_plans(problem: Problem) -> list[Plan]:
+    """Warm-start candidates for the MILP (not baselines): services follow their demand
+    (:func:`demand_following_target`) instead of holding the peak, and :func:`greedy_place` puts
+    jobs in three orders: priority (then release), reward per GPU-step (priority x efficiency),
+    and size x duration (largest first).
+    """
+    svc = reserved_service_gpus(problem, demand_following_target(problem))
     orders = (
         lambda j: (-j.priority, j.release_step, j.job_id),
         lambda j: (-j.priority * max(s.efficiency for s in j.sizes), j.release_step, j.job_id),
         lambda j: (-max(s.gpus * s.duration_steps for s in j.sizes), -j.priority, j.job_id),
     )
-    out = []
-    for key in orders:
-        board = Board(problem, svc)
-        starts: dict[str, tuple[int, int, int]] = {}
-        for j in sorted(problem.jobs, key=key):
-            best = None
-            for s in j.sizes:
-                hit = board.earliest(j.release_step, s.gpus, s.duration_steps)
-                if hit is not None:
-                    cand = (reward(j, s, hit[0]), -hit[0], s, hit)
-                    if best is None or cand[:2] > best[:2]:
-                        best = cand
-            if best is not None:
-                _, _, s, (t, o) = best
-                board.place(t, o, s.gpus, s.duration_steps)
-                starts[j.job_id] = (t, o, s.gpus)
-        out.append(assemble_plan(problem, "greedy", "heuristic", starts, svc, time.perf_counter() - t0))
-    return out
+    return [greedy_place(problem, svc, sorted(problem.jobs, key=key)) for key in orders]

@@ -39,6 +39,7 @@ from optimizer.milp import (
     make_context,
     set_service_values,
 )
+from optimizer.baselines import demand_following_target, greedy_place, reserved_service_gpus
 from optimizer.plan import Plan
 from optimizer.problem import Problem
 from optimizer.solver import SparseModel, solve
@@ -262,3 +263,34 @@ def _pack_milp(occ: np.ndarray, picks: dict[str, tuple[int, int, int]], time_lim
             return None
         res[jid] = int(offs[on[0]])
     return res
+
+
+def lp_guided_plan(cm: CountModel, time_limit_s: float = 2.0) -> Plan | None:
+    """A warm-start candidate from the master's LP relaxation: jobs ordered by how much of them
+    the LP starts (most first), then by their LP mean start, placed by
+    :func:`optimizer.baselines.greedy_place` with demand-following services. None when the LP
+    does not solve in time. Unverified; the planner verifies before use.
+    """
+    from dataclasses import replace
+
+    p = cm.ctx.problem
+    lp = replace(cm.model, integer=np.zeros(cm.model.n_cols, dtype=bool))
+    out = solve(lp, time_limit_s=time_limit_s, mip_rel_gap=0.0, threads=1)
+    if out.x is None:
+        return None
+    started: dict[str, float] = {}
+    mean_t: dict[str, float] = {}
+    for v in cm.ys:
+        y = out.x[v.cols]
+        members = cm.ctx.groups[v.group]
+        for k in members:
+            jid = p.jobs[k].job_id
+            started[jid] = started.get(jid, 0.0) + float(y.sum()) / len(members)
+            mean_t[jid] = mean_t.get(jid, 0.0) + float((y * v.starts).sum()) / len(members)
+
+    def key(j):
+        f = started.get(j.job_id, 0.0)
+        return (-round(f, 3), mean_t.get(j.job_id, 0.0) / f if f > 1e-9 else float("inf"), j.job_id)
+
+    svc = reserved_service_gpus(p, demand_following_target(p))
+    return greedy_place(p, svc, sorted(p.jobs, key=key), planner="lp_guided")

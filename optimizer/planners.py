@@ -4,7 +4,8 @@
 raises naming step and numbers), the size check (:func:`optimizer.diagnose.check_size`, raises
 before anything is allocated), the three baselines (each verified), the model build, and one
 HiGHS solve warm-started from the best verified plan among the baselines, the demand-following
-greedy plans (:func:`optimizer.baselines.greedy_plans`) and ``warm_start`` (so its objective is
+greedy plans (:func:`optimizer.baselines.greedy_plans`), the LP-guided greedy plan
+(:func:`optimizer.decomposition.lp_guided_plan`) and ``warm_start`` (so its objective is
 never below the best baseline's). Its plan is verified; when the solve ends without a usable
 plan (no incumbent, infeasible, unbounded-or-infeasible, solver error, unknown status, or a plan
 the verifier rejects) the best baseline plan is returned with ``status="fallback"``,
@@ -19,7 +20,7 @@ from dataclasses import replace
 from optimizer.baselines import BASELINES, assemble_plan, baseline_plan, greedy_plans
 from optimizer.diagnose import check_feasible, check_size, coverage_shortfalls
 from optimizer.errors import InputError
-from optimizer.decomposition import build_count_model, count_picks, count_vector, pack_offsets
+from optimizer.decomposition import build_count_model, count_picks, count_vector, lp_guided_plan, pack_offsets
 from optimizer.milp import build_model, plan_to_vector, solution_starts, solve_model
 from optimizer.solver import solve
 from optimizer.plan import Plan
@@ -109,6 +110,10 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
     if st.milp_method == "decomposed":
         cm = build_count_model(problem)
         size = dict(cm.size, method="decomposed")
+        guided = lp_guided_plan(cm, time_limit_s=min(2.0, left() / 4))
+        if guided is not None and not verify(guided, problem):
+            seeds.append(guided)
+            seeds.sort(key=lambda p: p.objective, reverse=True)
         start = next((x for x in (count_vector(cm, s) for s in seeds) if x is not None), None)
         out = solve(cm.model, time_limit_s=left(), mip_rel_gap=st.mip_rel_gap, threads=st.threads,
                     random_seed=st.random_seed, start=start)
