@@ -10,8 +10,13 @@ Public API (pure: no files, MLflow or Prefect):
 * :func:`time_split`, :func:`duration_steps`, :func:`clip_to_step`
 * feature lists :data:`FEATURES` (per kind) and fixed, versioned level lists stored in the model.
 
-Model. GPU count: LightGBM regression on ``log2(gpus_used)``, rounded to a power of two (and never
-below ``gpus_requested`` when no job in the history ran on fewer GPUs than it requested).
+Model. Both targets are physics-informed residual models: LightGBM learns, from the history, the
+correction to a noise-free physics prior computed from the job's own features, and the raw
+boosters return only that correction (add the prior, a column of the design matrix).
+GPU count: the prior is the kind's memory model, ``log2(gpus_used)`` of the per-kind module
+(``max(gpus_requested, memory-driven minimum)``, column :data:`GPU_PRIOR`); LightGBM regression
+learns ``log2(gpus_used) - prior``; the sum is rounded to a power of two (and never below
+``gpus_requested`` when no job in the history ran on fewer GPUs than it requested).
 Duration: physics-informed residual boosting. The prior is the kind's noise-free analytic
 duration (DESIGN §4.1-4.3: ``analytic_duration_h`` of the per-kind modules, public constants
 cited there) at the predicted GPU count; LightGBM (L2) learns the correction
@@ -27,7 +32,11 @@ parameter), and the GPU model's prediction (out-of-fold at fit time) with the pr
 (:data:`STACKED_FEATURES`). The raw duration booster returns the correction only; add
 :func:`offset_log_h` of its design matrix. Quantiles: a calibrated
 residual model, i.e. the 10th/50th/90th percentiles of out-of-fold log residuals (K-fold on the
-training rows) added to the point forecast, so P10 <= P50 <= P90 always.
+training rows) added to the point forecast, so P10 <= P50 <= P90 always. The same out-of-fold
+errors choose the number of boosting rounds of the duration correction (at most ``num_rounds``):
+on a history that the prior already explains (the generated ones) that is a round or a few, and
+the model is the prior plus a constant; where the history disagrees with the prior, more rounds.
+A training row with a missing category gets, as its priors, the median over the known levels.
 
 Training rows with ``duration_h <= 0`` (failed at launch) or missing are excluded and counted in
 ``model.info["n_excluded_nonpositive"]`` (case C21). Missing categorical values in history (legacy
@@ -204,17 +213,18 @@ class JobModel:
 
     @property
     def model_features(self) -> tuple[str, ...]:
-        """Columns of the duration design matrix: contract, derived, then stacked GPU features."""
-        return (*self.spec.features, *DERIVED_FEATURES[self.kind], *STACKED_FEATURES)
+        """Columns of the duration design matrix: contract, derived, GPU prior, then stacked GPU features."""
+        return (*self.spec.features, *DERIVED_FEATURES[self.kind], GPU_PRIOR, *STACKED_FEATURES)
 
     def design_matrix(self, jobs: pd.DataFrame) -> pd.DataFrame:
         """Validated duration-booster input ``(n, len(model_features))``; refuses unknown/missing categories.
 
         This is the frame the raw duration booster (LightGBM flavour, ``Booster(model_file=...)``)
-        takes; the GPU booster takes its first ``len(model_features) - 2`` columns. The raw duration
-        booster returns the correction: ``log(duration_h) = booster + offset`` with
-        ``offset = design["log_analytic_h_at_pred_gpus"]``, the log analytic prior in hours
-        (:func:`offset_log_h`).
+        takes; the GPU booster takes its first ``len(model_features) - 2`` columns. Both raw boosters
+        return corrections to a physics prior held in the design matrix:
+        ``log(duration_h) = duration_booster + design["log_analytic_h_at_pred_gpus"]``
+        (:func:`offset_log_h`) and ``log2(gpus) = rint(gpus_booster + design["log2_gpus_physics"])``
+        floored at the request (:func:`gpus_log2_from`).
         """
         feats, issues = normalise_features(jobs, self.spec, self.levels)
         if issues.missing or issues.unknown:
@@ -224,10 +234,24 @@ class JobModel:
 
     def _gpus_log2(self, x: pd.DataFrame) -> np.ndarray:
         """Predicted log2 GPU count (whole numbers), floored at the request when the history allows it."""
-        g = np.clip(np.rint(self.gpus_booster.predict(x)), 0, 10)
-        if self.info.get("gpus_floor_at_requested"):
-            g = np.maximum(g, np.log2(np.maximum(x["gpus_requested"].to_numpy(), 1.0)))
-        return g
+        return gpus_log2_from(self.gpus_booster, x, bool(self.info.get("gpus_floor_at_requested")))
+
+
+#: Design column holding the physics prior of the GPU count: ``log2`` of the kind's ``gpus_used``
+#: (``max(gpus_requested, memory-driven minimum)``, the memory models of the per-kind modules).
+GPU_PRIOR = "log2_gpus_physics"
+
+
+def gpus_log2_from(booster, x: pd.DataFrame, floor_at_requested: bool) -> np.ndarray:
+    """Predicted log2 GPU counts ``(n,)`` (whole numbers in [0, 10]) from the GPU booster's correction.
+
+    ``rint(booster.predict(x) + x["log2_gpus_physics"])``, raised to ``log2(gpus_requested)`` when
+    ``floor_at_requested`` (no job in the history ran on fewer GPUs than it requested).
+    """
+    g = np.clip(np.rint(booster.predict(x) + x[GPU_PRIOR].to_numpy(dtype=float)), 0, 10)
+    if floor_at_requested:
+        g = np.maximum(g, np.log2(np.maximum(x["gpus_requested"].to_numpy(dtype=float), 1.0)))
+    return g
 
 
 #: Features stacked from the GPU-count model into the duration model: the predicted log2 GPU count
@@ -285,40 +309,61 @@ def log_analytic_h(kind: str, feats: pd.DataFrame, g_log2: np.ndarray) -> np.nda
     Returns:
         float array ``(n,)``, log hours, from an estimate clipped to :data:`ANALYTIC_CLIP_H`. A row
         with a missing category (legacy history rows, case C11) gets the median over every known
-        level (every combination when several columns are missing) of the prior.
+        level (every combination when several columns are missing).
 
     Raises:
         InputError: the estimate is not a number for a row (row named), e.g. ``model_params_b`` 0.
     """
+
+    def log_h(mod, frame: pd.DataFrame) -> np.ndarray:
+        return np.log(np.clip(np.asarray(mod.analytic_duration_h(frame), dtype=float), *ANALYTIC_CLIP_H))
+
+    return _physics_prior(kind, feats, log_h, "analytic duration estimate", np.exp2(np.asarray(g_log2, dtype=float)))
+
+
+def log2_gpus_physics(kind: str, feats: pd.DataFrame) -> np.ndarray:
+    """GPU-count prior ``(n,)``: ``log2`` of the kind's ``gpus_used`` (``max(requested, memory minimum)``).
+
+    The memory models (and their sources) are in the per-kind modules' docstrings. Missing
+    categories are pooled as in :func:`log_analytic_h` (median over the known levels).
+
+    Raises:
+        InputError: the prior is not a number for a row (row named).
+    """
+
+    def log2_g(mod, frame: pd.DataFrame) -> np.ndarray:
+        return np.log2(np.maximum(np.asarray(mod.gpus_used(frame), dtype=float), 1.0))
+
+    return _physics_prior(kind, feats, log2_g, "memory-driven GPU count", None)
+
+
+def _physics_prior(kind: str, feats: pd.DataFrame, compute, what: str, gpus_requested) -> np.ndarray:
+    """``compute(module, plain_frame) -> (n,)`` per row; rows with missing categories pooled by the median."""
     spec = spec_for(kind)
     mod = kind_module(kind)
     plain = _plain_features(feats, spec).reset_index(drop=True)
-    plain["gpus_requested"] = np.exp2(np.asarray(g_log2, dtype=float))
+    if gpus_requested is not None:
+        plain["gpus_requested"] = gpus_requested
     cats = list(spec.categorical)
-    miss = plain[cats].isna().to_numpy() if cats else np.zeros((len(plain), 0), dtype=bool)
+    miss = plain[cats].isna().to_numpy()
     out = np.full(len(plain), np.nan)
-
-    def log_h(frame: pd.DataFrame) -> np.ndarray:
-        a = np.asarray(mod.analytic_duration_h(frame), dtype=float)
-        return np.log(np.clip(a, *ANALYTIC_CLIP_H))
-
     complete = ~miss.any(axis=1)
-    if complete.any():
-        out[complete] = log_h(plain.loc[complete].reset_index(drop=True))
-    patterns = {tuple(r) for r in miss[~complete]}
-    for pattern in sorted(patterns):
-        rows = np.flatnonzero((miss == np.array(pattern)).all(axis=1))
-        cols = [c for c, m in zip(cats, pattern) if m]
-        combos = list(itertools.product(*(spec.categorical[c] for c in cols)))
-        expanded = plain.iloc[np.repeat(rows, len(combos))].reset_index(drop=True)
-        for j, c in enumerate(cols):
-            expanded[c] = np.tile(np.array([combo[j] for combo in combos], dtype=object), len(rows))
-        out[rows] = np.median(log_h(expanded).reshape(len(rows), len(combos)), axis=1)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # degenerate rows are named below
+        if complete.any():
+            out[complete] = compute(mod, plain.loc[complete].reset_index(drop=True))
+        for pattern in sorted({tuple(r) for r in miss[~complete]}):
+            rows = np.flatnonzero((miss == np.array(pattern)).all(axis=1))
+            cols = [c for c, m in zip(cats, pattern) if m]
+            combos = list(itertools.product(*(spec.categorical[c] for c in cols)))
+            expanded = plain.iloc[np.repeat(rows, len(combos))].reset_index(drop=True)
+            for j, c in enumerate(cols):
+                expanded[c] = np.tile(np.array([combo[j] for combo in combos], dtype=object), len(rows))
+            out[rows] = np.median(compute(mod, expanded).reshape(len(rows), len(combos)), axis=1)
     bad = np.flatnonzero(~np.isfinite(out))
     if bad.size:
         raise InputError(
-            f"row {int(bad[0])}: the analytic {kind} duration estimate is not a number; check its "
-            f"numeric features ({', '.join(c for c in spec.features if c not in spec.categorical)})"
+            f"row {int(bad[0])}: the {what} of this {kind} job is not a number; check its numeric "
+            f"features ({', '.join(c for c in spec.features if c not in spec.categorical)})"
         )
     return out
 
@@ -327,6 +372,7 @@ def _design(feats: pd.DataFrame, kind: str) -> pd.DataFrame:
     out = feats.copy()
     for name, values in DERIVED[kind](feats).items():
         out[name] = np.asarray(values, dtype=float)
+    out[GPU_PRIOR] = log2_gpus_physics(kind, feats)
     return out
 
 
@@ -452,8 +498,9 @@ def fit(
     floor = bool(np.all(g2 >= np.log2(np.maximum(x["gpus_requested"].to_numpy(), 1.0)) - 1e-9))
 
     def gpus_of(booster, xx: pd.DataFrame) -> np.ndarray:
-        g = np.clip(np.rint(booster.predict(xx)), 0, 10)
-        return np.maximum(g, np.log2(np.maximum(xx["gpus_requested"].to_numpy(), 1.0))) if floor else g
+        return gpus_log2_from(booster, xx, floor)
+
+    g_resid = g2 - x[GPU_PRIOR].to_numpy()  # the GPU booster learns the correction to the memory prior
 
     n_folds = max(int(oof_folds), 2)
     rng = np.random.default_rng(seed)
@@ -462,8 +509,8 @@ def fit(
     oof_g = np.empty(len(x))
     for k in range(n_folds):
         tr, te = folds != k, folds == k
-        oof_g[te] = gpus_of(_train_booster(x.loc[tr], g2[tr], p, min(GPU_ROUNDS, num_rounds)), x.loc[te])
-    gpu_booster = _train_booster(x, g2, p, min(GPU_ROUNDS, num_rounds))
+        oof_g[te] = gpus_of(_train_booster(x.loc[tr], g_resid[tr], p, min(GPU_ROUNDS, num_rounds)), x.loc[te])
+    gpu_booster = _train_booster(x, g_resid, p, min(GPU_ROUNDS, num_rounds))
     xs = _stack(x, kind, oof_g)
     # K-fold on the training rows: the out-of-fold squared error of the correction after each
     # round picks the number of rounds (few when the prior is already right, many when the

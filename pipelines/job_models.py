@@ -2,10 +2,12 @@
 
 On disk a model is a folder::
 
-    duration_booster.txt   LightGBM text model: log(duration_h); its ``pandas_categorical`` line
-                           holds the fixed level lists, so ``lightgbm.Booster(model_file=...)``
-                           alone maps categories correctly
-    gpus_booster.txt       LightGBM text model: log2(gpus_used)
+    duration_booster.txt   LightGBM text model: the correction to log(duration_h) over the analytic
+                           prior (add ``forecasters.jobs.offset_log_h`` of the design matrix); its
+                           ``pandas_categorical`` line holds the fixed level lists, so
+                           ``lightgbm.Booster(model_file=...)`` alone maps categories correctly
+    gpus_booster.txt       LightGBM text model: the correction to log2(gpus_used) over the memory
+                           prior (``forecasters.jobs.gpus_log2_from``)
     model.json             kind, level lists + version, residual quantiles, baselines, info
 
 :func:`save_model` builds it in a temporary sibling folder and renames it into place.
@@ -33,7 +35,7 @@ import pandas as pd
 
 from pipelines.errors import InputError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: boosters return corrections to physics priors
 DURATION_FILE = "duration_booster.txt"
 GPUS_FILE = "gpus_booster.txt"
 META_FILE = "model.json"

@@ -11,7 +11,8 @@ Usage::
     .venv/bin/python scripts/fresh_world_eval.py [--kind training ...] [--json]
 
 Prints one table row per (kind, world): the model's MAE (h), MAPE, median APE and P10-P90
-coverage, and the MAE/MAPE of the per-variant median and analytic baselines. ``--json`` prints
+coverage, the MAE/MAPE of the per-variant median and analytic baselines, the model's MAE gain
+over the per-variant median and the share of exact GPU counts. ``--json`` prints
 ``{"<world>": {"<kind>": <gpuplan train --json document>}}`` instead.
 """
 
@@ -25,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from forecasters.generators import generate_history  # noqa: E402
-from forecasters.jobs import evaluate, fit, time_split  # noqa: E402
+from forecasters.jobs import evaluate, fit, predict, time_split  # noqa: E402
 from pipelines.job_io import shipped_history  # noqa: E402
 
 KINDS = ("training", "quantization", "batch_inference")
@@ -34,9 +35,17 @@ FRESH_SEED = 1
 
 
 def run(kind: str, history) -> dict:
-    """Fit on the earliest 80 % of ``history`` and return :func:`forecasters.jobs.evaluate` on the rest."""
+    """Fit on the earliest 80 % of ``history``; :func:`forecasters.jobs.evaluate` on the rest.
+
+    Adds ``"gpus_exact"``: the share of test jobs whose predicted GPU count equals ``gpus_used``.
+    """
     train, test = time_split(history, TEST_FRACTION)
-    return evaluate(fit(kind, train), test)
+    model = fit(kind, train)
+    doc = evaluate(model, test)
+    kept = test[test["duration_h"] > 0]
+    doc["gpus_exact"] = float((predict(model, kept)["gpus_pred"].to_numpy() == kept["gpus_used"].to_numpy()).mean())
+    doc["duration_rounds"] = int(model.info["duration_rounds"])
+    return doc
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(docs, indent=2))
         return 0
-    head = f"{'kind':16} {'world':12} {'MAE h':>8} {'MAPE':>6} {'medAPE':>6} {'cov':>6} | {'med MAE':>8} {'med MAPE':>8} | {'an MAE':>8} {'an MAPE':>7} | {'MAE vs med':>10}"
+    head = f"{'kind':16} {'world':12} {'MAE h':>8} {'MAPE':>6} {'medAPE':>6} {'cov':>6} | {'med MAE':>8} {'med MAPE':>8} | {'an MAE':>8} {'an MAPE':>7} | {'MAE vs med':>10} {'gpus ok':>7}"
     print(head)
     print("-" * len(head))
     for kind in kinds:
@@ -63,9 +72,9 @@ def main(argv: list[str] | None = None) -> int:
             med, an = b["per_variant_median"], b["analytic"]
             gain = 1.0 - m["mae_h"] / med["mae_h"]
             print(
-                f"{kind:16} {world:12} {m['mae_h']:8.3f} {m['mape']:6.3f} {m['median_ape']:6.3f} "
+                f"{kind:16} {world:12} {m['mae_h']:8.4f} {m['mape']:6.4f} {m['median_ape']:6.4f} "
                 f"{m['coverage_p10_p90']:6.3f} | {med['mae_h']:8.3f} {med['mape']:8.3f} | "
-                f"{an['mae_h']:8.3f} {an['mape']:7.3f} | {gain:10.1%}"
+                f"{an['mae_h']:8.4f} {an['mape']:7.4f} | {gain:10.1%} {d[kind]['gpus_exact']:7.3f}"
             )
     return 0
 
