@@ -19,6 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from optimizer.baselines import greedy_plans
+from optimizer.decomposition import build_count_model, lp_guided_plan
 from optimizer.diagnose import InfeasibleProblemError, diagnose
 from optimizer.planners import PLANNERS, plan
 from optimizer.problem import Cluster, Job, Problem, RunningJob, Service, Settings, SizeOption
@@ -92,6 +94,9 @@ def test_every_planner_verified_and_milp_dominates_baselines(p):
         for a in r.assignments:
             if a.started:
                 assert a.gpus & (a.gpus - 1) == 0 and a.block_offset % a.gpus == 0
+    # the MILP's warm-start candidates are valid too (a broken one would be skipped silently)
+    for g in greedy_plans(p) + [lp_guided_plan(build_count_model(p))]:
+        assert g is not None and verify(g, p) == [], g.planner if g else "lp_guided"
     m = plans["milp"]
     assert m.status in ("optimal", "time_limit", "fallback")
     for name in ("fifo", "easy", "priority"):
