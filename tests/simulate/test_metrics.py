@@ -6,7 +6,7 @@ import pytest
 from sim_helpers import greedy_plan, tiny_scenario
 
 from optimizer.metrics import CSV_COLUMNS, compute, percentile
-from optimizer.simulate import simulate
+from optimizer.simulate import simulate, simulate_clairvoyant
 
 
 def test_percentile_linear_interpolation():
@@ -63,3 +63,17 @@ def test_replan_every_two_steps_follows_previous_plan():
     assert m.value == pytest.approx(6.5)
     assert m.wait_by_priority["1"] == (1.25, 1.925)  # B 0.5 h, C 2 h
     assert res.verified_plans == 4
+
+
+def test_clairvoyant_sees_truth_and_arrivals_inside_the_horizon():
+    res = simulate(tiny_scenario().clairvoyant(), greedy_plan, name="clairvoyant", lookahead=True, keep_plans=True)
+    p0 = res.problems_at[0]
+    assert [(j.job_id, j.release_step) for j in p0.jobs] == [("A", 0), ("C", 0), ("B", 1)]
+    assert [s.demand_gpus for s in p0.services] == [(1, 2, 2, 1)]  # true demand
+    assert [(r.job_id, r.remaining_steps) for r in res.problems_at[1].running] == [("A", 2)]  # true 3 steps
+    clair = simulate_clairvoyant(tiny_scenario(), greedy_plan)
+    # the greedy planner now reserves the true demand (2 GPUs at steps 1-2): A (2 GPUs, 3 steps)
+    # still fits at step 0 and B waits until A ends and the service shrinks, at step 3
+    assert clair.jobs["B"].first_start_step == 3
+    m = compute(clair)
+    assert m.rt_unmet_gpu_h == 0.0 and m.value == pytest.approx(6.5) and m.verified_plans == 4
