@@ -204,7 +204,8 @@ def count_picks(cm: CountModel, x: np.ndarray) -> tuple[dict[str, tuple[int, int
 
 
 def pack_offsets(
-    occ: np.ndarray, picks: dict[str, tuple[int, int, int]], time_limit_s: float = 5.0, seed: int = 0
+    occ: np.ndarray, picks: dict[str, tuple[int, int, int]], time_limit_s: float = 5.0, seed: int = 0,
+    threads: int = 1,
 ) -> dict[str, int] | None:
     """Aligned offsets for fixed (start, gpus, duration) so that no GPU is used twice at a step.
 
@@ -225,11 +226,11 @@ def pack_offsets(
         out[jid] = o
     else:
         return out
-    return _pack_milp(occ, picks, time_limit_s, seed)
+    return _pack_milp(occ, picks, time_limit_s, seed, threads)
 
 
 def _pack_milp(occ: np.ndarray, picks: dict[str, tuple[int, int, int]], time_limit_s: float,
-               seed: int) -> dict[str, int] | None:
+               seed: int, threads: int) -> dict[str, int] | None:
     H, N = occ.shape
     b = ModelBuilder()
     items = sorted(picks.items())
@@ -253,7 +254,7 @@ def _pack_milp(occ: np.ndarray, picks: dict[str, tuple[int, int, int]], time_lim
     used, inv = np.unique(rr, return_inverse=True)
     rows = b.add_rows(-np.inf, np.ones(len(used)), "one_task_per_gpu")
     b.add_coeffs(rows[inv], np.concatenate(cell_c), 1.0)
-    out = solve(b.model(), time_limit_s=time_limit_s, mip_rel_gap=0.0, threads=1, random_seed=seed)
+    out = solve(b.model(), time_limit_s=time_limit_s, mip_rel_gap=0.0, threads=threads, random_seed=seed)
     if out.x is None:
         return None
     res: dict[str, int] = {}
@@ -275,7 +276,8 @@ def lp_guided_plan(cm: CountModel, time_limit_s: float = 2.0) -> Plan | None:
 
     p = cm.ctx.problem
     lp = replace(cm.model, integer=np.zeros(cm.model.n_cols, dtype=bool))
-    out = solve(lp, time_limit_s=time_limit_s, mip_rel_gap=0.0, threads=1)
+    st = p.settings
+    out = solve(lp, time_limit_s=time_limit_s, mip_rel_gap=0.0, threads=st.threads, random_seed=st.random_seed)
     if out.x is None:
         return None
     started: dict[str, float] = {}

@@ -120,7 +120,8 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
         if out.x is None or out.status not in ("optimal", "time_limit"):
             return fallback(out.status, out.message or out.status, size)
         picks, svc = count_picks(cm, out.x)
-        offs = pack_offsets(cm.occ, picks, time_limit_s=min(5.0, left()), seed=st.random_seed)
+        offs = pack_offsets(cm.occ, picks, time_limit_s=min(5.0, left()), seed=st.random_seed,
+                            threads=st.threads)
         if offs is not None:
             starts = {jid: (t, offs[jid], g) for jid, (t, g, _d) in picks.items()}
             plan_, why = finish(out, starts, svc, size)

@@ -26,6 +26,7 @@ import contextlib
 import math
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -252,6 +253,7 @@ def _solve_once(
     t0 = time.perf_counter()
     h = None
     try:
+        _use_threads(highspy, int(threads))
         with _stdout_to_stderr():
             h = highspy.Highs()
         h.setOptionValue("output_flag", False)
@@ -324,6 +326,22 @@ def _solve_once(
             with contextlib.suppress(Exception):
                 h.clear()
         del h
+
+
+_SCHEDULER_LOCK = threading.Lock()
+_scheduler_threads: int | None = None
+
+
+def _use_threads(highspy, threads: int) -> None:
+    """HiGHS keeps one global thread scheduler per process, sized by the first solve: a later
+    solve asking for another ``threads`` value returns model status kNotset without solving.
+    Reset the scheduler when the requested count changes (solves in one process run one at a
+    time; the lock keeps two callers from resetting at once)."""
+    global _scheduler_threads
+    with _SCHEDULER_LOCK:
+        if _scheduler_threads is not None and _scheduler_threads != threads:
+            highspy.Highs.resetGlobalScheduler(True)
+        _scheduler_threads = threads
 
 
 def _message(status: str, name: str, time_limit_s: float) -> str:

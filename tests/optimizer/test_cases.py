@@ -295,3 +295,13 @@ def test_unpackable_master_solution_falls_through_to_the_full_model(monkeypatch)
     r = plan(p, "milp")
     assert r.status == "optimal" and r.model["method"] == "full"
     assert r.job("A").start_step == 2 and any("solved the full model instead" in n for n in r.notes)
+
+
+def test_changing_thread_count_between_solves_still_solves():
+    """HiGHS sizes one global scheduler per process; a solve with another ``threads`` value must
+    not come back unsolved (it did: model status kNotset)."""
+    m = SparseModel(np.array([1.0, 1.0]), np.zeros(2), np.array([3.0, 3.0]), np.array([True, True]),
+                    sparse.csc_matrix(np.array([[1.0, 2.0]])), np.array([-np.inf]), np.array([4.0]))
+    for threads in (1, 2, 1, 2):
+        out = solve(m, threads=threads)
+        assert out.status == "optimal" and out.objective == pytest.approx(3.0)  # max x0 + x1, x0 + 2 x1 <= 4, x <= 3
