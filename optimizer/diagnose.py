@@ -112,9 +112,11 @@ def diagnose(problem: Problem) -> list[str]:
         rt = int(L[:, t].sum())
         label = "real-time demand (hard)" if hard else "real-time minimums"
         down = f", {len(problem.down_gpus)} GPUs down" if problem.down_gpus else ""
+        per = ", ".join(f"{s.service} {int(L[i, t])}" for i, s in enumerate(problem.services))
         reasons.append(
             f"{label} plus running jobs exceed the cluster at step {t}: {int(need[t])} > {cap} "
-            f"(real-time {rt}, running {int(run[t])}, capacity {cap}{down}, shortfall {int(need[t]) - cap})"
+            f"(real-time {rt}, running {int(run[t])}, capacity {cap}{down}, shortfall {int(need[t]) - cap}; "
+            f"smallest allocation per service given band, swap cap and current_gpus: {per})"
             + (f"; {len(bad) - 1} more steps" if len(bad) > 1 else "")
         )
     return reasons
