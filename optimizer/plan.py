@@ -87,6 +87,9 @@ class Plan:
     - ``fallback``: True when the MILP failed and this is the best baseline plan.
     - ``n_gpus``, ``horizon_steps``: the grid size, for :meth:`owner_grid`.
     - ``notes``: extra human-readable remarks (pruning, diagnosis, rejected jobs).
+    - ``solver_status``: for the MILP planner, the solver outcome of
+      :data:`optimizer.solver.OUTCOMES` (e.g. ``"no_solution"`` behind a ``"fallback"`` plan);
+      None for baselines.
     """
 
     planner: str
@@ -104,6 +107,7 @@ class Plan:
     n_gpus: int = 0
     horizon_steps: int = 0
     notes: tuple[str, ...] = field(default=())
+    solver_status: str | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -150,7 +154,7 @@ class Plan:
 
         Keys: status, objective, bound, gap, solve_s, model {rows, cols, binaries}, jobs
         [{job_id, start_step, end_step, block_offset, gpus}], services [{service, gpus}],
-        violations; plus planner, fallback, message, notes, n_gpus, horizon_steps.
+        violations; plus planner, fallback, message, notes, n_gpus, horizon_steps, solver_status.
         """
         return {
             "planner": self.planner,
@@ -168,6 +172,7 @@ class Plan:
             "notes": list(self.notes),
             "n_gpus": self.n_gpus,
             "horizon_steps": self.horizon_steps,
+            "solver_status": self.solver_status,
         }
 
     @classmethod
@@ -189,6 +194,7 @@ class Plan:
             n_gpus=int(d.get("n_gpus", 0)),
             horizon_steps=int(d.get("horizon_steps", 0)),
             notes=tuple(d.get("notes", [])),
+            solver_status=d.get("solver_status"),
         )
 
 

@@ -90,7 +90,7 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
 
     def fallback(status: str, why: str, size: dict | None) -> Plan:
         return _verified(replace(
-            base, planner="milp", status="fallback", fallback=True, model=size,
+            base, planner="milp", status="fallback", fallback=True, model=size, solver_status=status,
             solve_s=time.perf_counter() - t0,
             message=f"MILP {status}: {why}; returning the best baseline plan ({base.planner})",
             notes=tuple(extra),
@@ -99,7 +99,8 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
     def finish(out, starts, svc, size) -> tuple[Plan | None, str]:
         status = "optimal" if out.status == "optimal" else "time_limit"
         p = assemble_plan(problem, "milp", status, starts, svc, time.perf_counter() - t0,
-                          bound=out.bound, gap=out.gap, model=size, message=out.message, notes=tuple(extra))
+                          bound=out.bound, gap=out.gap, model=size, message=out.message, notes=tuple(extra),
+                          solver_status=out.status)
         v = verify(p, problem)
         if v:
             return None, "its plan failed verification (" + "; ".join(v[:3]) + ")"

@@ -94,7 +94,7 @@ def test_c13b_no_incumbent_falls_back_to_best_baseline(monkeypatch):
     monkeypatch.setattr(planners, "solve", no_solution)
     monkeypatch.setattr(planners, "solve_model", no_solution)
     r = plan(p, "milp")
-    assert r.status == "fallback" and r.fallback and r.planner == "milp"
+    assert r.status == "fallback" and r.fallback and r.planner == "milp" and r.solver_status == "no_solution"
     assert "no_solution" in r.message and "0.001 s" in r.message and "best baseline" in r.message
     assert verify(r, p) == [] and r.bound is None and r.gap is None
 
