@@ -201,5 +201,5 @@ class Plan:
 def _finite(x: float | None) -> float | None:
     if x is None:
         return None
-    x = float(x)
+    x = float(x) + 0.0  # + 0.0 turns -0.0 into 0.0
     return x if math.isfinite(x) else None
