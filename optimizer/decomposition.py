@@ -37,6 +37,7 @@ from optimizer.milp import (
     add_swap_cap,
     assign_group_members,
     make_context,
+    model_size,
     set_service_values,
 )
 from optimizer.baselines import demand_following_target, greedy_place, reserved_service_gpus
@@ -150,8 +151,8 @@ class CountModel:
 
     @property
     def size(self) -> dict[str, int]:
-        return {"rows": self.model.n_rows, "cols": self.model.n_cols,
-                "binaries": int(sum(len(v.cols) for v in self.ys))}
+        """{rows, cols, binaries, integers} (start counts of a group of k > 1 jobs are 0..k integers)."""
+        return model_size(self.model)
 
 
 def build_count_model(problem: Problem) -> CountModel:

@@ -384,12 +384,15 @@ class BuiltModel:
 
     @property
     def size(self) -> dict[str, int]:
-        """{rows, cols, binaries} of the built model."""
-        return {
-            "rows": self.model.n_rows,
-            "cols": self.model.n_cols,
-            "binaries": int(sum(len(v.cols) for v in self.xs)),
-        }
+        """{rows, cols, binaries, integers} of the built model (see :func:`model_size`)."""
+        return model_size(self.model)
+
+
+def model_size(m: SparseModel) -> dict[str, int]:
+    """{rows, cols, binaries (integer columns with bounds [0, 1]), integers (all integer columns)}."""
+    integer = np.asarray(m.integer, dtype=bool)
+    binary = integer & (np.asarray(m.col_lower) == 0.0) & (np.asarray(m.col_upper) == 1.0)
+    return {"rows": m.n_rows, "cols": m.n_cols, "binaries": int(binary.sum()), "integers": int(integer.sum())}
 
 
 def build_model(problem: Problem) -> BuiltModel:
