@@ -5,10 +5,14 @@ Conventions (STACK.md, STYLE.md "From Prefect's own examples"):
 - One ``@task`` per step, each calling plain functions of :mod:`pipelines.queue`,
   :mod:`pipelines.risk_report`, the optimizer and the forecasters; tasks pass **file paths**,
   never data frames.
-- Tasks that can hang carry ``timeout_seconds`` (case C26): training and the solve. HiGHS has
-  its own time limit; the task timeout (``Settings.solve_timeout_s``, larger) is the guard for
-  anything else that hangs. A timed-out task fails its flow run (state Failed/TimedOut, never
-  Running).
+- Tasks that can hang carry ``timeout_seconds`` (case C26): the solve, and the nightly
+  training (run one after the other in the flow's thread). HiGHS has its own time limit; the
+  task timeout (``Settings.solve_timeout_s``, larger) is the guard for anything else that hangs.
+  A timed-out task fails its flow run (state Failed, never Running). Prefect enforces a sync
+  task's timeout with SIGALRM when the flow runs in the main thread (a sleep or a blocking
+  call is interrupted); in a worker thread it can only inject an exception between Python
+  bytecodes, so flows carry no flow-level timeout (it would move them off the main thread)
+  and the parallel training inside ``run_all`` has none.
 - Retries only on steps whose failure is transient: MLflow logging (SQLite "database is
   locked"). Training, solving and verifying are deterministic and never retried.
 - The MLflow store is initialised once, before any fan-out (:func:`pipelines.tracking.init_store`).
@@ -213,7 +217,7 @@ def _plan_into(rf: Any, problem_path: str, planner: str, extra: dict[str, str] |
     return {"status": status, "outputs": outs}
 
 
-@flow(name="plan", log_prints=False, timeout_seconds=1800)
+@flow(name="plan", log_prints=False)
 def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: str | None = None,
               scheduled_at: datetime | None = None) -> dict[str, Any]:
     """Re-plan once: build the current problem (or read ``problem_path``), solve, verify, publish.
@@ -301,7 +305,7 @@ def benchmark(scenario: str = "all", quick: bool = True, out_dir: str | None = N
         return queue.run_benchmark(s, scenario, quick, out)
 
 
-@flow(name="run_all", log_prints=False, timeout_seconds=1800)
+@flow(name="run_all", log_prints=False)
 def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "milp") -> dict[str, Any]:
     """The main job on the shipped real data (DESIGN §7.1, ``gpuplan run``).
 
@@ -326,8 +330,9 @@ def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "m
     try:
         traffic = ingest_traffic(str(rf.tmp_path))
         # independent work in Prefect's thread pool (LightGBM and numpy release the GIL)
-        # (no task timeout here: Prefect cannot interrupt a worker thread; run_all's own
-        # timeout_seconds bounds the whole job)
+        # (no task timeout here: Prefect cannot interrupt a worker thread, and a flow-level
+        # timeout would move the flow off the main thread, where the solve task's alarm-based
+        # timeout_seconds works; training is bounded by LightGBM's fixed number of rounds)
         futures = {k: train_or_load.submit(k, retrain=retrain) for k in queue.JOB_KINDS}
         profiles_f = fit_profiles.submit(traffic, str(rf.tmp_path), start)
         models = {k: f.result() for k, f in futures.items()}

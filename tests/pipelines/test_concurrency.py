@@ -54,9 +54,15 @@ def test_four_concurrent_replans_one_hangs(prefect_server, srv_env, make_problem
             args.append("--hang")
         procs.append(subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = []
-    for p in procs:
-        out, err = p.communicate(timeout=240)
-        outs.append((p.returncode, json.loads(out.strip().splitlines()[-1]), err))
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=240)
+            outs.append((p.returncode, json.loads(out.strip().splitlines()[-1]), err))
+    finally:
+        for p in procs:  # never leave a driver behind (by PID)
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=30)
     for i, (rc, doc, err) in enumerate(outs):
         if i == 2:
             assert rc == 3 and not doc["ok"], doc
