@@ -23,7 +23,6 @@ Clock rules (case C25):
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 from datetime import UTC, date, datetime
@@ -68,21 +67,15 @@ def claim_local_day(marker: Path, day: date) -> bool:
 
     Atomic across processes (exclusive ``fcntl`` lock, temp file + ``os.replace``).
     """
+    from pipelines.run_folder import atomic_write_text, file_lock
+
     marker = Path(marker)
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    with open(marker.with_suffix(".lock"), "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            days: list[str] = json.loads(marker.read_text()) if marker.exists() else []
-            if day.isoformat() in days:
-                return False
-            days = sorted(set(days) | {day.isoformat()})[-400:]
-            tmp = marker.with_name(marker.name + ".tmp")
-            tmp.write_text(json.dumps(days))
-            os.replace(tmp, marker)
-            return True
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with file_lock(marker.with_suffix(".lock")):
+        days: list[str] = json.loads(marker.read_text()) if marker.exists() else []
+        if day.isoformat() in days:
+            return False
+        atomic_write_text(marker, json.dumps(sorted(set(days) | {day.isoformat()})[-400:]))
+        return True
 
 
 def nightly_schedule(settings: Settings) -> Any:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import math
 import pickle
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 

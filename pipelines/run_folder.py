@@ -136,8 +136,10 @@ def latest_run(out_dir: Path) -> RunInfo | None:
 
 
 @contextlib.contextmanager
-def _locked(out_dir: Path) -> Iterator[None]:
-    with open(out_dir / ".latest.lock", "a+") as fh:
+def file_lock(lock_path: Path) -> Iterator[None]:
+    """Exclusive inter-process lock on ``lock_path`` (``fcntl.flock``; the file is created)."""
+    Path(lock_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -147,7 +149,7 @@ def _locked(out_dir: Path) -> Iterator[None]:
 
 def _point_latest(out_dir: Path, run: RunInfo) -> bool:
     """Point ``latest`` at ``run`` unless it already points at a newer slot. Returns True if moved."""
-    with _locked(out_dir):
+    with file_lock(out_dir / ".latest.lock"):
         current = latest_run(out_dir)
         if current is not None and current.slot > run.slot:
             return False

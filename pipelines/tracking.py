@@ -18,7 +18,6 @@ global active run), except model logging, which needs MLflow's fluent API.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import math
 import posixpath
 import sqlite3
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.config import Settings
+from pipelines.run_folder import file_lock
 
 #: experiment key -> experiment name
 EXPERIMENTS: dict[str, str] = {
@@ -57,18 +57,10 @@ def _client(settings: Settings):
     return MlflowClient(tracking_uri=settings.tracking_uri, registry_uri=settings.tracking_uri)
 
 
-@contextlib.contextmanager
-def _init_lock(settings: Settings) -> Iterator[None]:
+def _init_lock(settings: Settings):
     settings.mlruns_dir.mkdir(parents=True, exist_ok=True)
     db = sqlite_path(settings.tracking_uri)
-    lock_dir = db.parent if db is not None else settings.mlruns_dir
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / ".init.lock", "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    return file_lock((db.parent if db is not None else settings.mlruns_dir) / ".init.lock")
 
 
 def init_store(settings: Settings) -> dict[str, str]:

@@ -67,6 +67,23 @@ def iso_env(tmp_path, monkeypatch):
     return env
 
 
+def stop_process_group(proc: subprocess.Popen, sig: int) -> None:
+    """Stop a process we started with ``start_new_session=True``: ``sig`` to its group (by its
+    PID), SIGKILL after 30 s."""
+    os.killpg(proc.pid, sig)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+@pytest.fixture()
+def stop_group():
+    """:func:`stop_process_group` for tests (conftest is not importable under importlib mode)."""
+    return stop_process_group
+
+
 def _healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(url + "/health", timeout=2) as r:
@@ -97,12 +114,7 @@ def prefect_server(tmp_path_factory):
             time.sleep(0.5)
         yield {"url": url, "home": str(home), "pid": proc.pid}
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)  # the server's own process group, by PID
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        stop_process_group(proc, signal.SIGTERM)
         log.close()
 
 

@@ -5,7 +5,6 @@ no ~/mlflow.db, no ./mlruns, no file-store deprecation)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
 import subprocess
@@ -43,7 +42,7 @@ def _wait_deployment(url: str, name: str, proc: subprocess.Popen, timeout_s: flo
     raise AssertionError(f"deployment {name} not registered after {timeout_s} s")
 
 
-def test_serve_trigger_complete_and_c28(prefect_server, srv_env, make_problem, tmp_path):
+def test_serve_trigger_complete_and_c28(prefect_server, srv_env, make_problem, stop_group, tmp_path):
     work, home = tmp_path / "cwd", tmp_path / "home"
     work.mkdir()
     home.mkdir()
@@ -73,12 +72,7 @@ def test_serve_trigger_complete_and_c28(prefect_server, srv_env, make_problem, t
             time.sleep(2)
         assert state is not None and state.is_completed(), (state, (tmp_path / "serve.log").read_text()[-3000:])
     finally:
-        os.killpg(serve.pid, signal.SIGINT)  # the serve process group we started, by its PID
-        try:
-            serve.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(serve.pid, signal.SIGKILL)
-            serve.wait(timeout=10)
+        stop_group(serve, signal.SIGINT)  # the serve process group we started, by its PID
         log.close()
     latest = out_dir / "latest"
     assert latest.is_symlink() and (latest / "plan.parquet").is_file() and (latest / "risk_report.md").is_file()
