@@ -109,3 +109,23 @@ def test_gpuplan_serve_exits_2_without_a_persistent_server(monkeypatch):
     assert res.exit_code == 2
     assert "temporary Prefect server has no scheduler" in res.output
     assert "prefect server start --host 127.0.0.1" in res.output
+
+
+def test_nightly_flow_runs_once_per_local_day(prefect_server, iso_env, monkeypatch):
+    # C25 (c) at flow level: 01:30 BST and 01:30 GMT on 2025-10-26 are one London day
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from pipelines import tracking
+    from pipelines.config import load_settings
+    from pipelines.flows import train_forecasters
+
+    monkeypatch.setenv("GPUPLAN_NIGHTLY_TZ", "Europe/London")
+    with temporary_settings({PREFECT_API_URL: prefect_server["url"]}):
+        first = train_forecasters(scheduled_at=datetime(2025, 10, 26, 0, 30, tzinfo=UTC), kinds=["quantization"])
+        second = train_forecasters(scheduled_at=datetime(2025, 10, 26, 1, 30, tzinfo=UTC), kinds=["quantization"])
+        third = train_forecasters(scheduled_at=datetime(2025, 10, 27, 1, 30, tzinfo=UTC), kinds=["quantization"])
+    assert (first["local_day"], first["skipped"]) == ("2025-10-26", False)
+    assert (second["local_day"], second["skipped"]) == ("2025-10-26", True)
+    assert (third["local_day"], third["skipped"]) == ("2025-10-27", False)
+    runs = tracking.finished_runs(load_settings(), "quantization")
+    assert len(runs) == 2 and all("metrics.mape" in r.data.metrics for r in runs)
