@@ -25,7 +25,9 @@ Choices (documented settings, not hidden constants):
   some with deadlines, plus ``N_RUNNING`` running training jobs on aligned blocks.
 - **Durations in the problem**: the P50 forecast (``DURATION_QUANTILE``), rounded up to whole
   steps (>= 1); the risk report uses P90 for deadline risk. GPUs: ``max(gpus_requested,
-  gpus_pred)``.
+  gpus_pred)``. Generated training and batch-inference jobs may also run on twice that
+  (``ELASTIC_KINDS``, up to ``MAX_ELASTIC_GPUS``), with the duration forecast at that size and
+  efficiency = GPU-hours at the request ÷ GPU-hours at the larger size (≤ 1): the MILP picks.
 """
 
 from __future__ import annotations
@@ -53,6 +55,10 @@ N_RUNNING = 3
 QOS_PRIORITY = {"Guaranteed": 4.0, "Burstable": 2.0, "BE": 1.0}
 QOS_KIND = {"Guaranteed": "training", "Burstable": "training", "BE": "batch_inference"}
 BAND_DAY_H = 24
+#: kinds whose generated queued jobs may also run on twice their GPUs (data parallel), with the
+#: duration forecast at that size (forecasters.jobs.predict_for_sizes); at most this many GPUs
+ELASTIC_KINDS = ("training", "batch_inference")
+MAX_ELASTIC_GPUS = 16
 
 
 # ---------------------------------------------------------------- helpers
@@ -393,10 +399,21 @@ def to_problem(settings: Settings, jobs: pd.DataFrame, demand: pd.DataFrame, sta
     out_jobs = []
     for r in queued.itertuples(index=False):
         gpus = int(max(r.gpus_requested, r.gpus_pred))
-        job = {"job_id": r.job_id, "kind": r.kind, "priority": float(r.priority), "release_step": 0,
-               "gpus": gpus,
-               "duration_steps": int(duration_to_steps(float(getattr(r, f"duration_{DURATION_QUANTILE}_h")),
-                                                       settings.step_minutes))}
+        steps = int(duration_to_steps(float(getattr(r, f"duration_{DURATION_QUANTILE}_h")), settings.step_minutes))
+        job = {"job_id": r.job_id, "kind": r.kind, "priority": float(r.priority), "release_step": 0}
+        options = json.loads(r.size_options) if isinstance(getattr(r, "size_options", None), str) else []
+        if options:
+            # first option = the requested size; efficiency = GPU-hours at the request / at this size
+            sizes = [{"gpus": gpus, "duration_steps": steps, "efficiency": 1.0}]
+            for o in options:
+                o_steps = int(duration_to_steps(float(o["duration_h"]), settings.step_minutes))
+                if int(o["gpus"]) > gpus and int(o["gpus"]) <= settings.n_gpus:
+                    eff = min(1.0, (gpus * steps) / (int(o["gpus"]) * o_steps))
+                    sizes.append({"gpus": int(o["gpus"]), "duration_steps": o_steps, "efficiency": round(eff, 4)})
+            job["sizes"] = sizes if len(sizes) > 1 else None
+        if job.get("sizes") is None:
+            job.pop("sizes", None)
+            job.update({"gpus": gpus, "duration_steps": steps})
         if pd.notna(r.deadline_at):
             job["deadline_step"] = max(1, int(math.ceil((pd.Timestamp(r.deadline_at) - now) / pd.Timedelta(hours=step_h))))
         out_jobs.append(job)
@@ -740,6 +757,16 @@ def forecast_jobs(settings: Settings, kind: str, model_path: Path, queue: pd.Dat
     for col in ("duration_p10_h", "duration_p50_h", "duration_p90_h", "gpus_pred"):
         out[col] = pred[col].to_numpy()
     out["flags"] = [",".join(f) for f in pred["flags"]]
+    out["size_options"] = None
+    elastic = (out["state"] == "queued") & (out["source"] == "generated") & out["kind"].isin(ELASTIC_KINDS)
+    if elastic.any():
+        base = np.maximum(out["gpus_requested"].to_numpy(int), out["gpus_pred"].to_numpy(int))
+        idx = np.flatnonzero(elastic.to_numpy() & (2 * base <= MAX_ELASTIC_GPUS))
+        for i in idx:
+            opts = J.predict_for_sizes(model, queue.iloc[[i]], [int(2 * base[i])], step_minutes=settings.step_minutes)
+            fit = opts[opts["fits"]]
+            out.at[i, "size_options"] = json.dumps([{"gpus": int(g), "duration_h": float(d)}
+                                                    for g, d in zip(fit["gpus"], fit[f"duration_{DURATION_QUANTILE}_h"])])
     return out
 
 

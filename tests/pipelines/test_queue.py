@@ -72,3 +72,19 @@ def test_benchmark_logs_one_run(tmp_path):
     rows = pd.read_csv(Path(res["out_dir"]) / "bench.csv")
     for r in rows.itertuples():
         assert runs[0].data.metrics[f"mixed.{r.planner}.utilization_pct"] == pytest.approx(r.utilization_pct)
+
+
+def test_to_problem_elastic_sizes_with_efficiency():
+    s = load_settings(n_gpus=8, horizon_steps=4)
+    jobs = pd.DataFrame({
+        "job_id": ["q1"], "kind": ["training"], "priority": [2.0], "state": ["queued"],
+        "submitted_at": [pd.Timestamp(T0)], "started_at": [pd.NaT], "deadline_at": [pd.NaT],
+        "gpus_requested": [4], "gpus_pred": [4], "duration_p10_h": [1.0], "duration_p50_h": [1.2],
+        "duration_p90_h": [2.0], "size_options": ['[{"gpus": 8, "duration_h": 0.7}]']})
+    demand = pd.DataFrame({"service": "m-small", "step": range(4), "demand_gpus_p50": [1] * 4,
+                           "demand_gpus_p90": [1] * 4, "current_gpus": 1})
+    d = queue.to_problem(s, jobs, demand, T0)
+    # 4 GPUs x 3 steps = 12 GPU-steps at the request; 8 GPUs x 2 steps = 16 -> efficiency 0.75
+    assert d["jobs"][0]["sizes"] == [{"gpus": 4, "duration_steps": 3, "efficiency": 1.0},
+                                     {"gpus": 8, "duration_steps": 2, "efficiency": 0.75}]
+    assert [o.gpus for o in Problem.from_dict(d).jobs[0].sizes] == [4, 8]
