@@ -470,6 +470,7 @@ def _generated(
         "rt_trough_gpus": trough_gpus,
         "rt_peak_gpus": peak_gpus,
         "rt_swap_cap_gpus": swap_cap_gpus,
+        "target_load": target_load,
         "duration_scale": scale,
         "arrival_h": list(arrival_h),
         "backlog_share": backlog_share,
