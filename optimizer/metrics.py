@@ -75,6 +75,7 @@ class Metrics:
     replans: int
     verified_plans: int
     violations: int
+    stale_plans: int
     time_limited_solves: int
 
     def row(self) -> dict[str, object]:
@@ -149,6 +150,7 @@ def compute(res: SimResult) -> Metrics:
         replans=len(solves),
         verified_plans=res.verified_plans,
         violations=res.violations,
+        stale_plans=res.stale_plans,
         time_limited_solves=sum(1 for r in solves if r.status == "time_limit"),
     )
 

@@ -117,8 +117,10 @@ class SimResult:
 
     Per-step series have shape (n_steps,): ``batch_gpus[kind][t]`` GPUs running batch work of
     that kind; ``service_gpus[s][t]`` GPUs allocated; ``service_demand[s][t]`` actual demand;
-    ``down_gpus[t]`` GPUs down. ``verified_plans``: plans checked by the verifier before commit;
-    ``violations``: their findings (always 0 — a violation raises).
+    ``down_gpus[t]`` GPUs down. ``verified_plans``: committed plans, each checked by the verifier
+    (one per step); ``violations``: their findings (always 0 — a violation raises);
+    ``stale_plans``: previous plans that no longer verified when followed (k > 1) and were replaced
+    by a fresh plan instead of being committed.
     """
 
     scenario: str
@@ -135,6 +137,7 @@ class SimResult:
     failures: list[FailureRecord] = field(default_factory=list)
     verified_plans: int = 0
     violations: int = 0
+    stale_plans: int = 0
     plans_at: dict[int, Plan] = field(default_factory=dict)
     problems_at: dict[int, Problem] = field(default_factory=dict)
     wall_s: float = 0.0
@@ -422,10 +425,11 @@ def simulate(
         if prev_plan is not None and not failed_now and t % replan_every_steps != 0:
             cand = shift_plan(prev_plan, t - prev_at, problem)
             found = list(verify(cand, problem))
-            res.verified_plans += 1
             if not found:
                 plan = cand
-            else:
+                res.verified_plans += 1
+            else:  # not committed: reality diverged from the previous plan, plan afresh
+                res.stale_plans += 1
                 reason = "previous plan no longer valid: " + found[0]
         if plan is None:
             warm = None

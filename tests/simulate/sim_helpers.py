@@ -11,10 +11,16 @@ from optimizer.scenarios import Scenario, SimJob, SimService
 def greedy_plan(problem: Problem, warm_start: Plan | None = None) -> Plan:
     """Start queued jobs (problem order) at step 0 on the lowest free aligned block when the
     block is free and capacity holds for the job's whole planned run; services get their
-    forecast demand (the tests keep it within band and swap cap). Other jobs: not started."""
+    forecast demand, cut to the GPUs the running jobs leave (the tests keep it within band and
+    swap cap). Other jobs: not started."""
     H, N = problem.cluster.horizon_steps, problem.cluster.n_gpus
     down = set(problem.down_gpus)
-    svc = {s.service: tuple(s.demand_gpus) for s in problem.services}
+    busy = [sum(r.gpus for r in problem.running if t < r.planned_steps) for t in range(H)]
+    svc = {}
+    for s in problem.services:
+        svc[s.service] = tuple(
+            min(s.demand_gpus[t], N - len(down) - busy[t] - sum(v[t] for v in svc.values())) for t in range(H)
+        )
     rt = [sum(v[t] for v in svc.values()) for t in range(H)]
     owner = [[False] * N for _ in range(H)]
     used = [0] * H

@@ -40,7 +40,7 @@ def test_bench_quick_writes_the_contract_and_is_deterministic(tmp_path):
     for f in ("bench.md", "bench.json", "plots/bars.png", "plots/util_mixed.png", "plots/kinds_real_trace.png"):
         assert (out1 / f).is_file(), f
     md = (out1 / "bench.md").read_text()
-    assert "Verified plans: **64**, violations: **0**" in md
+    assert "Verified plans: **64** (every committed plan, one per simulated step), violations: **0**" in md
     fifo = next(r for r in rows1 if r["scenario"] == "mixed" and r["planner"] == "fifo")
     assert fifo["gap_max"] == "" and int(fifo["jobs_total"]) >= int(fifo["jobs_completed"])
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from sim_helpers import greedy_plan, tiny_scenario
 
@@ -62,7 +64,7 @@ def test_replan_every_two_steps_follows_previous_plan():
     m = compute(res)
     assert m.value == pytest.approx(6.5)
     assert m.wait_by_priority["1"] == (1.25, 1.925)  # B 0.5 h, C 2 h
-    assert res.verified_plans == 4
+    assert res.verified_plans == 4 and res.stale_plans == 0
 
 
 def test_clairvoyant_sees_truth_and_arrivals_inside_the_horizon():
@@ -77,3 +79,20 @@ def test_clairvoyant_sees_truth_and_arrivals_inside_the_horizon():
     assert clair.jobs["B"].first_start_step == 3
     m = compute(clair)
     assert m.rt_unmet_gpu_h == 0.0 and m.value == pytest.approx(6.5) and m.verified_plans == 4
+
+
+def test_followed_plan_that_no_longer_holds_is_replaced_not_committed():
+    # Job A (2 GPUs) is forecast at 1 step but runs 3; the service wants 3 GPUs from step 1 on.
+    # Step 0: A starts; the plan gives the service 1 GPU, then 3 once A is (expected to be) done.
+    # Step 1 (k=2, following): A still runs, so the followed plan needs 2 + 3 > 4 GPUs: it no
+    # longer verifies, is not committed, and a fresh plan gives the service the 2 GPUs left.
+    sc = tiny_scenario()
+    svc = replace(sc.services[0], demand_true=(1,) + (3,) * 7, demand_forecast=(1,) + (3,) * 7, swap_cap_gpus=2)
+    jobs = (replace(sc.jobs[0], true_steps=3, forecast_steps=1),)
+    res = simulate(replace(sc, services=(svc,), jobs=jobs), greedy_plan, name="greedy", replan_every_steps=2)
+    assert res.stale_plans == 1
+    assert res.replans[1].replanned and res.replans[1].reason.startswith("previous plan no longer valid: step 0:")
+    assert res.service_gpus["s"] == [1, 2, 2, 3]
+    assert res.batch_gpus["training"] == [2, 2, 2, 0]
+    assert res.verified_plans == 4 and res.violations == 0  # one committed, verified plan per step
+    assert compute(res).rt_unmet_gpu_h == 1.0  # 1 GPU short at steps 1 and 2
