@@ -159,4 +159,11 @@ def load_settings(**overrides: object) -> Settings:
                 raise InputError(f"{var}: expected a number, got {os.environ[var]!r}") from exc
     if os.environ.get("GPUPLAN_SERVE_SCHEDULES"):
         env["serve_schedules"] = os.environ["GPUPLAN_SERVE_SCHEDULES"].strip().lower() not in ("0", "false", "no", "off")
-    return Settings(**{**env, **overrides})
+    from pydantic import ValidationError
+
+    try:
+        return Settings(**{**env, **overrides})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(x) for x in first.get("loc", ())) or "settings"
+        raise InputError(f"setting {field}: {first.get('msg', exc)}") from None

@@ -129,3 +129,15 @@ def test_nightly_flow_runs_once_per_local_day(prefect_server, iso_env, monkeypat
     assert (third["local_day"], third["skipped"]) == ("2025-10-27", False)
     runs = tracking.finished_runs(load_settings(), "quantization")
     assert len(runs) == 2 and all("metrics.mape" in r.data.metrics for r in runs)
+
+
+def test_bad_setting_from_environment_is_bad_input(monkeypatch):
+    from pipelines.config import load_settings
+
+    monkeypatch.setenv("GPUPLAN_NIGHTLY_TZ", "Mars/Base")
+    with pytest.raises(InputError, match="setting nightly_timezone: .*unknown IANA time zone 'Mars/Base'"):
+        load_settings()
+    monkeypatch.setenv("GPUPLAN_NIGHTLY_TZ", "UTC")
+    monkeypatch.setenv("GPUPLAN_N_GPUS", "48")
+    with pytest.raises(InputError, match="expected a power of two, got 48"):
+        load_settings()
