@@ -22,6 +22,12 @@ Common conventions (all scenarios): 30-minute steps, a 48-step (24 h) planning h
 A service's demand arrays cover the window plus one horizon (``n_steps + horizon_steps``
 entries) so that the last replan still has a full 24 h of forecast.
 
+Load: the generated scenarios draw job durations from documented per-kind distributions and
+then scale all of them by one factor so that the offered load (batch GPU-hours arriving in the
+window / GPU-hours left by the true real-time demand) is :data:`TARGET_LOAD` = 1.0
+(:func:`calibrate_jobs`). The same rule for every scenario sets how busy the cluster is, not who
+wins.
+
 The generators take every knob as a keyword argument with its documented default, so a
 scenario can be re-generated at another size or load; :attr:`Scenario.params` records the
 values used (and derived figures such as the offered load).
