@@ -604,9 +604,10 @@ def predict(
     bad_rows = issues.any_row(len(feats))
     if bad_rows.any() and on_unseen == "error":
         raise InputError(describe_unknown(issues, jobs, model.levels))
+    feats, rounded = round_requests_pow2(feats, jobs)
     x = _design(feats, model.kind)
     p10, p50, p90, gpus = _raw_predict(model, x)
-    flags: list[list[str]] = [[] for _ in range(len(feats))]
+    flags: list[list[str]] = [[FLAG_REQUEST_ROUNDED] if r else [] for r in rounded]
     for i in np.flatnonzero(bad_rows):
         p10[i], p50[i], p90[i], gpus[i] = _pooled(model, feats.iloc[[i]], issues, int(i))
         flags[i].append(FLAG_UNSEEN)
@@ -621,6 +622,40 @@ def predict(
         }
     )
     return out if step_minutes is None else clip_to_step(out, step_minutes)
+
+
+#: Flag of a job whose ``gpus_requested`` was not a power of two and was rounded up (case C22).
+FLAG_REQUEST_ROUNDED = "gpus_requested_rounded_up"
+
+
+def round_requests_pow2(feats: pd.DataFrame, jobs: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """Round ``gpus_requested`` up to the next power of two (case C22; DESIGN §4.1 feature 16).
+
+    Tensor parallelism and the buddy block layout need power-of-two GPU counts, so a request of
+    3 is planned as 4 and 6 as 8; values are rounded to 1e-6 before the ceiling so that
+    8.0000001 stays 8. The forecast is made at the rounded count.
+
+    Args:
+        feats: ``(n, k)`` canonical features from :func:`normalise_features` (float64 numerics).
+        jobs: the caller's frame, for naming rows in errors.
+
+    Returns:
+        ``(features, rounded)``: features with ``gpus_requested`` replaced, and an ``(n,)`` bool
+        array marking the rows that changed.
+
+    Raises:
+        InputError: a request below 1 GPU (row and value named).
+    """
+    req = feats["gpus_requested"].to_numpy(dtype=float)
+    low = np.flatnonzero(req < 1)
+    if low.size:
+        i = int(low[0])
+        raise InputError(f"{row_label(jobs, i)}, column 'gpus_requested': value {show(req[i])} must be >= 1")
+    pow2 = 2.0 ** np.ceil(np.log2(np.round(req, 6)))
+    rounded = pow2 != req
+    if rounded.any():
+        feats = feats.assign(gpus_requested=pow2)
+    return feats, rounded
 
 
 def predict_for_sizes(model: JobModel, jobs: pd.DataFrame, sizes, **kwargs) -> pd.DataFrame:

@@ -52,10 +52,15 @@ ENV_DEFAULTS: dict[str, str] = {
 def apply_env_defaults() -> dict[str, str]:
     """Set :data:`ENV_DEFAULTS` in ``os.environ`` where not already set.
 
+    Also keeps Prefect's own database inside the project: ``PREFECT_HOME`` defaults to
+    ``<project>/.prefect`` (git-ignored) instead of ``~/.prefect``, so the main job writes nothing
+    outside the clone. Call before importing prefect.
+
     Returns the variables that were set by this call (name -> value).
     """
     applied: dict[str, str] = {}
-    for key, value in ENV_DEFAULTS.items():
+    defaults = {"PREFECT_HOME": str(PROJECT_ROOT / ".prefect"), **ENV_DEFAULTS}
+    for key, value in defaults.items():
         if key not in os.environ:
             os.environ[key] = value
             applied[key] = value
