@@ -4,7 +4,8 @@ One entry point; each sub-command lives in its own module under :mod:`pipelines.
 which imports heavy libraries (pandas, lightgbm, highspy, prefect, mlflow) only inside the
 command body so that ``gpuplan --help`` stays fast.
 
-Exit codes: 0 success, 1 internal failure, 2 bad input (one line on standard error).
+Exit codes: 0 success, 1 internal failure, 2 bad input (one line on standard error), including
+usage errors such as a missing or unknown option (:class:`pipelines.cli_support.OneLineErrorGroup`).
 With ``--json`` a command prints exactly one JSON document on standard output; progress
 and logs go to standard error.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import typer
 
+from pipelines.cli_support import OneLineErrorGroup
 from pipelines.commands import bench, plan, predict, profile, run, serve, train
 
 app = typer.Typer(
@@ -21,6 +23,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=OneLineErrorGroup,  # usage errors: one line on stderr, exit 2
 )
 
 app.command("run", help=run.__doc__)(run.run)

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 import typer
+from typer._click import exceptions as click_exc  # typer 0.29 vendors click: its own exception classes
+from typer.core import TyperGroup
 
 from pipelines.errors import input_error_types
 
@@ -70,6 +72,62 @@ def run_guarded(fn: Callable[[], int | None]) -> None:
         typer.echo(f"internal error: {type(exc).__name__}: {_one_line(str(exc))}", err=True)
         raise typer.Exit(EXIT_INTERNAL) from None
     raise typer.Exit(code or EXIT_OK)
+
+
+class OneLineErrorGroup(TyperGroup):
+    """The ``gpuplan`` command group: usage errors are one line, exit 2 (DESIGN §7.1).
+
+    Click's default (and typer's rich box) prints a usage block, a hint and the error over
+    five or more lines. Here a usage error (typer's vendored ``click.UsageError``: a missing or
+    unknown option, a bad value for a typed option) prints ``error: <message> (see '<command> --help')`` on one
+    line to standard error and exits 2, for every sub-command. Running ``gpuplan`` with no
+    arguments still prints the help (exit 2, as click does).
+    """
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: D102
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click_exc.NoArgsIsHelpError as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click_exc.ClickException as exc:
+            sys.exit(usage_error_exit(exc))
+        except typer.Abort:
+            typer.echo("aborted", err=True)
+            sys.exit(EXIT_INTERNAL)
+        sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+
+
+def usage_error_exit(exc: click_exc.ClickException) -> int:
+    """Print a click error as ``error: <message>`` on one line to standard error; return its exit code.
+
+    Usage errors name the command's help (``(see 'gpuplan plan --help')``) and return 2.
+    """
+    msg = _one_line(exc.format_message())
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, click_exc.UsageError) and ctx is not None:
+        msg += f" (see '{ctx.command_path} --help')"
+    typer.echo(f"error: {msg}", err=True)
+    return exc.exit_code
+
+
+def check_out_parent(path: os.PathLike[str] | str, option: str = "--out") -> None:
+    """Refuse an output path whose parent folder is missing, before any work is done.
+
+    Raises :class:`pipelines.errors.InputError` (exit 2, one line) naming ``option`` when the
+    parent of ``path`` does not exist or is not a folder. Only the last level of ``path`` may
+    be created by the command.
+    """
+    from pathlib import Path
+
+    from pipelines.errors import InputError
+
+    parent = Path(path).expanduser().resolve().parent
+    if not parent.is_dir():
+        what = "is not a folder" if parent.exists() else "does not exist"
+        raise InputError(f"{option} {path}: parent folder {parent} {what}; create it first")
 
 
 def _one_line(msg: str) -> str:

@@ -20,12 +20,16 @@ def plan(
     def body() -> int:
         from optimizer.planners import PLANNERS
         from optimizer.planners import plan as run_planner
-        from pipelines.cli_support import emit_json
+        from pipelines.cli_support import check_out_parent, emit_json
         from pipelines.errors import InputError
         from pipelines.plan_io import read_problem, write_plan_parquet
 
         if planner not in PLANNERS:
             raise InputError(f"--planner {planner!r} is unknown; choose one of {', '.join(PLANNERS)}")
+        if out is not None:  # refuse a bad --out before solving, not after
+            check_out_parent(out)
+            if out.is_dir():
+                raise InputError(f"--out {out} is a folder; give a file path such as {out / 'plan.parquet'}")
         prob = read_problem(problem)
         result = run_planner(prob, planner)
         if out is not None:

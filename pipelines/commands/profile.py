@@ -13,6 +13,11 @@ DIAGNOSTIC_KEYS = ("rows_in", "hours", "missing_hours", "longest_gap_h", "duplic
                    "ambiguous_hours", "nonexistent_hours", "off_grid_stamps", "outliers", "constant",
                    "components")
 
+#: Longest forecast ``gpuplan profile`` prints, in hours: two weeks. DESIGN forecasts real-time
+#: demand 24–168 h ahead; a weekly profile fitted from 1–2 weeks of history says nothing useful
+#: beyond twice that, and an unbounded value only produces a huge document (100000 h printed 9 MB).
+MAX_HORIZON_H = 336
+
 
 def profile_document(df, timezone: str | None, horizon_h: int) -> dict:
     """The ``gpuplan profile --json`` document for a traffic frame (see DESIGN §7.1 and issue 4).
@@ -28,8 +33,7 @@ def profile_document(df, timezone: str | None, horizon_h: int) -> dict:
     from forecasters.errors import InputError
     from forecasters.realtime import fit_profile, forecast, ingest, recalibrate
 
-    if horizon_h < 1:
-        raise InputError(f"--horizon-h must be >= 1; got {horizon_h}")
+    check_horizon_h(horizon_h, InputError)
     series, diag = ingest(df, timezone)
     tz = timezone or "UTC"
     prof = fit_profile(series, tz, exclude=diag["imputed"] + diag["outliers"])
@@ -54,18 +58,26 @@ def profile_document(df, timezone: str | None, horizon_h: int) -> dict:
     }
 
 
+def check_horizon_h(horizon_h: int, error: type[ValueError]) -> None:
+    """Raise ``error`` naming ``--horizon-h`` unless 1 <= ``horizon_h`` <= :data:`MAX_HORIZON_H`."""
+    if not 1 <= horizon_h <= MAX_HORIZON_H:
+        raise error(f"--horizon-h must be between 1 and {MAX_HORIZON_H} hours (two weeks); got {horizon_h}")
+
+
 def profile(
     traffic: Path = typer.Option(..., "--traffic", help="Hourly traffic file (ts, value[, service])."),
     timezone: str | None = typer.Option(None, "--timezone", help="IANA zone of naive stamps; the local clock."),
-    horizon_h: int = typer.Option(24, "--horizon-h", help="Hours ahead to forecast."),
+    horizon_h: int = typer.Option(24, "--horizon-h", help=f"Hours ahead to forecast, 1..{MAX_HORIZON_H} (two weeks)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
 ) -> None:
     """Forecast P50/P90 per hour from hourly traffic, with diagnostics."""
 
     def body() -> int:
         from pipelines.cli_support import emit_json
+        from pipelines.errors import InputError
         from pipelines.traffic_io import read_traffic
 
+        check_horizon_h(horizon_h, InputError)  # before reading the file
         doc = profile_document(read_traffic(traffic), timezone, horizon_h)
         if json_out:
             emit_json(doc)

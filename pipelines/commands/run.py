@@ -14,7 +14,8 @@ STAGES = ("ingest traffic", "forecaster training", "forecaster quantization", "f
 
 
 def run(
-    out: Path = typer.Option(Path("runs"), "--out", help="Folder that holds run folders and 'latest'."),
+    out: Path = typer.Option(Path("runs"), "--out", help="Folder that holds run folders and 'latest' "
+                             "(created if missing; its parent folder must exist)."),
 ) -> None:
     """Train or load forecasters, forecast, plan, verify, report; print the run folder."""
 
@@ -23,8 +24,13 @@ def run(
         import sys
         import time
 
+        from pipelines.cli_support import check_out_parent
         from pipelines.config import apply_env_defaults, load_settings
+        from pipelines.errors import InputError
 
+        check_out_parent(out)  # only the last level of --out is created (a typo must not build a tree)
+        if out.exists() and not out.is_dir():
+            raise InputError(f"--out {out} is a file; give a folder for the run folders")
         apply_env_defaults()
         out_dir = out.resolve()
         settings = load_settings(runs_dir=out_dir)
