@@ -8,9 +8,6 @@ from pipelines.cli_support import run_guarded
 
 JOB_KINDS = ("training", "quantization", "batch_inference")
 ALL_KINDS = (*JOB_KINDS, "realtime", "all")
-#: Where ``--kind realtime`` looks for the real-time engineer's report function: a callable with
-#: no arguments returning one JSON-able dict (its metrics beside its baselines).
-REALTIME_HOOKS = (("forecasters.realtime", "train_report"), ("pipelines.traffic_io", "train_report"))
 TEST_FRACTION = 0.2
 
 
@@ -39,23 +36,47 @@ def train_job_kind(kind: str) -> dict:
 
 
 def realtime_report() -> dict:
-    """The real-time forecaster's report through the first hook of :data:`REALTIME_HOOKS` that exists.
+    """The real-time profile's rolling-origin backtest on the shipped services.
+
+    Returns the document of :func:`pipelines.traffic_io.train_report` (about 5 s).
 
     Raises:
-        pipelines.errors.InputError: no hook is implemented yet.
+        pipelines.errors.InputError, FileNotFoundError: ``data/traffic/services.json`` or a traffic
+            file missing or bad (the message names the file and field; exit 2 in the CLI).
     """
-    import importlib
+    from pipelines.traffic_io import train_report
 
-    from pipelines.errors import InputError
+    return train_report()
 
-    for module, attr in REALTIME_HOOKS:
-        try:
-            fn = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError):
-            continue
-        return fn()
-    hooks = ", ".join(f"{m}.{a}" for m, a in REALTIME_HOOKS)
-    raise InputError(f"the real-time training report is not available yet (none of {hooks} exists)")
+
+def _realtime_table(doc: dict) -> None:
+    """Print the real-time report (``train_report``) as one rich table per service."""
+    from rich.console import Console
+    from rich.table import Table
+
+    def fmt(v, spec):
+        return "n/a" if v is None else format(v, spec)
+
+    console = Console()
+    for name, s in doc["services"].items():
+        t = Table(title=(f"realtime {name}: {s['n_days']} daily origins {s['origins'][0][:10]}..{s['origins'][-1][:10]}, "
+                         f"{s['horizon_h']} h ahead, {s['n_hours']} scored hours ({s['units']})"))
+        for col in ("forecast", "MAE", "MASE168", "MASE24", "MAPE", "P90 cov"):
+            t.add_column(col)
+        for label, m in (("day-ahead", s["metrics"]), ("hourly recal", s["hourly_recal"])):
+            t.add_row(label, fmt(m["mae"], ",.0f"), fmt(m["mase_snaive168"], ".3f"), fmt(m["mase_naive24"], ".3f"),
+                      fmt(m["mape"], ".3f"), fmt(m["p90_coverage"], ".3f"))
+        for label, b in s["baselines"].items():
+            t.add_row(f"baseline: {label}", fmt(b["mae"], ",.0f"), "", "", "", "")
+        console.print(t)
+        console.print(f"  method: {s['method']}; status: {s['status']}")
+        for msg in s["messages"]:
+            console.print(f"  note: {msg}")
+
+
+def _print(doc: dict) -> None:
+    """Human output of one report (job kind or real-time)."""
+    _realtime_table(doc) if doc.get("kind") == "realtime" else _table(doc)
 
 
 def _table(doc: dict) -> None:
@@ -98,21 +119,15 @@ def train(
             return 0
         if kind == "realtime":
             doc = realtime_report()
-            emit_json(doc) if json_out else typer.echo(doc)
+            emit_json(doc) if json_out else _print(doc)
             return 0
         results = [train_job_kind(k) for k in JOB_KINDS]
-        try:
-            results.append(realtime_report())
-        except InputError as exc:
-            import sys
-
-            print(f"realtime: skipped: {exc}", file=sys.stderr)
-            results.append({"kind": "realtime", "status": "not_available", "reason": str(exc)})
+        results.append(realtime_report())
         if json_out:
             emit_json({"kind": "all", "results": results})
         else:
             for doc in results:
-                _table(doc) if "metrics" in doc and "baselines" in doc else typer.echo(doc)
+                _print(doc)
         return 0
 
     run_guarded(body)
