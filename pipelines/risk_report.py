@@ -81,6 +81,15 @@ class ReportInputs:
     time_limit_s: float | None = None
 
 
+def plural(n: int, word: str) -> str:
+    """``"1 GPU"``, ``"2 GPUs"``, ``"0 GPUs"``: a count with its noun pluralised (English ``s``)."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _steps_span(a: int, b: int) -> str:
+    return f"step {a}" if a == b else f"steps {a}-{b}"
+
+
 def _norm_sf(z: float) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2.0))
 
@@ -126,10 +135,11 @@ def coverage_risks(inp: ReportInputs) -> pd.DataFrame:
                 continue
             blockers = sorted({o for o in grid[t] if o})
             if free[t] >= short:
-                reason = f"{short} GPU(s) short of P90 but {int(free[t])} free: covered by re-planning within the swap cap"
+                reason = (f"{plural(short, 'GPU')} short of P90 but {int(free[t])} free: covered by re-planning "
+                          "within the swap cap")
             else:
-                reason = (f"P90 needs {short} more GPU(s), only {int(free[t])} free: meeting it would break a batch "
-                          f"block ({', '.join(blockers[:5]) or 'none'})")
+                reason = (f"P90 needs {plural(short, 'more GPU')}, only {int(free[t])} free: meeting it would break "
+                          f"a batch block ({', '.join(blockers[:5]) or 'none'})")
             rows.append({"section": "coverage_risk", "service": svc, "step": t,
                          "start_ts": inp.start_ts + timedelta(minutes=t * problem.cluster.step_minutes),
                          "gpus": int(a), "shortfall_gpus": short,
@@ -160,7 +170,7 @@ def idle_windows(inp: ReportInputs, min_steps: int = 1) -> pd.DataFrame:
                          "start_ts": inp.start_ts + timedelta(minutes=t * problem.cluster.step_minutes),
                          "end_ts": inp.start_ts + timedelta(minutes=(u + 1) * problem.cluster.step_minutes),
                          "gpus": int(idle[t]), "value": round(idle[t] * (u - t + 1) * step_h, 3),
-                         "reason": f"{int(idle[t])} GPU(s) free for {(u - t + 1) * step_h:g} h"})
+                         "reason": f"{plural(int(idle[t]), 'GPU')} free for {(u - t + 1) * step_h:g} h"})
         t = u + 1
     return _frame(rows)
 
@@ -169,8 +179,21 @@ def _has_aligned_block(row: Sequence[str], size: int) -> bool:
     return any(all(not row[g] for g in range(o, o + size)) for o in range(0, len(row) - size + 1, size))
 
 
+def size_text(job: Any) -> str:
+    """The GPU count a job needs, in words: ``"8 GPUs"``, or ``"4–8 GPUs (smallest allowed size 4)"``
+    for a job with several allowed sizes (the wait reasons test the smallest one)."""
+    sizes = sorted({s.gpus for s in job.sizes})
+    if len(sizes) == 1:
+        return plural(sizes[0], "GPU")
+    return f"{sizes[0]}–{sizes[-1]} GPUs (smallest allowed size {sizes[0]})"
+
+
 def wait_reason(inp: ReportInputs, job: Any, start_step: int | None) -> str:
-    """Why a queued job does not start at its release step (jobs or demand blocking it)."""
+    """Why a queued job does not start at its release step (jobs or demand blocking it).
+
+    The capacity test uses the job's smallest allowed size (even that did not fit); the text
+    says so for a job with several sizes (:func:`size_text`).
+    """
     problem, plan = inp.problem, inp.plan
     H = problem.horizon_steps
     N = problem.n_gpus - len(getattr(problem, "down_gpus", ()) or ())
@@ -192,14 +215,17 @@ def wait_reason(inp: ReportInputs, job: Any, start_step: int | None) -> str:
                 g0, a0, _ = holders.get(j, (g, t, t))
                 holders[j] = (max(g0, g), min(a0, t), t)
         top = sorted(holders.items(), key=lambda kv: (-kv[1][0], kv[0]))[:4]
-        jobs_txt = ", ".join(f"{j} ({g} GPUs, steps {a}-{b})" for j, (g, a, b) in top) or "no batch job"
+        jobs_txt = ", ".join(f"{j} ({plural(g, 'GPU')}, {_steps_span(a, b)})"
+                             for j, (g, a, b) in top) or "no batch job"
         t = cap_steps[0]
-        return (f"needs {size} GPUs; only {int(N - batch[t] - rt[t])} free at step {t} "
-                f"({len(cap_steps)} blocked steps): held by {jobs_txt} and real-time demand "
-                f"(up to {int(max(rt[u] for u in cap_steps))} GPUs)")
+        return (f"needs {size_text(job)}; only {int(N - batch[t] - rt[t])} free at step {t} "
+                f"({plural(len(cap_steps), 'blocked step')}): held by {jobs_txt} and real-time demand "
+                f"(up to {plural(int(max(rt[u] for u in cap_steps)), 'GPU')})")
     frag = [t for t in range(r, last) if not _has_aligned_block(grid[t], size)]
     if frag:
-        return f"needs an aligned block of {size} GPUs; free GPUs fragmented at step {frag[0]}"
+        return (f"needs an aligned block of {plural(size, 'GPU')}"
+                f"{'' if len({z.gpus for z in job.sizes}) == 1 else ' (its smallest allowed size)'}; free GPUs fragmented "
+                f"at step {frag[0]}")
     ahead = [a.job_id for a in plan.assignments
              if a.start_step is not None and not a.running and r <= a.start_step < last
              and a.job_id != job.job_id]
@@ -470,17 +496,93 @@ def md_table(df: pd.DataFrame, columns: Sequence[str], max_rows: int = 60) -> st
     return "\n".join(lines) + "\n"
 
 
+def status_text(plan: Any, mip_rel_gap: float | None) -> str:
+    """The solve status in words, with the gap in percent.
+
+    ``optimal`` with a positive gap reads ``optimal within the 0.1 % gap tolerance (gap 0.07 %)``:
+    HiGHS stops when the relative gap (bound − objective) / objective is below ``mip_rel_gap``,
+    so "optimal" means "within that tolerance", not "no better plan exists".
+    """
+    gap = None if plan.gap is None else float(plan.gap)
+    gap_txt = "n/a" if gap is None else f"{_pct(gap)} %"
+    if plan.status == "optimal":
+        if gap is None or gap <= 1e-9:
+            return "**optimal** (gap 0 %)" if gap is not None else "**optimal**"
+        tol = f"the {_pct(mip_rel_gap)} % gap tolerance" if mip_rel_gap else "the solver's gap tolerance"
+        return f"**optimal** within {tol} (gap {gap_txt})"
+    return f"**{plan.status}** (gap {gap_txt})"
+
+
+def _pct(frac: float) -> str:
+    """A fraction as a short percentage number (2 decimals, trailing zeros cut; 1 significant
+    digit below 0.01 %): 0.0007 -> ``"0.07"``, 0.001 -> ``"0.1"``, 0.0125 -> ``"1.25"``, 1e-5 -> ``"0.001"``."""
+    v = frac * 100
+    if 0 < abs(v) < 0.01:
+        return f"{v:.1g}"
+    return f"{v:.2f}".rstrip("0").rstrip(".")
+
+
+#: Plain-words explanation of a degraded real-time profile, keyed by the start of the message that
+#: :func:`forecasters.realtime.fit_profile` gives (C03 history rule).
+_SHORT_WEEKLY = "weekly seasonality needs more than"
+
+
+def explain_rt_status(status: str, message: str) -> str | None:
+    """What a real-time profile status means for the operator, in plain words (``None`` when ok).
+
+    A ``"degraded"`` profile from a history of 168..336 hourly points (the shipped ServeGen series
+    are exactly 336 h) has its weekly shape fitted without a second week to confirm it; below 168
+    points there is no weekly shape at all. Other degraded causes get a generic explanation.
+    """
+    if status == "ok":
+        return None
+    if status == "given":
+        return None
+    if _SHORT_WEEKLY in message:
+        import re
+
+        got = re.search(r"got (\d+)", message)
+        n_txt = f"{got.group(1)} hourly points" if got else "too few hourly points"
+        if "NOT estimated" in message:
+            return (f"The traffic history has {n_txt}, less than one full week, so the forecast knows only "
+                    "the daily pattern: weekday/weekend differences are missing and the P90 may be too low "
+                    "on busy weekdays. Keep extra real-time headroom (a higher `min_gpus`) for this service "
+                    "and give at least three weeks of hourly traffic.")
+        return (f"The traffic history has {n_txt} (two weeks or less), so the weekly pattern (each hour of "
+                "the week) is in effect fitted from one week only, with no second week to confirm it. Anything "
+                "unusual in that week (a holiday, an outage, a launch) is repeated in the forecast for the same "
+                "hour of the week, and the P90 band does not allow for it. For the operator: check the demand "
+                "plot against what you expect for these weekdays, keep extra real-time headroom (a higher "
+                "`min_gpus`) if that week was not typical, and give more than 336 hourly points (three weeks "
+                "or more) to clear this status.")
+    return ("The forecast for this service is less reliable than usual (see the message); keep extra "
+            "real-time headroom for it and check the forecast-against-actual plot.")
+
+
 def render_page(inp: ReportInputs, table: pd.DataFrame, plots: Mapping[str, str], run_name: str) -> str:
-    """The Markdown page (plots referenced by relative file name)."""
+    """The Markdown page (plots referenced by relative file name).
+
+    Sections in order, each table under its own ``##`` heading and each plot right after the
+    section it illustrates: summary and real-time profiles, coverage risks (+ demand plot),
+    forecast against actual (plot), idle windows, jobs at risk, estimated starts, queue outlook
+    (+ plot), plan Gantt chart. The objective and bound are both rounded to 2 decimals.
+    """
     plan = inp.plan
     sec = {s: table[table["section"] == s] for s in ("coverage_risk", "idle_window", "job_at_risk",
                                                      "queue_eta", "queue_outlook")}
+
+    def plot(key: str, alt: str) -> list[str]:
+        return [f"![{alt}]({plots[key]})", ""] if key in plots else []
+
     out = [f"# Risk report — {run_name}", "",
            f"Horizon: {inp.problem.horizon_steps} steps × {inp.problem.cluster.step_minutes} min from "
-           f"{inp.start_ts:%Y-%m-%d %H:%M}Z, {inp.problem.n_gpus} GPUs.", ""]
-    gap = "n/a" if plan.gap is None else f"{plan.gap:.4f}"
-    out.append(f"Plan: planner `{plan.planner}`, status **{plan.status}**, objective {plan.objective:.2f}, "
-               f"bound {plan.bound if plan.bound is not None else 'n/a'}, gap {gap}, solve {plan.solve_s:.1f} s.")
+           f"{inp.start_ts:%Y-%m-%d %H:%M}Z, {plural(inp.problem.n_gpus, 'GPU')}.", ""]
+    settings = getattr(inp.problem, "settings", None)
+    tol = getattr(settings, "mip_rel_gap", None)
+    bound = "n/a" if plan.bound is None else f"{plan.bound:.2f}"
+    gap = "n/a" if plan.gap is None else f"{_pct(plan.gap)} %"
+    out.append(f"Plan: planner `{plan.planner}`, status {status_text(plan, tol)}, objective "
+               f"{plan.objective:.2f}, bound {bound}, solve {plan.solve_s:.1f} s.")
     if plan.status == "time_limit":
         lim = f" after {inp.time_limit_s:g} s" if inp.time_limit_s else ""
         out.append(f"\n> **Not proven optimal**: the solver stopped on its time limit{lim} with this incumbent "
@@ -490,14 +592,20 @@ def render_page(inp: ReportInputs, table: pd.DataFrame, plots: Mapping[str, str]
                    f"baseline plan.")
     out.append("\nReal-time profiles:\n")
     for svc, (status, msg) in inp.rt_status.items():
-        flag = "**DEGRADED** — " if status != "ok" else ""
+        flag = "**DEGRADED** — " if status not in ("ok", "given") else ""
         out.append(f"- `{svc}`: {flag}{status}{(': ' + msg) if msg else ''}")
+        why = explain_rt_status(status, msg or "")
+        if why:
+            out.append(f"  - What this means: {why}")
     out += ["", "## Coverage risks", "",
             "Steps where the planned GPUs are below the P90 demand forecast; probability that demand "
             "exceeds the plan.", "",
             md_table(sec["coverage_risk"], ["service", "step", "start_ts", "gpus", "shortfall_gpus",
-                                            "probability", "reason"]),
-            "## Idle windows", "",
+                                            "probability", "reason"])]
+    out += plot("demand", "Demand bands: P50–P90 GPU demand forecast and planned GPUs per service")
+    if "bands" in plots:
+        out += ["## Forecast against actual", ""] + plot("bands", "Forecast against actual traffic")
+    out += ["## Idle windows", "",
             md_table(sec["idle_window"], ["start_ts", "end_ts", "start_step", "end_step", "gpus", "value"]).replace(
                 "| value |", "| GPU-hours |"),
             "## Jobs at risk", "",
@@ -507,16 +615,17 @@ def render_page(inp: ReportInputs, table: pd.DataFrame, plots: Mapping[str, str]
                      ["job_id", "kind", "value", "gpus", "start_ts", "end_ts", "reason"], max_rows=200).replace(
                 "| value |", "| priority |"),
             "## Queue outlook", ""]
-    for key, title in (("outlook", "Queue outlook"), ("gantt", "Plan (Gantt)"), ("demand", "Demand bands"),
-                       ("bands", "Forecast against actual")):
-        if key in plots:
-            out.append(f"### {title}\n\n![{title}]({plots[key]})\n")
     q = sec["queue_outlook"]
     if len(q):
         every = q.iloc[:: max(1, len(q) // 12)]
         out.append(md_table(every, ["step", "start_ts", "gpus", "value", "reason"]).replace(
             "| gpus | value |", "| batch GPUs | jobs waiting |"))
-    return "\n".join(out) + "\n"
+    else:
+        out.append("_none_\n")
+    out += plot("outlook", "Queue outlook: GPUs by use and jobs waiting per step")
+    if "gantt" in plots:
+        out += ["## Plan (Gantt)", ""] + plot("gantt", "Plan: GPUs by step, batch blocks by kind, real-time in red")
+    return "\n".join(out).rstrip("\n") + "\n"
 
 
 def write_risk_report(folder: Path, inp: ReportInputs, run_name: str) -> dict[str, Path]:

@@ -111,3 +111,92 @@ def test_plan_tables_and_metrics():
     assert m["rt_unmet_gpu_h"] == pytest.approx(0.5)
     assert m["jobs_started"] == 1 and m["jobs_total"] == 2
     assert m["idle_gpu_h"] == pytest.approx(32 - 8 - 16)
+
+
+SHIPPED_336H_MSG = ("degraded", "weekly seasonality needs more than 336 hourly points; got 336; weekly component "
+                             "fitted from fewer than two weekly periods (unreplicated)")
+
+
+def test_page_layout_rounding_and_gap_wording(tmp_path):
+    inp = _inputs("optimal")
+    plan = Plan(planner="milp", status="optimal", assignments=inp.plan.assignments,
+                service_gpus=inp.plan.service_gpus, objective=3309.9876, bound=3312.378112003569, gap=0.0007,
+                solve_s=0.1, model=None, n_gpus=8, horizon_steps=8)
+    inp = ReportInputs(problem=inp.problem, plan=plan, start_ts=T0, jobs=inp.jobs, demand=inp.demand,
+                       rt_status={"chat": SHIPPED_336H_MSG})
+    page = write_risk_report(tmp_path, inp, "run-z")["risk_report.md"].read_text()
+    assert ("status **optimal** within the 0.1 % gap tolerance (gap 0.07 %), objective 3309.99, "
+            "bound 3312.38, solve 0.1 s.") in page
+    heads = [ln for ln in page.splitlines() if ln.startswith("#")]
+    assert heads == ["# Risk report — run-z", "## Coverage risks", "## Idle windows", "## Jobs at risk",
+                     "## Estimated start of every queued job", "## Queue outlook", "## Plan (Gantt)"]
+    pos = {k: page.index(k) for k in ("## Coverage risks", "](demand.png)", "## Idle windows", "## Queue outlook",
+                                      "| step | start_ts | batch GPUs | jobs waiting | reason |", "](outlook.png)",
+                                      "## Plan (Gantt)", "](gantt.png)")}
+    assert list(pos.values()) == sorted(pos.values())  # each table under its heading, plots after their section
+    # the shipped 336 h series: degraded status explained in plain words
+    assert "**DEGRADED**" in page
+    assert ("What this means: The traffic history has 336 hourly points (two weeks or less), so the weekly "
+            "pattern (each hour of the week) is in effect fitted from one week only") in page
+    assert "keep extra real-time headroom (a higher `min_gpus`)" in page
+
+
+def test_status_text_cases():
+    from pipelines.risk_report import status_text
+
+    p = _plan()
+    assert status_text(p, 0.001) == "**optimal** within the 0.1 % gap tolerance (gap 1.25 %)"
+    p0 = Plan(planner="milp", status="optimal", assignments=p.assignments, service_gpus=p.service_gpus,
+              objective=8.0, bound=8.0, gap=0.0, solve_s=0.1, model=None, n_gpus=8, horizon_steps=8)
+    assert status_text(p0, 0.001) == "**optimal** (gap 0 %)"
+    assert status_text(_plan("time_limit"), 0.001) == "**time_limit** (gap 1.25 %)"
+
+
+def test_wait_reason_names_allowed_sizes():
+    problem = Problem.from_dict({
+        "cluster": {"n_gpus": 8, "gpus_per_node": 8, "step_minutes": 30, "horizon_steps": 8},
+        "settings": {"time_limit_s": 5},
+        "services": [{"service": "chat", "demand_gpus": [6, 6, 2, 2, 2, 2, 6, 6], "min_gpus": 0, "max_gpus": 8,
+                      "swap_cap_gpus": 4, "current_gpus": 6}],
+        "jobs": [{"job_id": "A", "kind": "training", "priority": 1, "release_step": 0, "gpus": 4,
+                  "duration_steps": 4, "deadline_step": 5},
+                 {"job_id": "B", "kind": "quantization", "priority": 2, "release_step": 0,
+                  "sizes": [{"gpus": 4, "duration_steps": 4}, {"gpus": 8, "duration_steps": 2}]}],
+    })
+    inp = _inputs()
+    t = build_report_table(ReportInputs(problem=problem, plan=inp.plan, start_ts=T0, jobs=inp.jobs,
+                                        demand=inp.demand))
+    eta = t[t["section"] == "queue_eta"].set_index("job_id")
+    assert eta.loc["B", "gpus"] == 4
+    assert eta.loc["B", "reason"].endswith(
+        "needs 4–8 GPUs (smallest allowed size 4); only 2 free at step 0 (8 blocked steps): held by A "
+        "(4 GPUs, steps 2-5) and real-time demand (up to 6 GPUs)")
+
+
+def test_reasons_pluralise_one_gpu_and_one_step():
+    problem = Problem.from_dict({
+        "cluster": {"n_gpus": 2, "gpus_per_node": 2, "step_minutes": 30, "horizon_steps": 2},
+        "services": [{"service": "chat", "demand_gpus": [1, 1], "min_gpus": 0, "max_gpus": 2,
+                      "swap_cap_gpus": 2, "current_gpus": 1}],
+        "jobs": [{"job_id": "C", "kind": "training", "priority": 2, "release_step": 0, "gpus": 1,
+                  "duration_steps": 1},
+                 {"job_id": "D", "kind": "training", "priority": 1, "release_step": 0, "gpus": 1,
+                  "duration_steps": 1}],
+    })
+    plan = Plan(planner="milp", status="optimal",
+                assignments=(JobAssignment("C", 0, 1, 0, 1), JobAssignment("D", 1, 2, 0, 1)),
+                service_gpus={"chat": (1, 0)}, objective=3.0, bound=3.0, gap=0.0, solve_s=0.1, model=None,
+                n_gpus=2, horizon_steps=2)
+    demand = pd.DataFrame({"service": "chat", "step": [0, 1], "demand_gpus_p50": [1, 1], "demand_gpus_p90": [1, 1]})
+    jobs = pd.DataFrame({"job_id": ["C", "D"], "kind": "training", "priority": [2.0, 1.0], "state": "queued",
+                         "duration_p10_h": 0.5, "duration_p50_h": 0.5, "duration_p90_h": 0.5})
+    t = build_report_table(ReportInputs(problem=problem, plan=plan, start_ts=T0, jobs=jobs, demand=demand))
+    eta = t[t["section"] == "queue_eta"].set_index("job_id")
+    assert eta.loc["C", "reason"] == "starts at release"
+    assert eta.loc["D", "reason"] == ("needs 1 GPU; only 0 free at step 0 (1 blocked step): held by C (1 GPU, "
+                                      "step 0) and real-time demand (up to 1 GPU)")
+    # step 1: 2 GPUs - 1 (D) - 0 (chat) = 1 idle; chat planned 0 < P90 1 -> 1 GPU short, 1 free
+    idle = t[t["section"] == "idle_window"]
+    assert idle["reason"].tolist() == ["1 GPU free for 0.5 h"]
+    cov = t[t["section"] == "coverage_risk"]
+    assert cov["reason"].tolist() == ["1 GPU short of P90 but 1 free: covered by re-planning within the swap cap"]
