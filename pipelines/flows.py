@@ -1,6 +1,6 @@
 """Prefect 3 flows: ``train_forecasters``, ``plan``, ``benchmark`` and ``run_all`` (DESIGN §7).
 
-Conventions (STACK.md, STYLE.md "From Prefect's own examples"):
+Conventions (``docs/STACK.md`` and Prefect's own examples):
 
 - One ``@task`` per step, each calling plain functions of :mod:`pipelines.queue`,
   :mod:`pipelines.risk_report`, the optimizer and the forecasters; tasks pass **file paths**,
@@ -294,7 +294,7 @@ def train_forecasters(scheduled_at: datetime | None = None, kinds: list[str] | N
 
 @flow(name="benchmark", log_prints=False)
 def benchmark(scenario: str = "all", quick: bool = True, out_dir: str | None = None) -> dict[str, Any]:
-    """Run the rolling-horizon benchmark (issue 5's ``pipelines.bench``) and log it to the
+    """Run the rolling-horizon benchmark (``pipelines.bench``, ``docs/benchmark.md``) and log it to the
     ``benchmarks`` experiment. Returns ``{"out_dir", "mlflow_run_id"}``."""
     from pipelines import queue, tracking
 

@@ -18,7 +18,7 @@ from the design matrix with categoricals as strings: MLflow has no category type
 forecaster as a **pyfunc** (:class:`JobModelPyfunc`) that takes ``job_id`` and the raw feature
 columns of any string dtype (e.g. parsed from JSON), casts them to the fixed level lists and returns the prediction
 frame (``flags`` joined with ``;``). ``pip_requirements`` are given explicitly so ``log_model``
-does not spend ~10 s inferring them (STACK.md).
+does not spend ~10 s inferring them (``docs/STACK.md``).
 """
 
 from __future__ import annotations

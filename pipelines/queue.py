@@ -14,12 +14,12 @@ Choices (documented settings, not hidden constants):
   repeated over its two 30-min steps; ``current_gpus`` is the GPU need of the last actual hour.
 - **Current queue** (:func:`build_queue`): the real-trace job mix plus generated LLM jobs.
   *Real trace*: the non-latency-sensitive GPU pods of the shipped Alibaba openb window
-  (``data/traces/alibaba_openb_window.csv``, issue 5) created in its first 24 h, ``N_TRACE_JOBS``
+  (``data/traces/alibaba_openb_window.csv``, see ``data/traces/README.md``) created in its first 24 h, ``N_TRACE_JOBS``
   of them picked evenly by arrival; they keep their GPU count (fractional -> 1), QoS class
   (priority: Guaranteed 4, Burstable 2, BE 1) and arrival order, shifted so that they were
   submitted over the 24 h before the plan start and all wait now (a 64-GPU slice of a cluster
   that had 6,212 GPUs). QoS BE pods become batch-inference jobs, Burstable/Guaranteed pods
-  training jobs; their features are drawn by the job generators (issue 3) with
+  training jobs; their features are drawn by the job generators (:mod:`forecasters.generators`) with
   ``gpus_requested`` fixed to the pod's GPU count. *Generated LLM jobs*: ``N_LLM_JOBS`` training,
   quantization and batch-inference jobs from the same generators, priorities in {1, 2, 4, 8},
   some with deadlines, plus ``N_RUNNING`` running training jobs on aligned blocks.
@@ -77,7 +77,7 @@ def _write_json(obj: Any, path: Path) -> Path:
 
 
 def load_services(settings: Settings) -> list[dict[str, Any]]:
-    """The real-time service settings of ``data/traffic/services.json`` (issue 4).
+    """The real-time service settings of ``data/traffic/services.json`` (see ``data/traffic/README.md``).
 
     Raises:
         pipelines.errors.InputError: file missing or a service without a required field.
@@ -263,7 +263,7 @@ def _trace_pods(settings: Settings) -> pd.DataFrame:
     """Non-LS GPU pods of the shipped openb window created in its first 24 h, by arrival."""
     path = settings.data_dir / "traces" / "alibaba_openb_window.csv"
     if not path.is_file():
-        raise InputError(f"real-trace slice not found: {path} (issue 5 ships it)")
+        raise InputError(f"real-trace slice not found: {path} (shipped in data/traces; re-derive it with python -m pipelines.trace_io)")
     pods = pd.read_csv(path)
     for col in ("name", "qos", "num_gpu", "creation_s"):
         if col not in pods.columns:
@@ -641,7 +641,7 @@ def log_plan_run(settings: Settings, run_dir: Path, run_name: str, planner: str)
 
 def load_history(settings: Settings, kind: str) -> tuple[pd.DataFrame, str]:
     """The validated job history of ``kind`` and its path: ``data/histories/<kind>_jobs.parquet``
-    (shipped by issue 3, read with :mod:`pipelines.job_io`)."""
+    (shipped in ``data/histories``, see its README; read with :mod:`pipelines.job_io`)."""
     from pipelines import job_io
 
     path = settings.data_dir / "histories" / job_io.HISTORY_FILES[kind]
@@ -774,7 +774,7 @@ def forecast_jobs(settings: Settings, kind: str, model_path: Path, queue: pd.Dat
 
 
 def run_benchmark(settings: Settings, scenario: str, quick: bool, out: Path) -> dict[str, Any]:
-    """Run issue 5's rolling-horizon benchmark (:mod:`pipelines.bench`), write its outputs into
+    """Run the rolling-horizon benchmark (:mod:`pipelines.bench`, ``docs/benchmark.md``), write its outputs into
     ``out`` and log one run to the ``benchmarks`` experiment: params (scenarios, planners, seed,
     quick, solver budget), metrics ``<scenario>.<planner>.<bench.csv column>``, artifacts
     (``bench.csv``, ``bench.md``, plots). Returns ``{"out_dir", "mlflow_run_id", "wall_s",

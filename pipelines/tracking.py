@@ -40,7 +40,7 @@ EXPERIMENTS: dict[str, str] = {
     "benchmarks": "gpuplan-benchmarks",
 }
 
-#: pip requirements given to ``log_model`` (inference of them costs ~10 s in a subprocess, STACK.md)
+#: pip requirements given to ``log_model`` (inference of them costs ~10 s in a subprocess, docs/STACK.md)
 MODEL_PIP_REQUIREMENTS: tuple[str, ...] = ("lightgbm>=4.6,<5", "pandas>=2.2", "numpy>=2.0")
 
 
@@ -191,7 +191,7 @@ def log_lightgbm_model(
     not the deprecated stages).
 
     MLflow signatures have no categorical type (a ``category`` column breaks inference,
-    STACK.md), so the logged copy takes categoricals as their **integer codes in the model's
+    docs/STACK.md), so the logged copy takes categoricals as their **integer codes in the model's
     fixed level list** (code ``k`` = ``levels[col][k]``): the copy's ``pandas_categorical`` is
     cleared and the example/signature are the numeric design matrix. The copy predicts exactly
     what the original predicts on the same rows (checked here; ValueError otherwise).

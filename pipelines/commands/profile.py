@@ -8,7 +8,7 @@ import typer
 
 from pipelines.cli_support import run_guarded
 
-#: Keys of the ``diagnostics`` object in the JSON contract (issue 4), in order.
+#: Keys of the ``diagnostics`` object in the JSON contract (DESIGN §7.1, ``docs/DESIGN.md``), in order.
 DIAGNOSTIC_KEYS = ("rows_in", "hours", "missing_hours", "longest_gap_h", "duplicates_dropped",
                    "ambiguous_hours", "nonexistent_hours", "off_grid_stamps", "outliers", "constant",
                    "components")
@@ -20,7 +20,7 @@ MAX_HORIZON_H = 336
 
 
 def profile_document(df, timezone: str | None, horizon_h: int) -> dict:
-    """The ``gpuplan profile --json`` document for a traffic frame (see DESIGN §7.1 and issue 4).
+    """The ``gpuplan profile --json`` document for a traffic frame (see DESIGN §7.1, ``docs/DESIGN.md``).
 
     ``{"method", "status", "messages", "forecast": [{"ts", "p50", "p90"}], "diagnostics": {...}}``;
     ``ts`` ISO 8601 UTC (``Z``), values in the file's units per hour, the forecast starting at the first

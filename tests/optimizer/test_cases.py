@@ -1,4 +1,4 @@
-"""Failure cases C13, C14, C17, C19, C21, C22 (../shared/cases/README.md) with their right values."""
+"""Failure cases C13, C14, C17, C19, C21, C22 (docs/cases.md) with their right values."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The valley-filling case of issue 2, worked by hand.
+"""The valley-filling case (``data/examples/valley.json``), worked by hand.
 
 8 GPUs, 8 steps; service demand [6,6,2,2,2,2,6,6], current 6, band [0, 8]; one 4-GPU, 4-step job
 of priority 1 released at step 0; gamma = 0.995, kappa = 8, so w = 8 * max p = 8.

@@ -2,7 +2,7 @@
 
 The Prefect server (``prefect server start --host 127.0.0.1 --port <free>``, PREFECT_HOME in a
 temporary folder) is started once per session, used by the few flow-level tests, and stopped by
-its PID (STACK.md: one pre-started server is far cheaper than ``prefect_test_harness``).
+its PID (docs/STACK.md: one pre-started server is far cheaper than ``prefect_test_harness``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Integration (issue 6 CI): a real Prefect server, `gpuplan serve`, a deployment triggered with
+"""Integration (CI): a real Prefect server, `gpuplan serve`, a deployment triggered with
 `prefect deployment run`, seen to complete; and case C28 on that served run (explicit MLflow store,
 no ~/mlflow.db, no ./mlruns, no file-store deprecation)."""
 

@@ -1,4 +1,4 @@
-"""Cases C19 and C24 (../shared/cases) run through the rolling-horizon simulator with every
+"""Cases C19 and C24 (docs/cases.md) run through the rolling-horizon simulator with every
 planner."""
 
 from __future__ import annotations
