@@ -104,15 +104,11 @@ def ingest_traffic(settings: Settings, work: Path) -> Path:
     Writes ``traffic.parquet`` (``service, ts, value, excluded``) and ``ingest.json`` (the
     diagnostics per service) into ``work``; returns the parquet path.
     """
-    from forecasters.realtime import ingest
-    from pipelines.traffic_io import read_traffic
+    from pipelines.traffic_io import ingest_service
 
     frames, diags = [], {}
     for svc in load_services(settings):
-        raw = read_traffic(settings.data_dir / "traffic" / svc["file"])
-        if "service" in raw.columns:
-            raw = raw[raw["service"] == svc["service"]]
-        series, diag = ingest(raw[["ts", "value"]], svc["timezone"])
+        series, diag = ingest_service(svc, settings.data_dir / "traffic")
         excluded = set(diag["imputed"]) | set(diag["outliers"])
         iso = series.index.strftime("%Y-%m-%dT%H:%M:%SZ")
         frames.append(pd.DataFrame({"service": svc["service"], "ts": series.index, "value": series.to_numpy(),
