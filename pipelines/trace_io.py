@@ -1,7 +1,7 @@
 """Reading the real traces for the ``real_trace`` benchmark scenario (file IO lives here).
 
 Two small files under ``data/traces/`` are shipped with the project (so nothing reads
-``../shared`` at run time); :func:`derive_trace_slice` re-creates them from the public traces and
+anything outside the repository at run time); :func:`derive_trace_slice` re-creates them from the public traces and
 :func:`load_real_trace` reads them into the pure :class:`optimizer.scenarios.RealTraceData`.
 
 - ``alibaba_openb_window.csv``: the Alibaba cluster-trace-gpu-v2023 "openb" GPU pods relevant to
@@ -13,7 +13,8 @@ Two small files under ``data/traces/`` are shipped with the project (so nothing 
   ``rate_rps`` (empty where every 10-minute window of the half hour was all-zero: a collection gap,
   treated as missing, not as zero demand).
 
-Run ``python -m pipelines.trace_io /work/shared/data data/traces`` to re-derive them.
+Run ``python -m pipelines.trace_io SRC data/traces`` to re-derive them, ``SRC`` being a folder with the
+public traces downloaded as described in ``data/traces/README.md``.
 """
 
 from __future__ import annotations
@@ -173,6 +174,10 @@ def load_real_trace(trace_dir: Path = TRACE_DIR):
 
 
 if __name__ == "__main__":  # pragma: no cover - maintenance entry point
-    src = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("/work/shared/data")
+    if len(sys.argv) < 2:
+        print("usage: python -m pipelines.trace_io SRC [DST]  (SRC: the public traces, see data/traces/README.md)",
+              file=sys.stderr)
+        sys.exit(2)
+    src = Path(sys.argv[1])
     dst = Path(sys.argv[2]) if len(sys.argv) > 2 else TRACE_DIR
     print(derive_trace_slice(src, dst))
