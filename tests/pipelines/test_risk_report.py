@@ -15,7 +15,8 @@ from pipelines.risk_report import ReportInputs, build_report_table, exceed_proba
 T0 = datetime(2025, 3, 16, 16, tzinfo=UTC)
 
 
-def _problem() -> Problem:
+def _problem(b_job: dict | None = None) -> Problem:
+    """The valley problem; ``b_job`` replaces job B."""
     return Problem.from_dict({
         "cluster": {"n_gpus": 8, "gpus_per_node": 8, "step_minutes": 30, "horizon_steps": 8},
         "settings": {"time_limit_s": 5},
@@ -23,8 +24,8 @@ def _problem() -> Problem:
                       "swap_cap_gpus": 4, "current_gpus": 6}],
         "jobs": [{"job_id": "A", "kind": "training", "priority": 1, "release_step": 0, "gpus": 4,
                   "duration_steps": 4, "deadline_step": 5},
-                 {"job_id": "B", "kind": "quantization", "priority": 2, "release_step": 0, "gpus": 8,
-                  "duration_steps": 2}],
+                 b_job or {"job_id": "B", "kind": "quantization", "priority": 2, "release_step": 0, "gpus": 8,
+                           "duration_steps": 2}],
     })
 
 
@@ -153,16 +154,8 @@ def test_status_text_cases():
 
 
 def test_wait_reason_names_allowed_sizes():
-    problem = Problem.from_dict({
-        "cluster": {"n_gpus": 8, "gpus_per_node": 8, "step_minutes": 30, "horizon_steps": 8},
-        "settings": {"time_limit_s": 5},
-        "services": [{"service": "chat", "demand_gpus": [6, 6, 2, 2, 2, 2, 6, 6], "min_gpus": 0, "max_gpus": 8,
-                      "swap_cap_gpus": 4, "current_gpus": 6}],
-        "jobs": [{"job_id": "A", "kind": "training", "priority": 1, "release_step": 0, "gpus": 4,
-                  "duration_steps": 4, "deadline_step": 5},
-                 {"job_id": "B", "kind": "quantization", "priority": 2, "release_step": 0,
-                  "sizes": [{"gpus": 4, "duration_steps": 4}, {"gpus": 8, "duration_steps": 2}]}],
-    })
+    problem = _problem({"job_id": "B", "kind": "quantization", "priority": 2, "release_step": 0,
+                        "sizes": [{"gpus": 4, "duration_steps": 4}, {"gpus": 8, "duration_steps": 2}]})
     inp = _inputs()
     t = build_report_table(ReportInputs(problem=problem, plan=inp.plan, start_ts=T0, jobs=inp.jobs,
                                         demand=inp.demand))
