@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from forecasters import metrics as M
 from forecasters.errors import InputError
 from forecasters.realtime.profile import ProfileSettings, fit_profile, forecast, recalibrate
 
@@ -50,9 +51,10 @@ def backtest(
     """
     s = settings or ProfileSettings()
     idx = series.index
-    ex = pd.DatetimeIndex(pd.to_datetime(list(exclude), utc=True)) if len(list(exclude)) else idx[:0]
+    exclude, outliers = list(exclude), list(outliers)  # iterables may be one-shot generators
+    ex = pd.DatetimeIndex(pd.to_datetime(exclude, utc=True)) if exclude else idx[:0]
     masked = idx.isin(ex)
-    out_idx = pd.DatetimeIndex(pd.to_datetime(list(outliers), utc=True)) if len(list(outliers)) else idx[:0]
+    out_idx = pd.DatetimeIndex(pd.to_datetime(outliers, utc=True)) if outliers else idx[:0]
     not_fitted = ex.union(out_idx)
     start = idx[0] + pd.Timedelta(hours=168) if test_start is None else pd.Timestamp(test_start)
     origins = [start + pd.Timedelta(hours=24 * d) for d in range(n_days)]
@@ -61,6 +63,10 @@ def backtest(
         raise InputError(f"backtest: series {idx[0]}..{idx[-1]} too short for a test window from {start} "
                          "with 168 h of lag")
     pos = {t: i for i, t in enumerate(idx)}
+    off_grid = [o for o in origins if o not in pos]
+    if off_grid:
+        raise InputError(f"backtest: origin {off_grid[0].isoformat()} is not an hour of the series "
+                         "(test_start must be on the series' hourly grid)")
     y = series.to_numpy(dtype=float)
     rows = {v: [] for v in VARIANTS}
     for o in origins:
@@ -88,9 +94,7 @@ def backtest(
 def _metrics(a: np.ndarray) -> dict:
     """Metrics from rows (actual, snaive168, naive24, p50, p90)."""
     act, sn, n24, p50, p90 = a.T
-    mae = float(np.mean(np.abs(act - p50)))
-    mae_sn = float(np.mean(np.abs(act - sn)))
-    mae_24 = float(np.mean(np.abs(act - n24)))
+    mae, mae_sn, mae_24 = M.mae(act, p50), M.mae(act, sn), M.mae(act, n24)
     pos = act > 0
     return {
         "mae": mae,
@@ -98,7 +102,7 @@ def _metrics(a: np.ndarray) -> dict:
         "mae_naive24": mae_24,
         "mase_snaive168": mae / mae_sn if mae_sn > 0 else float("nan"),
         "mase_naive24": mae / mae_24 if mae_24 > 0 else float("nan"),
-        "mape_pct": float(100 * np.mean(np.abs(act[pos] - p50[pos]) / act[pos])) if pos.any() else float("nan"),
+        "mape_pct": 100 * M.mape(act[pos], p50[pos]) if pos.any() else float("nan"),
         "p90_coverage": float(np.mean(act <= p90)),
         "n_hours": int(len(act)),
     }

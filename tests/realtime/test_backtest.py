@@ -64,3 +64,22 @@ def test_level_correction_decays_with_the_residual_autocorrelation():
     expected = np.where(h == 0, 1.5, 1.5 ** (prof.phi_ ** h))
     np.testing.assert_allclose(ratio, expected, rtol=1e-9)
     assert (fc["p90"] >= fc["p50"]).all()
+
+
+def test_backtest_accepts_one_shot_iterables_and_refuses_off_grid_start():
+    """A generator of excluded hours counts like a list; an off-grid test_start is a clear InputError."""
+    import pandas as pd
+    import pytest
+
+    from forecasters.errors import InputError
+    from forecasters.realtime.backtest import backtest
+
+    idx = pd.date_range("2025-06-02", periods=24 * 16, freq="h", tz="UTC")
+    hour = idx.hour.to_numpy()
+    y = pd.Series(100.0 + 50.0 * ((hour >= 9) & (hour < 18)), index=idx)
+    gone = list(idx[24 * 7 + 10 : 24 * 7 + 13])
+    as_list = backtest(y, "UTC", exclude=gone, n_days=2)
+    as_gen = backtest(y, "UTC", exclude=(t for t in gone), n_days=2)
+    assert as_gen["variants"]["day_ahead"]["n_hours"] == as_list["variants"]["day_ahead"]["n_hours"] == 48 - 3
+    with pytest.raises(InputError, match="not an hour of the series"):
+        backtest(y, "UTC", test_start=idx[24 * 8] + pd.Timedelta(minutes=30), n_days=1)
