@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from optimizer.diagnose import running_gpus_per_step, service_bounds, up_gpus
+from optimizer.diagnose import fixed_occupancy, running_gpus_per_step, service_bounds, up_gpus
 from optimizer.objective import objective_value
 from optimizer.plan import JobAssignment, Plan
 from optimizer.problem import Job, Problem
@@ -82,11 +82,7 @@ class Board:
     def __init__(self, problem: Problem, service_gpus: np.ndarray) -> None:
         H, N = problem.horizon_steps, problem.n_gpus
         self.H, self.N = H, N
-        self.occ = np.zeros((H, N), dtype=bool)
-        if problem.down_gpus:
-            self.occ[:, list(problem.down_gpus)] = True
-        for r in problem.running:
-            self.occ[: min(H, r.planned_steps), r.block_offset : r.block_offset + r.gpus] = True
+        self.occ = fixed_occupancy(problem)
         rt = service_gpus.sum(axis=0) if len(service_gpus) else np.zeros(H, dtype=np.int64)
         self.free_count = up_gpus(problem) - running_gpus_per_step(problem) - rt
 

@@ -41,20 +41,10 @@ from optimizer.milp import (
     set_service_values,
 )
 from optimizer.baselines import demand_following_target, greedy_place, reserved_service_gpus
+from optimizer.diagnose import fixed_occupancy
 from optimizer.plan import Plan
 from optimizer.problem import Problem
 from optimizer.solver import SparseModel, solve
-
-
-def fixed_occupancy(problem: Problem) -> np.ndarray:
-    """(horizon_steps, n_gpus) bool: GPU held by a running job or down at that step."""
-    H, N = problem.horizon_steps, problem.n_gpus
-    occ = np.zeros((H, N), dtype=bool)
-    if problem.down_gpus:
-        occ[:, list(problem.down_gpus)] = True
-    for r in problem.running:
-        occ[: min(H, r.planned_steps), r.block_offset : r.block_offset + r.gpus] = True
-    return occ
 
 
 def free_blocks(occ: np.ndarray, size: int) -> np.ndarray:

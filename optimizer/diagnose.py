@@ -216,3 +216,14 @@ def check_size(problem: Problem) -> SizeEstimate:
             "aggregate small jobs into larger ones"
         )
     return est
+
+
+def fixed_occupancy(problem: Problem) -> np.ndarray:
+    """(horizon_steps, n_gpus) bool: GPU held by a running job or down at that step."""
+    H, N = problem.horizon_steps, problem.n_gpus
+    occ = np.zeros((H, N), dtype=bool)
+    if problem.down_gpus:
+        occ[:, list(problem.down_gpus)] = True
+    for r in problem.running:
+        occ[: min(H, r.planned_steps), r.block_offset : r.block_offset + r.gpus] = True
+    return occ

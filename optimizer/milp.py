@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import sparse
 
-from optimizer.diagnose import job_groups, running_gpus_per_step, service_bounds, up_gpus
+from optimizer.diagnose import fixed_occupancy, job_groups, running_gpus_per_step, service_bounds, up_gpus
 from optimizer.plan import Plan
 from optimizer.problem import Problem
 from optimizer.solver import SolveOutcome, SparseModel, solve
@@ -145,11 +145,7 @@ def make_context(problem: Problem) -> Context:
     groups = job_groups(problem)
     unit = min((s.gpus for j in problem.jobs for s in j.sizes), default=N)
     n_cells = N // unit
-    gpu_blocked = np.zeros((H, N), dtype=bool)
-    if problem.down_gpus:
-        gpu_blocked[:, list(problem.down_gpus)] = True
-    for r in problem.running:
-        gpu_blocked[: min(H, r.planned_steps), r.block_offset : r.block_offset + r.gpus] = True
+    gpu_blocked = fixed_occupancy(problem)
     blocked = gpu_blocked.reshape(H, n_cells, unit).any(axis=2)
     L, U = service_bounds(problem)
     room = up_gpus(problem) - running_gpus_per_step(problem) - (L.sum(axis=0) if len(L) else 0)
