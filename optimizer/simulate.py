@@ -422,18 +422,19 @@ def simulate(
         problem = _problem_at(st, t, dict(st.alloc), lookahead)
         # 3. plan or follow
         plan, replanned, reason = None, False, ""
+        cand_found: list[str] | None = None  # verifier result of the shifted previous plan, once
         if prev_plan is not None and not failed_now and t % replan_every_steps != 0:
             cand = shift_plan(prev_plan, t - prev_at, problem)
-            found = list(verify(cand, problem))
-            if not found:
+            cand_found = list(verify(cand, problem))
+            if not cand_found:
                 plan = cand
                 res.verified_plans += 1
             else:  # not committed: reality diverged from the previous plan, plan afresh
                 res.stale_plans += 1
-                reason = "previous plan no longer valid: " + found[0]
+                reason = "previous plan no longer valid: " + cand_found[0]
         if plan is None:
             warm = None
-            if prev_plan is not None:
+            if prev_plan is not None and cand_found is None:
                 warm = _scored(shift_plan(prev_plan, t - prev_at, problem), problem, verify)
             plan = planner(problem, warm)
             replanned = True
