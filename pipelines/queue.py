@@ -385,9 +385,10 @@ def to_problem(settings: Settings, jobs: pd.DataFrame, demand: pd.DataFrame, sta
     step_h = settings.step_minutes / 60.0
     now = pd.Timestamp(start)
     services = []
+    settings_by_service = {s["service"]: s for s in load_services(settings)}
     for name, d in demand.groupby("service", sort=False):
         d = d.sort_values("step")
-        svc = next(s for s in load_services(settings) if s["service"] == name)
+        svc = settings_by_service[name]
         services.append({"service": str(name), "demand_gpus": [int(x) for x in d[f"demand_gpus_{DEMAND_QUANTILE}"]],
                          "min_gpus": int(svc["min_gpus"]), "max_gpus": int(svc["max_gpus"]),
                          "swap_cap_gpus": int(svc["swap_cap_gpus"]), "current_gpus": int(d["current_gpus"].iloc[0])})

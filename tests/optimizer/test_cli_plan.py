@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pipelines.cli import app
+from pipelines.plan_io import read_plan_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 VALLEY = ROOT / "data" / "examples" / "valley.json"
@@ -59,7 +60,7 @@ def test_out_writes_plan_parquet_atomically(tmp_path):
     svc = df[df["row_type"] == "service_step"].sort_values("step")
     assert svc["gpus"].astype(int).tolist() == [6, 6, 2, 2, 2, 2, 6, 6]
     assert (df["row_type"] == "gpu_step").sum() == 8 * 8
-    meta = json.loads(pq.read_schema(out).metadata[b"gpuplan_plan"])
+    meta = read_plan_summary(out)
     assert meta["status"] == "optimal" and meta["planner"] == "milp"
 
 
