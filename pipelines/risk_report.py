@@ -609,11 +609,13 @@ def render_page(inp: ReportInputs, table: pd.DataFrame, plots: Mapping[str, str]
             md_table(sec["idle_window"], ["start_ts", "end_ts", "start_step", "end_step", "gpus", "value"]).replace(
                 "| value |", "| GPU-hours |"),
             "## Jobs at risk", "",
-            md_table(sec["job_at_risk"], ["job_id", "kind", "gpus", "start_ts", "end_ts", "reason"]),
+            "Finish times here are P90 (pessimistic) duration forecasts; the next table gives planned ends.", "",
+            md_table(sec["job_at_risk"], ["job_id", "kind", "gpus", "start_ts", "end_ts", "reason"]).replace(
+                "| end_ts |", "| p90_finish_ts |"),
             "## Estimated start of every queued job", "",
             md_table(sec["queue_eta"].sort_values("start_ts", kind="stable"),
                      ["job_id", "kind", "value", "gpus", "start_ts", "end_ts", "reason"], max_rows=200).replace(
-                "| value |", "| priority |"),
+                "| value |", "| priority |").replace("| end_ts |", "| planned_end_ts |"),
             "## Queue outlook", ""]
     q = sec["queue_outlook"]
     if len(q):

@@ -135,6 +135,9 @@ def test_page_layout_rounding_and_gap_wording(tmp_path):
                                       "| step | start_ts | batch GPUs | jobs waiting | reason |", "](outlook.png)",
                                       "## Plan (Gantt)", "](gantt.png)")}
     assert list(pos.values()) == sorted(pos.values())  # each table under its heading, plots after their section
+    # one name per meaning: P90 finish (jobs at risk) vs planned end (queue table)
+    assert "| job_id | kind | gpus | start_ts | p90_finish_ts | reason |" in page
+    assert "| job_id | kind | priority | gpus | start_ts | planned_end_ts | reason |" in page
     # the shipped 336 h series: degraded status explained in plain words
     assert "**DEGRADED**" in page
     assert ("What this means: The traffic history has 336 hourly points (two weeks or less), so the weekly "
