@@ -196,13 +196,14 @@ def count_picks(cm: CountModel, x: np.ndarray) -> tuple[dict[str, tuple[int, int
 
 def pack_offsets(
     occ: np.ndarray, picks: dict[str, tuple[int, int, int]], time_limit_s: float = 5.0, seed: int = 0,
-    threads: int = 1,
+    threads: int = 1, mip_work_limit: int | None = None, log: list | None = None,
 ) -> dict[str, int] | None:
     """Aligned offsets for fixed (start, gpus, duration) so that no GPU is used twice at a step.
 
     ``occ`` (H, N) fixed occupancy. First fit by decreasing size (then start, then id); if that
     fails, a feasibility MILP over all aligned offsets. Returns ``job_id -> offset`` or None when
-    no packing exists (or none was found within ``time_limit_s``).
+    no packing exists (or none was found within ``time_limit_s`` or ``mip_work_limit``).
+    The MILP's :class:`~optimizer.solver.SolveOutcome` is appended to ``log`` when given.
     """
     H, N = occ.shape
     grid = occ.copy()
@@ -217,11 +218,12 @@ def pack_offsets(
         out[jid] = o
     else:
         return out
-    return _pack_milp(occ, picks, time_limit_s, seed, threads)
+    return _pack_milp(occ, picks, time_limit_s, seed, threads, mip_work_limit, log)
 
 
 def _pack_milp(occ: np.ndarray, picks: dict[str, tuple[int, int, int]], time_limit_s: float,
-               seed: int, threads: int) -> dict[str, int] | None:
+               seed: int, threads: int, mip_work_limit: int | None = None,
+               log: list | None = None) -> dict[str, int] | None:
     H, N = occ.shape
     b = ModelBuilder()
     items = sorted(picks.items())
@@ -245,7 +247,10 @@ def _pack_milp(occ: np.ndarray, picks: dict[str, tuple[int, int, int]], time_lim
     used, inv = np.unique(rr, return_inverse=True)
     rows = b.add_rows(-np.inf, np.ones(len(used)), "one_task_per_gpu")
     b.add_coeffs(rows[inv], np.concatenate(cell_c), 1.0)
-    out = solve(b.model(), time_limit_s=time_limit_s, mip_rel_gap=0.0, threads=threads, random_seed=seed)
+    out = solve(b.model(), time_limit_s=time_limit_s, mip_rel_gap=0.0, threads=threads, random_seed=seed,
+                mip_work_limit=mip_work_limit)
+    if log is not None:
+        log.append(out)
     if out.x is None:
         return None
     res: dict[str, int] = {}
@@ -257,11 +262,12 @@ def _pack_milp(occ: np.ndarray, picks: dict[str, tuple[int, int, int]], time_lim
     return res
 
 
-def lp_guided_plan(cm: CountModel, time_limit_s: float = 2.0) -> Plan | None:
+def lp_guided_plan(cm: CountModel, time_limit_s: float = 2.0, log: list | None = None) -> Plan | None:
     """A warm-start candidate from the master's LP relaxation: jobs ordered by how much of them
     the LP starts (most first), then by their LP mean start, placed by
     :func:`optimizer.baselines.greedy_place` with demand-following services. None when the LP
-    does not solve in time. Unverified; the planner verifies before use.
+    does not solve in time. Unverified; the planner verifies before use. The LP's
+    :class:`~optimizer.solver.SolveOutcome` is appended to ``log`` when given.
     """
     from dataclasses import replace
 
@@ -269,6 +275,8 @@ def lp_guided_plan(cm: CountModel, time_limit_s: float = 2.0) -> Plan | None:
     lp = replace(cm.model, integer=np.zeros(cm.model.n_cols, dtype=bool))
     st = p.settings
     out = solve(lp, time_limit_s=time_limit_s, mip_rel_gap=0.0, threads=st.threads, random_seed=st.random_seed)
+    if log is not None:
+        log.append(out)
     if out.x is None:
         return None
     started: dict[str, float] = {}
@@ -287,3 +295,19 @@ def lp_guided_plan(cm: CountModel, time_limit_s: float = 2.0) -> Plan | None:
 
     svc = reserved_service_gpus(p, demand_following_target(p))
     return greedy_place(p, svc, sorted(p.jobs, key=key), planner="lp_guided")
+
+
+def master_guided_plan(problem: Problem, picks: dict[str, tuple[int, int, int]], service_gpus: np.ndarray) -> Plan:
+    """A repair of a master solution that could not be packed: services at the master's
+    ``service_gpus`` (S, H); the master's picked jobs (``job_id -> (start, gpus, duration)``) placed
+    first, by master start, then larger first, then id; then the jobs the master left out; each
+    by :func:`optimizer.baselines.greedy_place` at its earliest aligned fit. Unverified; the
+    planner verifies before use.
+    """
+    far = problem.horizon_steps
+
+    def key(j):
+        t, g, _d = picks.get(j.job_id, (far, 0, 0))
+        return (j.job_id not in picks, t, -g, j.job_id)
+
+    return greedy_place(problem, np.asarray(service_gpus), sorted(problem.jobs, key=key), planner="master_guided")

@@ -19,6 +19,10 @@ Definitions (window = the scenario's ``n_steps`` steps of ``step_h`` hours; N GP
   priority class.
 - ``solve_s_p50``/``solve_s_max`` over the fresh plans (steps where the previous plan was followed
   are not solves); ``gap_max`` the largest MILP relative gap reported (None for heuristics).
+- ``time_limited_solves``: fresh MILP plans whose solve stopped on a limit (node or time) before
+  proving the gap; ``wall_clock_limited_solves``: those where a solve behind the plan stopped on
+  the wall clock (:attr:`optimizer.plan.Plan.wall_clock_limited`) — such a row may not repeat.
+  Neither is a bench.csv column (DESIGN §7.1); ``bench.md``/``bench.json`` report them.
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ class Metrics:
     violations: int
     stale_plans: int
     time_limited_solves: int
+    wall_clock_limited_solves: int = 0
 
     def row(self) -> dict[str, object]:
         """The bench.csv row: exactly :data:`CSV_COLUMNS`."""
@@ -152,6 +157,7 @@ def compute(res: SimResult) -> Metrics:
         violations=res.violations,
         stale_plans=res.stale_plans,
         time_limited_solves=sum(1 for r in solves if r.status == "time_limit"),
+        wall_clock_limited_solves=sum(1 for r in solves if r.wall_clock_limited),
     )
 
 

@@ -476,4 +476,5 @@ def solve_model(bm: BuiltModel, start: np.ndarray | None = None, time_limit_s: f
         threads=st.threads,
         random_seed=st.random_seed,
         start=start,
+        mip_work_limit=st.mip_work_limit,
     )

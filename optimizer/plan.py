@@ -90,6 +90,8 @@ class Plan:
     - ``solver_status``: for the MILP planner, the solver outcome of
       :data:`optimizer.solver.OUTCOMES` (e.g. ``"no_solution"`` behind a ``"fallback"`` plan);
       None for baselines.
+    - ``wall_clock_limited``: True when a solve behind this MILP plan stopped on its wall-clock
+      time limit (the plan then depends on machine speed and may not reproduce).
     """
 
     planner: str
@@ -108,6 +110,7 @@ class Plan:
     horizon_steps: int = 0
     notes: tuple[str, ...] = field(default=())
     solver_status: str | None = None
+    wall_clock_limited: bool = False
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -154,7 +157,8 @@ class Plan:
 
         Keys: status, objective, bound, gap, solve_s, model {rows, cols, binaries}, jobs
         [{job_id, start_step, end_step, block_offset, gpus}], services [{service, gpus}],
-        violations; plus planner, fallback, message, notes, n_gpus, horizon_steps, solver_status.
+        violations; plus planner, fallback, message, notes, n_gpus, horizon_steps, solver_status,
+        wall_clock_limited.
         """
         return {
             "planner": self.planner,
@@ -173,6 +177,7 @@ class Plan:
             "n_gpus": self.n_gpus,
             "horizon_steps": self.horizon_steps,
             "solver_status": self.solver_status,
+            "wall_clock_limited": self.wall_clock_limited,
         }
 
     @classmethod
@@ -195,6 +200,7 @@ class Plan:
             horizon_steps=int(d.get("horizon_steps", 0)),
             notes=tuple(d.get("notes", [])),
             solver_status=d.get("solver_status"),
+            wall_clock_limited=bool(d.get("wall_clock_limited", False)),
         )
 
 

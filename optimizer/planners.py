@@ -10,6 +10,12 @@ never below the best baseline's). Its plan is verified; when the solve ends with
 plan (no incumbent, infeasible, unbounded-or-infeasible, solver error, unknown status, or a plan
 the verifier rejects) the best baseline plan is returned with ``status="fallback"``,
 ``fallback=True`` and a message giving the MILP outcome. An unverified plan is never returned.
+
+Budget: without ``settings.mip_work_limit`` the sub-steps (LP-guided start, master, block packing,
+full model) share the wall-clock ``time_limit_s``, so the plan depends on machine speed. With it,
+every MILP solve stops on that work limit and gets the whole ``time_limit_s`` as a safety net only;
+single-threaded with a fixed seed the plan is then reproducible, and ``Plan.wall_clock_limited``
+(plus a note) says when the safety net was reached after all.
 """
 
 from __future__ import annotations
@@ -18,11 +24,18 @@ import time
 from dataclasses import replace
 
 from optimizer.baselines import BASELINES, assemble_plan, baseline_plan, greedy_plans
-from optimizer.diagnose import check_feasible, check_size, coverage_shortfalls
+from optimizer.diagnose import check_feasible, check_size, coverage_shortfalls, estimate_size
 from optimizer.errors import InputError
-from optimizer.decomposition import build_count_model, count_picks, count_vector, lp_guided_plan, pack_offsets
+from optimizer.decomposition import (
+    build_count_model,
+    count_picks,
+    count_vector,
+    lp_guided_plan,
+    master_guided_plan,
+    pack_offsets,
+)
 from optimizer.milp import build_model, plan_to_vector, solution_starts, solve_model
-from optimizer.solver import solve
+from optimizer.solver import mip_gap, solve
 from optimizer.plan import Plan
 from optimizer.problem import Problem
 from optimizer.verify import verify
@@ -85,22 +98,38 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
         extra.append(f"max_wait_steps={st.max_wait_steps}: no job overtakes one that has waited that long "
                      "(the MILP may then score below a baseline that overtakes)")
 
+    work = st.mip_work_limit is not None
+    solves: list = []  # every SolveOutcome behind this plan, to report wall-clock stops
+
     def left() -> float:
+        # under a work limit every sub-step gets the whole safety net: the clock must not decide
+        if work:
+            return st.time_limit_s
         return max(0.05, st.time_limit_s - (time.perf_counter() - t0))
 
+    def clocked() -> bool:
+        hit = any(o.wall_clock_limited for o in solves)
+        if hit and work and not any(n.startswith("a solve reached the wall-clock") for n in extra):
+            extra.append(f"a solve reached the wall-clock safety net of {st.time_limit_s:g} s before its "
+                         f"work limit (mip_work_limit={st.mip_work_limit}): this plan may not reproduce")
+        return hit
+
     def fallback(status: str, why: str, size: dict | None) -> Plan:
+        hit = clocked()
         return _verified(replace(
             base, planner="milp", status="fallback", fallback=True, model=size, solver_status=status,
             solve_s=time.perf_counter() - t0,
             message=f"MILP {status}: {why}; returning the best baseline plan ({base.planner})",
-            notes=tuple(extra),
+            notes=tuple(extra), wall_clock_limited=hit,
         ), problem)
 
     def finish(out, starts, svc, size) -> tuple[Plan | None, str]:
         status = "optimal" if out.status == "optimal" else "time_limit"
+        hit = clocked()
         p = assemble_plan(problem, "milp", status, starts, svc, time.perf_counter() - t0,
                           bound=out.bound, gap=out.gap, model=size, message=out.message, notes=tuple(extra),
                           solver_status=out.status)
+        p = replace(p, wall_clock_limited=hit)
         v = verify(p, problem)
         if v:
             return None, "its plan failed verification (" + "; ".join(v[:3]) + ")"
@@ -111,24 +140,44 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
     if st.milp_method == "decomposed":
         cm = build_count_model(problem)
         size = dict(cm.size, method="decomposed")
-        guided = lp_guided_plan(cm, time_limit_s=min(2.0, left() / 4))
+        guided = lp_guided_plan(cm, time_limit_s=left() if work else min(2.0, left() / 4), log=solves)
         if guided is not None and not verify(guided, problem):
             seeds.append(guided)
             seeds.sort(key=lambda p: p.objective, reverse=True)
         start = next((x for x in (count_vector(cm, s) for s in seeds) if x is not None), None)
         out = solve(cm.model, time_limit_s=left(), mip_rel_gap=st.mip_rel_gap, threads=st.threads,
-                    random_seed=st.random_seed, start=start)
+                    random_seed=st.random_seed, start=start, mip_work_limit=st.mip_work_limit)
+        solves.append(out)
         if out.x is None or out.status not in ("optimal", "time_limit"):
             return fallback(out.status, out.message or out.status, size)
         picks, svc = count_picks(cm, out.x)
-        offs = pack_offsets(cm.occ, picks, time_limit_s=min(5.0, left()), seed=st.random_seed,
-                            threads=st.threads)
+        offs = pack_offsets(cm.occ, picks, time_limit_s=left() if work else min(5.0, left()),
+                            seed=st.random_seed, threads=st.threads, mip_work_limit=st.mip_work_limit, log=solves)
         if offs is not None:
             starts = {jid: (t, offs[jid], g) for jid, (t, g, _d) in picks.items()}
             plan_, why = finish(out, starts, svc, size)
             if plan_ is not None:
                 return plan_
             return fallback(out.status, why, size)
+        guided = master_guided_plan(problem, picks, svc)
+        if not verify(guided, problem):
+            seeds.append(guided)
+            seeds.sort(key=lambda p: p.objective, reverse=True)
+        binaries = estimate_size(problem).binaries
+        if binaries > st.full_model_max_binaries:
+            extra.append(
+                f"decomposition: the master's starts could not be packed into aligned blocks and the full "
+                f"model ({binaries} binaries) is above full_model_max_binaries={st.full_model_max_binaries}: "
+                f"kept the best of the master-guided placement and the warm starts ({seeds[0].planner}); "
+                "the master's bound still holds")
+            best = seeds[0]
+            bound = out.bound if out.bound is not None else None
+            chosen = replace(best, planner="milp", status="time_limit", fallback=False, model=size,
+                             bound=bound, gap=mip_gap(best.objective, bound), solver_status=out.status,
+                             solve_s=time.perf_counter() - t0, notes=tuple(extra),
+                             message="master solved but not packable; best verified placement kept (not proven optimal)",
+                             wall_clock_limited=clocked())
+            return _verified(chosen, problem)
         extra.append("decomposition: the master's starts could not be packed into aligned blocks; "
                      "solved the full model instead")
 
@@ -136,6 +185,7 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
     size = dict(bm.size, method="full")
     start = next((x for x in (plan_to_vector(bm, s) for s in seeds) if x is not None), None)
     out = solve_model(bm, start, time_limit_s=left())
+    solves.append(out)
     if out.x is None or out.status not in ("optimal", "time_limit"):
         return fallback(out.status, out.message or out.status, size)
     starts, svc = solution_starts(bm, out.x)

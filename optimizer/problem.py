@@ -211,6 +211,19 @@ class Settings:
     - ``milp_method``: ``"decomposed"`` (default: a start/size master plus a block-packing check,
       exact, see :mod:`optimizer.decomposition`; the full model when packing fails) or
       ``"full"`` (the full x[j, s, o, t] model only).
+    - ``mip_work_limit``: a deterministic work budget per MILP solve, in HiGHS MIP limit checks
+      (see :func:`optimizer.solver.solve`; 16–40 ms each on the 2-core bench machine). When set,
+      every MILP solve of the planner (master, block packing, full model) stops at this budget, and
+      ``time_limit_s`` becomes a per-solve safety net instead of a budget shared by the sub-steps:
+      with ``threads=1`` and a fixed ``random_seed`` the plan then does not depend on machine speed
+      or load unless the safety net is reached (``Plan.wall_clock_limited``). None (default) = off:
+      the wall-clock budget decides, as an operator's 30-minute replan wants.
+    - ``full_model_max_binaries``: when the decomposed master's starts cannot be packed into
+      aligned blocks, the exact full x[j, s, o, t] model is solved only up to this many binaries
+      (estimate of :func:`optimizer.diagnose.estimate_size`); above it the planner keeps the best
+      verified placement (master-guided repair, the warm starts) under the master's bound. Measured
+      on the 2-core machine (``big_gangs``): full models of 5,400–8,800 binaries spent 10–60 s, up to
+      22 s in presolve alone, before a first improvement.
     """
 
     decay_per_step: float = 0.995
@@ -224,6 +237,8 @@ class Settings:
     demand_hard: bool = False
     multi_node_blocks: bool = True
     milp_method: str = "decomposed"
+    mip_work_limit: int | None = None
+    full_model_max_binaries: int = 4_000
 
     def __post_init__(self) -> None:
         w = "settings"
@@ -252,6 +267,11 @@ class Settings:
             object.__setattr__(
                 self, "max_wait_steps", _int(self.max_wait_steps, w, "max_wait_steps", lo=0)
             )
+        object.__setattr__(
+            self, "full_model_max_binaries", _int(self.full_model_max_binaries, w, "full_model_max_binaries", lo=0)
+        )
+        if self.mip_work_limit is not None:
+            object.__setattr__(self, "mip_work_limit", _int(self.mip_work_limit, w, "mip_work_limit", lo=1))
         for b in ("demand_hard", "multi_node_blocks"):
             if not isinstance(getattr(self, b), bool):
                 raise InputError(f"{w}: {b} = {getattr(self, b)!r} must be true or false")
@@ -508,6 +528,8 @@ _SETTINGS_KEYS: tuple[str, ...] = (
     "demand_hard",
     "multi_node_blocks",
     "milp_method",
+    "mip_work_limit",
+    "full_model_max_binaries",
 )
 
 

@@ -97,6 +97,7 @@ class ReplanRecord:
     n_queued: int
     n_running: int
     reason: str = ""
+    wall_clock_limited: bool = False
 
 
 @dataclass(frozen=True)
@@ -458,6 +459,7 @@ def simulate(
                 n_queued=len(problem.jobs),
                 n_running=len(problem.running),
                 reason=reason,
+                wall_clock_limited=bool(plan.wall_clock_limited) if replanned else False,
             )
         )
         if keep_plans:

@@ -9,7 +9,10 @@ Outcomes (``SolveOutcome.status``), from HiGHS's model status (cases C13, C14):
 
 =====================  ===========================================================
 ``optimal``            kOptimal (within ``mip_rel_gap``) or kModelEmpty
-``time_limit``         kTimeLimit (or another limit) with a feasible incumbent
+``time_limit``         kTimeLimit (or another limit, e.g. the work limit ``mip_work_limit``,
+                       which HiGHS reports as kInterrupt) with a feasible incumbent;
+                       ``SolveOutcome.wall_clock_limited`` tells whether the wall clock
+                       (kTimeLimit) stopped it
 ``no_solution``        kTimeLimit (or another limit) without a feasible incumbent
 ``infeasible``         kInfeasible
 ``unbounded_or_infeasible``  kUnboundedOrInfeasible (presolve could not tell which)
@@ -131,7 +134,9 @@ class SolveOutcome:
     ``status`` one of :data:`OUTCOMES`; ``highs_status`` the raw HiGHS model status name;
     ``objective`` the incumbent's objective (None without one); ``bound`` the dual bound;
     ``gap`` from :func:`mip_gap`; ``solve_s`` wall seconds of ``run()``; ``x`` the column values
-    (None without an incumbent); ``message`` a readable sentence.
+    (None without an incumbent); ``message`` a readable sentence; ``wall_clock_limited`` True when
+    HiGHS stopped on ``time_limit_s`` (kTimeLimit); ``nodes`` branch-and-bound nodes; ``work`` the
+    HiGHS MIP limit checks counted (the unit of ``mip_work_limit``; 0 for a pure LP).
     """
 
     status: str
@@ -142,6 +147,9 @@ class SolveOutcome:
     solve_s: float
     x: np.ndarray | None = field(default=None, compare=False, repr=False)
     message: str = ""
+    wall_clock_limited: bool = False
+    nodes: int = 0
+    work: int = 0
 
     @property
     def has_solution(self) -> bool:
@@ -198,8 +206,23 @@ def solve(
     random_seed: int = 0,
     start: np.ndarray | None = None,
     presolve: bool = True,
+    mip_work_limit: int | None = None,
 ) -> SolveOutcome:
     """Solve ``model`` with a fresh HiGHS object; never raises for solver trouble.
+
+    ``mip_work_limit``: a deterministic work budget, counted in HiGHS MIP *limit checks* — the
+    points where HiGHS itself tests its time and node limits (between root cut rounds, around
+    heuristics, at nodes), observed through the ``kCallbackMipInterrupt`` callback, which HiGHS
+    calls at each of them in the main MIP (not in its sub-MIPs). The solve is interrupted at the
+    ``mip_work_limit``-th check (HiGHS status kInterrupt; the incumbent is kept). HiGHS 1.16 has no
+    deterministic work measure of its own (work units are planned upstream, HiGHS issue #3133) and
+    ``mip_max_nodes`` leaves root-node work unbounded (root cut loops, restarts and sub-MIP
+    heuristics took 10–20 s on 600-column masters). Measured on the 2-core bench machine: 16–40 ms
+    of solver time per check, at most 1.4 s between two checks. With ``threads=1`` and a fixed
+    ``random_seed`` the outcome then does not depend on machine speed or load, provided
+    ``time_limit_s`` (then only a safety net) is not reached (``wall_clock_limited`` says when it
+    was). None = no work limit (the clock decides). Pure LPs ignore it (they solve in well under
+    a second and stop on ``time_limit_s`` only).
 
     ``start`` (n,) is a complete feasible column vector passed as the initial incumbent
     (``Highs.setSolution``). When the result with a start fails :func:`check_solution`, the
@@ -213,19 +236,21 @@ def solve(
         if ok:
             return SolveOutcome("optimal", "kModelEmpty", obj, obj, 0.0, 0.0, np.zeros(0), "empty model")
         return SolveOutcome("infeasible", "kModelEmpty", None, None, None, 0.0, None, "the model is infeasible")
-    out = _solve_once(model, time_limit_s, mip_rel_gap, threads, random_seed, start, presolve)
+    out = _solve_once(model, time_limit_s, mip_rel_gap, threads, random_seed, start, presolve, mip_work_limit)
     if out.x is not None and out.objective is not None:
         why = check_solution(model, out.x, out.objective)
         if why and start is not None:
-            left = max(1e-3, time_limit_s - (time.perf_counter() - t0))
-            again = _solve_once(model, left, mip_rel_gap, threads, random_seed, None, presolve)
+            # under a work limit the retry gets the whole safety net: the clock must not decide
+            left = time_limit_s if mip_work_limit is not None else max(1e-3, time_limit_s - (time.perf_counter() - t0))
+            again = _solve_once(model, left, mip_rel_gap, threads, random_seed, None, presolve, mip_work_limit)
             note = f"warm start discarded ({why})"
             if again.x is not None and again.objective is not None:
                 why2 = check_solution(model, again.x, again.objective)
                 if why2:
                     return _replace(again, status="solver_error", x=None, objective=None,
                                     message=f"{note}; HiGHS returned an inconsistent solution: {why2}")
-            return _replace(again, solve_s=time.perf_counter() - t0, message=f"{again.message}; {note}")
+            return _replace(again, solve_s=time.perf_counter() - t0, message=f"{again.message}; {note}",
+                            wall_clock_limited=again.wall_clock_limited or out.wall_clock_limited)
         if why:
             return _replace(out, status="solver_error", x=None, objective=None,
                             message=f"HiGHS returned an inconsistent solution: {why}")
@@ -246,6 +271,7 @@ def _solve_once(
     random_seed: int,
     start: np.ndarray | None,
     presolve: bool,
+    mip_work_limit: int | None = None,
 ) -> SolveOutcome:
     import highspy
     from scipy import sparse
@@ -295,6 +321,7 @@ def _solve_once(
             sol.col_value = np.asarray(start, dtype=np.float64).tolist()
             sol.value_valid = True
             h.setSolution(sol)
+        checks = _count_limit_checks(h, highspy, mip_work_limit) if integer.any() else None
         t1 = time.perf_counter()
         h.run()
         run_s = time.perf_counter() - t1
@@ -317,7 +344,11 @@ def _solve_once(
         gap = mip_gap(obj, bound)
         if status == "optimal" and gap is None and obj is not None:
             gap = 0.0
-        return SolveOutcome(status, name, obj, bound, gap, run_s, x, _message(status, name, time_limit_s))
+        nodes = int(getattr(info, "mip_node_count", 0) or 0) if integer.any() else 0
+        return SolveOutcome(status, name, obj, bound, gap, run_s, x,
+                            _message(status, name, time_limit_s, mip_work_limit),
+                            wall_clock_limited=(name == "kTimeLimit"), nodes=max(0, nodes),
+                            work=checks[0] if checks else 0)
     except Exception as exc:  # noqa: BLE001 - solver trouble becomes an outcome, never a crash
         return SolveOutcome("solver_error", "exception", None, None, None, time.perf_counter() - t0,
                             message=f"HiGHS raised {type(exc).__name__}: {exc}")
@@ -326,6 +357,21 @@ def _solve_once(
             with contextlib.suppress(Exception):
                 h.clear()
         del h
+
+
+def _count_limit_checks(h, highspy, mip_work_limit: int | None) -> list[int]:
+    """Count HiGHS's MIP limit checks on ``h`` (one-element list, updated during ``run``) and
+    interrupt at the ``mip_work_limit``-th (None: count only). See :func:`solve`."""
+    checks = [0]
+
+    def on_check(_type, _message, _data_out, data_in, _user_data) -> None:
+        checks[0] += 1
+        if mip_work_limit is not None and checks[0] >= mip_work_limit:
+            data_in.user_interrupt = True
+
+    h.setCallback(on_check, None)
+    h.startCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
+    return checks
 
 
 _SCHEDULER_LOCK = threading.Lock()
@@ -344,11 +390,15 @@ def _use_threads(highspy, threads: int) -> None:
         _scheduler_threads = threads
 
 
-def _message(status: str, name: str, time_limit_s: float) -> str:
+def _message(status: str, name: str, time_limit_s: float, mip_work_limit: int | None = None) -> str:
+    if name == "kTimeLimit" or mip_work_limit is None:
+        limit = f"the time limit of {time_limit_s:g} s"
+    else:
+        limit = f"its work limit of {mip_work_limit} HiGHS limit checks (HiGHS {name})"
     return {
         "optimal": "solved to the requested gap",
-        "time_limit": f"stopped at the time limit of {time_limit_s:g} s with a feasible plan: not proven optimal",
-        "no_solution": f"stopped at the time limit of {time_limit_s:g} s without a feasible allocation",
+        "time_limit": f"stopped at {limit} with a feasible plan: not proven optimal",
+        "no_solution": f"stopped at {limit} without a feasible allocation",
         "infeasible": "the model is infeasible",
         "unbounded_or_infeasible": "HiGHS reports unbounded or infeasible: a modelling error, not a capacity problem",
         "unbounded": "HiGHS reports unbounded: a modelling error",

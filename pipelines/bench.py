@@ -5,17 +5,20 @@ plots.
 Stage logic only; the command (``gpuplan bench``) lives in :mod:`pipelines.commands.bench`.
 
 Budget (full run, measured on the 2-core machine; see ``docs/benchmark.md``): the MILP replans
-every ``replan_every_steps`` = 2 steps (hourly — DESIGN §1 "every 30–60 minutes") with a
-``time_limit_s`` of 6 s and a 2 % relative gap per solve; the baselines replan every step; the
+every ``replan_every_steps`` = 2 steps (hourly — DESIGN §1 "every 30–60 minutes") with a 2 %
+relative gap per solve and a deterministic work limit of ``mip_work_limit`` HiGHS limit checks per
+solve (``Settings.mip_work_limit``, see :func:`optimizer.solver.solve`); ``time_limit_s`` is only a
+per-solve safety net; the baselines replan every step; the
 clairvoyant reference is the same rolling MILP planned with the truth (see
 :func:`optimizer.simulate.simulate_clairvoyant`), replanning every 4 steps (with the truth and the
 arrivals inside the horizon known, a plan stays valid until new jobs come into view).
 ``--quick`` (tests): an 8-step window and a 12-step horizon on the same scenarios.
 
 Determinism: scenarios, simulator and baselines are deterministic; HiGHS runs single-threaded
-with a fixed seed. Two runs give the same ``bench.csv`` except the wall-clock columns
-``solve_s_p50`` and ``solve_s_max`` — and except where a solve stops on its *time limit*
-(its incumbent then depends on machine speed); ``bench.md`` lists how many solves did.
+with a fixed seed and stops on a work limit, not on the clock. Two runs give the same
+``bench.csv`` except the wall-clock columns ``solve_s_p50`` and ``solve_s_max`` — unless a solve
+reaches the wall-clock *safety net* (its incumbent then depends on machine speed); ``bench.md``
+counts such solves per row and warns when there is any.
 """
 
 from __future__ import annotations
@@ -49,8 +52,10 @@ CLAIRVOYANT = "clairvoyant"
 @dataclass(frozen=True)
 class BenchConfig:
     """What to run. ``planners`` from ``optimizer.planners.PLANNERS``; ``clairvoyant`` adds the
-    reference row. Solver budget per MILP replan: ``time_limit_s``, ``mip_rel_gap``; the MILP
-    replans every ``replan_every_steps``; baselines every ``baseline_replan_every_steps``."""
+    reference row. Solver budget per MILP replan: ``mip_work_limit`` (deterministic work limit per
+    HiGHS solve; None = the wall clock decides, not reproducible), ``time_limit_s`` (then a
+    per-solve safety net), ``mip_rel_gap``; the MILP replans every ``replan_every_steps``;
+    baselines every ``baseline_replan_every_steps``."""
 
     scenarios: tuple[str, ...]
     planners: tuple[str, ...] = ("milp", "fifo", "easy", "priority")
@@ -60,8 +65,9 @@ class BenchConfig:
     replan_every_steps: int = 2
     baseline_replan_every_steps: int = 1
     clairvoyant_replan_every_steps: int = 4
-    time_limit_s: float = 6.0
+    time_limit_s: float = 60.0
     mip_rel_gap: float = 0.02
+    mip_work_limit: int | None = 200
     quick_window_steps: int = 8
     quick_horizon_steps: int = 12
 
@@ -127,7 +133,8 @@ def build_scenario(name: str, cfg: BenchConfig, trace=None):
     sc = build(name, cfg.seed, trace=trace)
     if cfg.quick:
         sc = _quick(sc, cfg)
-    settings = replace(sc.settings, time_limit_s=cfg.time_limit_s, mip_rel_gap=cfg.mip_rel_gap, threads=1)
+    settings = replace(sc.settings, time_limit_s=cfg.time_limit_s, mip_rel_gap=cfg.mip_rel_gap, threads=1,
+                       mip_work_limit=cfg.mip_work_limit)
     return replace(sc, settings=settings)
 
 
@@ -186,6 +193,8 @@ def _record(res: BenchResult, sim, m, log, ts: float) -> None:
         f"jobs {m.jobs_completed}/{m.jobs_total}  RT {m.rt_sla_pct:7.3f} %  solves {m.replans} "
         f"(p50 {m.solve_s_p50 or 0:.2f} s, max {m.solve_s_max or 0:.2f} s)  verified {m.verified_plans}, "
         f"violations {m.violations}  [{time.perf_counter() - ts:.0f} s]"
+        + (f"  WARNING: {m.wall_clock_limited_solves} solve(s) stopped on the wall-clock safety net "
+           "(this row may not reproduce)" if m.wall_clock_limited_solves else "")
     )
 
 
@@ -243,6 +252,7 @@ def comparison_rows(res: BenchResult) -> list[dict[str, Any]]:
                 "gap_max": m.gap_max,
                 "replans": m.replans,
                 "time_limited_solves": m.time_limited_solves,
+                "wall_clock_limited_solves": m.wall_clock_limited_solves,
                 "verified_plans": m.verified_plans,
                 "violations": m.violations,
                 "stale_plans": m.stale_plans,
@@ -324,8 +334,11 @@ def bench_md(res: BenchResult) -> str:
     L.append("")
     L.append(
         f"Seed {cfg.seed}{' (--quick: ' + str(cfg.quick_window_steps) + '-step window, ' + str(cfg.quick_horizon_steps) + '-step horizon)' if cfg.quick else ''}; "
-        f"MILP replans every {cfg.replan_every_steps} step(s) with time limit {cfg.time_limit_s:g} s and gap "
-        f"{cfg.mip_rel_gap:g}; baselines replan every {cfg.baseline_replan_every_steps} step(s); clairvoyant: the "
+        f"MILP replans every {cfg.replan_every_steps} step(s) with gap {cfg.mip_rel_gap:g} and "
+        + (f"a work limit of {cfg.mip_work_limit} HiGHS limit checks per solve (wall-clock safety net "
+           f"{cfg.time_limit_s:g} s per solve)" if cfg.mip_work_limit is not None else
+           f"time limit {cfg.time_limit_s:g} s (no work limit: not reproducible)")
+        + f"; baselines replan every {cfg.baseline_replan_every_steps} step(s); clairvoyant: the "
         "same rolling MILP planned with the truth (true durations, true demand, and the jobs arriving inside the "
         f"24 h horizon), replanning every {cfg.clairvoyant_replan_every_steps} steps."
     )
@@ -366,12 +379,20 @@ def bench_md(res: BenchResult) -> str:
     L.append("")
     L.append("## Solver")
     L.append("")
-    L.append("| scenario | planner | solves | stopped on time limit | gap max | followed plans that no longer verified (replanned) |")
-    L.append("|---|---|---:|---:|---:|---:|")
+    clocked = [r for r in rows if r.get("wall_clock_limited_solves")]
+    if clocked:
+        L.append("**Warning: the wall-clock safety net stopped "
+                 f"{sum(r['wall_clock_limited_solves'] for r in clocked)} solve(s)** in "
+                 + ", ".join(f"{r['scenario']}/{r['planner']}" for r in clocked)
+                 + ": these rows depend on machine speed and load and may not repeat byte for byte.")
+        L.append("")
+    L.append("| scenario | planner | solves | stopped on a limit (not proven within the gap) | "
+             "of which on the wall-clock safety net | gap max | followed plans that no longer verified (replanned) |")
+    L.append("|---|---|---:|---:|---:|---:|---:|")
     for r in rows:
         if r["planner"] in ("milp", CLAIRVOYANT):
             L.append(f"| {r['scenario']} | {r['planner']} | {r['replans']} | {r['time_limited_solves']} | "
-                     f"{_s(r['gap_max'], '.4f')} | {r['stale_plans']} |")
+                     f"{r['wall_clock_limited_solves']} | {_s(r['gap_max'], '.4f')} | {r['stale_plans']} |")
     L.append("")
     L.append("## Scenario parameters")
     L.append("")
@@ -384,7 +405,8 @@ def bench_md(res: BenchResult) -> str:
         f"Wall time {res.wall_s:.0f} s on {os.cpu_count()} CPU(s) ({platform.python_implementation()} "
         f"{platform.python_version()}); load average before {res.load_before}, after {res.load_after} "
         "(the machine is shared). Determinism: every column except solve_s_p50/solve_s_max repeats "
-        "byte for byte with the same seed unless a solve stops on its time limit (table above)."
+        "byte for byte with the same seed unless a solve stops on the wall clock (table above: "
+        + ("none did" if not clocked else f"{len(clocked)} row(s) affected") + ")."
     )
     L.append("")
     return "\n".join(L)
@@ -417,6 +439,7 @@ def bench_json(res: BenchResult, out_dir: Path, files: Sequence[str]) -> dict[st
             "clairvoyant_replan_every_steps": res.config.clairvoyant_replan_every_steps,
             "time_limit_s": res.config.time_limit_s,
             "mip_rel_gap": res.config.mip_rel_gap,
+            "mip_work_limit": res.config.mip_work_limit,
         },
     }
 

@@ -297,6 +297,23 @@ def test_unpackable_master_solution_falls_through_to_the_full_model(monkeypatch)
     assert r.job("A").start_step == 2 and any("solved the full model instead" in n for n in r.notes)
 
 
+def test_unpackable_master_above_the_full_model_size_keeps_the_best_verified_placement(monkeypatch):
+    """Above full_model_max_binaries the full model is not built: the master-guided placement
+    (or a better warm start) is kept, marked not proven optimal, under the master's bound."""
+    monkeypatch.setattr(planners, "pack_offsets", lambda *a, **k: None)
+    monkeypatch.setattr(planners, "build_model", lambda *a, **k: pytest.fail("the full model was built"))
+    p = Problem.from_dict(json.loads((EXAMPLES / "valley.json").read_text()))
+    p = replace(p, settings=replace(p.settings, full_model_max_binaries=0))
+    r = plan(p, "milp")
+    assert r.status == "time_limit" and r.model["method"] == "decomposed" and not r.fallback
+    assert not verify(r, p)
+    # the master-guided repair starts the 4-GPU job A at step 2 (the valley) like the exact plan
+    assert r.job("A").start_step == 2
+    assert r.objective == pytest.approx(15.721992514987502)
+    assert r.bound >= r.objective - 1e-9 and r.gap == pytest.approx(mip_gap(r.objective, r.bound))
+    assert any("full_model_max_binaries=0" in n for n in r.notes)
+
+
 def test_changing_thread_count_between_solves_still_solves():
     """HiGHS sizes one global scheduler per process; a solve with another ``threads`` value must
     not come back unsolved (it did: model status kNotset)."""

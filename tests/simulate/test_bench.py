@@ -8,6 +8,7 @@ import json
 from typer.testing import CliRunner
 
 from optimizer.metrics import CSV_COLUMNS, TIMING_COLUMNS
+from pipelines.bench import BenchConfig
 from pipelines.cli import app
 
 
@@ -34,12 +35,16 @@ def test_bench_quick_writes_the_contract_and_is_deterministic(tmp_path):
     ]
     keep = [c for c in CSV_COLUMNS if c not in TIMING_COLUMNS]
     assert [[r[c] for c in keep] for r in rows1] == [[r[c] for c in keep] for r in rows2]
+    # the MILP stops on a work limit, not on the clock; the clock (safety net) stopped nothing
+    assert doc1["settings"]["mip_work_limit"] == BenchConfig(scenarios=()).mip_work_limit is not None
+    assert [c["wall_clock_limited_solves"] for c in doc1["comparison"]] == [0] * 8
     # 8 quick steps: every planner (and the clairvoyant reference) verifies one plan per step
     assert doc1["verified_plans"] == 2 * 4 * 8 and doc1["violations"] == 0
     assert doc1["verified_plans"] == sum(c["verified_plans"] for c in doc1["comparison"])
     for f in ("bench.md", "bench.json", "plots/bars.png", "plots/util_mixed.png", "plots/kinds_real_trace.png"):
         assert (out1 / f).is_file(), f
     md = (out1 / "bench.md").read_text()
+    assert "stops on the wall clock (table above: none did)" in md and "Warning" not in md
     assert "Verified plans: **64** (every committed plan, one per simulated step), violations: **0**" in md
     fifo = next(r for r in rows1 if r["scenario"] == "mixed" and r["planner"] == "fifo")
     assert fifo["gap_max"] == "" and int(fifo["jobs_total"]) >= int(fifo["jobs_completed"])
