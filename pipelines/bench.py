@@ -30,7 +30,6 @@ import math
 import os
 import platform
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -445,16 +444,9 @@ def bench_json(res: BenchResult, out_dir: Path, files: Sequence[str]) -> dict[st
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from pipelines.atomic import atomic_write_bytes
+
+    atomic_write_bytes(path, data, make_parents=True)
 
 
 def write_outputs(res: BenchResult, out_dir: Path) -> list[str]:

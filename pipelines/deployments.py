@@ -67,7 +67,8 @@ def claim_local_day(marker: Path, day: date) -> bool:
 
     Atomic across processes (exclusive ``fcntl`` lock, temp file + ``os.replace``).
     """
-    from pipelines.run_folder import atomic_write_text, file_lock
+    from pipelines.atomic import atomic_write_text
+    from pipelines.run_folder import file_lock
 
     marker = Path(marker)
     with file_lock(marker.with_suffix(".lock")):

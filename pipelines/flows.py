@@ -138,7 +138,7 @@ def solve(problem_path: str, planner: str, plan_path: str) -> str:
             raise RuntimeError(
                 f"no feasible allocation found: status {result.status} after time limit "
                 f"{problem.settings.time_limit_s:g} s ({result.message})")
-        from pipelines.run_folder import atomic_write_text
+        from pipelines.atomic import atomic_write_text
 
         atomic_write_text(Path(plan_path), json.dumps(result.to_dict()))
         return plan_path

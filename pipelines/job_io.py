@@ -173,8 +173,6 @@ def history_bytes(frame: pd.DataFrame) -> bytes:
 
 def write_history(frame: pd.DataFrame, path: str | Path) -> Path:
     """Write ``frame`` as parquet to ``path`` atomically (temporary file in the same folder, then rename)."""
-    from pipelines.run_folder import atomic_write_bytes
+    from pipelines.atomic import atomic_write_bytes
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_bytes(path, history_bytes(frame))
+    return atomic_write_bytes(path, history_bytes(frame), make_parents=True)

@@ -24,15 +24,13 @@ does not spend ~10 s inferring them (``docs/STACK.md``).
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import uuid
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from pipelines.atomic import atomic_dir
 from pipelines.errors import InputError
 
 FORMAT_VERSION = 2  # 2: boosters return corrections to physics priors
@@ -71,27 +69,15 @@ def _meta(model) -> dict[str, Any]:
 def save_model(model, path: str | Path) -> Path:
     """Write ``model`` (a :class:`forecasters.jobs.JobModel`) to the folder ``path``; return it.
 
-    The folder is written under a temporary name and renamed into place; an existing model at
-    ``path`` is replaced (moved aside, then deleted once the new one is in place).
+    The folder is written under a temporary name and renamed into place
+    (:func:`pipelines.atomic.atomic_dir`); an existing model at ``path`` is replaced (moved aside,
+    then deleted once the new one is in place).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.mkdir()
-    try:
+    with atomic_dir(path) as tmp:
         model.duration_booster.save_model(str(tmp / DURATION_FILE))
         model.gpus_booster.save_model(str(tmp / GPUS_FILE))
         (tmp / META_FILE).write_text(json.dumps(_meta(model), indent=1, sort_keys=True), encoding="utf-8")
-        old = None
-        if path.exists():
-            old = path.with_name(f".{path.name}.{uuid.uuid4().hex}.old")
-            os.replace(path, old)
-        os.replace(tmp, path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return path
 
 

@@ -64,13 +64,12 @@ def write_plan_parquet(problem: Any, plan: Any, path: Path, start: datetime | No
 
     Raises :class:`pipelines.errors.InputError` when the target folder does not exist.
     """
-    import os
-    import uuid
     import warnings
 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from pipelines.atomic import atomic_path
     from pipelines.queue import plan_tables
 
     path = Path(path)
@@ -83,13 +82,8 @@ def write_plan_parquet(problem: Any, plan: Any, path: Path, start: datetime | No
     meta = dict(table.schema.metadata or {})
     meta[PLAN_METADATA_KEY] = json.dumps(plan_summary(plan)).encode("utf-8")
     table = table.replace_schema_metadata(meta)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
+    with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     return path
 
 

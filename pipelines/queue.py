@@ -42,9 +42,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipelines.atomic import atomic_path, atomic_write_bytes, atomic_write_text
 from pipelines.config import Settings
 from pipelines.errors import InputError
-from pipelines.run_folder import atomic_write_bytes, atomic_write_text
 
 JOB_KINDS: tuple[str, ...] = ("training", "quantization", "batch_inference")
 DEMAND_QUANTILE = "p90"
@@ -65,9 +65,8 @@ MAX_ELASTIC_GPUS = 16
 
 
 def _write_parquet(df: pd.DataFrame, path: Path) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp")
-    df.to_parquet(tmp, index=False)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        df.to_parquet(tmp, index=False)
     return path
 
 

@@ -635,14 +635,14 @@ def write_risk_report(folder: Path, inp: ReportInputs, run_name: str) -> dict[st
 
     Each file is written atomically. Returns name -> path.
     """
-    from pipelines.run_folder import atomic_write_text
+    from pipelines.atomic import atomic_path, atomic_write_text
 
     folder = Path(folder)
     table = build_report_table(inp)
     paths: dict[str, Path] = {}
-    tmp = folder / ".risk_report.parquet.tmp"
-    table.to_parquet(tmp, index=False)
-    paths["risk_report.parquet"] = tmp.replace(folder / "risk_report.parquet")
+    with atomic_path(folder / "risk_report.parquet") as tmp:
+        table.to_parquet(tmp, index=False)
+    paths["risk_report.parquet"] = folder / "risk_report.parquet"
     kinds = {j.job_id: j.kind for j in inp.problem.jobs}
     kinds.update({r.job_id: r.kind for r in inp.problem.running})
     plots: dict[str, str] = {}
@@ -656,9 +656,9 @@ def write_risk_report(folder: Path, inp: ReportInputs, run_name: str) -> dict[st
         if fn is None:
             continue
         name = f"{key}.png"
-        tmp_png = folder / f".{name}.tmp.png"
-        fn(tmp_png)
-        paths[name] = tmp_png.replace(folder / name)
+        with atomic_path(folder / name) as tmp_png:  # the temporary name keeps ".png" for savefig
+            fn(tmp_png)
+        paths[name] = folder / name
         plots[key] = name
     atomic_write_text(folder / "risk_report.md", render_page(inp, table, plots, run_name))
     paths["risk_report.md"] = folder / "risk_report.md"

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from pipelines.atomic import atomic_write_bytes, atomic_write_text  # noqa: F401 - re-exported (older imports)
 from pipelines.errors import InputError
 
 LATEST = "latest"
@@ -265,23 +266,6 @@ def _fsync_dir_tree(path: Path) -> None:
             with open(p, "rb") as fh:
                 os.fsync(fh.fileno())
     _fsync_dir(path)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` via a temporary file in the same folder and ``os.replace``."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    return path
-
-
-def atomic_write_text(path: Path, text: str) -> Path:
-    """Text version of :func:`atomic_write_bytes` (UTF-8)."""
-    return atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def check_freshness(out_dir: Path, now: datetime, max_age_h: float = 2.0) -> RunInfo:

@@ -19,11 +19,10 @@ public traces downloaded as described in ``data/traces/README.md``.
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from pathlib import Path
 
+from pipelines.atomic import atomic_path
 from pipelines.errors import InputError
 
 TRACE_DIR = Path(__file__).resolve().parents[1] / "data" / "traces"
@@ -40,16 +39,8 @@ POD_COLUMNS = ("name", "qos", "num_gpu", "gpu_milli", "pod_phase", "creation_s",
 
 
 def _atomic_write_csv(frame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_path(path, make_parents=True) as tmp:
         frame.to_csv(tmp, index=False, lineterminator="\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def choose_window_day(pods) -> int:

@@ -54,12 +54,10 @@ def read_traffic(path: str | os.PathLike) -> pd.DataFrame:
 
 
 def write_csv_atomic(df: pd.DataFrame, path: str | os.PathLike) -> Path:
-    """Write ``df`` as CSV (no index) atomically, via :func:`pipelines.run_folder.atomic_write_text`."""
-    from pipelines.run_folder import atomic_write_text
+    """Write ``df`` as CSV (no index) atomically, via :func:`pipelines.atomic.atomic_write_text`."""
+    from pipelines.atomic import atomic_write_text
 
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_text(p, df.to_csv(index=False))
+    return atomic_write_text(path, df.to_csv(index=False), make_parents=True)
 
 
 def derive_servegen_hourly(
