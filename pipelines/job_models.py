@@ -13,12 +13,10 @@ On disk a model is a folder::
 :func:`save_model` builds it in a temporary sibling folder and renames it into place.
 :func:`load_model` checks that both boosters' stored categories equal the stored level lists.
 
-MLflow (:func:`log_model_mlflow`): the duration booster in the **lightgbm flavour** (signature
-from the design matrix with categoricals as strings: MLflow has no category type) and the whole
-forecaster as a **pyfunc** (:class:`JobModelPyfunc`) that takes ``job_id`` and the raw feature
-columns of any string dtype (e.g. parsed from JSON), casts them to the fixed level lists and returns the prediction
-frame (``flags`` joined with ``;``). ``pip_requirements`` are given explicitly so ``log_model``
-does not spend ~10 s inferring them (``docs/STACK.md``).
+MLflow: :class:`JobModelPyfunc` wraps the whole forecaster as a **pyfunc** that takes ``job_id``
+and the raw feature columns of any string dtype (e.g. parsed from JSON; :func:`raw_feature_frame`),
+casts them to the fixed level lists and returns the prediction frame (:func:`pyfunc_output`).
+It is logged, with the boosters in the lightgbm flavour, by :func:`pipelines.tracking.log_job_model`.
 """
 
 from __future__ import annotations
@@ -133,23 +131,11 @@ def load_model(path: str | Path):
     )
 
 
-def pip_requirements() -> list[str]:
-    """Pinned requirements of a logged model (the installed versions)."""
-    import lightgbm
-    import mlflow
-    import pyarrow
-
-    return [
-        f"lightgbm=={lightgbm.__version__}",
-        f"pandas=={pd.__version__}",
-        f"numpy=={np.__version__}",
-        f"pyarrow=={pyarrow.__version__}",
-        f"mlflow=={mlflow.__version__}",
-    ]
-
-
-def _string_frame(model, jobs: pd.DataFrame) -> pd.DataFrame:
-    """``job_id`` + raw features, categoricals as plain object strings (what JSON gives), for signatures."""
+def raw_feature_frame(model, jobs: pd.DataFrame) -> pd.DataFrame:
+    """The pyfunc's input: ``job_id`` (str; the row position when absent) + the kind's raw
+    features in the model's order, categoricals as plain object strings (what JSON gives),
+    booleans ``bool``, integers ``int64``, other numerics ``float64``. Used for signatures and
+    input examples. ``jobs``: ``(n, ...)``, extra columns dropped."""
     out = jobs[list(model.spec.features)].copy()
     ids = jobs["job_id"] if "job_id" in jobs.columns else pd.Series(range(len(jobs)), index=jobs.index)
     out.insert(0, "job_id", ids.astype(object).astype(str))
@@ -165,7 +151,8 @@ def _string_frame(model, jobs: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _pyfunc_output(pred: pd.DataFrame) -> pd.DataFrame:
+def pyfunc_output(pred: pd.DataFrame) -> pd.DataFrame:
+    """The pyfunc's output: ``forecasters.jobs.predict``'s frame with ``flags`` joined by ``;``."""
     out = pred.copy()
     out["flags"] = [";".join(f) for f in out["flags"]]
     return out
@@ -184,7 +171,7 @@ def _make_pyfunc_class():
             from forecasters.jobs import predict as job_predict
 
             frame = model_input if isinstance(model_input, pd.DataFrame) else pd.DataFrame(model_input)
-            return _pyfunc_output(job_predict(self._model, frame))
+            return pyfunc_output(job_predict(self._model, frame))
 
     JobModelPyfunc.__module__ = __name__
     JobModelPyfunc.__qualname__ = "JobModelPyfunc"
@@ -202,58 +189,3 @@ def __getattr__(name: str):
             _PYFUNC_CLASS = _make_pyfunc_class()
         return _PYFUNC_CLASS
     raise AttributeError(name)
-
-
-def log_model_mlflow(model, example_jobs: pd.DataFrame, *, name: str | None = None, tmp_dir: str | Path | None = None) -> dict[str, str]:
-    """Log ``model`` to the active MLflow run (or a new one) in the lightgbm flavour and as a pyfunc.
-
-    The caller sets the tracking URI (an absolute ``sqlite:///...`` path; never the default).
-
-    Args:
-        model: a fitted :class:`forecasters.jobs.JobModel`.
-        example_jobs: a few jobs (raw features) for the input example and signatures.
-        name: base name of the two logged models (default ``<kind>_forecaster``).
-        tmp_dir: folder for the temporary saved copy packed into the pyfunc (default: system temp).
-
-    Returns:
-        ``{"lightgbm_uri", "pyfunc_uri", "run_id"}``.
-    """
-    import tempfile
-
-    import mlflow
-    import mlflow.lightgbm
-    from mlflow.models import infer_signature
-
-    from forecasters.jobs import predict as job_predict
-
-    base = name or f"{model.kind}_forecaster"
-    raw = _string_frame(model, example_jobs)
-    design = model.design_matrix(raw.drop(columns="job_id"))
-    design_str = design.copy()
-    for c in model.spec.categorical:
-        design_str[c] = design_str[c].astype(object).astype(str)
-    dur_sig = infer_signature(design_str, model.duration_booster.predict(design))
-    out_frame = _pyfunc_output(job_predict(model, raw))
-    py_sig = infer_signature(raw, out_frame)
-    reqs = pip_requirements()
-    active = mlflow.active_run()
-    run_ctx = mlflow.start_run() if active is None else None
-    try:
-        run = mlflow.active_run()
-        lgb_info = mlflow.lightgbm.log_model(
-            model.duration_booster, name=f"{base}_duration_lgbm", signature=dur_sig, pip_requirements=reqs
-        )
-        with tempfile.TemporaryDirectory(dir=tmp_dir) as td:
-            saved = save_model(model, Path(td) / "job_model")
-            py_info = mlflow.pyfunc.log_model(
-                name=f"{base}_pyfunc",
-                python_model=__getattr__("JobModelPyfunc")(),
-                artifacts={"job_model": str(saved)},
-                signature=py_sig,
-                input_example=raw.head(3),
-                pip_requirements=reqs,
-            )
-        return {"lightgbm_uri": lgb_info.model_uri, "pyfunc_uri": py_info.model_uri, "run_id": run.info.run_id}
-    finally:
-        if run_ctx is not None:
-            mlflow.end_run()

@@ -654,8 +654,9 @@ def train_or_load(settings: Settings, kind: str, retrain: bool = False) -> Path:
 
     Training: time-ordered split (:func:`forecasters.jobs.time_split`), fit on the earlier jobs,
     evaluate on the later ones against the baselines, save (:func:`pipelines.job_models.save_model`,
-    atomic), then log params, metrics, the predicted-vs-actual plot and both LightGBM boosters
-    (registered, alias ``champion``) to the ``kind`` experiment.
+    atomic), then log params, metrics, the predicted-vs-actual plot and the model
+    (:func:`pipelines.tracking.log_job_model`: both boosters in the lightgbm flavour, the
+    forecaster as a pyfunc registered with alias ``champion``) to the ``kind`` experiment.
     """
     from forecasters import jobs as J
     from pipelines import job_models
@@ -707,9 +708,7 @@ def _log_job_model(settings: Settings, kind: str, model: Any, test: pd.DataFrame
         rid = tracking.log_run(settings, kind, f"train-{kind}", params=params, metrics=_flatten(doc),
                                artifacts={f"plots/{png.name}": png, "model_meta/levels.json": levels},
                                tags={"gpuplan.stage": "train"})
-    design = model.design_matrix(test.head(5))
-    tracking.log_lightgbm_model(settings, rid, model.duration_booster, design, f"gpuplan-{kind}-duration")
-    tracking.log_lightgbm_model(settings, rid, model.gpus_booster, design, f"gpuplan-{kind}-gpus")
+    tracking.log_job_model(settings, rid, model, test.head(5))
     return rid
 
 

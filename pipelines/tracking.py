@@ -12,7 +12,9 @@ block the writer; persistent in the file) and MLflow 3 sets ``PRAGMA busy_timeou
 instead of failing with "database is locked".
 
 Logging goes through :class:`mlflow.MlflowClient` with explicit run ids (thread-safe, no
-global active run), except model logging, which needs MLflow's fluent API.
+global active run), except model logging, which needs MLflow's fluent API. Job forecasters are
+logged through one path, :func:`log_job_model` (lightgbm flavour + registered pyfunc, one
+pip-requirement list :func:`model_pip_requirements`).
 """
 
 from __future__ import annotations
@@ -39,10 +41,6 @@ EXPERIMENTS: dict[str, str] = {
     "plans": "gpuplan-plans",
     "benchmarks": "gpuplan-benchmarks",
 }
-
-#: pip requirements given to ``log_model`` (inference of them costs ~10 s in a subprocess, docs/STACK.md)
-MODEL_PIP_REQUIREMENTS: tuple[str, ...] = ("lightgbm>=4.6,<5", "pandas>=2.2", "numpy>=2.0")
-
 
 def sqlite_path(tracking_uri: str) -> Path | None:
     """The database file of a ``sqlite:///`` URI, or None for any other scheme."""
@@ -178,64 +176,123 @@ def _quiet_mlflow() -> Iterator[None]:
             logger.setLevel(level)
 
 
-def log_lightgbm_model(
+def model_pip_requirements() -> list[str]:
+    """The pip requirements of every logged model: the installed versions, pinned.
+
+    Pinned because the pyfunc forecaster is unpickled by reference and the boosters are LightGBM
+    text models: the versions they were logged (and checked) with are the ones known to load
+    them. Given explicitly, ``log_model`` skips its ~10 s requirement inference (docs/STACK.md).
+    """
+    import lightgbm
+    import mlflow
+    import numpy as np
+    import pandas as pd
+    import pyarrow
+
+    return [
+        f"lightgbm=={lightgbm.__version__}",
+        f"pandas=={pd.__version__}",
+        f"numpy=={np.__version__}",
+        f"pyarrow=={pyarrow.__version__}",
+        f"mlflow=={mlflow.__version__}",
+    ]
+
+
+def registered_model_name(kind: str) -> str:
+    """Name of the registered forecaster of ``kind`` (``gpuplan-<kind>-forecaster``)."""
+    return f"gpuplan-{kind}-forecaster"
+
+
+def log_job_model(
     settings: Settings,
     run_id: str,
-    booster: Any,
-    design: Any,
-    registered_name: str,
+    model: Any,
+    example_jobs: Any,
+    *,
     alias: str = "champion",
-) -> str:
-    """Log a LightGBM booster (lightgbm flavour, signature + input example) to ``run_id``,
-    register it as a new version of ``registered_name`` and point ``alias`` at it (aliases,
-    not the deprecated stages).
+) -> dict[str, str]:
+    """Log a job forecaster to ``run_id``, register it and point ``alias`` at it (case C11).
 
-    MLflow signatures have no categorical type (a ``category`` column breaks inference,
-    docs/STACK.md), so the logged copy takes categoricals as their **integer codes in the model's
-    fixed level list** (code ``k`` = ``levels[col][k]``): the copy's ``pandas_categorical`` is
-    cleared and the example/signature are the numeric design matrix. The copy predicts exactly
-    what the original predicts on the same rows (checked here; ValueError otherwise).
+    The one model-logging path: the main job's training (:func:`pipelines.queue.train_or_load`,
+    run by ``gpuplan run`` and the nightly flow) calls it. Logged:
+
+    * ``duration_lgbm``, ``gpus_lgbm``: the two boosters in the **lightgbm flavour**, unchanged,
+      so ``mlflow.lightgbm.load_model`` gives back a booster whose stored category lists
+      (``pandas_categorical``) are the model's fixed level lists; it takes the forecaster's design
+      matrix (``model.design_matrix``, ``category`` columns; the GPU booster its first
+      ``booster.feature_name()`` columns). Signature: the design matrix with
+      categoricals as strings (MLflow has no category type, docs/STACK.md). No input example:
+      MLflow validates one through the generic pyfunc, which cannot cast strings to categories.
+    * ``forecaster``: the whole forecaster as a **pyfunc**
+      (:class:`pipelines.job_models.JobModelPyfunc`), the registered, servable model: input
+      ``job_id`` + the raw feature columns with categoricals as plain strings (as parsed from
+      JSON), output the prediction frame of ``forecasters.jobs.predict`` (``flags`` joined with
+      ``;``). Signature and input example (``example_jobs``, at most 5 rows).
+
+    The forecaster is registered as a new version of :func:`registered_model_name` with ``alias``
+    pointed at it (aliases, not the deprecated stages); ``mlflow.pyfunc.load_model(
+    "models:/gpuplan-<kind>-forecaster@champion")`` serves it. Before registering, the logged
+    pyfunc is reloaded and must reproduce the in-memory predictions on the example (1e-9 h).
 
     Args:
-        booster: a ``lightgbm.Booster`` trained on a frame with ``category`` columns (or none).
-        design: a few rows of the booster's input frame (``category`` dtypes allowed).
+        run_id: an existing run (e.g. from :func:`log_run`); reopened and finished again.
+        model: a fitted :class:`forecasters.jobs.JobModel`.
+        example_jobs: ``(n >= 1, ...)`` jobs with the kind's raw feature columns (``job_id``
+            optional); the first 5 rows are used.
+        alias: registry alias pointed at the new version.
 
     Returns:
-        the registered model version (string).
+        ``{"run_id", "duration_uri", "gpus_uri", "pyfunc_uri", "registered_name", "version"}``.
+
+    Raises:
+        ValueError: the reloaded pyfunc does not reproduce the forecaster's predictions.
     """
-    import lightgbm as lgb
+    import tempfile
+
     import mlflow
     import mlflow.lightgbm
+    import mlflow.pyfunc
     import numpy as np
     from mlflow.models import infer_signature
 
+    from forecasters.jobs import predict as job_predict
+    from pipelines import job_models
+
     mlflow.set_tracking_uri(settings.tracking_uri)
     mlflow.set_registry_uri(settings.tracking_uri)
-    names = list(booster.feature_name())
-    if set(names) <= set(design.columns):
-        design = design[names]  # a booster may take a prefix/subset of the design matrix
-    example = design.copy()
-    for col in example.columns:
-        if str(example[col].dtype) == "category":
-            example[col] = example[col].cat.codes.astype("float64").where(example[col].notna())
-        else:
-            example[col] = example[col].astype("float64")
-    copy = lgb.Booster(model_str=booster.model_to_string())
-    copy.pandas_categorical = None
-    pred = copy.predict(example)
-    if not np.allclose(pred, booster.predict(design), rtol=1e-9, atol=1e-12):
-        raise ValueError(f"{registered_name}: the integer-coded copy does not reproduce the booster")
+    raw = job_models.raw_feature_frame(model, example_jobs.head(5))
+    design = model.design_matrix(raw.drop(columns="job_id"))
+    design_str = design.copy()
+    for c in model.spec.categorical:
+        design_str[c] = design_str[c].astype(object).astype(str)
+    expected = job_models.pyfunc_output(job_predict(model, raw))
+    reqs = model_pip_requirements()
+    name = registered_model_name(model.kind)
+    uris: dict[str, str] = {"run_id": run_id}
     with _quiet_mlflow(), mlflow.start_run(run_id=run_id):
-        info = mlflow.lightgbm.log_model(
-            copy,
-            name="model",
-            signature=infer_signature(example, pred),
-            input_example=example,
-            pip_requirements=list(MODEL_PIP_REQUIREMENTS),
-        )
-        mv = mlflow.register_model(info.model_uri, registered_name)
-    _client(settings).set_registered_model_alias(registered_name, alias, mv.version)
-    return str(mv.version)
+        for key, booster in (("duration", model.duration_booster), ("gpus", model.gpus_booster)):
+            cols = list(booster.feature_name())  # the GPU booster takes a prefix of the design matrix
+            sig = infer_signature(design_str[cols], booster.predict(design[cols]))
+            info = mlflow.lightgbm.log_model(booster, name=f"{key}_lgbm", signature=sig, pip_requirements=reqs)
+            uris[f"{key}_uri"] = info.model_uri
+        with tempfile.TemporaryDirectory() as td:
+            saved = job_models.save_model(model, Path(td) / "job_model")
+            info = mlflow.pyfunc.log_model(
+                name="forecaster",
+                python_model=job_models.JobModelPyfunc(),
+                artifacts={"job_model": str(saved)},
+                signature=infer_signature(raw, expected),
+                input_example=raw,
+                pip_requirements=reqs,
+            )
+        uris["pyfunc_uri"] = info.model_uri
+        got = mlflow.pyfunc.load_model(info.model_uri).predict(raw)
+        for col in ("duration_p10_h", "duration_p50_h", "duration_p90_h", "gpus_pred"):
+            if not np.allclose(got[col].to_numpy(float), expected[col].to_numpy(float), rtol=0, atol=1e-9):
+                raise ValueError(f"{name}: the logged pyfunc does not reproduce {col} of the forecaster")
+        mv = mlflow.register_model(info.model_uri, name)
+    _client(settings).set_registered_model_alias(name, alias, mv.version)
+    return {**uris, "registered_name": name, "version": str(mv.version)}
 
 
 def finished_runs(settings: Settings, experiment: str) -> list[Any]:

@@ -1,4 +1,4 @@
-"""C11: save/load and MLflow (lightgbm flavour, pyfunc) round trips with categoricals and legacy NA variants."""
+"""C11: save/load and MLflow (lightgbm flavour, registered pyfunc) round trips with categoricals and legacy NA variants."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from forecasters import jobs
 from forecasters.generators import generate_history, generate_queue
 from forecasters.schema import TRAINING_VARIANTS
 from pipelines.errors import InputError
-from pipelines.job_models import load_model, log_model_mlflow, save_model
+from pipelines.job_models import load_model, save_model
 
 
 @pytest.fixture(scope="module")
@@ -71,25 +71,44 @@ def test_corrupt_or_missing_model_is_a_clear_error(na_model, tmp_path):
         load_model(path)
 
 
-def test_mlflow_lightgbm_flavour_and_pyfunc_round_trip(na_model, json_jobs, tmp_path):
+def test_mlflow_logging_of_the_main_job_round_trips(na_model, json_jobs, tmp_path):
+    """The path the main job uses (pipelines.tracking.log_job_model): (a) the registered pyfunc
+    behind the ``champion`` alias on JSON-typed (plain string) columns, (b) the lightgbm flavour
+    fed the model's validated design matrix; both equal the in-memory model within 1e-9."""
     import mlflow
+    from mlflow import MlflowClient
 
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
+    from pipelines import tracking
+    from pipelines.config import load_settings
+
+    s = load_settings(tracking_uri=f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}", mlruns_dir=tmp_path / "store",
+                      artifact_root=tmp_path / "store" / "artifacts")
     try:
-        exp = mlflow.create_experiment("c11", artifact_location=(tmp_path / "artifacts").as_uri())
-        with mlflow.start_run(experiment_id=exp):
-            uris = log_model_mlflow(na_model, json_jobs.head(5))
+        tracking.init_store(s)
+        rid = tracking.log_run(s, "training", "c11")
+        out = tracking.log_job_model(s, rid, na_model, json_jobs.head(5))
+        assert (out["run_id"], out["registered_name"], out["version"]) == (rid, "gpuplan-training-forecaster", "1")
+        mv = MlflowClient(tracking_uri=s.tracking_uri).get_model_version_by_alias(out["registered_name"], "champion")
+        assert str(mv.version) == "1"
         ref = jobs.predict(na_model, json_jobs)
-        # (a) generic pyfunc with JSON-typed (plain string) columns
-        py = mlflow.pyfunc.load_model(uris["pyfunc_uri"]).predict(json_jobs)
-        np.testing.assert_allclose(py["duration_p50_h"], ref["duration_p50_h"], rtol=0, atol=1e-9)
-        np.testing.assert_allclose(py["duration_p90_h"], ref["duration_p90_h"], rtol=0, atol=1e-9)
+        # (a) generic pyfunc through the registry alias, with JSON-typed (plain string) columns
+        py = mlflow.pyfunc.load_model("models:/gpuplan-training-forecaster@champion").predict(json_jobs)
+        for col in ("duration_p10_h", "duration_p50_h", "duration_p90_h"):
+            np.testing.assert_allclose(py[col], ref[col], rtol=0, atol=1e-9)
+        assert py["gpus_pred"].tolist() == ref["gpus_pred"].tolist()
         assert py["job_id"].tolist() == json_jobs["job_id"].tolist()
+        info = mlflow.models.get_model_info(out["pyfunc_uri"])
+        inputs = {c["name"]: c["type"] for c in info.signature.inputs.to_dict()}
+        assert inputs["training_variant"] == "string" and inputs["job_id"] == "string"
+        assert info.saved_input_example_info is not None
         # (b) the lightgbm flavour, fed the model's validated design matrix
-        booster = mlflow.lightgbm.load_model(uris["lightgbm_uri"])
-        assert booster.pandas_categorical[0] == list(TRAINING_VARIANTS)
         x = na_model.design_matrix(json_jobs)
-        np.testing.assert_allclose(booster.predict(x), na_model.duration_booster.predict(x), rtol=0, atol=1e-9)
+        for key, own in (("duration_uri", na_model.duration_booster), ("gpus_uri", na_model.gpus_booster)):
+            booster = mlflow.lightgbm.load_model(out[key])
+            assert booster.pandas_categorical[0] == list(TRAINING_VARIANTS)
+            cols = own.feature_name()  # the GPU booster takes a prefix of the design matrix
+            np.testing.assert_allclose(booster.predict(x[cols]), own.predict(x[cols]), rtol=0, atol=1e-9)
+            assert mlflow.models.get_model_info(out[key]).signature is not None
     finally:
         mlflow.set_tracking_uri("")
-    assert (tmp_path / "artifacts").is_dir()
+    assert (tmp_path / "store" / "artifacts").is_dir()

@@ -7,7 +7,6 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from pipelines import tracking
 from pipelines.config import PROJECT_ROOT, load_settings
@@ -41,27 +40,28 @@ def test_store_in_fresh_cwd_logs_runs_and_models_without_strays(tmp_path, monkey
         assert set(ids) == {"training", "quantization", "batch_inference", "realtime", "plans", "benchmarks"}
         rid = tracking.log_run(s, "plans", "p1", params={"planner": "milp"},
                                metrics={"objective": 12.5, "mip_gap": 0.05, "bad": float("nan"), "none": None})
-        import lightgbm as lgb
+        from forecasters import jobs
+        from forecasters.generators import generate_history, generate_queue
 
-        x = pd.DataFrame({"a": np.arange(60.0), "c": pd.Categorical(["u", "v", "w"] * 20, categories=["u", "v", "w"])})
-        y = x["a"].to_numpy() + (x["c"].cat.codes.to_numpy() * 10.0)
-        booster = lgb.train({"objective": "regression", "verbose": -1, "num_threads": 1, "min_data_in_leaf": 2},
-                            lgb.Dataset(x, y), num_boost_round=5)
-        version = tracking.log_lightgbm_model(s, rid, booster, x.head(4), "test-duration")
-    assert version == "1"
+        model = jobs.fit("training", generate_history("training", 200, seed=1), num_rounds=5)
+        out = tracking.log_job_model(s, rid, model, generate_queue("training", 4, seed=2))
+    assert (out["registered_name"], out["version"]) == ("gpuplan-training-forecaster", "1")
     runs = tracking.finished_runs(s, "plans")
     assert [r.info.run_id for r in runs] == [rid]
     assert runs[0].data.metrics == {"objective": 12.5, "mip_gap": 0.05}
     from mlflow import MlflowClient
 
     c = MlflowClient(tracking_uri=s.tracking_uri, registry_uri=s.tracking_uri)
-    mv = c.get_model_version_by_alias("test-duration", "champion")
+    mv = c.get_model_version_by_alias("gpuplan-training-forecaster", "champion")
     assert str(mv.version) == "1" and mv.current_stage in ("None", None)
     import mlflow.pyfunc
 
-    loaded = mlflow.pyfunc.load_model("models:/test-duration@champion")
-    codes = x.head(4).assign(c=x.head(4)["c"].cat.codes.astype(float))
-    assert np.allclose(loaded.predict(codes), booster.predict(x.head(4)))
+    loaded = mlflow.pyfunc.load_model("models:/gpuplan-training-forecaster@champion")
+    queue = generate_queue("training", 6, seed=3)
+    raw = queue.assign(training_variant=queue["training_variant"].astype(object))  # as parsed from JSON
+    got, ref = loaded.predict(raw), jobs.predict(model, queue)
+    assert np.allclose(got["duration_p50_h"], ref["duration_p50_h"], rtol=0, atol=1e-9)
+    assert got["gpus_pred"].tolist() == ref["gpus_pred"].tolist()
     assert sorted(p.name for p in cwd.iterdir()) == []
     assert sorted(p.name for p in home.iterdir()) == []
     msgs = [str(w.message).lower() for w in caught] + [r.getMessage().lower() for r in caplog.records]
