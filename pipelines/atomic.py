@@ -40,7 +40,8 @@ def temp_sibling(path: Path, tag: str = "tmp") -> Path:
     return path.with_name(f".{path.stem}.{uuid.uuid4().hex[:12]}.{tag}{path.suffix}")
 
 
-def _fsync_file(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """Flush a file's data, or a folder's entries, to disk (``os.fsync`` on a read-only descriptor)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -72,7 +73,7 @@ def atomic_path(path: str | Path, *, make_parents: bool = False) -> Iterator[Pat
     os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     try:
         yield tmp
-        _fsync_file(tmp)
+        fsync_path(tmp)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -27,6 +27,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from pipelines.atomic import atomic_write_bytes, atomic_write_text  # noqa: F401 - re-exported (older imports)
+from pipelines.atomic import fsync_path
 from pipelines.errors import InputError
 
 LATEST = "latest"
@@ -242,30 +243,21 @@ class RunFolder:
             raise FileExistsError(f"run folder {final} already exists")
         _fsync_dir_tree(self.tmp_path)
         os.rename(self.tmp_path, final)
-        _fsync_dir(self.out_dir)
+        fsync_path(self.out_dir)
         info = RunInfo(final, self.slot, self.run_id)
         moved = _point_latest(self.out_dir, info)
-        _fsync_dir(self.out_dir)
+        fsync_path(self.out_dir)
         return info, moved
 
     def abort(self) -> None:
         shutil.rmtree(self.tmp_path, ignore_errors=True)
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _fsync_dir_tree(path: Path) -> None:
     for p in sorted(path.rglob("*")):
         if p.is_file():
-            with open(p, "rb") as fh:
-                os.fsync(fh.fileno())
-    _fsync_dir(path)
+            fsync_path(p)
+    fsync_path(path)
 
 
 def check_freshness(out_dir: Path, now: datetime, max_age_h: float = 2.0) -> RunInfo:
