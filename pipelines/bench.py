@@ -54,7 +54,9 @@ class BenchConfig:
     reference row. Solver budget per MILP replan: ``mip_work_limit`` (deterministic work limit per
     HiGHS solve; None = the wall clock decides, not reproducible), ``time_limit_s`` (then a
     per-solve safety net), ``mip_rel_gap``; the MILP replans every ``replan_every_steps``;
-    baselines every ``baseline_replan_every_steps``."""
+    baselines every ``baseline_replan_every_steps``. ``reproducible``: leave the wall-clock
+    columns of ``bench.csv`` (:data:`optimizer.metrics.TIMING_COLUMNS`) empty, so that the same
+    seed gives a byte-identical file (``bench.md``/``bench.json`` keep the timings)."""
 
     scenarios: tuple[str, ...]
     planners: tuple[str, ...] = ("milp", "fifo", "easy", "priority")
@@ -69,6 +71,7 @@ class BenchConfig:
     mip_work_limit: int | None = 200
     quick_window_steps: int = 8
     quick_horizon_steps: int = 12
+    reproducible: bool = False
 
 
 @dataclass
@@ -212,15 +215,17 @@ def _fmt(v: Any) -> str:
 
 
 def bench_csv(res: BenchResult) -> str:
-    """``bench.csv`` text: exactly the DESIGN §7.1 columns, one row per scenario x planner."""
-    from optimizer.metrics import CSV_COLUMNS
+    """``bench.csv`` text: exactly the DESIGN §7.1 columns, one row per scenario x planner; the
+    timing columns empty when ``res.config.reproducible``."""
+    from optimizer.metrics import CSV_COLUMNS, TIMING_COLUMNS
 
+    blank = set(TIMING_COLUMNS) if res.config.reproducible else set()
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
     for m in res.metrics:
         row = m.row()
-        w.writerow([_fmt(row[c]) for c in CSV_COLUMNS])
+        w.writerow(["" if c in blank else _fmt(row[c]) for c in CSV_COLUMNS])
     return buf.getvalue()
 
 

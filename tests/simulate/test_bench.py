@@ -12,11 +12,11 @@ from pipelines.bench import BenchConfig
 from pipelines.cli import app
 
 
-def _run(tmp_path, name):
+def _run(tmp_path, name, *extra):
     out = tmp_path / name
     r = CliRunner().invoke(
         app, ["bench", "--scenario", "mixed,real_trace", "--planners", "milp,fifo,priority", "--quick",
-              "--out", str(out), "--json"]
+              "--out", str(out), "--json", *extra]
     )
     assert r.exit_code == 0, r.output
     return out, json.loads(r.stdout)
@@ -24,7 +24,10 @@ def _run(tmp_path, name):
 
 def test_bench_quick_writes_the_contract_and_is_deterministic(tmp_path):
     out1, doc1 = _run(tmp_path, "a")
-    out2, doc2 = _run(tmp_path, "b")
+    out2, doc2 = _run(tmp_path, "b", "--reproducible")
+    out3, _ = _run(tmp_path, "c", "--reproducible")
+    # --reproducible: the same seed gives a byte-identical bench.csv (timing columns left empty)
+    assert (out2 / "bench.csv").read_bytes() == (out3 / "bench.csv").read_bytes()
     with open(out1 / "bench.csv", newline="") as f:
         rows1 = list(csv.DictReader(f))
     with open(out2 / "bench.csv", newline="") as f:
@@ -35,6 +38,8 @@ def test_bench_quick_writes_the_contract_and_is_deterministic(tmp_path):
     ]
     keep = [c for c in CSV_COLUMNS if c not in TIMING_COLUMNS]
     assert [[r[c] for c in keep] for r in rows1] == [[r[c] for c in keep] for r in rows2]
+    assert all(r[c] == "" for r in rows2 for c in TIMING_COLUMNS)
+    assert all(r[c] != "" for r in rows1 if r["planner"] == "milp" for c in TIMING_COLUMNS)
     # the MILP stops on a work limit, not on the clock; the clock (safety net) stopped nothing
     assert doc1["settings"]["mip_work_limit"] == BenchConfig(scenarios=()).mip_work_limit is not None
     assert [c["wall_clock_limited_solves"] for c in doc1["comparison"]] == [0] * 8
