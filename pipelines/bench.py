@@ -18,7 +18,8 @@ Determinism: scenarios, simulator and baselines are deterministic; HiGHS runs si
 with a fixed seed and stops on a work limit, not on the clock. Two runs give the same
 ``bench.csv`` except the wall-clock columns ``solve_s_p50`` and ``solve_s_max`` — unless a solve
 reaches the wall-clock *safety net* (its incumbent then depends on machine speed); ``bench.md``
-counts such solves per row and warns when there is any.
+counts such solves per row and warns when there is any. With ``reproducible`` (``--reproducible``)
+the two timing columns are left empty and the whole file repeats byte for byte.
 """
 
 from __future__ import annotations
@@ -410,7 +411,9 @@ def bench_md(res: BenchResult) -> str:
         f"{platform.python_version()}); load average before {res.load_before}, after {res.load_after} "
         "(the machine is shared). Determinism: every column except solve_s_p50/solve_s_max repeats "
         "byte for byte with the same seed unless a solve stops on the wall clock (table above: "
-        + ("none did" if not clocked else f"{len(clocked)} row(s) affected") + ")."
+        + ("none did" if not clocked else f"{len(clocked)} row(s) affected") + ")"
+        + ("; this bench.csv was written with --reproducible (timing columns empty), so the whole file repeats."
+           if cfg.reproducible else "; --reproducible leaves those two columns empty so the whole file repeats.")
     )
     L.append("")
     return "\n".join(L)
