@@ -157,20 +157,24 @@ class SolveOutcome:
 
 
 @contextlib.contextmanager
-def _stdout_to_stderr():
-    """Send C-level stdout to stderr (HiGHS prints a banner when its first object is made)."""
+def _quiet_banner():
+    """Discard C-level stdout while the first HiGHS object is made: HiGHS 1.16 prints a two-line
+    version banner there even with ``output_flag`` off, which would corrupt ``--json`` on stdout
+    and clutter stderr. Only object construction is wrapped; solver messages are off anyway."""
     try:
         sys.stdout.flush()
         saved = os.dup(1)
     except (OSError, ValueError):  # pragma: no cover - no real fd 1
         yield
         return
+    devnull = os.open(os.devnull, os.O_WRONLY)
     try:
-        os.dup2(2, 1)
+        os.dup2(devnull, 1)
         yield
     finally:
         os.dup2(saved, 1)
         os.close(saved)
+        os.close(devnull)
 
 
 def check_solution(model: SparseModel, x: np.ndarray, objective: float, tol: float = 1e-6) -> str:
@@ -280,7 +284,7 @@ def _solve_once(
     h = None
     try:
         _use_threads(highspy, int(threads))
-        with _stdout_to_stderr():
+        with _quiet_banner():
             h = highspy.Highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("time_limit", float(time_limit_s))

@@ -11,7 +11,7 @@ from pipelines.cli_support import emit_json, run_guarded
 
 def bench(
     scenario: str = typer.Option("all", "--scenario", help="Scenario name or 'all'."),
-    planners: str = typer.Option("milp,fifo,easy,priority", "--planners", help="Comma-separated planners."),
+    planners: str = typer.Option("milp,fifo,easy,priority", "--planners", help="Comma-separated planners (milp, fifo, easy, priority); the clairvoyant reference row is always added."),
     out: Path = typer.Option(Path("bench_out"), "--out", help="Output folder."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
     quick: bool = typer.Option(False, "--quick", help="Reduced mode for tests."),

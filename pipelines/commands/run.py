@@ -76,7 +76,8 @@ def run(
             f"plan:          {run_dir / 'plan.parquet'}",
             f"forecasts:     {run_dir / 'forecasts.parquet'}",
             f"MLflow:        {settings.tracking_uri} (run {res['mlflow_run_id']}); browse with",
-            f"               mlflow ui --host 127.0.0.1 --backend-store-uri {settings.tracking_uri}",
+            f"               {Path(sys.executable).parent / 'mlflow'} ui --host 127.0.0.1 --port 5000 "
+            f"--backend-store-uri {settings.tracking_uri} --default-artifact-root {settings.artifact_root}",
             f"wall time:     {wall:.1f} s",
         ]
         sys.stdout.write("\n".join(lines) + "\n")

@@ -44,7 +44,7 @@ def test_read_traffic_errors(tmp_path):
         read_traffic(nocol)
 
 
-@pytest.mark.skipif(not SHARED.exists(), reason="shared ServeGen folder not beside the clone")
+@pytest.mark.skipif(not SHARED.exists(), reason="needs the project's shared data (../shared/data/servegen-bailian-llm-2025) beside the clone, as in CI")
 def test_shipped_files_are_reproducible_from_shared_data():
     cfg = json.loads((ROOT / "data" / "traffic" / "services.json").read_text())
     agg = pd.read_csv(SHARED / "aggregate_10min.csv")
