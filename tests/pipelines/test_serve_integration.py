@@ -46,7 +46,9 @@ def test_serve_trigger_complete_and_c28(prefect_server, srv_env, make_problem, s
     work, home = tmp_path / "cwd", tmp_path / "home"
     work.mkdir()
     home.mkdir()
-    env = {**srv_env, "GPUPLAN_SERVE_SCHEDULES": "0", "HOME": str(home)}
+    tmp = tmp_path / "tmp"  # Prefect's Runner makes <tempdir>/runner_storage/<uuid> and leaves it
+    tmp.mkdir()
+    env = {**srv_env, "GPUPLAN_SERVE_SCHEDULES": "0", "HOME": str(home), "TMPDIR": str(tmp)}
     env.pop("MLFLOW_TRACKING_URI", None)
     log = open(tmp_path / "serve.log", "w")
     serve = subprocess.Popen([str(VENV_BIN / "gpuplan"), "serve"], cwd=work, env=env, stdout=log,
