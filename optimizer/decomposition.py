@@ -15,7 +15,10 @@ The §5 objective does not depend on block offsets, only on each job's start and
 
 If packing succeeds, the master's solution is a valid plan with the master's objective, and the
 master's dual bound is a valid bound for the full model (so "optimal" means optimal for §5).
-If it fails, :func:`optimizer.planners.plan` solves the full model instead.
+If it fails, :func:`optimizer.planners.plan` solves the full model instead when it has at most
+``settings.full_model_max_binaries`` binaries; above that it keeps the best verified placement the
+master admits (:func:`master_guided_plan`, the warm starts; :func:`master_admits`) under the
+master's bound.
 """
 
 from __future__ import annotations
@@ -311,3 +314,19 @@ def master_guided_plan(problem: Problem, picks: dict[str, tuple[int, int, int]],
         return (j.job_id not in picks, t, -g, j.job_id)
 
     return greedy_place(problem, np.asarray(service_gpus), sorted(problem.jobs, key=key), planner="master_guided")
+
+
+def master_admits(cm: CountModel, plan: Plan) -> bool:
+    """True when ``plan``'s starts and service allocations are a feasible point of the master
+    (every row: demand band, start once, swap cap, max-wait, block levels; column bounds).
+
+    The master is a relaxation of the full model, so its dual bound bounds exactly these plans.
+    A verified plan can still fail here: the verifier does not check ``max_wait_steps``.
+    """
+    from optimizer.solver import check_solution
+
+    x = count_vector(cm, plan)
+    if x is None:
+        return False
+    obj = float(np.dot(cm.model.cost, x) + cm.model.offset)
+    return check_solution(cm.model, x, obj) == ""

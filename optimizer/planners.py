@@ -11,11 +11,18 @@ plan (no incumbent, infeasible, unbounded-or-infeasible, solver error, unknown s
 the verifier rejects) the best baseline plan is returned with ``status="fallback"``,
 ``fallback=True`` and a message giving the MILP outcome. An unverified plan is never returned.
 
-Budget: without ``settings.mip_work_limit`` the sub-steps (LP-guided start, master, block packing,
-full model) share the wall-clock ``time_limit_s``, so the plan depends on machine speed. With it,
-every MILP solve stops on that work limit and gets the whole ``time_limit_s`` as a safety net only;
-single-threaded with a fixed seed the plan is then reproducible, and ``Plan.wall_clock_limited``
-(plus a note) says when the safety net was reached after all.
+Budget: the sub-steps (LP-guided start, master, block packing, full model) share one deadline,
+``time_limit_s`` for the whole plan. Without ``settings.mip_work_limit`` the clock decides where
+each solve stops, so the plan depends on machine speed. With it, every MILP solve stops on that
+work limit and the deadline only matters if the plan as a whole reaches it; single-threaded with a
+fixed seed the plan is then reproducible, and ``Plan.wall_clock_limited`` (plus a note) says when
+the deadline was reached after all.
+
+When the master's starts cannot be packed into aligned blocks, the full model is solved up to
+``settings.full_model_max_binaries``; above it the plan is the best verified placement that the
+master admits (:func:`optimizer.decomposition.master_admits`: the master-guided repair, the
+greedy plans, the warm start or a baseline), status ``"time_limit"`` (not proven optimal), with the
+master's dual bound when the plan's objective is within it.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from optimizer.decomposition import (
     count_picks,
     count_vector,
     lp_guided_plan,
+    master_admits,
     master_guided_plan,
     pack_offsets,
 )
@@ -102,16 +110,15 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
     solves: list = []  # every SolveOutcome behind this plan, to report wall-clock stops
 
     def left() -> float:
-        # under a work limit every sub-step gets the whole safety net: the clock must not decide
-        if work:
-            return st.time_limit_s
+        # one deadline for the whole plan; under a work limit it only decides when the plan as a
+        # whole reaches time_limit_s, and then the plan is flagged (clocked)
         return max(0.05, st.time_limit_s - (time.perf_counter() - t0))
 
     def clocked() -> bool:
         hit = any(o.wall_clock_limited for o in solves)
         if hit and work and not any(n.startswith("a solve reached the wall-clock") for n in extra):
-            extra.append(f"a solve reached the wall-clock safety net of {st.time_limit_s:g} s before its "
-                         f"work limit (mip_work_limit={st.mip_work_limit}): this plan may not reproduce")
+            extra.append(f"a solve reached the wall-clock limit of {st.time_limit_s:g} s for the whole plan "
+                         f"before its work limit (mip_work_limit={st.mip_work_limit}): this plan may not reproduce")
         return hit
 
     def fallback(status: str, why: str, size: dict | None) -> Plan:
@@ -165,17 +172,24 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
             seeds.sort(key=lambda p: p.objective, reverse=True)
         binaries = estimate_size(problem).binaries
         if binaries > st.full_model_max_binaries:
+            # only placements the master admits (max-wait rows, demand band, swap cap): the
+            # verifier does not check max_wait_steps, and the master's bound covers only these
+            admitted = [s for s in seeds if master_admits(cm, s)]
+            if not admitted:
+                return fallback(out.status, "its starts could not be packed into aligned blocks and no verified "
+                                "placement satisfies the master's rows", size)
+            best = admitted[0]
+            bound = out.bound if out.bound is not None and best.objective <= out.bound + 1e-6 * max(
+                1.0, abs(out.bound)) else None
             extra.append(
                 f"decomposition: the master's starts could not be packed into aligned blocks and the full "
                 f"model ({binaries} binaries) is above full_model_max_binaries={st.full_model_max_binaries}: "
-                f"kept the best of the master-guided placement and the warm starts ({seeds[0].planner}); "
-                "the master's bound still holds")
-            best = seeds[0]
-            bound = out.bound if out.bound is not None else None
+                f"kept the best placement the master admits ({best.planner}) under the master's bound")
             chosen = replace(best, planner="milp", status="time_limit", fallback=False, model=size,
                              bound=bound, gap=mip_gap(best.objective, bound), solver_status=out.status,
                              solve_s=time.perf_counter() - t0, notes=tuple(extra),
-                             message="master solved but not packable; best verified placement kept (not proven optimal)",
+                             message="master solved but its starts could not be packed; best admitted placement "
+                                     "kept (not proven optimal)",
                              wall_clock_limited=clocked())
             return _verified(chosen, problem)
         extra.append("decomposition: the master's starts could not be packed into aligned blocks; "

@@ -212,11 +212,12 @@ class Settings:
       exact, see :mod:`optimizer.decomposition`; the full model when packing fails) or
       ``"full"`` (the full x[j, s, o, t] model only).
     - ``mip_work_limit``: a deterministic work budget per MILP solve, in HiGHS MIP limit checks
-      (see :func:`optimizer.solver.solve`; 16–40 ms each on the 2-core bench machine). When set,
+      (see :func:`optimizer.solver.solve`; 16–130 ms each on the 2-core machine, depending on the
+      instance). When set,
       every MILP solve of the planner (master, block packing, full model) stops at this budget, and
-      ``time_limit_s`` becomes a per-solve safety net instead of a budget shared by the sub-steps:
+      ``time_limit_s`` stays the deadline of the whole plan but no longer decides where a solve stops:
       with ``threads=1`` and a fixed ``random_seed`` the plan then does not depend on machine speed
-      or load unless the safety net is reached (``Plan.wall_clock_limited``). None (default) = off:
+      or load unless the plan reaches that deadline (``Plan.wall_clock_limited``). None (default) = off:
       the wall-clock budget decides, as an operator's 30-minute replan wants.
     - ``full_model_max_binaries``: when the decomposed master's starts cannot be packed into
       aligned blocks, the exact full x[j, s, o, t] model is solved only up to this many binaries

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import signal
 import sys
 import threading
 import time
@@ -136,7 +137,8 @@ class SolveOutcome:
     ``gap`` from :func:`mip_gap`; ``solve_s`` wall seconds of ``run()``; ``x`` the column values
     (None without an incumbent); ``message`` a readable sentence; ``wall_clock_limited`` True when
     HiGHS stopped on ``time_limit_s`` (kTimeLimit); ``nodes`` branch-and-bound nodes; ``work`` the
-    HiGHS MIP limit checks counted (the unit of ``mip_work_limit``; 0 for a pure LP).
+    HiGHS MIP limit checks counted (the unit of ``mip_work_limit``; 0 without a work limit or for a
+    pure LP).
     """
 
     status: str
@@ -221,10 +223,11 @@ def solve(
     ``mip_work_limit``-th check (HiGHS status kInterrupt; the incumbent is kept). HiGHS 1.16 has no
     deterministic work measure of its own (work units are planned upstream, HiGHS issue #3133) and
     ``mip_max_nodes`` leaves root-node work unbounded (root cut loops, restarts and sub-MIP
-    heuristics took 10–20 s on 600-column masters). Measured on the 2-core bench machine: 16–40 ms
-    of solver time per check, at most 1.4 s between two checks. With ``threads=1`` and a fixed
+    heuristics took 10–20 s on 600-column masters). The time per check depends on the instance:
+    measured on the 2-core bench machine, 16–40 ms on the bench's 500–800-column masters (at most
+    1.4 s between two checks) and about 130 ms on a 120-job, 64-GPU master. With ``threads=1`` and a fixed
     ``random_seed`` the outcome then does not depend on machine speed or load, provided
-    ``time_limit_s`` (then only a safety net) is not reached (``wall_clock_limited`` says when it
+    ``time_limit_s`` (then only a deadline) is not reached (``wall_clock_limited`` says when it
     was). None = no work limit (the clock decides). Pure LPs ignore it (they solve in well under
     a second and stop on ``time_limit_s`` only).
 
@@ -244,8 +247,7 @@ def solve(
     if out.x is not None and out.objective is not None:
         why = check_solution(model, out.x, out.objective)
         if why and start is not None:
-            # under a work limit the retry gets the whole safety net: the clock must not decide
-            left = time_limit_s if mip_work_limit is not None else max(1e-3, time_limit_s - (time.perf_counter() - t0))
+            left = max(1e-3, time_limit_s - (time.perf_counter() - t0))
             again = _solve_once(model, left, mip_rel_gap, threads, random_seed, None, presolve, mip_work_limit)
             note = f"warm start discarded ({why})"
             if again.x is not None and again.objective is not None:
@@ -325,9 +327,10 @@ def _solve_once(
             sol.col_value = np.asarray(start, dtype=np.float64).tolist()
             sol.value_valid = True
             h.setSolution(sol)
-        checks = _count_limit_checks(h, highspy, mip_work_limit) if integer.any() else None
+        budget = _WorkBudget(h, highspy, mip_work_limit) if (integer.any() and mip_work_limit is not None) else None
         t1 = time.perf_counter()
-        h.run()
+        with budget.running() if budget is not None else contextlib.nullcontext():
+            h.run()
         run_s = time.perf_counter() - t1
         ms = h.getModelStatus()
         name = str(ms).rsplit(".", 1)[-1]
@@ -352,7 +355,7 @@ def _solve_once(
         return SolveOutcome(status, name, obj, bound, gap, run_s, x,
                             _message(status, name, time_limit_s, mip_work_limit),
                             wall_clock_limited=(name == "kTimeLimit"), nodes=max(0, nodes),
-                            work=checks[0] if checks else 0)
+                            work=budget.checks if budget is not None else 0)
     except Exception as exc:  # noqa: BLE001 - solver trouble becomes an outcome, never a crash
         return SolveOutcome("solver_error", "exception", None, None, None, time.perf_counter() - t0,
                             message=f"HiGHS raised {type(exc).__name__}: {exc}")
@@ -363,19 +366,58 @@ def _solve_once(
         del h
 
 
-def _count_limit_checks(h, highspy, mip_work_limit: int | None) -> list[int]:
-    """Count HiGHS's MIP limit checks on ``h`` (one-element list, updated during ``run``) and
-    interrupt at the ``mip_work_limit``-th (None: count only). See :func:`solve`."""
-    checks = [0]
+_DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def on_check(_type, _message, _data_out, data_in, _user_data) -> None:
-        checks[0] += 1
-        if mip_work_limit is not None and checks[0] >= mip_work_limit:
+
+class _WorkBudget:
+    """Counts HiGHS's MIP limit checks on one ``Highs`` object and interrupts the solve at the
+    ``limit``-th (see :func:`solve`).
+
+    HiGHS swallows an exception raised while it is in a Python callback and reports kSolveError,
+    so Ctrl-C (SIGINT) or SIGTERM arriving during the solve would turn into a "solver error" and a
+    baseline fallback. While :meth:`running` is active (main thread only; elsewhere Python delivers
+    no signals) SIGINT/SIGTERM are only recorded; the next check interrupts the solve, and on exit
+    the signal is delivered to the previous handler as if it had arrived just after the solve.
+    Any other exception raised in the callback is kept and re-raised the same way.
+    """
+
+    def __init__(self, h, highspy, limit: int) -> None:
+        self.checks = 0
+        self.limit = int(limit)
+        self.error: BaseException | None = None
+        self.signals: list[int] = []
+        h.setCallback(self._on_check, None)
+        h.startCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
+
+    def _on_check(self, _type, _message, _data_out, data_in, _user_data) -> None:
+        try:
+            self.checks += 1
+            if self.checks >= self.limit or self.signals:
+                data_in.user_interrupt = True
+        except BaseException as exc:  # noqa: BLE001 - kept and re-raised after run()
+            self.error = exc
             data_in.user_interrupt = True
 
-    h.setCallback(on_check, None)
-    h.startCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
-    return checks
+    @contextlib.contextmanager
+    def running(self):
+        """Defer SIGINT/SIGTERM during ``run()`` (see the class docstring); re-raise afterwards."""
+        saved: dict[int, object] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in _DEFERRED_SIGNALS:
+                saved[sig] = signal.signal(sig, lambda signum, _frame: self.signals.append(signum))
+        try:
+            yield
+        finally:
+            for sig, prev in saved.items():
+                signal.signal(sig, prev)
+        for signum in self.signals[:1]:
+            prev = saved.get(signum)
+            if callable(prev):
+                prev(signum, None)
+            elif prev == signal.SIG_DFL:
+                signal.raise_signal(signum)
+        if self.error is not None:
+            raise self.error
 
 
 _SCHEDULER_LOCK = threading.Lock()

@@ -309,9 +309,24 @@ def test_unpackable_master_above_the_full_model_size_keeps_the_best_verified_pla
     assert not verify(r, p)
     # the master-guided repair starts the 4-GPU job A at step 2 (the valley) like the exact plan
     assert r.job("A").start_step == 2
-    assert r.objective == pytest.approx(15.721992514987502)
+    g = p.settings.decay_per_step  # A: 4 GPUs on steps 2-5 (hand-derived, as in test_valley)
+    assert r.objective == pytest.approx(4 * sum(g**t for t in range(2, 6)))
     assert r.bound >= r.objective - 1e-9 and r.gap == pytest.approx(mip_gap(r.objective, r.bound))
     assert any("full_model_max_binaries=0" in n for n in r.notes)
+
+
+def test_repair_path_keeps_max_wait_and_never_reports_a_bound_below_its_plan(monkeypatch):
+    """C19 with small jobs worth more: a verified warm start that starves L (the verifier does not
+    check max_wait_steps) must not be kept by the repair path; the kept plan starts L by step 6,
+    and its objective is within the master's bound."""
+    monkeypatch.setattr(planners, "pack_offsets", lambda *a, **k: None)
+    p = c19(max_wait=6, small_priority=2.0)
+    p = replace(p, settings=replace(p.settings, full_model_max_binaries=0))
+    r = plan(p, "milp")
+    assert r.job("L").start_step is not None and r.job("L").start_step <= 6
+    assert r.bound is None or r.objective <= r.bound + 1e-9
+    exact = plan(c19(max_wait=6, small_priority=2.0), "milp")
+    assert r.objective <= exact.objective + 1e-9
 
 
 def test_changing_thread_count_between_solves_still_solves():
