@@ -101,6 +101,9 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     renamed onto ``path``, then the old one deleted; if that rename fails the old folder is moved
     back. On any exception in the block the temporary folder is deleted and ``path`` is unchanged.
     Parent folders are created. Files inside are not fsynced (a model can be rebuilt).
+    Not atomic for readers: between the two renames ``path`` is briefly missing (a concurrent
+    load then fails and can retry), and a kill exactly there leaves only the ``.old`` folder;
+    ``load_model`` names the missing folder and the next training rebuilds it.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -7,8 +7,8 @@ Stage logic only; the command (``gpuplan bench``) lives in :mod:`pipelines.comma
 Budget (full run, measured on the 2-core machine; see ``docs/benchmark.md``): the MILP replans
 every ``replan_every_steps`` = 2 steps (hourly — DESIGN §1 "every 30–60 minutes") with a 2 %
 relative gap per solve and a deterministic work limit of ``mip_work_limit`` HiGHS limit checks per
-solve (``Settings.mip_work_limit``, see :func:`optimizer.solver.solve`); ``time_limit_s`` is only a
-per-solve safety net; the baselines replan every step; the
+solve (``Settings.mip_work_limit``, see :func:`optimizer.solver.solve`); ``time_limit_s`` = 60 s is only the
+deadline of each plan (no plan came near it in the documented runs); the baselines replan every step; the
 clairvoyant reference is the same rolling MILP planned with the truth (see
 :func:`optimizer.simulate.simulate_clairvoyant`), replanning every 4 steps (with the truth and the
 arrivals inside the horizon known, a plan stays valid until new jobs come into view).
@@ -17,7 +17,7 @@ arrivals inside the horizon known, a plan stays valid until new jobs come into v
 Determinism: scenarios, simulator and baselines are deterministic; HiGHS runs single-threaded
 with a fixed seed and stops on a work limit, not on the clock. Two runs give the same
 ``bench.csv`` except the wall-clock columns ``solve_s_p50`` and ``solve_s_max`` — unless a solve
-reaches the wall-clock *safety net* (its incumbent then depends on machine speed); ``bench.md``
+reaches its wall-clock *deadline* (its incumbent then depends on machine speed); ``bench.md``
 counts such solves per row and warns when there is any. With ``reproducible`` (``--reproducible``)
 the two timing columns are left empty and the whole file repeats byte for byte.
 """
@@ -54,7 +54,7 @@ class BenchConfig:
     """What to run. ``planners`` from ``optimizer.planners.PLANNERS``; ``clairvoyant`` adds the
     reference row. Solver budget per MILP replan: ``mip_work_limit`` (deterministic work limit per
     HiGHS solve; None = the wall clock decides, not reproducible), ``time_limit_s`` (then a
-    per-solve safety net), ``mip_rel_gap``; the MILP replans every ``replan_every_steps``;
+    deadline of each plan), ``mip_rel_gap``; the MILP replans every ``replan_every_steps``;
     baselines every ``baseline_replan_every_steps``. ``reproducible``: leave the wall-clock
     columns of ``bench.csv`` (:data:`optimizer.metrics.TIMING_COLUMNS`) empty, so that the same
     seed gives a byte-identical file (``bench.md``/``bench.json`` keep the timings)."""
@@ -196,7 +196,7 @@ def _record(res: BenchResult, sim, m, log, ts: float) -> None:
         f"jobs {m.jobs_completed}/{m.jobs_total}  RT {m.rt_sla_pct:7.3f} %  solves {m.replans} "
         f"(p50 {m.solve_s_p50 or 0:.2f} s, max {m.solve_s_max or 0:.2f} s)  verified {m.verified_plans}, "
         f"violations {m.violations}  [{time.perf_counter() - ts:.0f} s]"
-        + (f"  WARNING: {m.wall_clock_limited_solves} solve(s) stopped on the wall-clock safety net "
+        + (f"  WARNING: {m.wall_clock_limited_solves} solve(s) stopped on the wall-clock deadline "
            "(this row may not reproduce)" if m.wall_clock_limited_solves else "")
     )
 
@@ -271,7 +271,7 @@ def comparison_rows(res: BenchResult) -> list[dict[str, Any]]:
 
 
 def _diff(a, b):
-    return None if a is None or b is None else round(a - b, 2)
+    return None if a is None or b is None else round(a - b, 4)
 
 
 def _pct(a, b):
@@ -340,9 +340,9 @@ def bench_md(res: BenchResult) -> str:
     L.append(
         f"Seed {cfg.seed}{' (--quick: ' + str(cfg.quick_window_steps) + '-step window, ' + str(cfg.quick_horizon_steps) + '-step horizon)' if cfg.quick else ''}; "
         f"MILP replans every {cfg.replan_every_steps} step(s) with gap {cfg.mip_rel_gap:g} and "
-        + (f"a work limit of {cfg.mip_work_limit} HiGHS limit checks per solve (wall-clock safety net "
-           f"{cfg.time_limit_s:g} s per solve)" if cfg.mip_work_limit is not None else
-           f"time limit {cfg.time_limit_s:g} s (no work limit: not reproducible)")
+        + (f"a work limit of {cfg.mip_work_limit} HiGHS limit checks per solve (wall-clock deadline "
+           f"{cfg.time_limit_s:g} s per plan)" if cfg.mip_work_limit is not None else
+           f"time limit {cfg.time_limit_s:g} s per plan (no work limit: not reproducible)")
         + f"; baselines replan every {cfg.baseline_replan_every_steps} step(s); clairvoyant: the "
         "same rolling MILP planned with the truth (true durations, true demand, and the jobs arriving inside the "
         f"24 h horizon), replanning every {cfg.clairvoyant_replan_every_steps} steps."
@@ -386,13 +386,13 @@ def bench_md(res: BenchResult) -> str:
     L.append("")
     clocked = [r for r in rows if r.get("wall_clock_limited_solves")]
     if clocked:
-        L.append("**Warning: the wall-clock safety net stopped "
+        L.append("**Warning: the wall-clock deadline stopped "
                  f"{sum(r['wall_clock_limited_solves'] for r in clocked)} solve(s)** in "
                  + ", ".join(f"{r['scenario']}/{r['planner']}" for r in clocked)
                  + ": these rows depend on machine speed and load and may not repeat byte for byte.")
         L.append("")
     L.append("| scenario | planner | solves | stopped on a limit (not proven within the gap) | "
-             "of which on the wall-clock safety net | gap max | followed plans that no longer verified (replanned) |")
+             "of which on the wall-clock deadline | gap max | followed plans that no longer verified (replanned) |")
     L.append("|---|---|---:|---:|---:|---:|---:|")
     for r in rows:
         if r["planner"] in ("milp", CLAIRVOYANT):
@@ -447,6 +447,7 @@ def bench_json(res: BenchResult, out_dir: Path, files: Sequence[str]) -> dict[st
             "time_limit_s": res.config.time_limit_s,
             "mip_rel_gap": res.config.mip_rel_gap,
             "mip_work_limit": res.config.mip_work_limit,
+            "reproducible": res.config.reproducible,
         },
     }
 

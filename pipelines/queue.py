@@ -216,7 +216,8 @@ def _plot_profile(name: str, prof: Any, fc: pd.DataFrame, b: pd.DataFrame, as_of
         axes[1].set_title("last shipped day: 24 h-ahead forecast against actual")
         axes[1].legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(png, dpi=80)
+        with atomic_path(png) as tmp_png:  # the temporary name keeps ".png" for savefig
+            fig.savefig(tmp_png, dpi=80)
         plt.close(fig)
 
 
@@ -731,7 +732,8 @@ def _plot_pred_vs_actual(kind: str, pred: pd.DataFrame, actual: np.ndarray, ok: 
         ax.set_ylabel("predicted P50 (h), bars P10–P90")
         ax.set_title(f"{kind}: held-out jobs (MAPE {doc['metrics']['mape']:.3f})")
         fig.tight_layout()
-        fig.savefig(png, dpi=80)
+        with atomic_path(png) as tmp_png:  # the temporary name keeps ".png" for savefig
+            fig.savefig(tmp_png, dpi=80)
         plt.close(fig)
 
 
