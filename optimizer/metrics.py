@@ -19,7 +19,7 @@ Definitions (window = the scenario's ``n_steps`` steps of ``step_h`` hours; N GP
   priority class.
 - ``solve_s_p50``/``solve_s_max`` over the fresh plans (steps where the previous plan was followed
   are not solves); ``gap_max`` the largest MILP relative gap reported (None for heuristics).
-- ``time_limited_solves``: fresh MILP plans whose solve stopped on a limit (node or time) before
+- ``time_limited_solves``: fresh MILP plans whose solve stopped on a limit (work or time) before
   proving the gap; ``wall_clock_limited_solves``: those where a solve behind the plan stopped on
   the wall clock (:attr:`optimizer.plan.Plan.wall_clock_limited`) — such a row may not repeat.
   Neither is a bench.csv column (DESIGN §7.1); ``bench.md``/``bench.json`` report them.

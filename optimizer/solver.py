@@ -437,10 +437,12 @@ def _use_threads(highspy, threads: int) -> None:
 
 
 def _message(status: str, name: str, time_limit_s: float, mip_work_limit: int | None = None) -> str:
-    if name == "kTimeLimit" or mip_work_limit is None:
+    if name == "kInterrupt" and mip_work_limit is not None:
+        limit = f"its work limit of {mip_work_limit} HiGHS limit checks"
+    elif name == "kTimeLimit":
         limit = f"the time limit of {time_limit_s:g} s"
     else:
-        limit = f"its work limit of {mip_work_limit} HiGHS limit checks (HiGHS {name})"
+        limit = f"a HiGHS limit ({name})"
     return {
         "optimal": "solved to the requested gap",
         "time_limit": f"stopped at {limit} with a feasible plan: not proven optimal",

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pipelines.atomic import atomic_write_bytes
 from pipelines.errors import InputError
 
 #: The study's reference figures (DESIGN §6.5), shown beside our table.
@@ -452,22 +453,16 @@ def bench_json(res: BenchResult, out_dir: Path, files: Sequence[str]) -> dict[st
     }
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    from pipelines.atomic import atomic_write_bytes
-
-    atomic_write_bytes(path, data, make_parents=True)
-
-
 def write_outputs(res: BenchResult, out_dir: Path) -> list[str]:
     """Write bench.csv, bench.md, bench.json and the plots under ``out_dir`` (each atomically);
     returns the relative paths written."""
     out_dir = Path(out_dir)
     files = ["bench.csv", "bench.md"]
-    _atomic_write(out_dir / "bench.csv", bench_csv(res).encode())
-    _atomic_write(out_dir / "bench.md", bench_md(res).encode())
+    atomic_write_bytes(out_dir / "bench.csv", bench_csv(res).encode(), make_parents=True)
+    atomic_write_bytes(out_dir / "bench.md", bench_md(res).encode(), make_parents=True)
     files += write_plots(res, out_dir)
     files.append("bench.json")
-    _atomic_write(out_dir / "bench.json", json.dumps(bench_json(res, out_dir, files), indent=1).encode())
+    atomic_write_bytes(out_dir / "bench.json", json.dumps(bench_json(res, out_dir, files), indent=1).encode(), make_parents=True)
     return files
 
 
@@ -490,7 +485,7 @@ def write_plots(res: BenchResult, out_dir: Path) -> list[str]:
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=90, metadata={"Software": None})
         plt.close(fig)
-        _atomic_write(plot_dir / name, buf.getvalue())
+        atomic_write_bytes(plot_dir / name, buf.getvalue())
         written.append(f"plots/{name}")
 
     for scen in res.config.scenarios:

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from pipelines.atomic import atomic_write_bytes, atomic_write_text  # noqa: F401 - re-exported (older imports)
 from pipelines.atomic import fsync_path
 from pipelines.errors import InputError
 
