@@ -346,7 +346,8 @@ def bench_md(res: BenchResult) -> str:
            f"time limit {cfg.time_limit_s:g} s per plan (no work limit: not reproducible)")
         + f"; baselines replan every {cfg.baseline_replan_every_steps} step(s); clairvoyant: the "
         "same rolling MILP planned with the truth (true durations, true demand, and the jobs arriving inside the "
-        f"24 h horizon), replanning every {cfg.clairvoyant_replan_every_steps} steps."
+        f"horizon{' of ' + str(cfg.quick_horizon_steps) + ' steps' if cfg.quick else ' (24 h)'}), replanning every "
+        f"{cfg.clairvoyant_replan_every_steps} steps."
     )
     L.append("")
     L.append(f"Verified plans: **{res.verified_plans}** (every committed plan, one per simulated step), "
