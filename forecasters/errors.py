@@ -1,7 +1,7 @@
-"""Errors raised by the forecasters package."""
+"""Errors raised by the forecasters package: the shared :class:`domain.errors.InputError`."""
 
 from __future__ import annotations
 
+from domain.errors import InputError
 
-class InputError(ValueError):
-    """Bad forecaster input; the message names the column, row or timestamp and what was expected."""
+__all__ = ["InputError"]

@@ -1,7 +1,7 @@
-"""Errors raised by the optimizer package."""
+"""Errors raised by the optimizer package: the shared :class:`domain.errors.InputError`."""
 
 from __future__ import annotations
 
+from domain.errors import InputError
 
-class InputError(ValueError):
-    """A problem, job or service is invalid; the message names the job/service and field."""
+__all__ = ["InputError"]
