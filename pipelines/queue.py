@@ -202,10 +202,10 @@ def _log_profiles(settings: Settings, work: Path, profiles: dict, metrics: dict,
 
 
 def _plot_profile(name: str, prof: Any, fc: pd.DataFrame, b: pd.DataFrame, as_of: datetime, png: Path) -> None:
-    from pipelines import risk_report
+    from pipelines.report import plots as risk_report
 
     with risk_report.PLOT_LOCK:
-        plt = risk_report._plt()
+        plt = risk_report.pyplot()
         fig, axes = plt.subplots(2, 1, figsize=(11, 6))
         axes[0].fill_between(fc["ts"], fc["p50"], fc["p90"], alpha=0.3, label="P50–P90")
         axes[0].plot(fc["ts"], fc["p50"], lw=1, label="P50")
@@ -487,7 +487,7 @@ def plan_tables(problem: Any, plan: Any, start: datetime) -> pd.DataFrame:
       and ``owner_type`` (``job``/``service``/``down``/``idle``); services are counted by the
       model, so they are shown on the highest GPUs left free by batch blocks.
     """
-    from pipelines.risk_report import display_grid
+    from pipelines.report import display_grid
 
     step = pd.Timedelta(minutes=problem.cluster.step_minutes)
     t0 = pd.Timestamp(start)
@@ -566,7 +566,7 @@ def write_outputs(settings: Settings, work: Path, problem_path: Path, plan_path:
     """
     from optimizer.plan import Plan
     from optimizer.problem import Problem
-    from pipelines.risk_report import ReportInputs, write_risk_report
+    from pipelines.report import ReportInputs, write_risk_report
 
     problem = Problem.from_dict(json.loads(Path(problem_path).read_text()))
     plan = Plan.from_dict(json.loads(Path(plan_path).read_text()))
@@ -715,10 +715,10 @@ def _log_job_model(settings: Settings, kind: str, model: Any, test: pd.DataFrame
 
 def _plot_pred_vs_actual(kind: str, pred: pd.DataFrame, actual: np.ndarray, ok: np.ndarray, doc: dict,
                          png: Path) -> None:
-    from pipelines import risk_report
+    from pipelines.report import plots as risk_report
 
     with risk_report.PLOT_LOCK:
-        plt = risk_report._plt()
+        plt = risk_report.pyplot()
         fig, ax = plt.subplots(figsize=(6, 5))
         p50 = pred["duration_p50_h"].to_numpy(float)
         ax.errorbar(actual[ok], p50[ok], yerr=[p50[ok] - pred["duration_p10_h"].to_numpy(float)[ok],

@@ -10,7 +10,7 @@ import pytest
 from optimizer.plan import JobAssignment, Plan
 from optimizer.problem import Problem
 from pipelines import queue
-from pipelines.risk_report import ReportInputs, build_report_table, exceed_probability, write_risk_report
+from pipelines.report import ReportInputs, build_report_table, exceed_probability, write_risk_report
 
 T0 = datetime(2025, 3, 16, 16, tzinfo=UTC)
 
@@ -146,7 +146,7 @@ def test_page_layout_rounding_and_gap_wording(tmp_path):
 
 
 def test_status_text_cases():
-    from pipelines.risk_report import status_text
+    from pipelines.report import status_text
 
     p = _plan()
     assert status_text(p, 0.001) == "**optimal** within the 0.1 % gap tolerance (gap 1.25 %)"

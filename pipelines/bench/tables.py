@@ -1,0 +1,289 @@
+"""The benchmark's tables, computed from a :class:`~pipelines.bench.run.BenchResult`.
+
+``bench.csv`` (DESIGN §7.1 columns), ``bench.md`` (results, goals, run facts) and the ``--json``
+document.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import platform
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from optimizer.metrics import CSV_COLUMNS, TIMING_COLUMNS
+from pipelines.atomic import atomic_write_bytes
+from pipelines.bench.plots import write_plots
+from pipelines.bench.run import CLAIRVOYANT, REFERENCE, BenchResult
+
+
+def _fmt(v: Any) -> str:
+    """CSV cell: None -> empty; floats with up to 4 decimals, no trailing zeros noise."""
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return ""
+        return f"{v:.4f}".rstrip("0").rstrip(".") if v != int(v) else f"{v:.1f}"
+    return str(v)
+
+
+def bench_csv(res: BenchResult) -> str:
+    """``bench.csv`` text: exactly the DESIGN §7.1 columns, one row per scenario x planner.
+
+    The timing columns are empty when ``res.config.reproducible``.
+    """
+    blank = set(TIMING_COLUMNS) if res.config.reproducible else set()
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_COLUMNS)
+    for m in res.metrics:
+        row = m.row()
+        w.writerow(["" if c in blank else _fmt(row[c]) for c in CSV_COLUMNS])
+    return buf.getvalue()
+
+
+def comparison_rows(res: BenchResult) -> list[dict[str, Any]]:
+    """Per scenario x planner: the figures of the results table.
+
+    Relative figures are against FIFO, priority backfill and the clairvoyant reference of the
+    same scenario.
+    """
+    by = {(m.scenario, m.planner): m for m in res.metrics}
+    out = []
+    for m in res.metrics:
+        fifo = by.get((m.scenario, "fifo"))
+        prio = by.get((m.scenario, "priority"))
+        clair = by.get((m.scenario, CLAIRVOYANT))
+        out.append(
+            {
+                "scenario": m.scenario,
+                "planner": m.planner,
+                "utilization_pct": m.utilization_pct,
+                "util_vs_fifo_pts": _diff(m.utilization_pct, fifo and fifo.utilization_pct),
+                "value": m.value,
+                "value_vs_fifo_pct": _pct(m.value, fifo and fifo.value),
+                "value_vs_priority_pct": _pct(m.value, prio and prio.value),
+                "value_of_clairvoyant_pct": _ratio(m.value, clair and clair.value),
+                "rt_sla_pct": m.rt_sla_pct,
+                "jobs_completed": m.jobs_completed,
+                "jobs_total": m.jobs_total,
+                "solve_s_p50": m.solve_s_p50,
+                "solve_s_max": m.solve_s_max,
+                "gap_max": m.gap_max,
+                "replans": m.replans,
+                "time_limited_solves": m.time_limited_solves,
+                "wall_clock_limited_solves": m.wall_clock_limited_solves,
+                "verified_plans": m.verified_plans,
+                "violations": m.violations,
+                "stale_plans": m.stale_plans,
+                "wait_p50_h": m.wait_p50_h,
+                "wait_p95_h": m.wait_p95_h,
+                "wait_by_priority": m.wait_by_priority,
+                "lost_gpu_h": m.lost_gpu_h,
+            }
+        )
+    return out
+
+
+def _diff(a, b):
+    return None if a is None or b is None else round(a - b, 4)
+
+
+def _pct(a, b):
+    return None if a is None or not b else round(100.0 * (a / b - 1.0), 1)
+
+
+def _ratio(a, b):
+    return None if a is None or not b else round(100.0 * a / b, 1)
+
+
+def goals(res: BenchResult) -> list[dict[str, Any]]:
+    """The issue's goals, each with held/missed and the evidence."""
+    by = {(m.scenario, m.planner): m for m in res.metrics}
+    scen = [s for s in res.config.scenarios if (s, "milp") in by]
+    out = []
+
+    def add(goal: str, held: bool | None, evidence: str) -> None:
+        out.append({"goal": goal, "held": held, "evidence": evidence})
+
+    if not scen:
+        return out
+    ge_fifo = [s for s in scen if (s, "fifo") in by and by[(s, "milp")].value >= by[(s, "fifo")].value - 1e-9]
+    have_fifo = [s for s in scen if (s, "fifo") in by]
+    if have_fifo:
+        add("MILP value >= FIFO value in every scenario", len(ge_fifo) == len(have_fifo),
+            f"{len(ge_fifo)}/{len(have_fifo)}: " + ", ".join(
+                f"{s} {_pct(by[(s, 'milp')].value, by[(s, 'fifo')].value):+}%" for s in have_fifo))
+    have_p = [s for s in scen if (s, "priority") in by]
+    if have_p:
+        ok = [s for s in have_p if by[(s, "milp")].value >= 1.05 * by[(s, "priority")].value]
+        add("MILP value >= 1.05 x priority backfill", len(ok) == len(have_p),
+            f"{len(ok)}/{len(have_p)}: " + ", ".join(
+                f"{s} {_pct(by[(s, 'milp')].value, by[(s, 'priority')].value):+}%" for s in have_p))
+    if ("diurnal_peak", "milp") in by and ("diurnal_peak", "fifo") in by:
+        d = _diff(by[("diurnal_peak", "milp")].utilization_pct, by[("diurnal_peak", "fifo")].utilization_pct)
+        add("utilisation >= FIFO + 15 points on diurnal_peak", d >= 15.0, f"{d:+.2f} points")
+    have_c = [s for s in scen if (s, CLAIRVOYANT) in by]
+    exact = [s for s in have_c if res.exact.get(s)]
+    if exact:
+        r = {s: _ratio(by[(s, "milp")].value, by[(s, CLAIRVOYANT)].value) for s in exact}
+        add(">= 95 % of the clairvoyant value with exact forecasts", all(v >= 95 for v in r.values()),
+            ", ".join(f"{s} {v}%" for s, v in r.items()))
+    if "forecast_error" in have_c:
+        v = _ratio(by[("forecast_error", "milp")].value, by[("forecast_error", CLAIRVOYANT)].value)
+        add(">= 90 % of the clairvoyant value in forecast_error", v >= 90, f"{v}%")
+    sla = {s: by[(s, "milp")].rt_sla_pct for s in scen}
+    add("real-time demand served >= 99.9 %", all(v >= 99.9 for v in sla.values()),
+        ", ".join(f"{s} {v}%" for s, v in sla.items()))
+    if have_fifo:
+        below = [s for s in have_fifo if by[(s, "milp")].rt_sla_pct < by[(s, "fifo")].rt_sla_pct]
+        add("real-time served never below FIFO's", not below,
+            "below in: " + ", ".join(f"{s} ({by[(s, 'milp')].rt_sla_pct}% vs {by[(s, 'fifo')].rt_sla_pct}%)" for s in below)
+            if below else "never below")
+    add("0 violations over all verified plans", res.violations == 0,
+        f"{res.verified_plans} verified plans, {res.violations} violations")
+    return out
+
+
+def bench_md(res: BenchResult) -> str:
+    """``bench.md``: the results table, wait times by priority class, goals, run facts."""
+    cfg = res.config
+    rows = comparison_rows(res)
+    L = []
+    L.append("# gpuplan benchmark")
+    L.append("")
+    L.append(
+        f"Seed {cfg.seed}{' (--quick: ' + str(cfg.quick_window_steps) + '-step window, ' + str(cfg.quick_horizon_steps) + '-step horizon)' if cfg.quick else ''}; "
+        f"MILP replans every {cfg.replan_every_steps} step(s) with gap {cfg.mip_rel_gap:g} and "
+        + (f"a work limit of {cfg.mip_work_limit} HiGHS limit checks per solve (wall-clock deadline "
+           f"{cfg.time_limit_s:g} s per plan)" if cfg.mip_work_limit is not None else
+           f"time limit {cfg.time_limit_s:g} s per plan (no work limit: not reproducible)")
+        + f"; baselines replan every {cfg.baseline_replan_every_steps} step(s); clairvoyant: the "
+        "same rolling MILP planned with the truth (true durations, true demand, and the jobs arriving inside the "
+        f"horizon{' of ' + str(cfg.quick_horizon_steps) + ' steps' if cfg.quick else ' (24 h)'}), replanning every "
+        f"{cfg.clairvoyant_replan_every_steps} steps."
+    )
+    L.append("")
+    L.append(f"Verified plans: **{res.verified_plans}** (every committed plan, one per simulated step), "
+             f"violations: **{res.violations}**.")
+    L.append("")
+    L.append("## Results")
+    L.append("")
+    L.append(
+        "| scenario | planner | util % | Δutil vs FIFO (pts) | value | vs FIFO | vs priority | % of clairvoyant | "
+        "RT served % | jobs | solve p50 / max (s) | gap max | study (FIFO → allocator) |"
+    )
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        ref = REFERENCE.get(r["scenario"], REFERENCE["_all"]) if r["planner"] == "milp" else ""
+        L.append(
+            f"| {r['scenario']} | {r['planner']} | {r['utilization_pct']:.1f} | {_s(r['util_vs_fifo_pts'], '+.1f')} | "
+            f"{r['value']:.0f} | {_s(r['value_vs_fifo_pct'], '+.1f', '%')} | {_s(r['value_vs_priority_pct'], '+.1f', '%')} | "
+            f"{_s(r['value_of_clairvoyant_pct'], '.1f', '%')} | {r['rt_sla_pct']:.2f} | {r['jobs_completed']}/{r['jobs_total']} | "
+            f"{_s(r['solve_s_p50'], '.2f')} / {_s(r['solve_s_max'], '.2f')} | {_s(r['gap_max'], '.4f')} | {ref} |"
+        )
+    L.append("")
+    L.append("## Wait time by priority class (hours; P50 / P95; never-started jobs censored at the window end)")
+    L.append("")
+    L.append("| scenario | planner | all | by priority |")
+    L.append("|---|---|---:|---|")
+    for r in rows:
+        byp = ", ".join(f"p{p}: {_s(a, '.1f')} / {_s(b, '.1f')}" for p, (a, b) in r["wait_by_priority"].items())
+        L.append(f"| {r['scenario']} | {r['planner']} | {_s(r['wait_p50_h'], '.1f')} / {_s(r['wait_p95_h'], '.1f')} | {byp} |")
+    L.append("")
+    L.append("## Goals")
+    L.append("")
+    L.append("| goal | held | evidence |")
+    L.append("|---|---|---|")
+    for g in goals(res):
+        L.append(f"| {g['goal']} | {'yes' if g['held'] else 'NO'} | {g['evidence']} |")
+    L.append("")
+    L.append("## Solver")
+    L.append("")
+    clocked = [r for r in rows if r.get("wall_clock_limited_solves")]
+    if clocked:
+        L.append("**Warning: the wall-clock deadline stopped "
+                 f"{sum(r['wall_clock_limited_solves'] for r in clocked)} solve(s)** in "
+                 + ", ".join(f"{r['scenario']}/{r['planner']}" for r in clocked)
+                 + ": these rows depend on machine speed and load and may not repeat byte for byte.")
+        L.append("")
+    L.append("| scenario | planner | solves | stopped on a limit (not proven within the gap) | "
+             "of which on the wall-clock deadline | gap max | followed plans that no longer verified (replanned) |")
+    L.append("|---|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        if r["planner"] in ("milp", CLAIRVOYANT):
+            L.append(f"| {r['scenario']} | {r['planner']} | {r['replans']} | {r['time_limited_solves']} | "
+                     f"{r['wall_clock_limited_solves']} | {_s(r['gap_max'], '.4f')} | {r['stale_plans']} |")
+    L.append("")
+    L.append("## Scenario parameters")
+    L.append("")
+    for s, p in res.scenario_params.items():
+        L.append(f"- `{s}`: " + ", ".join(f"{k}={v}" for k, v in p.items()))
+    L.append("")
+    L.append("## Run")
+    L.append("")
+    L.append(
+        f"Wall time {res.wall_s:.0f} s on {os.cpu_count()} CPU(s) ({platform.python_implementation()} "
+        f"{platform.python_version()}); load average before {res.load_before}, after {res.load_after} "
+        "(the machine is shared). Determinism: every column except solve_s_p50/solve_s_max repeats "
+        "byte for byte with the same seed unless a solve stops on the wall clock (table above: "
+        + ("none did" if not clocked else f"{len(clocked)} row(s) affected") + ")"
+        + ("; this bench.csv was written with --reproducible (timing columns empty), so the whole file repeats."
+           if cfg.reproducible else "; --reproducible leaves those two columns empty so the whole file repeats.")
+    )
+    L.append("")
+    return "\n".join(L)
+
+
+def _s(v, fmt: str, suffix: str = "") -> str:
+    return "–" if v is None else f"{format(v, fmt)}{suffix}"
+
+
+def bench_json(res: BenchResult, out_dir: Path, files: Sequence[str]) -> dict[str, Any]:
+    """The ``--json`` document: rows (bench.csv columns), comparison, goals, counts, wall time."""
+    return {
+        "out": str(out_dir),
+        "files": list(files),
+        "scenarios": list(res.config.scenarios),
+        "planners": list(res.config.planners) + ([CLAIRVOYANT] if res.config.clairvoyant else []),
+        "seed": res.config.seed,
+        "quick": res.config.quick,
+        "rows": [m.row() for m in res.metrics],
+        "comparison": comparison_rows(res),
+        "goals": goals(res),
+        "verified_plans": res.verified_plans,
+        "violations": res.violations,
+        "wall_s": round(res.wall_s, 1),
+        "load_before": res.load_before,
+        "load_after": res.load_after,
+        "settings": {
+            "replan_every_steps": res.config.replan_every_steps,
+            "baseline_replan_every_steps": res.config.baseline_replan_every_steps,
+            "clairvoyant_replan_every_steps": res.config.clairvoyant_replan_every_steps,
+            "time_limit_s": res.config.time_limit_s,
+            "mip_rel_gap": res.config.mip_rel_gap,
+            "mip_work_limit": res.config.mip_work_limit,
+            "reproducible": res.config.reproducible,
+        },
+    }
+
+
+def write_outputs(res: BenchResult, out_dir: Path) -> list[str]:
+    """Write bench.csv, bench.md, bench.json and the plots under ``out_dir`` (each atomically).
+
+    Returns the paths written, relative to ``out_dir``.
+    """
+    out_dir = Path(out_dir)
+    files = ["bench.csv", "bench.md"]
+    atomic_write_bytes(out_dir / "bench.csv", bench_csv(res).encode(), make_parents=True)
+    atomic_write_bytes(out_dir / "bench.md", bench_md(res).encode(), make_parents=True)
+    files += write_plots(res, out_dir)
+    files.append("bench.json")
+    atomic_write_bytes(out_dir / "bench.json", json.dumps(bench_json(res, out_dir, files), indent=1).encode(), make_parents=True)
+    return files
