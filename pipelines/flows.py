@@ -1,43 +1,68 @@
 """Prefect 3 flows: ``train_forecasters``, ``plan``, ``benchmark`` and ``run_all`` (DESIGN §7).
 
+Each flow does read -> stage -> write -> track and nothing else:
+
+- **read** and **write** through :mod:`pipelines.catalog` (shipped data, model store, run folder);
+- **stages** are the plain functions of :mod:`pipelines.stages`, one per ``@task``; tasks of one flow
+  run in the same process and pass in-memory values (frames, profiles, models, the validated
+  ``Problem`` and ``Plan``), never file paths, so nothing is cached (``NO_CACHE``);
+- **track** with :mod:`pipelines.tracking` (MLflow).
+
 Conventions (``docs/STACK.md`` and Prefect's own examples):
 
-- One ``@task`` per step, each calling plain functions of :mod:`pipelines.queue`,
-  :mod:`pipelines.risk_report`, the optimizer and the forecasters; tasks pass **file paths**,
-  never data frames.
-- Tasks that can hang carry ``timeout_seconds`` (case C26): the solve, and the nightly
-  training (run one after the other in the flow's thread). HiGHS has its own time limit; the
-  task timeout (``Settings.solve_timeout_s``, larger) is the guard for anything else that hangs.
-  A timed-out task fails its flow run (state Failed, never Running). Prefect enforces a sync
-  task's timeout with SIGALRM when the flow runs in the main thread (a sleep or a blocking
-  call is interrupted); in a worker thread it can only inject an exception between Python
-  bytecodes, so flows carry no flow-level timeout (it would move them off the main thread)
-  and the parallel training inside ``run_all`` has none.
-- Retries only on steps whose failure is transient: MLflow logging (SQLite "database is
-  locked"). Training, solving and verifying are deterministic and never retried.
+- Tasks that can hang carry ``timeout_seconds`` (case C26): the solve, and the nightly training
+  (run one after the other in the flow's thread). HiGHS has its own time limit; the task timeout
+  (``Settings.solve_timeout_s``, larger) is the guard for anything else that hangs. A timed-out task
+  fails its flow run (state Failed, never Running). Prefect enforces a sync task's timeout with
+  SIGALRM when the flow runs in the main thread (a sleep or a blocking call is interrupted); in a
+  worker thread it can only inject an exception between Python bytecodes, so flows carry no
+  flow-level timeout (it would move them off the main thread) and the parallel training inside
+  ``run_all`` has none.
+- Retries only on steps whose failure is transient: MLflow logging (SQLite "database is locked").
+  Training, solving and verifying are deterministic and never retried.
 - The MLflow store is initialised once, before any fan-out (:func:`pipelines.tracking.init_store`).
-- Outputs are built in a temporary run folder and published atomically with a ``latest``
-  pointer (:mod:`pipelines.run_folder`); a failed or killed run leaves the previous one intact.
+- Outputs are built in a temporary run folder and published atomically with a ``latest`` pointer
+  (:mod:`pipelines.run_folder`); a failed or killed run leaves the previous one intact.
 
-Settings come from :func:`pipelines.config.load_settings` (environment) in every task, so a
+Settings come from :func:`pipelines.config.load_settings` (environment) in every flow and task, so a
 served deployment and the tests configure paths and the tracking URI through the environment.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipelines.config import apply_env_defaults, load_settings
+import pandas as pd
 
-apply_env_defaults()
+from pipelines.config import Settings, apply_env_defaults, load_settings
+
+apply_env_defaults()  # before prefect is imported (config.py)
 
 from prefect import flow, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
+from prefect.runtime import flow_run  # noqa: E402
+
+from domain.kinds import JOB_KINDS  # noqa: E402
+from optimizer.plan import Plan  # noqa: E402
+from optimizer.problem import Problem  # noqa: E402
+from pipelines import bench, model_store, tracking  # noqa: E402
+from pipelines.catalog import Catalog, RunCatalog, read_problem_file  # noqa: E402
+from pipelines.report import write_risk_report  # noqa: E402
+from pipelines.report.plots import plot_profile  # noqa: E402
+from pipelines.run_folder import LATEST, RunFolder  # noqa: E402
+from pipelines.schedules import claim_local_day, local_day  # noqa: E402
+from pipelines.stages import models as model_stage  # noqa: E402
+from pipelines.stages import outputs, realtime  # noqa: E402
+from pipelines.stages import problem as problem_stage  # noqa: E402
+from pipelines.stages import queue as queue_stage  # noqa: E402
+from pipelines.stages import solve as solve_stage  # noqa: E402
+from pipelines.stages.problem import ClusterShape  # noqa: E402
+from pipelines.stages.realtime import IngestedTraffic, ProfileFit, ServiceSettings  # noqa: E402
 
 # ---------------------------------------------------------------- progress hook
 
@@ -46,151 +71,163 @@ _progress: ProgressHook | None = None
 
 
 def set_progress(hook: ProgressHook | None) -> None:
-    """Install a callback ``hook(stage, event)`` (event ``start``/``done``) used by the CLI's bars."""
+    """Install a callback ``hook(stage, event)`` (event ``start``/``done``/``failed``) used by the CLI's bars."""
     global _progress
     _progress = hook
 
 
-def _stage(stage: str, event: str) -> None:
-    if _progress is not None:
-        _progress(stage, event)
-
-
 class _Stage:
+    """Report a stage's start and end to the progress hook."""
+
     def __init__(self, name: str):
         self.name = name
 
     def __enter__(self) -> None:
-        _stage(self.name, "start")
+        if _progress is not None:
+            _progress(self.name, "start")
 
     def __exit__(self, *exc: object) -> None:
-        _stage(self.name, "done" if exc[0] is None else "failed")
+        if _progress is not None:
+            _progress(self.name, "done" if exc[0] is None else "failed")
 
 
-# ---------------------------------------------------------------- tasks
+def cluster_shape(s: Settings) -> ClusterShape:
+    """The planned cluster and solver budget of the settings."""
+    return ClusterShape(n_gpus=s.n_gpus, gpus_per_node=s.gpus_per_node, step_minutes=s.step_minutes,
+                        horizon_steps=s.horizon_steps, time_limit_s=s.solve_time_limit_s)
+
+
+@dataclass(frozen=True)
+class Forecasts:
+    """What the forecasting tasks hand to the plan and the outputs (all in memory)."""
+
+    jobs: pd.DataFrame
+    demand: pd.DataFrame
+    fit: ProfileFit
+
+
+# ---------------------------------------------------------------- tasks (one stage each)
 
 
 @task(name="ingest-traffic", cache_policy=NO_CACHE)
-def ingest_traffic(work_dir: str) -> str:
-    """Read the shipped hourly ServeGen traffic and service settings; write ``traffic.parquet``.
-
-    Returns the path of the written parquet (``service, ts, value``; UTC hours).
-    """
-    from pipelines import queue
-
+def ingest_traffic(services: list[ServiceSettings], raw: dict[str, pd.DataFrame]) -> IngestedTraffic:
+    """:func:`pipelines.stages.realtime.ingest_traffic`: hourly UTC traffic, gaps imputed, outliers flagged."""
     with _Stage("ingest traffic"):
-        return str(queue.ingest_traffic(load_settings(), Path(work_dir)))
+        return realtime.ingest_traffic(services, raw)
 
 
 @task(name="train-or-load", cache_policy=NO_CACHE)
-def train_or_load(kind: str, retrain: bool = False) -> str:
-    """Train the ``kind`` job forecaster (and log it to MLflow) or load the current one.
-
-    Returns the path of the current model file.
+def train_or_load(kind: str, retrain: bool = False) -> Any:
+    """:func:`pipelines.model_store.train_or_load`: the current ``kind`` forecaster (trained, saved and
+    logged to MLflow when missing or ``retrain``).
     """
-    from pipelines import queue
-
     with _Stage(f"forecaster {kind}"):
-        return str(queue.train_or_load(load_settings(), kind, retrain=retrain))
+        return model_store.train_or_load(load_settings(), kind, retrain=retrain)
 
 
 @task(name="fit-profiles", cache_policy=NO_CACHE)
-def fit_profiles(traffic_path: str, work_dir: str, as_of: datetime, log: bool = True) -> str:
-    """Fit the weekly real-time profiles up to ``as_of``; write ``profiles.pkl``; return its path."""
-    from pipelines import queue
-
+def fit_profiles(services: list[ServiceSettings], traffic: pd.DataFrame, as_of: datetime) -> ProfileFit:
+    """:func:`pipelines.stages.realtime.fit_profiles`: weekly profiles up to ``as_of`` and the last-day bands."""
     with _Stage("real-time profiles"):
-        return str(queue.fit_profiles(load_settings(), Path(traffic_path), Path(work_dir), as_of, log=log))
+        return realtime.fit_profiles(services, traffic, as_of)
+
+
+@task(name="log-profiles", retries=2, retry_delay_seconds=3, cache_policy=NO_CACHE)
+def log_profiles(run: RunCatalog, fit: ProfileFit, as_of: datetime) -> list[str]:
+    """Draw each service's profile plot into the run folder and log its profile run; returns the run ids.
+
+    Retried: SQLite lock contention is transient.
+    """
+    s = load_settings()
+    ids = []
+    for name, prof in fit.profiles.items():
+        png = run.png_target("profile_plot", service=name)
+        plot_profile(name, prof, realtime.profile_outlook(prof, as_of), fit.bands[fit.bands["service"] == name],
+                     as_of, png)
+        ids.append(tracking.log_profile_run(s, name, prof, fit.metrics[name], as_of, png))
+    return ids
+
+
+@task(name="build-queue", cache_policy=NO_CACHE)
+def build_queue(pods: pd.DataFrame, start: datetime) -> dict[str, pd.DataFrame]:
+    """:func:`pipelines.stages.queue.build_queue`: real-trace pods + generated LLM jobs at ``start``."""
+    return queue_stage.build_queue(pods, load_settings().seed, start)
+
+
+@task(name="forecast-jobs", cache_policy=NO_CACHE)
+def forecast_jobs(models: dict[str, Any], queue: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """:func:`pipelines.stages.models.forecast_queue`: duration quantiles and GPUs per job."""
+    return model_stage.forecast_queue(models, queue, load_settings().step_minutes)
+
+
+@task(name="demand", cache_policy=NO_CACHE)
+def demand(services: list[ServiceSettings], fit: ProfileFit, traffic: pd.DataFrame, start: datetime) -> pd.DataFrame:
+    """:func:`pipelines.stages.realtime.demand_frame`: GPU demand per service and step."""
+    s = load_settings()
+    return realtime.demand_frame(services, fit.profiles, traffic, start, s.step_minutes, s.horizon_steps)
 
 
 @task(name="build-problem", cache_policy=NO_CACHE)
-def build_problem(model_paths: dict[str, str], profiles_path: str, traffic_path: str, work_dir: str,
-                  start: datetime) -> dict[str, str]:
-    """Queue (real-trace mix + generated LLM jobs) -> forecasts -> optimizer problem.
-
-    Writes ``queue.parquet``, ``forecasts.parquet``, ``problem.json`` and ``bands.parquet`` into
-    ``work_dir``; returns name -> path.
-    """
-    from pipelines import queue
-
-    with _Stage("queue + forecasts"):
-        paths = queue.build_problem(load_settings(), {k: Path(v) for k, v in model_paths.items()},
-                                    Path(profiles_path), Path(traffic_path), Path(work_dir), start)
-        return {k: str(v) for k, v in paths.items()}
+def build_problem(services: list[ServiceSettings], jobs: pd.DataFrame, demand_: pd.DataFrame,
+                  start: datetime) -> Problem:
+    """:func:`pipelines.stages.problem.build_problem`: the validated optimizer problem."""
+    return problem_stage.build_problem(cluster_shape(load_settings()), services, jobs, demand_, start)
 
 
 @task(name="solve", cache_policy=NO_CACHE)
-def solve(problem_path: str, planner: str, plan_path: str) -> str:
-    """Plan the problem with ``planner``; write the plan JSON; return its path.
+def solve(problem: Problem, planner: str) -> Plan:
+    """:func:`pipelines.stages.solve.solve`: plan the problem with ``planner``.
 
     Raises:
-        RuntimeError: the solver ended without any valid plan (C13 b): the message gives the
-            status, the time limit and the solver's message.
+        RuntimeError: the solver ended without any valid plan (C13 b).
     """
-    from optimizer.planners import plan as run_planner
-    from optimizer.problem import Problem
-
     with _Stage(f"solve ({planner})"):
-        problem = Problem.from_dict(json.loads(Path(problem_path).read_text()))
-        result = run_planner(problem, planner)
-        if result.status in ("no_solution", "infeasible", "unbounded_or_infeasible", "solver_error") and \
-                not result.assignments and not result.service_gpus:
-            raise RuntimeError(
-                f"no feasible allocation found: status {result.status} after time limit "
-                f"{problem.settings.time_limit_s:g} s ({result.message})")
-        from pipelines.atomic import atomic_write_text
-
-        atomic_write_text(Path(plan_path), json.dumps(result.to_dict()))
-        return plan_path
+        return solve_stage.solve(problem, planner)
 
 
 @task(name="verify", cache_policy=NO_CACHE)
-def verify_plan(problem_path: str, plan_path: str) -> str:
-    """Check the plan with the independent verifier; return its status.
+def verify_plan(problem: Problem, plan: Plan) -> str:
+    """:func:`pipelines.stages.solve.check_plan`: the independent verifier; returns the plan status.
 
     Raises:
-        RuntimeError: any violation (the plan is never written as valid), or status
-            ``no_solution`` (C13 b).
+        RuntimeError: any violation, or status ``no_solution`` (C13 b).
     """
-    from optimizer.plan import Plan
-    from optimizer.problem import Problem
-    from optimizer.verify import verify
-
-    problem = Problem.from_dict(json.loads(Path(problem_path).read_text()))
-    plan = Plan.from_dict(json.loads(Path(plan_path).read_text()))
-    if plan.status == "no_solution":
-        raise RuntimeError(f"no feasible allocation within the time limit of {problem.settings.time_limit_s:g} s")
-    violations = verify(plan, problem)
-    if violations:
-        raise RuntimeError(f"plan failed verification ({len(violations)} violations): {violations[:3]}")
-    return plan.status
+    return solve_stage.check_plan(problem, plan)
 
 
 @task(name="write-outputs", cache_policy=NO_CACHE)
-def write_outputs(work_dir: str, problem_path: str, plan_path: str, run_name: str,
-                  extra: dict[str, str] | None = None) -> dict[str, str]:
-    """Write ``plan.parquet``, ``risk_report.parquet``, ``risk_report.md`` and plots into ``work_dir``."""
-    from pipelines import queue
-
+def write_outputs(run: RunCatalog, run_name: str, problem: Problem, plan: Plan, start: datetime,
+                  forecasts: Forecasts | None) -> dict[str, str]:
+    """Plan tables, risk report (:mod:`pipelines.report`) and summary into the run folder; returns
+    file name -> path. Without ``forecasts`` (a plan of a given problem file) the report uses the
+    problem's own demand and jobs (:func:`pipelines.stages.outputs.report_inputs`).
+    """
     with _Stage("plan + risk report"):
-        paths = queue.write_outputs(load_settings(), Path(work_dir), Path(problem_path), Path(plan_path),
-                                    run_name, {k: Path(v) for k, v in (extra or {}).items()})
+        paths = {"plan.parquet": run.save("plan_tables", outputs.plan_tables(problem, plan, start))}
+        if forecasts is not None:
+            inp = outputs.report_inputs(problem, plan, start, forecasts.jobs, forecasts.demand, forecasts.fit.bands,
+                                        forecasts.fit.status)
+        else:
+            inp = outputs.report_inputs(problem, plan, start)
+        paths.update(write_risk_report(run.folder, inp, run_name))
+        doc = outputs.summary(run_name, start, problem, plan, inp.demand, inp.rt_status)
+        paths["summary.json"] = run.save("summary", doc)
         return {k: str(v) for k, v in paths.items()}
 
 
 @task(name="log-plan", retries=2, retry_delay_seconds=3, cache_policy=NO_CACHE)
 def log_plan(run_dir: str, run_name: str, planner: str) -> str:
-    """Log one plan run to the ``plans`` experiment (params, metrics, artifacts); return the run id.
-
-    Retried: SQLite lock contention is transient.
+    """Log one published run folder to the ``plans`` experiment (:func:`pipelines.tracking.log_plan_run`);
+    return the run id. Retried: SQLite lock contention is transient.
     """
-    from pipelines import queue
-
     with _Stage("mlflow"):
-        return queue.log_plan_run(load_settings(), Path(run_dir), run_name, planner)
+        run = RunCatalog(Path(run_dir))
+        rt_metrics = run.load("rt_metrics") if run.exists("rt_metrics") else None
+        return tracking.log_plan_run(load_settings(), Path(run_dir), run_name, planner, run.load("summary"),
+                                     rt_metrics, run.artifacts())
 
 
-# ---------------------------------------------------------------- flows
+# ---------------------------------------------------------------- flow helpers
 
 
 def _scheduled_time(scheduled_at: datetime | None) -> datetime:
@@ -198,8 +235,6 @@ def _scheduled_time(scheduled_at: datetime | None) -> datetime:
     if scheduled_at is not None:
         return scheduled_at if scheduled_at.tzinfo else scheduled_at.replace(tzinfo=UTC)
     try:
-        from prefect.runtime import flow_run
-
         ts = flow_run.scheduled_start_time
         if ts is not None:
             return datetime.fromtimestamp(ts.timestamp(), tz=UTC)
@@ -208,13 +243,45 @@ def _scheduled_time(scheduled_at: datetime | None) -> datetime:
     return datetime.now(UTC)
 
 
-def _plan_into(rf: Any, problem_path: str, planner: str, extra: dict[str, str] | None = None) -> dict[str, Any]:
+def _write_realtime(run: RunCatalog, ingested: IngestedTraffic | None, fit: ProfileFit | None) -> None:
+    """Write the real-time datasets (traffic, ingest diagnostics; bands, status, metrics)."""
+    if ingested is not None:
+        run.save("traffic", ingested.frame)
+        run.save("ingest", ingested.diagnostics)
+    if fit is not None:
+        run.save("bands", fit.bands)
+        run.save("rt_status", fit.status)
+        run.save("rt_metrics", fit.metrics)
+
+
+def _forecast_and_build(catalog: Catalog, run: RunCatalog, services: list[ServiceSettings], models: dict[str, Any],
+                        fit: ProfileFit, traffic: pd.DataFrame, start: datetime) -> tuple[Problem, Forecasts]:
+    """Queue -> job forecasts + demand -> the problem; writes queue, jobs, demand, forecasts, problem."""
+    with _Stage("queue + forecasts"):
+        queue = build_queue(catalog.trace_pods(), start)
+        jobs = forecast_jobs(models, queue)
+        dem = demand(services, fit, traffic, start)
+        problem = build_problem(services, jobs, dem, start)
+        run.save("jobs", jobs)
+        run.save("demand", dem)
+        run.save_problem(problem)
+        run.save("queue", queue_stage.queue_table(queue))
+        run.save("forecasts", outputs.forecasts_table(jobs, dem))
+    return problem, Forecasts(jobs, dem, fit)
+
+
+def _plan_into(rf: RunFolder, run: RunCatalog, problem: Problem, planner: str, start: datetime,
+               forecasts: Forecasts | None) -> dict[str, Any]:
+    """Solve (task timeout), write the plan, verify, write the outputs."""
     s = load_settings()
-    plan_path = str(Path(rf.tmp_path) / "plan.json")
-    solve.with_options(timeout_seconds=s.solve_timeout_s)(problem_path, planner, plan_path)
-    status = verify_plan(problem_path, plan_path)
-    outs = write_outputs(str(rf.tmp_path), problem_path, plan_path, rf.name, extra)
+    plan = solve.with_options(timeout_seconds=s.solve_timeout_s)(problem, planner)
+    run.save_plan(plan)
+    status = verify_plan(problem, plan)
+    outs = write_outputs(run, rf.name, problem, plan, start, forecasts)
     return {"status": status, "outputs": outs}
+
+
+# ---------------------------------------------------------------- flows
 
 
 @flow(name="plan", log_prints=False)
@@ -230,32 +297,30 @@ def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: s
 
     Returns ``{"run_dir", "slot", "latest_moved", "status", "mlflow_run_id"}``.
     """
-    from pipelines import tracking
-    from pipelines.run_folder import RunFolder
-
-    from pipelines import queue
-
     s = load_settings()
     tracking.init_store(s)
+    catalog = Catalog(s)
     when = _scheduled_time(scheduled_at)
     out = Path(out_dir) if out_dir else s.runs_dir / "replan"
     rf = RunFolder.begin(out, when, step_minutes=s.step_minutes)
     try:
-        extra: dict[str, str] = {}
+        run = catalog.run(rf.tmp_path)
+        forecasts: Forecasts | None = None
         if problem_path is None:
             # plan from the newest data available: the shipped traffic ends before "now"
-            start = min(when, queue.plan_start(s))
-            traffic = ingest_traffic(str(rf.tmp_path))
-            models = {k: train_or_load(k) for k in queue.JOB_KINDS}
-            profiles = fit_profiles(traffic, str(rf.tmp_path), start, log=False)
-            extra = build_problem(models, profiles, traffic, str(rf.tmp_path), start)
-            problem_path = extra["problem"]
+            services = catalog.services()
+            ingested = ingest_traffic(services, catalog.raw_traffic(services))
+            start = min(when, realtime.plan_start(ingested.frame))
+            _write_realtime(run, ingested, None)
+            models = {k: train_or_load(k) for k in JOB_KINDS}
+            fit = fit_profiles(services, ingested.frame, start)
+            _write_realtime(run, None, fit)
+            problem, forecasts = _forecast_and_build(catalog, run, services, models, fit, ingested.frame, start)
         else:
-            import shutil
-
-            shutil.copyfile(problem_path, rf.tmp_path / "problem.json")
-            problem_path = str(rf.tmp_path / "problem.json")
-        res = _plan_into(rf, problem_path, planner, extra)
+            problem = read_problem_file(Path(problem_path))
+            run.save_problem(problem)
+            start = datetime.now(UTC).replace(second=0, microsecond=0)
+        res = _plan_into(rf, run, problem, planner, start, forecasts)
         info, moved = rf.commit()
     except BaseException:
         rf.abort()
@@ -275,34 +340,46 @@ def train_forecasters(scheduled_at: datetime | None = None, kinds: list[str] | N
     One run per local day of ``Settings.nightly_timezone``: a second scheduled run for a local
     day that already retrained (possible around a DST change) is skipped, unless ``force``.
 
-    Returns ``{"local_day", "skipped", "models": {kind: path}}``.
+    Returns ``{"local_day", "skipped", "models": {kind: model folder}}``.
     """
-    from pipelines import deployments, queue, tracking
-
     s = load_settings()
     tracking.init_store(s)
-    when = _scheduled_time(scheduled_at)
-    day = deployments.local_day(when, s.nightly_timezone)
-    marker = s.models_dir / "nightly_days.json"
-    if not force and not deployments.claim_local_day(marker, day):
+    catalog = Catalog(s)
+    day = local_day(_scheduled_time(scheduled_at), s.nightly_timezone)
+    if not force and not claim_local_day(catalog.nightly_marker(), day):
         return {"local_day": day.isoformat(), "skipped": True, "models": {}}
     models = {}
-    for kind in kinds or queue.JOB_KINDS:
-        models[kind] = train_or_load.with_options(timeout_seconds=s.train_timeout_s)(kind, retrain=True)
+    for kind in kinds or JOB_KINDS:
+        train_or_load.with_options(timeout_seconds=s.train_timeout_s)(kind, retrain=True)
+        models[kind] = str(catalog.model_path(kind))
     return {"local_day": day.isoformat(), "skipped": False, "models": models}
+
+
+def run_benchmark(settings: Settings, scenario: str, quick: bool, out: Path) -> dict[str, Any]:
+    """Run the rolling-horizon benchmark (:mod:`pipelines.bench`, ``docs/benchmark.md``), write its
+    outputs into ``out`` and log one run to the ``benchmarks`` experiment
+    (:func:`pipelines.tracking.log_benchmark_run`).
+
+    Returns ``{"out_dir", "mlflow_run_id", "wall_s", "verified_plans", "violations"}``.
+    """
+    cfg = bench.BenchConfig(scenarios=bench.parse_scenarios(scenario), quick=quick, seed=settings.seed)
+    res = bench.run_bench(cfg)
+    files = bench.write_outputs(res, out)
+    rid = tracking.log_benchmark_run(settings, scenario, quick, out, cfg, res, files)
+    return {"out_dir": str(out), "mlflow_run_id": rid, "wall_s": round(res.wall_s, 1),
+            "verified_plans": res.verified_plans, "violations": res.violations}
 
 
 @flow(name="benchmark", log_prints=False)
 def benchmark(scenario: str = "all", quick: bool = True, out_dir: str | None = None) -> dict[str, Any]:
-    """Run the rolling-horizon benchmark (``pipelines.bench``, ``docs/benchmark.md``) and log it to the
-    ``benchmarks`` experiment. Returns ``{"out_dir", "mlflow_run_id"}``."""
-    from pipelines import queue, tracking
-
+    """Run the rolling-horizon benchmark (:func:`run_benchmark`) and log it to the ``benchmarks``
+    experiment. Returns ``{"out_dir", "mlflow_run_id", "wall_s", "verified_plans", "violations"}``.
+    """
     s = load_settings()
     tracking.init_store(s)
     out = Path(out_dir) if out_dir else s.runs_dir / "bench"
     with _Stage("benchmark"):
-        return queue.run_benchmark(s, scenario, quick, out)
+        return run_benchmark(s, scenario, quick, out)
 
 
 @flow(name="run_all", log_prints=False)
@@ -313,32 +390,36 @@ def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "m
     the queue and forecasts -> plan 24 h (MILP) -> verify -> write the run folder atomically ->
     move ``latest`` -> log to MLflow.
 
-    The plan starts at :func:`pipelines.queue.plan_start` (24 h before the end of the shipped
-    traffic, so the last shipped day is the actual the forecast is shown against).
+    The plan starts at :func:`pipelines.stages.realtime.plan_start` (the first hour after the shipped
+    traffic; the last shipped day is the actual the forecast is shown against).
 
-    Returns ``{"run_dir", "latest", "status", "mlflow_run_id", "outputs", "wall_s"}``.
+    Returns ``{"run_dir", "latest", "latest_moved", "status", "mlflow_run_id", "tracking_uri",
+    "outputs", "wall_s"}``.
     """
-    from pipelines import queue, tracking
-    from pipelines.run_folder import LATEST, RunFolder
-
     t0 = time.monotonic()
     s = load_settings()
     tracking.init_store(s)
+    catalog = Catalog(s)
     out = Path(out_dir) if out_dir else s.runs_dir
-    start = queue.plan_start(s)
+    services = catalog.services()
+    ingested = ingest_traffic(services, catalog.raw_traffic(services))
+    start = realtime.plan_start(ingested.frame)
     rf = RunFolder.begin(out, start, step_minutes=s.step_minutes)
     try:
-        traffic = ingest_traffic(str(rf.tmp_path))
+        run = catalog.run(rf.tmp_path)
+        _write_realtime(run, ingested, None)
         # independent work in Prefect's thread pool (LightGBM and numpy release the GIL)
         # (no task timeout here: Prefect cannot interrupt a worker thread, and a flow-level
         # timeout would move the flow off the main thread, where the solve task's alarm-based
         # timeout_seconds works; training is bounded by LightGBM's fixed number of rounds)
-        futures = {k: train_or_load.submit(k, retrain=retrain) for k in queue.JOB_KINDS}
-        profiles_f = fit_profiles.submit(traffic, str(rf.tmp_path), start)
+        futures = {k: train_or_load.submit(k, retrain=retrain) for k in JOB_KINDS}
+        fit = fit_profiles.submit(services, ingested.frame, start).result()
+        _write_realtime(run, None, fit)
+        logged = log_profiles.submit(run, fit, start)
         models = {k: f.result() for k, f in futures.items()}
-        profiles = profiles_f.result()
-        extra = build_problem(models, profiles, traffic, str(rf.tmp_path), start)
-        res = _plan_into(rf, extra["problem"], planner, extra)
+        problem, forecasts = _forecast_and_build(catalog, run, services, models, fit, ingested.frame, start)
+        res = _plan_into(rf, run, problem, planner, start, forecasts)
+        logged.result()
         info, moved = rf.commit()
     except BaseException:
         rf.abort()

@@ -4,8 +4,8 @@
   of DESIGN §3 (``job_id`` optional, the kind's features, ``submitted_at``, ``started_at``,
   ``finished_at`` as timezone-aware timestamps, ``duration_h``, ``gpus_used``).
 * :func:`load_jobs` reads jobs to forecast (features, optional ``job_id``).
-* :func:`shipped_history` loads the generated histories shipped under ``data/histories/``
-  (regenerate them with ``scripts/generate_histories.py``).
+* The shipped histories' paths are :mod:`pipelines.catalog`'s (``history_path``, ``shipped_history``;
+  regenerate them with ``scripts/generate_histories.py``); this module knows no file names.
 * :func:`write_history` writes parquet atomically (temporary file, then ``os.replace``).
 
 Every error is a :class:`pipelines.errors.InputError` or :class:`forecasters.errors.InputError`
@@ -20,15 +20,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from forecasters.frames import normalise_features, require_columns
+from forecasters.schema import TARGET_DURATION, TARGET_GPUS, TIMING_COLUMNS, spec_for
+from pipelines.atomic import atomic_write_bytes
 from pipelines.errors import InputError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-HISTORY_DIR = REPO_ROOT / "data" / "histories"
-HISTORY_FILES = {
-    "training": "training_jobs.parquet",
-    "quantization": "quantization_jobs.parquet",
-    "batch_inference": "batch_inference_jobs.parquet",
-}
 #: (n, seed) of each shipped history: ``generate_history(kind, n, seed)`` rebuilds it exactly.
 SHIPPED = {"training": (4000, 0), "quantization": (3000, 0), "batch_inference": (3000, 0)}
 #: Largest accepted gap between ``duration_h`` and ``finished_at - started_at`` (hours).
@@ -86,9 +82,6 @@ def validate_history(frame: pd.DataFrame, kind: str, source: str | Path = "histo
     Raises:
         InputError: naming the source, column and row of the first problem.
     """
-    from forecasters.frames import normalise_features, require_columns
-    from forecasters.schema import TARGET_DURATION, TARGET_GPUS, TIMING_COLUMNS, spec_for
-
     spec = spec_for(kind)
     path = Path(str(source))
     require_columns(frame, (*spec.features, *TIMING_COLUMNS, TARGET_DURATION, TARGET_GPUS), f"{source}")
@@ -135,9 +128,6 @@ def load_jobs(path: str | Path, kind: str) -> pd.DataFrame:
     Raises:
         InputError / FileNotFoundError: missing file, unsupported type, a missing feature column, no rows.
     """
-    from forecasters.frames import require_columns
-    from forecasters.schema import spec_for
-
     frame = _read_table(Path(path))
     require_columns(frame, spec_for(kind).features, f"{path}")
     if len(frame) == 0:
@@ -151,19 +141,6 @@ def load_jobs(path: str | Path, kind: str) -> pd.DataFrame:
     return frame
 
 
-def history_path(kind: str) -> Path:
-    """Path of the shipped history of ``kind`` under ``data/histories/``."""
-    from forecasters.schema import spec_for
-
-    spec_for(kind)
-    return HISTORY_DIR / HISTORY_FILES[kind]
-
-
-def shipped_history(kind: str) -> pd.DataFrame:
-    """The shipped generated history of ``kind``, validated."""
-    return load_history(history_path(kind), kind)
-
-
 def history_bytes(frame: pd.DataFrame) -> bytes:
     """Parquet bytes of a history frame (zstd, no pandas index)."""
     buf = io.BytesIO()
@@ -173,6 +150,4 @@ def history_bytes(frame: pd.DataFrame) -> bytes:
 
 def write_history(frame: pd.DataFrame, path: str | Path) -> Path:
     """Write ``frame`` as parquet to ``path`` atomically (temporary file in the same folder, then rename)."""
-    from pipelines.atomic import atomic_write_bytes
-
     return atomic_write_bytes(path, history_bytes(frame), make_parents=True)

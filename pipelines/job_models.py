@@ -135,7 +135,8 @@ def raw_feature_frame(model, jobs: pd.DataFrame) -> pd.DataFrame:
     """The pyfunc's input: ``job_id`` (str; the row position when absent) + the kind's raw
     features in the model's order, categoricals as plain object strings (what JSON gives),
     booleans ``bool``, integers ``int64``, other numerics ``float64``. Used for signatures and
-    input examples. ``jobs``: ``(n, ...)``, extra columns dropped."""
+    input examples. ``jobs``: ``(n, ...)``, extra columns dropped.
+    """
     out = jobs[list(model.spec.features)].copy()
     ids = jobs["job_id"] if "job_id" in jobs.columns else pd.Series(range(len(jobs)), index=jobs.index)
     out.insert(0, "job_id", ids.astype(object).astype(str))

@@ -6,7 +6,7 @@ The only file IO around the optimizer's plan: the optimizer itself stays pure.
   :meth:`optimizer.problem.Problem.from_dict` (``on_invalid_job="drop"`` keeps the other jobs
   and lists the rejected ones, case C21).
 - :func:`write_plan_parquet` writes the long ``plan.parquet`` table of
-  :func:`pipelines.queue.plan_tables` (rows ``job``, ``service_step``, ``gpu_step``) atomically
+  :func:`pipelines.stages.outputs.plan_tables` (rows ``job``, ``service_step``, ``gpu_step``) atomically
   (temporary file in the same folder, then ``os.replace``), with the plan's summary (planner,
   status, objective, bound, gap, solve_s, model, message, violations) as JSON in the parquet
   schema metadata under the key ``gpuplan_plan``.
@@ -15,24 +15,28 @@ The only file IO around the optimizer's plan: the optimizer itself stays pure.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from optimizer.problem import Problem
+from pipelines.atomic import atomic_path
 from pipelines.errors import InputError
 
 PLAN_METADATA_KEY = b"gpuplan_plan"
 
 
-def read_problem(path: Path, on_invalid_job: Literal["raise", "drop"] = "raise") -> Any:
+def read_problem(path: Path, on_invalid_job: Literal["raise", "drop"] = "raise") -> Problem:
     """Read and validate a problem file (JSON, DESIGN §3.1); returns an ``optimizer.problem.Problem``.
 
     Raises :class:`pipelines.errors.InputError` for a missing/unreadable file or invalid JSON (with
     line and column), and :class:`optimizer.errors.InputError` for invalid content (naming the job
     or service and the field).
     """
-    from optimizer.problem import Problem
-
     path = Path(path)
     if not path.exists():
         raise InputError(f"problem file not found: {path}")
@@ -58,27 +62,18 @@ def plan_summary(plan: Any) -> dict[str, Any]:
     return d
 
 
-def write_plan_parquet(problem: Any, plan: Any, path: Path, start: datetime | None = None) -> Path:
-    """Write ``plan.parquet`` atomically; ``start`` is the UTC time of step 0 for the ``ts`` column
-    (default 1970-01-01T00:00Z, i.e. step offsets, when the problem file has no calendar time).
+def write_plan_parquet(tables: pd.DataFrame, plan: Any, path: Path) -> Path:
+    """Write the plan tables ``tables`` to ``path`` atomically, with :func:`plan_summary` of ``plan``
+    as JSON in the parquet metadata (key ``gpuplan_plan``).
 
     Raises :class:`pipelines.errors.InputError` when the target folder does not exist.
     """
-    import warnings
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from pipelines.atomic import atomic_path
-    from pipelines.queue import plan_tables
-
     path = Path(path)
     if not path.parent.exists():
         raise InputError(f"--out folder does not exist: {path.parent}")
-    df = plan_tables(problem, plan, start or datetime(1970, 1, 1, tzinfo=UTC))
     with warnings.catch_warnings():  # pyarrow reads tz-aware columns via Series.values (pandas 3.1 deprecation)
         warnings.filterwarnings("ignore", message="Series.values returning an ndarray")
-        table = pa.Table.from_pandas(df, preserve_index=False)
+        table = pa.Table.from_pandas(tables, preserve_index=False)
     meta = dict(table.schema.metadata or {})
     meta[PLAN_METADATA_KEY] = json.dumps(plan_summary(plan)).encode("utf-8")
     table = table.replace_schema_metadata(meta)
@@ -89,8 +84,6 @@ def write_plan_parquet(problem: Any, plan: Any, path: Path, start: datetime | No
 
 def read_plan_summary(path: Path) -> dict[str, Any]:
     """The ``gpuplan_plan`` summary stored in a plan parquet's metadata."""
-    import pyarrow.parquet as pq
-
     meta = pq.read_schema(path).metadata or {}
     if PLAN_METADATA_KEY not in meta:
         raise InputError(f"{path} has no gpuplan plan metadata")

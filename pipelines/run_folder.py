@@ -283,7 +283,8 @@ def check_freshness(out_dir: Path, now: datetime, max_age_h: float = 2.0) -> Run
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m pipelines.run_folder check DIR [--max-age-h H]``: exit 1 (message on stderr)
-    when the newest plan under DIR is older than H hours (default 2), else print it and exit 0."""
+    when the newest plan under DIR is older than H hours (default 2), else print it and exit 0.
+    """
     import argparse
     import sys
 

@@ -1,8 +1,10 @@
-"""Reading the real traces for the ``real_trace`` benchmark scenario (file IO lives here).
+"""The format adapter of the real traces: the ``real_trace`` benchmark scenario and the queue's pods.
 
-Two small files under ``data/traces/`` are shipped with the project (so nothing reads
-anything outside the repository at run time); :func:`derive_trace_slice` re-creates them from the public traces and
-:func:`load_real_trace` reads them into the pure :class:`optimizer.scenarios.RealTraceData`.
+Two small files under ``data/traces/`` are shipped with the project (so nothing reads anything
+outside the repository at run time; their paths are :mod:`pipelines.catalog`'s):
+:func:`derive_trace_slice` re-creates them from the public traces, :func:`parse_real_trace` reads
+them into the pure :class:`optimizer.scenarios.RealTraceData`, :func:`read_pod_window` reads the pods
+for the current queue.
 
 - ``alibaba_openb_window.csv``: the Alibaba cluster-trace-gpu-v2023 "openb" GPU pods relevant to
   one 48 h window (see ``data/traces/README.md``): columns ``name, qos, num_gpu, gpu_milli,
@@ -13,21 +15,21 @@ anything outside the repository at run time); :func:`derive_trace_slice` re-crea
   ``rate_rps`` (empty where every 10-minute window of the half hour was all-zero: a collection gap,
   treated as missing, not as zero demand).
 
-Run ``python -m pipelines.trace_io SRC data/traces`` to re-derive them, ``SRC`` being a folder with the
+Run ``python -m pipelines.catalog derive-traces SRC`` to re-derive them, ``SRC`` being a folder with the
 public traces downloaded as described in ``data/traces/README.md``.
 """
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
+from optimizer.scenarios import RealTraceData, TracePod
 from pipelines.atomic import atomic_path
 from pipelines.errors import InputError
-
-TRACE_DIR = Path(__file__).resolve().parents[1] / "data" / "traces"
-PODS_FILE = "alibaba_openb_window.csv"
-SERVE_FILE = "servegen_m-small_30min.csv"
 
 DAY_S = 86_400
 STEP_S = 1_800
@@ -60,20 +62,15 @@ def choose_window_day(pods) -> int:
     return int(best)
 
 
-def derive_trace_slice(shared_data: Path, out_dir: Path = TRACE_DIR) -> dict:
+def derive_trace_slice(pod_src: Path, serve_src: Path, pods_out: Path, serve_out: Path) -> dict:
     """Extract the shipped slices from the public traces; returns a summary dict.
 
-    Reads ``alibaba-openb-gpu-2023/openb_pod_list_default.csv`` and
-    ``servegen-bailian-llm-2025/aggregate_10min.csv`` under ``shared_data``. Keeps GPU pods
-    (``num_gpu > 0``): latency-sensitive (LS) pods alive at any time in
-    [window start - 24 h, window end + 24 h) and the other pods created inside the window.
-    Writes both CSVs atomically. Raises :class:`InputError` when a source file is missing.
+    Reads the openb pod list ``pod_src`` (``openb_pod_list_default.csv``) and the ServeGen
+    ``serve_src`` (``aggregate_10min.csv``). Keeps GPU pods (``num_gpu > 0``): latency-sensitive (LS)
+    pods alive at any time in [window start - 24 h, window end + 24 h) and the other pods created
+    inside the window. Writes ``pods_out`` and ``serve_out`` atomically. Raises :class:`InputError`
+    when a source file is missing.
     """
-    import numpy as np
-    import pandas as pd
-
-    pod_src = Path(shared_data) / "alibaba-openb-gpu-2023" / "openb_pod_list_default.csv"
-    serve_src = Path(shared_data) / "servegen-bailian-llm-2025" / "aggregate_10min.csv"
     for p in (pod_src, serve_src):
         if not p.is_file():
             raise InputError(f"trace source file not found: {p}")
@@ -98,7 +95,7 @@ def derive_trace_slice(shared_data: Path, out_dir: Path = TRACE_DIR) -> dict:
             "deletion_s": (keep["deletion_time"] - t0).astype(int),
         }
     )
-    _atomic_write_csv(out, Path(out_dir) / PODS_FILE)
+    _atomic_write_csv(out, Path(pods_out))
 
     agg = pd.read_csv(serve_src)
     m = agg[agg["model"] == "m-small"].sort_values("t_s")
@@ -108,7 +105,7 @@ def derive_trace_slice(shared_data: Path, out_dir: Path = TRACE_DIR) -> dict:
     m["slot"] = (m["t_s"] - s0) // STEP_S
     half = m.groupby("slot")["rate"].mean()  # mean of the non-missing 10-min totals
     serve = pd.DataFrame({"t_s": (half.index * STEP_S).astype(int), "rate_rps": np.round(half.values, 3)})
-    _atomic_write_csv(serve, Path(out_dir) / SERVE_FILE)
+    _atomic_write_csv(serve, Path(serve_out))
     return {
         "window_day": day,
         "ls_pods": int(len(ls)),
@@ -118,18 +115,13 @@ def derive_trace_slice(shared_data: Path, out_dir: Path = TRACE_DIR) -> dict:
     }
 
 
-def load_real_trace(trace_dir: Path = TRACE_DIR):
-    """Read the shipped slices into :class:`optimizer.scenarios.RealTraceData`.
+def parse_real_trace(pod_path: Path, serve_path: Path) -> RealTraceData:
+    """Read the shipped slices (pods, 30-min serve rates) into :class:`optimizer.scenarios.RealTraceData`.
 
     Raises :class:`InputError` naming the file and the column or row when a file is missing or
     malformed.
     """
-    import pandas as pd
-
-    from optimizer.scenarios import RealTraceData, TracePod
-
-    trace_dir = Path(trace_dir)
-    pod_path, serve_path = trace_dir / PODS_FILE, trace_dir / SERVE_FILE
+    pod_path, serve_path = Path(pod_path), Path(serve_path)
     for p in (pod_path, serve_path):
         if not p.is_file():
             raise InputError(f"real-trace file not found: {p}")
@@ -161,14 +153,21 @@ def load_real_trace(trace_dir: Path = TRACE_DIR):
     rates = tuple(
         (int(t), None if pd.isna(v) else float(v)) for t, v in zip(serve["t_s"], serve["rate_rps"], strict=True)
     )
-    return RealTraceData(pods=tuple(recs), serve_rates=rates, source=str(trace_dir))
+    return RealTraceData(pods=tuple(recs), serve_rates=rates, source=str(pod_path.parent))
 
 
-if __name__ == "__main__":  # pragma: no cover - maintenance entry point
-    if len(sys.argv) < 2:
-        print("usage: python -m pipelines.trace_io SRC [DST]  (SRC: the public traces, see data/traces/README.md)",
-              file=sys.stderr)
-        sys.exit(2)
-    src = Path(sys.argv[1])
-    dst = Path(sys.argv[2]) if len(sys.argv) > 2 else TRACE_DIR
-    print(derive_trace_slice(src, dst))
+def read_pod_window(path: Path, columns: Sequence[str]) -> pd.DataFrame:
+    """The shipped pod window as a frame (every column), checked for ``columns``.
+
+    Raises:
+        InputError: the file is missing (the message says how to re-derive it) or a column is missing.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"real-trace slice not found: {path} (shipped in data/traces; re-derive it with "
+                         "python -m pipelines.catalog derive-traces)")
+    pods = pd.read_csv(path)
+    for col in columns:
+        if col not in pods.columns:
+            raise InputError(f"{path}: missing column {col!r}")
+    return pods

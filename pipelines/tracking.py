@@ -1,5 +1,10 @@
 """MLflow tracking for gpuplan: one experiment per forecaster, one for plans, one for benchmarks.
 
+All MLflow code of the pipelines is here: the store (:func:`init_store`), one generic run
+(:func:`log_run`), and one function per kind of run: a real-time profile (:func:`log_profile_run`),
+a trained job forecaster (:func:`log_job_model_run`, which logs the model with :func:`log_job_model`),
+a published plan (:func:`log_plan_run`) and a benchmark (:func:`log_benchmark_run`).
+
 The tracking URI is always explicit (from :class:`pipelines.config.Settings`, case C28); the
 store is initialised once, before any fan-out (:func:`init_store`), because several processes
 creating the schema of a new SQLite database at once race on migration (case C26). Each
@@ -20,17 +25,34 @@ pip-requirement list :func:`model_pip_requirements`).
 from __future__ import annotations
 
 import contextlib
+import io
+import json
+import logging
 import math
 import posixpath
 import sqlite3
+import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import lightgbm
+import numpy as np
+import pandas as pd
+import pyarrow
+
+from forecasters.jobs import predict as job_predict
+from pipelines import job_models
 from pipelines.config import Settings
+from pipelines.report.plots import plot_pred_vs_actual
 from pipelines.run_folder import file_lock
+
+# mlflow is imported inside the functions that use it, not here: ``import mlflow`` costs ~1.0 s on the
+# 2-core machine (measured: pandas alone 0.49 s, pandas + mlflow 1.47 s), and `gpuplan predict` imports
+# this module (through pipelines.model_store) but logs nothing when the saved model exists.
 
 #: experiment key -> experiment name
 EXPERIMENTS: dict[str, str] = {
@@ -50,7 +72,7 @@ def sqlite_path(tracking_uri: str) -> Path | None:
 
 
 def _client(settings: Settings):
-    from mlflow import MlflowClient
+    from mlflow import MlflowClient  # lazily: import cost, see the top of the module
 
     return MlflowClient(tracking_uri=settings.tracking_uri, registry_uri=settings.tracking_uri)
 
@@ -70,7 +92,7 @@ def init_store(settings: Settings) -> dict[str, str]:
     Returns:
         experiment key -> experiment id.
     """
-    import mlflow
+    import mlflow  # lazily: import cost, see the top of the module
 
     mlflow.set_tracking_uri(settings.tracking_uri)
     mlflow.set_registry_uri(settings.tracking_uri)
@@ -134,7 +156,7 @@ def log_run(
     Raises:
         KeyError: unknown experiment key.
     """
-    from mlflow.entities import Metric, Param
+    from mlflow.entities import Metric, Param  # lazily: import cost, see the top of the module
 
     client = _client(settings)
     exp = client.get_experiment_by_name(EXPERIMENTS[experiment])
@@ -162,9 +184,6 @@ _QUIET_LOCK = threading.Lock()
 @contextlib.contextmanager
 def _quiet_mlflow() -> Iterator[None]:
     """Silence MLflow's INFO/WARNING chatter and its registration prints (stderr) for the CLI bars."""
-    import io
-    import logging
-
     with _QUIET_LOCK:  # redirect_stderr is process-wide: one model logging at a time
         logger = logging.getLogger("mlflow")
         level = logger.level
@@ -183,11 +202,7 @@ def model_pip_requirements() -> list[str]:
     text models: the versions they were logged (and checked) with are the ones known to load
     them. Given explicitly, ``log_model`` skips its ~10 s requirement inference (docs/STACK.md).
     """
-    import lightgbm
-    import mlflow
-    import numpy as np
-    import pandas as pd
-    import pyarrow
+    import mlflow  # lazily: import cost, see the top of the module
 
     return [
         f"lightgbm=={lightgbm.__version__}",
@@ -213,8 +228,9 @@ def log_job_model(
 ) -> dict[str, str]:
     """Log a job forecaster to ``run_id``, register it and point ``alias`` at it (case C11).
 
-    The one model-logging path: the main job's training (:func:`pipelines.queue.train_or_load`,
-    run by ``gpuplan run`` and the nightly flow) calls it. Logged:
+    The one model-logging path: the main job's training (:func:`log_job_model_run` from
+    :func:`pipelines.model_store.train_or_load`, run by ``gpuplan run``, the nightly flow and
+    ``gpuplan predict`` when no model is saved) calls it. Logged:
 
     * ``duration_lgbm``, ``gpus_lgbm``: the two boosters in the **lightgbm flavour**, unchanged,
       so ``mlflow.lightgbm.load_model`` gives back a booster whose stored category lists
@@ -247,16 +263,10 @@ def log_job_model(
     Raises:
         ValueError: the reloaded pyfunc does not reproduce the forecaster's predictions.
     """
-    import tempfile
-
-    import mlflow
+    import mlflow  # lazily: import cost, see the top of the module
     import mlflow.lightgbm
     import mlflow.pyfunc
-    import numpy as np
     from mlflow.models import infer_signature
-
-    from forecasters.jobs import predict as job_predict
-    from pipelines import job_models
 
     mlflow.set_tracking_uri(settings.tracking_uri)
     mlflow.set_registry_uri(settings.tracking_uri)
@@ -303,3 +313,102 @@ def finished_runs(settings: Settings, experiment: str) -> list[Any]:
         return []
     return [r for r in client.search_runs([exp.experiment_id], order_by=["attributes.start_time DESC"])
             if r.info.status == "FINISHED"]
+
+
+def flatten(doc: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dict -> flat ``a.b.c`` keys (metrics of a run)."""
+    out: dict[str, Any] = {}
+    for k, v in doc.items():
+        if isinstance(v, Mapping):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def log_profile_run(settings: Settings, service: str, profile: Any, metrics: Mapping[str, Any], as_of: datetime,
+                    png: Path) -> str:
+    """Log one service's real-time profile to the ``realtime`` experiment; returns the run id.
+
+    Params: service, method, status, timezone, components, ``as_of``. Metrics: the band metrics of
+    :class:`pipelines.stages.realtime.ProfileFit`. Artifact: the profile plot ``png``.
+    """
+    return log_run(settings, "realtime", f"profile-{service}",
+                   params={"service": service, "method": profile.method, "status": profile.status,
+                           "timezone": profile.timezone, "components": ",".join(profile.components),
+                           "as_of": as_of.isoformat()},
+                   metrics=metrics, artifacts={f"plots/{png.name}": png}, tags={"gpuplan.stage": "profile"})
+
+
+def log_job_model_run(settings: Settings, kind: str, model: Any, doc: Mapping[str, Any], test: pd.DataFrame,
+                      held_out: tuple[pd.DataFrame, np.ndarray, np.ndarray], source: str) -> str:
+    """Log a trained ``kind`` forecaster to its experiment; returns the run id.
+
+    Params: kind, history path (``source``), level-list version, train/test sizes, model info.
+    Metrics: the evaluation document ``doc`` flattened (:func:`flatten`). Artifacts: the
+    predicted-vs-actual plot of the held-out jobs (``held_out`` = predictions, actual hours, ok mask;
+    :func:`pipelines.stages.models.held_out`) and the level lists; then the model itself
+    (:func:`log_job_model`, with the first test jobs as input example).
+    """
+    pred, actual, ok = held_out
+    with tempfile.TemporaryDirectory() as tmp:
+        png = Path(tmp) / f"pred_vs_actual_{kind}.png"
+        plot_pred_vs_actual(kind, pred, actual, ok, dict(doc), png)
+        levels = Path(tmp) / "levels.json"
+        levels.write_text(json.dumps({"levels_version": model.levels_version, "levels": model.levels}))
+        params = {"kind": kind, "history": source, "levels_version": model.levels_version,
+                  "n_train": doc.get("n_train"), "n_test": doc.get("n_test"),
+                  **{f"info.{k}": v for k, v in model.info.items() if not isinstance(v, dict)}}
+        rid = log_run(settings, kind, f"train-{kind}", params=params, metrics=flatten(doc),
+                      artifacts={f"plots/{png.name}": png, "model_meta/levels.json": levels},
+                      tags={"gpuplan.stage": "train"})
+    log_job_model(settings, rid, model, test.head(5))
+    return rid
+
+
+def log_plan_run(settings: Settings, run_dir: Path, run_name: str, planner: str, summary: Mapping[str, Any],
+                 rt_metrics: Mapping[str, Mapping[str, Any]] | None, artifacts: Mapping[str, Path]) -> str:
+    """Log a published run folder to the ``plans`` experiment; returns the MLflow run id.
+
+    Params: planner, status, plan start, fallback, run folder, model size, real-time profile status.
+    Metrics: the summary's planned metrics (:func:`pipelines.stages.outputs.planned_metrics`),
+    ``objective``, ``bound``, ``mip_gap`` (fraction), ``solve_s``, ``proven_optimal`` (0/1), and the
+    real-time band metrics as ``<service>.<metric>``. Artifacts: ``artifacts`` (artifact path -> file;
+    :meth:`pipelines.catalog.RunCatalog.artifacts`: Gantt chart, demand bands, risk report, plan tables,
+    problem, summary).
+    """
+    metrics = dict(summary["metrics"])
+    metrics.update({"objective": summary["objective"], "bound": summary["bound"], "mip_gap": summary["mip_gap"],
+                    "solve_s": summary["solve_s"], "proven_optimal": 1.0 if summary["proven_optimal"] else 0.0})
+    for svc, m in (rt_metrics or {}).items():
+        metrics.update({f"{svc}.{k}": v for k, v in m.items()})
+    model = summary.get("model") or {}
+    params = {"planner": planner, "status": summary["status"], "plan_start": summary["plan_start"],
+              "fallback": summary["fallback"], "run_dir": str(run_dir),
+              **{f"model_{k}": v for k, v in model.items()}}
+    params.update({f"rt_status.{k}": v[0] for k, v in summary["rt_status"].items()})
+    return log_run(settings, "plans", run_name, params=params, metrics=metrics,
+                   tags={"gpuplan.status": summary["status"]}, artifacts=artifacts)
+
+
+def log_benchmark_run(settings: Settings, scenario: str, quick: bool, out: Path, cfg: Any, res: Any,
+                      files: Sequence[str]) -> str:
+    """Log one benchmark (:mod:`pipelines.bench`) to the ``benchmarks`` experiment; returns the run id.
+
+    Params: scenarios, planners, seed, quick, solver budget, replan interval, output folder. Metrics:
+    ``wall_s``, ``verified_plans``, ``violations`` and ``<scenario>.<planner>.<bench.csv column>``.
+    Artifacts: the written ``files`` (bench.csv, bench.md, plots) under ``bench/``.
+    """
+    metrics: dict[str, Any] = {"wall_s": res.wall_s, "verified_plans": res.verified_plans,
+                               "violations": res.violations}
+    for m in res.metrics:
+        row = m.row()
+        for k, v in row.items():
+            if k not in ("scenario", "planner"):
+                metrics[f"{row['scenario']}.{row['planner']}.{k}"] = v
+    params = {"scenarios": ",".join(cfg.scenarios), "planners": ",".join(cfg.planners), "seed": cfg.seed,
+              "quick": cfg.quick, "time_limit_s": cfg.time_limit_s, "mip_rel_gap": cfg.mip_rel_gap,
+              "replan_every_steps": cfg.replan_every_steps, "out_dir": str(out)}
+    artifacts = {f"bench/{f}": Path(out) / f for f in files if (Path(out) / f).is_file()}
+    return log_run(settings, "benchmarks", f"bench-{scenario}{'-quick' if quick else ''}", params=params,
+                   metrics=metrics, artifacts=artifacts, tags={"gpuplan.stage": "benchmark"})

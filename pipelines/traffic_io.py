@@ -1,6 +1,7 @@
 """Traffic files: read hourly traffic (CSV/parquet), write derived series, derive ServeGen hourly series.
 
-Only this module (and the CLI) touches traffic files; :mod:`forecasters.realtime` is pure.
+The format adapter of traffic files and the service settings: it parses and writes given paths
+(:mod:`pipelines.catalog` knows the file names); :mod:`forecasters.realtime` is pure.
 
 File contract (``gpuplan profile --traffic FILE``): columns ``ts`` (ISO 8601 text, with an offset or
 ``Z``, or naive local time when the zone is declared with ``--timezone``), ``value`` (traffic per hour
@@ -9,12 +10,15 @@ in the file's units, e.g. requests/h) and optionally ``service``; extra columns 
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pandas as pd
 
+from pipelines.atomic import atomic_write_text
 from pipelines.errors import InputError
+from pipelines.stages.realtime import ServiceSettings
 
 #: ServeGen window length: 600 s (``t_s`` steps of the per-client traces).
 SERVEGEN_WINDOW_S = 600
@@ -55,8 +59,6 @@ def read_traffic(path: str | os.PathLike) -> pd.DataFrame:
 
 def write_csv_atomic(df: pd.DataFrame, path: str | os.PathLike) -> Path:
     """Write ``df`` as CSV (no index) atomically, via :func:`pipelines.atomic.atomic_write_text`."""
-    from pipelines.atomic import atomic_write_text
-
     return atomic_write_text(path, df.to_csv(index=False), make_parents=True)
 
 
@@ -113,114 +115,34 @@ def derive_servegen_hourly(
     )
 
 
-#: Rolling-origin settings of :func:`train_report` (the defaults of
-#: :func:`forecasters.realtime.backtest` and of ``benchmarks/backtest_realtime.py``): one origin per day
-#: of the second week of the shipped history, 24 h ahead, level recalibration from the last hour.
-REPORT_N_DAYS = 7
-REPORT_HORIZON_H = 24
-REPORT_RECAL_WINDOW_H = 1
+def read_services(path: str | os.PathLike) -> list[ServiceSettings]:
+    """The real-time service settings file (``services.json``, see ``data/traffic/README.md``), validated.
+
+    Raises:
+        pipelines.errors.InputError: file missing, not JSON, or a service without a required field.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"service settings not found: {p}")
+    try:
+        doc = json.loads(p.read_text())
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{p}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    return [ServiceSettings.from_dict(s, f"{p}: services[{i}]") for i, s in enumerate(doc.get("services", []))]
 
 
-def ingest_service(service: dict, traffic_dir: str | os.PathLike) -> tuple[pd.Series, dict]:
-    """Read and ingest one service's hourly traffic file.
+def read_service_traffic(path: str | os.PathLike, service: str) -> pd.DataFrame:
+    """One service's raw hourly rows (``ts``, ``value``) from its traffic file (:func:`read_traffic`).
 
-    Args:
-        service: one entry of ``services.json`` (needs ``service``, ``file``, ``timezone``).
-        traffic_dir: folder holding ``service["file"]``.
-
-    Returns:
-        ``(series, diagnostics)`` of :func:`forecasters.realtime.ingest`: UTC hourly traffic in the file's
-        units (e.g. requests/h), gaps imputed and listed in ``diagnostics["imputed"]``.
+    A file with a ``service`` column keeps only that service's rows.
 
     Raises:
         FileNotFoundError: the file does not exist.
         pipelines.errors.InputError: unreadable file, or a ``service`` column without rows of this service.
-        forecasters.errors.InputError: bad stamps or values (named by ingest).
     """
-    from forecasters.realtime import ingest
-
-    path = Path(traffic_dir) / service["file"]
     raw = read_traffic(path)
     if "service" in raw.columns:
-        raw = raw[raw["service"] == service["service"]]
+        raw = raw[raw["service"] == service]
         if raw.empty:
-            raise InputError(f"traffic file {path}: no rows with service == {service['service']!r}")
-    return ingest(raw[["ts", "value"]], service["timezone"])
-
-
-def _report_metrics(m: dict) -> dict:
-    """One backtest variant's metrics with MAPE as a fraction; NaN (zero baseline error) as None."""
-    import math
-
-    doc = {
-        "mae": m["mae"],
-        "mase_snaive168": m["mase_snaive168"],
-        "mase_naive24": m["mase_naive24"],
-        "mape": m["mape_pct"] / 100.0,
-        "p90_coverage": m["p90_coverage"],
-    }
-    return {k: (None if isinstance(v, float) and math.isnan(v) else float(v)) for k, v in doc.items()}
-
-
-def train_report(data_dir: str | os.PathLike | None = None) -> dict:
-    """Backtest report of the real-time profile on every shipped service (``gpuplan train --kind realtime``).
-
-    For each service of ``<data_dir>/traffic/services.json`` (default ``data_dir``: the pipeline
-    settings' ``data/``): ingest its hourly file, fit the weekly profile on the whole shipped history
-    (its ``status``, ``method`` and ``messages`` are reported; two shipped weeks are below the C03
-    "more than 336 points" rule, hence ``"degraded"``), and run the rolling-origin backtest
-    :func:`forecasters.realtime.backtest` with its defaults (``REPORT_*``): 7 daily origins over the
-    second week, each refitted on the hours before it and scored 24 h ahead; masked gap hours are not
-    scored. All origins are kept: the whole report takes about 5 s for the two shipped services
-    (measured on the shared 2-core machine; the hourly-recalibration variant is most of it).
-
-    Returns:
-        ``{"kind": "realtime", "services": {name: doc}}`` with, per service::
-
-            {"status", "messages", "method", "units", "n_hours", "n_days", "horizon_h", "origins",
-             "masked_hours", "outliers",
-             "metrics": {"mae", "mase_snaive168", "mase_naive24", "mape", "p90_coverage"},
-             "baselines": {"snaive168": {"mae"}, "naive24": {"mae"}},
-             "hourly_recal": {same keys as "metrics"}}
-
-        ``metrics`` is the day-ahead P50/P90 (backtest variant ``day_ahead``); ``hourly_recal`` the
-        one-hour-ahead forecast after level recalibration from the previous hour (variant
-        ``hourly_recal``). ``mae`` in the file's units per hour (``units``); ``mase_*`` = MAE ÷ the
-        baseline's MAE on the same ``n_hours`` hours (seasonal naive ``y[t-168]``, naive ``y[t-24]``);
-        ``mape`` and ``p90_coverage`` are fractions (0..1). A MASE whose baseline error is 0 is None.
-
-    Raises:
-        pipelines.errors.InputError: ``services.json`` missing or a service without a required field,
-            a traffic file unreadable, or a series too short for the backtest (named by the callee).
-        FileNotFoundError: a traffic file listed in ``services.json`` does not exist.
-    """
-    from forecasters.realtime import backtest, fit_profile
-    from pipelines.config import load_settings
-    from pipelines.queue import load_services
-
-    settings = load_settings(**({"data_dir": Path(data_dir).resolve()} if data_dir is not None else {}))
-    traffic_dir = settings.data_dir / "traffic"
-    services = {}
-    for svc in load_services(settings):
-        series, diag = ingest_service(svc, traffic_dir)
-        prof = fit_profile(series, svc["timezone"], exclude=[*diag["imputed"], *diag["outliers"]])
-        res = backtest(series, svc["timezone"], exclude=diag["imputed"], outliers=diag["outliers"],
-                       n_days=REPORT_N_DAYS, horizon_h=REPORT_HORIZON_H, recal_window_h=REPORT_RECAL_WINDOW_H)
-        day, hourly = res["variants"]["day_ahead"], res["variants"]["hourly_recal"]
-        services[svc["service"]] = {
-            "status": prof.status,
-            "messages": list(prof.messages),
-            "method": prof.method,
-            "units": svc.get("units", "traffic/h"),
-            "n_hours": int(day["n_hours"]),
-            "n_days": int(res["n_days"]),
-            "horizon_h": REPORT_HORIZON_H,
-            "origins": list(res["origins"]),
-            "masked_hours": len(diag["imputed"]),
-            "outliers": list(diag["outliers"]),
-            "metrics": _report_metrics(day),
-            "baselines": {"snaive168": {"mae": float(day["mae_snaive168"])},
-                          "naive24": {"mae": float(day["mae_naive24"])}},
-            "hourly_recal": _report_metrics(hourly),
-        }
-    return {"kind": "realtime", "services": services}
+            raise InputError(f"traffic file {path}: no rows with service == {service!r}")
+    return raw[["ts", "value"]]

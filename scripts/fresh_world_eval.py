@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from forecasters.generators import generate_history  # noqa: E402
 from forecasters.jobs import evaluate, fit, predict, time_split  # noqa: E402
-from pipelines.job_io import shipped_history  # noqa: E402
+from pipelines.catalog import shipped_history  # noqa: E402
 
 KINDS = ("training", "quantization", "batch_inference")
 TEST_FRACTION = 0.2

@@ -25,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
 
     from forecasters.generators import generate_history, tail_shape
-    from pipelines.job_io import SHIPPED, history_path, write_history
+    from pipelines.catalog import history_path
+    from pipelines.job_io import SHIPPED, write_history
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="compare shipped files with a regeneration")

@@ -40,7 +40,7 @@ from optimizer.planners import PLANNERS
 from optimizer.scenarios import SCENARIOS, build
 from optimizer.simulate import planner_fn, simulate, simulate_clairvoyant
 from pipelines.errors import InputError
-from pipelines.trace_io import TRACE_DIR, load_real_trace
+from pipelines.catalog import TRACE_DIR, load_real_trace
 
 REFERENCE = {
     "_all": "utilisation up to +33 points; priority-weighted value higher in every scenario, up to +105 %",

@@ -73,12 +73,12 @@ def profile(
     """Forecast P50/P90 per hour from hourly traffic, with diagnostics."""
 
     def body() -> int:
+        from pipelines.catalog import read_traffic_file
         from pipelines.cli_support import emit_json
         from pipelines.errors import InputError
-        from pipelines.traffic_io import read_traffic
 
         check_horizon_h(horizon_h, InputError)  # before reading the file
-        doc = profile_document(read_traffic(traffic), timezone, horizon_h)
+        doc = profile_document(read_traffic_file(traffic), timezone, horizon_h)
         if json_out:
             emit_json(doc)
             return 0

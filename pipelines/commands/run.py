@@ -57,6 +57,8 @@ def run(
                                 description=stage if event == "done" else f"{stage} [red]failed")
                     prog.advance(overall)
 
+            # imported here, not at the top: prefect, mlflow, the optimizer and the forecasters cost
+            # ~2.5 s (measured on the 2-core machine against ~0.14 s for the whole CLI).
             from pipelines import flows
 
             flows.set_progress(hook)
@@ -66,15 +68,18 @@ def run(
                 flows.set_progress(None)
             prog.update(overall, completed=len(STAGES) + 1)
         wall = time.monotonic() - t0
+        from pipelines.catalog import RunCatalog  # imported with flows above
+
         run_dir = Path(res["run_dir"])
+        files = RunCatalog(run_dir)
         lines = [
             f"run folder:    {run_dir}",
             f"latest:        {res['latest']} -> {run_dir.name}" + ("" if res["latest_moved"] else
                                                                    " (NOT moved: a newer slot is published)"),
             f"plan status:   {res['status']} (verified)",
-            f"risk report:   {run_dir / 'risk_report.md'}",
-            f"plan:          {run_dir / 'plan.parquet'}",
-            f"forecasts:     {run_dir / 'forecasts.parquet'}",
+            f"risk report:   {files.path('risk_report_page')}",
+            f"plan:          {files.path('plan_tables')}",
+            f"forecasts:     {files.path('forecasts')}",
             f"MLflow:        {settings.tracking_uri} (run {res['mlflow_run_id']}); browse with",
             f"               {Path(sys.executable).parent / 'mlflow'} ui --host 127.0.0.1 --port 5000 "
             f"--backend-store-uri {settings.tracking_uri} --default-artifact-root {settings.artifact_root}",

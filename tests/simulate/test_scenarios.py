@@ -6,7 +6,7 @@ import pytest
 
 from optimizer import scenarios as S
 from optimizer.problem import is_pow2
-from pipelines.trace_io import load_real_trace
+from pipelines.catalog import load_real_trace
 
 SIZES = {  # DESIGN §6.5: (GPUs, jobs)
     "mixed": (32, 20),

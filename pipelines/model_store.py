@@ -1,0 +1,40 @@
+"""The current job forecasters: load the saved one, or train, save and track a new one.
+
+One function (:func:`train_or_load`: read -> stage -> write -> track) shared by the flows
+(``gpuplan run``, the nightly retraining, re-planning) and ``gpuplan predict``, so the model the
+planner uses and the one ``predict`` prints are the same saved model (``models_dir/<kind>``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipelines import tracking
+from pipelines.catalog import Catalog
+from pipelines.config import Settings
+from pipelines.stages import models
+
+
+def train_or_load(settings: Settings, kind: str, retrain: bool = False) -> Any:
+    """The current ``kind`` forecaster (:class:`forecasters.jobs.JobModel`), trained first when
+    missing, unreadable or ``retrain``.
+
+    Training: :func:`pipelines.stages.models.train` on the shipped history (time-ordered split, fit on
+    the earlier jobs with ``settings.seed``, evaluate on the later ones against the baselines), saved
+    to the model store (:meth:`pipelines.catalog.Catalog.save_model`, atomic), then logged
+    (:func:`pipelines.tracking.log_job_model_run`: params, metrics, the predicted-vs-actual plot and
+    the model, registered with alias ``champion``) to the ``kind`` experiment.
+
+    Raises:
+        pipelines.errors.InputError: the shipped history is missing or invalid.
+    """
+    catalog = Catalog(settings)
+    model = None if retrain else catalog.load_model(kind)
+    if model is not None:
+        return model
+    history, source = catalog.history(kind)
+    trained = models.train(kind, history, seed=settings.seed)
+    catalog.save_model(kind, trained.model)
+    tracking.log_job_model_run(settings, kind, trained.model, trained.doc, trained.test, models.held_out(trained),
+                               source)
+    return trained.model

@@ -1,0 +1,148 @@
+"""Problem stage: job forecasts and service demand -> one validated :class:`optimizer.problem.Problem`.
+
+The problem is built and validated here, once (:func:`build_problem`), and passed on as a ``Problem``
+to the solve, the verifier and the outputs; ``problem.json`` is its file form (``Problem.to_dict``).
+
+- Durations: the P50 forecast (:data:`pipelines.stages.models.DURATION_QUANTILE`) rounded up to whole
+  steps, at least one (:func:`domain.units.hours_to_steps`); GPUs ``max(gpus_requested, gpus_pred)``.
+- Elastic sizes: the requested size first, then each larger forecast size with efficiency = GPU-hours
+  at the request ÷ GPU-hours at that size (≤ 1, 4 decimals).
+- Deadlines: whole steps from the plan start, rounded up, at least 1.
+- Running jobs: aligned blocks, first fit, largest first (:func:`assign_running_blocks`); remaining
+  steps from the P50 duration minus the time already run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from domain.units import hours_to_steps
+from optimizer.problem import Problem
+from pipelines import schemas
+from pipelines.errors import InputError
+from pipelines.stages.models import DURATION_QUANTILE
+from pipelines.stages.realtime import DEMAND_QUANTILE, ServiceSettings
+
+
+@dataclass(frozen=True)
+class ClusterShape:
+    """The planned cluster and solver budget (from :class:`pipelines.config.Settings`).
+
+    Attributes:
+        n_gpus / gpus_per_node: GPUs (powers of two); step_minutes / horizon_steps: the planning clock;
+        time_limit_s: HiGHS time limit per plan (s).
+    """
+
+    n_gpus: int
+    gpus_per_node: int
+    step_minutes: int
+    horizon_steps: int
+    time_limit_s: float
+
+
+def assign_running_blocks(gpus: list[int], n_gpus: int) -> list[int]:
+    """First-fit aligned offsets for running jobs, largest first (buddy layout).
+
+    Raises:
+        pipelines.errors.InputError: the running jobs do not fit the cluster.
+    """
+    used = np.zeros(n_gpus, dtype=bool)
+    offsets = [0] * len(gpus)
+    for i in sorted(range(len(gpus)), key=lambda k: -gpus[k]):
+        g = gpus[i]
+        for o in range(0, n_gpus - g + 1, g):
+            if not used[o:o + g].any():
+                used[o:o + g] = True
+                offsets[i] = o
+                break
+        else:
+            raise InputError(f"running jobs do not fit {n_gpus} GPUs (no aligned block of {g})")
+    return offsets
+
+
+def problem_document(shape: ClusterShape, services: Sequence[ServiceSettings], jobs: pd.DataFrame,
+                     demand: pd.DataFrame, start: datetime) -> dict[str, Any]:
+    """The problem-file document (DESIGN §3.1) from job forecasts and service demand (module docstring).
+
+    Args:
+        shape: the cluster and solver budget.
+        services: the service settings (GPU bounds, swap cap).
+        jobs: :data:`pipelines.schemas.JOB_FORECASTS` rows (``size_options`` optional).
+        demand: :data:`pipelines.schemas.DEMAND` rows.
+        start: the plan start (step 0).
+
+    Raises:
+        pipelines.errors.InputError: the running jobs do not fit the cluster.
+    """
+    step_h = shape.step_minutes / 60.0
+    now = pd.Timestamp(start)
+    by_name = {s.service: s for s in services}
+    out_services = []
+    for name, d in demand.groupby("service", sort=False):
+        d = d.sort_values("step")
+        svc = by_name[str(name)]
+        out_services.append({"service": str(name),
+                             "demand_gpus": [int(x) for x in d[f"demand_gpus_{DEMAND_QUANTILE}"]],
+                             "min_gpus": svc.min_gpus, "max_gpus": svc.max_gpus, "swap_cap_gpus": svc.swap_cap_gpus,
+                             "current_gpus": int(d["current_gpus"].iloc[0])})
+    queued = jobs[jobs["state"] == "queued"].sort_values(["submitted_at", "job_id"], kind="stable")
+    out_jobs = []
+    for r in queued.itertuples(index=False):
+        gpus = int(max(r.gpus_requested, r.gpus_pred))
+        steps = hours_to_steps(float(getattr(r, f"duration_{DURATION_QUANTILE}_h")), shape.step_minutes)
+        job: dict[str, Any] = {"job_id": r.job_id, "kind": r.kind, "priority": float(r.priority), "release_step": 0}
+        options = json.loads(r.size_options) if isinstance(getattr(r, "size_options", None), str) else []
+        sizes = []
+        if options:
+            # first option = the requested size; efficiency = GPU-hours at the request / at this size
+            sizes = [{"gpus": gpus, "duration_steps": steps, "efficiency": 1.0}]
+            for o in options:
+                o_steps = hours_to_steps(float(o["duration_h"]), shape.step_minutes)
+                if gpus < int(o["gpus"]) <= shape.n_gpus:
+                    eff = min(1.0, (gpus * steps) / (int(o["gpus"]) * o_steps))
+                    sizes.append({"gpus": int(o["gpus"]), "duration_steps": o_steps, "efficiency": round(eff, 4)})
+        if len(sizes) > 1:
+            job["sizes"] = sizes
+        else:
+            job.update({"gpus": gpus, "duration_steps": steps})
+        if pd.notna(r.deadline_at):
+            job["deadline_step"] = max(1, int(math.ceil((pd.Timestamp(r.deadline_at) - now) / pd.Timedelta(hours=step_h))))
+        out_jobs.append(job)
+    running = jobs[jobs["state"] == "running"].sort_values("job_id")
+    gpus_run = [int(max(a, b)) for a, b in zip(running["gpus_requested"], running["gpus_pred"])]
+    offsets = assign_running_blocks(gpus_run, shape.n_gpus)
+    out_running = []
+    for r, g, o in zip(running.itertuples(index=False), gpus_run, offsets):
+        elapsed_h = (now - pd.Timestamp(r.started_at)) / pd.Timedelta(hours=1)
+        remaining_h = float(getattr(r, f"duration_{DURATION_QUANTILE}_h")) - elapsed_h
+        out_running.append({"job_id": r.job_id, "kind": r.kind, "priority": float(r.priority), "gpus": g,
+                            "block_offset": int(o), "remaining_steps": max(1, int(math.ceil(remaining_h / step_h)))})
+    return {
+        "cluster": {"n_gpus": shape.n_gpus, "gpus_per_node": shape.gpus_per_node,
+                    "step_minutes": shape.step_minutes, "horizon_steps": shape.horizon_steps},
+        "settings": {"time_limit_s": shape.time_limit_s},
+        "services": out_services,
+        "jobs": out_jobs,
+        "running": out_running,
+    }
+
+
+def build_problem(shape: ClusterShape, services: Sequence[ServiceSettings], jobs: pd.DataFrame,
+                  demand: pd.DataFrame, start: datetime) -> Problem:
+    """The validated :class:`optimizer.problem.Problem` of :func:`problem_document`.
+
+    Raises:
+        InputError: the running jobs do not fit, or the document is not a valid problem (named by
+            :meth:`optimizer.problem.Problem.from_dict`).
+    """
+    schemas.check_columns(jobs, schemas.JOB_FORECASTS, "job forecasts")
+    schemas.check_columns(demand, schemas.DEMAND, "demand")
+    return Problem.from_dict(problem_document(shape, services, jobs, demand, start))

@@ -1,0 +1,298 @@
+"""Real-time stage: service settings, ingest traffic, weekly profiles, last-day bands, GPU demand.
+
+Choices (documented settings, not hidden constants):
+
+- **Plan start ("now" of the shipped data)**: the first UTC hour after the ingested traffic of every
+  service (:func:`plan_start`); the profiles are fitted on all ingested hours before it.
+- **Forecast against actual**: for each service the profile is also fitted on the history up to
+  ``BAND_DAY_H`` hours before its end and its 24 h-ahead P50/P90 are set against the last day
+  (the bands; their MAE and P90 coverage are the profile run's metrics).
+- **Real-time demand in the problem**: the P90 GPU demand (``DEMAND_QUANTILE``), each hour repeated
+  over its planning steps; ``current_gpus`` is the GPU need of the last actual hour.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from forecasters.realtime import backtest, fit_profile, forecast, ingest, recalibrate, to_gpus
+from pipelines import schemas
+from pipelines.errors import InputError
+
+#: Demand quantile the planner is given for each service.
+DEMAND_QUANTILE = "p90"
+#: Length of the forecast-against-actual back-test (hours).
+BAND_DAY_H = 24
+#: Hours of the profile forecast drawn for each service's profile run.
+PROFILE_PLOT_H = 168
+#: Rolling-origin settings of :func:`backtest_report` (the defaults of
+#: :func:`forecasters.realtime.backtest` and of ``benchmarks/backtest_realtime.py``): one origin per day
+#: of the second week of the shipped history, 24 h ahead, level recalibration from the last hour.
+REPORT_N_DAYS = 7
+REPORT_HORIZON_H = 24
+REPORT_RECAL_WINDOW_H = 1
+
+#: Fields every service entry must have (``data/traffic/README.md``).
+REQUIRED_FIELDS = ("service", "file", "timezone", "capacity_per_gpu_per_h", "headroom", "min_gpus", "max_gpus",
+                   "swap_cap_gpus")
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    """One real-time service of ``services.json`` (``data/traffic/README.md``).
+
+    Attributes:
+        service: name; ``file``: its hourly traffic file (relative to the traffic folder);
+        timezone: IANA zone of its local clock (seasonality);
+        capacity_per_gpu_per_h: traffic one GPU serves per hour (file units); ``headroom``: fraction;
+        min_gpus / max_gpus / swap_cap_gpus / replica_gpus: GPU bounds, largest change per step, replica size;
+        units: the file's traffic units (e.g. ``requests/h``).
+    """
+
+    service: str
+    file: str
+    timezone: str
+    capacity_per_gpu_per_h: float
+    headroom: float
+    min_gpus: int
+    max_gpus: int
+    swap_cap_gpus: int
+    replica_gpus: int = 1
+    units: str = "traffic/h"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str) -> ServiceSettings:
+        """Validate one ``services[i]`` entry; ``where`` names it in errors.
+
+        Raises:
+            pipelines.errors.InputError: a required field is missing.
+        """
+        miss = [k for k in REQUIRED_FIELDS if k not in d]
+        if miss:
+            raise InputError(f"{where} missing {', '.join(miss)}")
+        return cls(service=str(d["service"]), file=str(d["file"]), timezone=str(d["timezone"]),
+                   capacity_per_gpu_per_h=float(d["capacity_per_gpu_per_h"]), headroom=float(d["headroom"]),
+                   min_gpus=int(d["min_gpus"]), max_gpus=int(d["max_gpus"]), swap_cap_gpus=int(d["swap_cap_gpus"]),
+                   replica_gpus=int(d.get("replica_gpus", 1)), units=str(d.get("units", "traffic/h")))
+
+    def gpu_conversion(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`forecasters.realtime.to_gpus` for this service."""
+        return {"capacity_per_gpu_per_h": self.capacity_per_gpu_per_h, "headroom": self.headroom,
+                "min_gpus": self.min_gpus, "max_gpus": self.max_gpus, "replica_gpus": self.replica_gpus}
+
+
+@dataclass(frozen=True)
+class IngestedTraffic:
+    """Output of :func:`ingest_traffic`: the :data:`pipelines.schemas.TRAFFIC` frame and the
+    diagnostics per service (:func:`forecasters.realtime.ingest`).
+    """
+
+    frame: pd.DataFrame
+    diagnostics: dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ProfileFit:
+    """Output of :func:`fit_profiles`.
+
+    Attributes:
+        profiles: service -> fitted, recalibrated profile (:mod:`forecasters.realtime`).
+        bands: :data:`pipelines.schemas.BANDS` frame (last day, traffic units per hour).
+        status: service -> ``[status, "; "-joined messages]``.
+        metrics: service -> ``band_mae``, ``band_mape`` (fraction), ``band_p90_coverage`` (fraction),
+            ``level_factor``, ``history_hours``.
+    """
+
+    profiles: dict[str, Any]
+    bands: pd.DataFrame
+    status: dict[str, list[str]]
+    metrics: dict[str, dict[str, float]]
+
+
+def ingest_traffic(services: Sequence[ServiceSettings], raw: Mapping[str, pd.DataFrame]) -> IngestedTraffic:
+    """Ingest every service's hourly traffic (UTC, gaps imputed, outliers flagged).
+
+    Args:
+        services: the service settings.
+        raw: service name -> its raw traffic rows (``ts``, ``value``) as read from its file.
+
+    Returns:
+        The :data:`pipelines.schemas.TRAFFIC` frame (``excluded`` marks imputed hours and outliers)
+        and the ingest diagnostics per service.
+
+    Raises:
+        forecasters.errors.InputError: bad stamps or values (named by ingest).
+    """
+    frames, diags = [], {}
+    for svc in services:
+        series, diag = ingest(raw[svc.service][["ts", "value"]], svc.timezone)
+        excluded = set(diag["imputed"]) | set(diag["outliers"])
+        iso = series.index.strftime("%Y-%m-%dT%H:%M:%SZ")
+        frames.append(pd.DataFrame({"service": svc.service, "ts": series.index, "value": series.to_numpy(),
+                                    "excluded": [t in excluded for t in iso]}))
+        diags[svc.service] = diag
+    return IngestedTraffic(pd.concat(frames, ignore_index=True), diags)
+
+
+def plan_start(traffic: pd.DataFrame) -> datetime:
+    """First UTC hour after the ingested traffic of every service (the "now" of ``gpuplan run``)."""
+    schemas.check_columns(traffic, schemas.TRAFFIC, "traffic")
+    end = pd.to_datetime(traffic["ts"], utc=True).max()
+    return (end + pd.Timedelta(hours=1)).to_pydatetime().astimezone(UTC)
+
+
+def series(traffic: pd.DataFrame, service: str) -> tuple[pd.Series, list[pd.Timestamp]]:
+    """One service's hourly series (UTC index, freq ``h``) and its excluded hours."""
+    t = traffic[traffic["service"] == service].sort_values("ts")
+    s = pd.Series(t["value"].to_numpy(float), index=pd.DatetimeIndex(t["ts"]).tz_convert("UTC"))
+    s.index.freq = "h"
+    return s, list(s.index[t["excluded"].to_numpy(bool)])
+
+
+def _fit(hist: pd.Series, excl: list[pd.Timestamp], before: pd.Timestamp, timezone: str) -> Any:
+    prof = fit_profile(hist, timezone, exclude=[e for e in excl if e < before])
+    return recalibrate(prof, hist.drop(index=[e for e in excl if e in hist.index]))
+
+
+def fit_profiles(services: Sequence[ServiceSettings], traffic: pd.DataFrame, as_of: datetime) -> ProfileFit:
+    """Fit each service's weekly profile on the hours before ``as_of``, recalibrate its level on the
+    last actual hours, and back-test the last day for the bands (module docstring).
+    """
+    schemas.check_columns(traffic, schemas.TRAFFIC, "traffic")
+    as_of_ts = pd.Timestamp(as_of).tz_convert("UTC")
+    profiles, status, bands, metrics = {}, {}, [], {}
+    for svc in services:
+        name = svc.service
+        s, excl = series(traffic, name)
+        hist = s[s.index < as_of_ts]
+        prof = _fit(hist, excl, as_of_ts, svc.timezone)
+        profiles[name] = prof
+        status[name] = [prof.status, "; ".join(prof.messages)]
+        # back-test: fit up to 24 h before the end of the history, forecast the last day
+        cut = hist.index[-1] - pd.Timedelta(hours=BAND_DAY_H - 1)
+        early = hist[hist.index < cut]
+        fc = forecast(_fit(early, excl, cut, svc.timezone), BAND_DAY_H, start=cut)
+        actual = hist.reindex(pd.DatetimeIndex(fc["ts"])).to_numpy()
+        bands.append(pd.DataFrame({"service": name, "ts": fc["ts"], "actual": actual, "p50": fc["p50"],
+                                   "p90": fc["p90"]}))
+        ok = ~np.isnan(actual)
+        p50 = fc["p50"].to_numpy()[ok]
+        metrics[name] = {
+            "band_mae": float(np.mean(np.abs(actual[ok] - p50))),
+            "band_mape": float(np.mean(np.abs(actual[ok] - p50) / np.maximum(actual[ok], 1e-9))),
+            "band_p90_coverage": float(np.mean(actual[ok] <= fc["p90"].to_numpy()[ok])),
+            "level_factor": float(prof.level_factor),
+            "history_hours": int(len(hist)),
+        }
+    return ProfileFit(profiles, pd.concat(bands, ignore_index=True), status, metrics)
+
+
+def profile_outlook(profile: Any, as_of: datetime) -> pd.DataFrame:
+    """The :data:`PROFILE_PLOT_H`-hour P50/P90 forecast of one profile from ``as_of`` (``ts, p50, p90``)."""
+    return forecast(profile, PROFILE_PLOT_H, start=as_of)
+
+
+def demand_frame(services: Sequence[ServiceSettings], profiles: Mapping[str, Any], traffic: pd.DataFrame,
+                 start: datetime, step_minutes: int, horizon_steps: int) -> pd.DataFrame:
+    """GPU demand per service and planning step over the horizon (:data:`pipelines.schemas.DEMAND`).
+
+    ``traffic_*`` in the file's units per hour; ``demand_gpus_*`` from
+    :func:`forecasters.realtime.to_gpus`; ``current_gpus`` = GPU need of the last actual hour before
+    ``start`` (the first P90 step when there is none).
+    """
+    steps_per_h = 60 // step_minutes
+    hours = math.ceil(horizon_steps / steps_per_h)
+    rows = []
+    for svc in services:
+        name = svc.service
+        fc = forecast(profiles[name], hours, start=start)
+        conv = svc.gpu_conversion()
+        g50 = to_gpus(fc["p50"].to_numpy(), **conv)
+        g90 = to_gpus(fc["p90"].to_numpy(), **conv)
+        s, _ = series(traffic, name)
+        last = s[s.index < pd.Timestamp(start)]
+        cur = int(to_gpus([float(last.iloc[-1])], **conv)[0]) if len(last) else int(g90[0])
+        for t in range(horizon_steps):
+            h = t // steps_per_h
+            rows.append({"service": name, "step": t,
+                         "ts": pd.Timestamp(start) + pd.Timedelta(minutes=t * step_minutes),
+                         "traffic_p50": float(fc["p50"].iloc[h]), "traffic_p90": float(fc["p90"].iloc[h]),
+                         "demand_gpus_p50": int(g50[h]), "demand_gpus_p90": int(g90[h]), "current_gpus": cur})
+    return schemas.check_columns(pd.DataFrame(rows), schemas.DEMAND, "demand frame")
+
+
+def _report_metrics(m: dict) -> dict:
+    """One backtest variant's metrics with MAPE as a fraction; NaN (zero baseline error) as None."""
+    doc = {
+        "mae": m["mae"],
+        "mase_snaive168": m["mase_snaive168"],
+        "mase_naive24": m["mase_naive24"],
+        "mape": m["mape_pct"] / 100.0,
+        "p90_coverage": m["p90_coverage"],
+    }
+    return {k: (None if isinstance(v, float) and math.isnan(v) else float(v)) for k, v in doc.items()}
+
+
+def backtest_report(services: Sequence[ServiceSettings], raw: Mapping[str, pd.DataFrame]) -> dict:
+    """Backtest report of the real-time profile on every service (``gpuplan train --kind realtime``).
+
+    For each service: ingest its raw hourly rows, fit the weekly profile on the whole history (its
+    ``status``, ``method`` and ``messages`` are reported; two shipped weeks are below the C03 "more than
+    336 points" rule, hence ``"degraded"``), and run the rolling-origin backtest
+    :func:`forecasters.realtime.backtest` with its defaults (``REPORT_*``): 7 daily origins over the
+    second week, each refitted on the hours before it and scored 24 h ahead; masked gap hours are not
+    scored. About 5 s for the two shipped services (the hourly-recalibration variant is most of it).
+
+    Args:
+        services: the service settings.
+        raw: service name -> its raw traffic rows (``ts``, ``value``).
+
+    Returns:
+        ``{"kind": "realtime", "services": {name: doc}}`` with, per service::
+
+            {"status", "messages", "method", "units", "n_hours", "n_days", "horizon_h", "origins",
+             "masked_hours", "outliers",
+             "metrics": {"mae", "mase_snaive168", "mase_naive24", "mape", "p90_coverage"},
+             "baselines": {"snaive168": {"mae"}, "naive24": {"mae"}},
+             "hourly_recal": {same keys as "metrics"}}
+
+        ``metrics`` is the day-ahead P50/P90 (backtest variant ``day_ahead``); ``hourly_recal`` the
+        one-hour-ahead forecast after level recalibration from the previous hour (variant
+        ``hourly_recal``). ``mae`` in the file's units per hour (``units``); ``mase_*`` = MAE ÷ the
+        baseline's MAE on the same ``n_hours`` hours (seasonal naive ``y[t-168]``, naive ``y[t-24]``);
+        ``mape`` and ``p90_coverage`` are fractions (0..1). A MASE whose baseline error is 0 is None.
+
+    Raises:
+        forecasters.errors.InputError / ValueError: bad stamps, or a series too short for the backtest.
+    """
+    out = {}
+    for svc in services:
+        series_, diag = ingest(raw[svc.service][["ts", "value"]], svc.timezone)
+        prof = fit_profile(series_, svc.timezone, exclude=[*diag["imputed"], *diag["outliers"]])
+        res = backtest(series_, svc.timezone, exclude=diag["imputed"], outliers=diag["outliers"],
+                       n_days=REPORT_N_DAYS, horizon_h=REPORT_HORIZON_H, recal_window_h=REPORT_RECAL_WINDOW_H)
+        day, hourly = res["variants"]["day_ahead"], res["variants"]["hourly_recal"]
+        out[svc.service] = {
+            "status": prof.status,
+            "messages": list(prof.messages),
+            "method": prof.method,
+            "units": svc.units,
+            "n_hours": int(day["n_hours"]),
+            "n_days": int(res["n_days"]),
+            "horizon_h": REPORT_HORIZON_H,
+            "origins": list(res["origins"]),
+            "masked_hours": len(diag["imputed"]),
+            "outliers": list(diag["outliers"]),
+            "metrics": _report_metrics(day),
+            "baselines": {"snaive168": {"mae": float(day["mae_snaive168"])},
+                          "naive24": {"mae": float(day["mae_naive24"])}},
+            "hourly_recal": _report_metrics(hourly),
+        }
+    return {"kind": "realtime", "services": out}
