@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from typer.testing import CliRunner
@@ -15,6 +16,20 @@ from pipelines.cli import app
 @pytest.fixture(autouse=True)
 def small_models(monkeypatch):
     monkeypatch.setattr(jobs, "DEFAULT_ROUNDS", 30)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A model store and MLflow store of this module only (predict trains into it when empty)."""
+    root = tmp_path_factory.mktemp("store")
+    return {"GPUPLAN_MODELS_DIR": str(root / "models"), "GPUPLAN_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}"}
+
+
+@pytest.fixture(autouse=True)
+def isolated_store(store, monkeypatch):
+    for k, v in store.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
 
 
 def test_train_json_shape():
@@ -62,3 +77,24 @@ def test_predict_unknown_category_is_one_line_exit_2(tmp_path):
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1
     assert "unknown training_variant 'GRPO'" in lines[0] and "known: full_finetune" in lines[0]
+
+
+def test_predict_loads_the_saved_model_and_refits_only_when_asked(tmp_path, store, monkeypatch):
+    q = generate_queue("quantization", 3, seed=4)
+    q.to_csv(tmp_path / "jobs.csv", index=False)
+    args = ["predict", "--kind", "quantization", "--jobs", str(tmp_path / "jobs.csv"), "--json"]
+    first = CliRunner().invoke(app, args)  # no saved model yet: trained, saved, then used
+    assert first.exit_code == 0, first.output
+    saved = store["GPUPLAN_MODELS_DIR"] + "/quantization/model.json"
+    stamp = os.stat(saved).st_mtime_ns
+
+    def no_fit(*a, **k):
+        raise AssertionError("predict refitted a saved model")
+
+    monkeypatch.setattr(jobs, "fit", no_fit)
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout) == json.loads(first.stdout)
+    assert os.stat(saved).st_mtime_ns == stamp
+    refit = CliRunner().invoke(app, [*args, "--refit"])
+    assert refit.exit_code == 1 and "predict refitted a saved model" in refit.stderr  # --refit does fit

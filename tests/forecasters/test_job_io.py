@@ -10,7 +10,8 @@ from forecasters.errors import InputError as ForecasterInputError
 from pipelines.errors import InputError
 
 BAD_INPUT = (InputError, ForecasterInputError)  # both are exit-2 errors at the CLI
-from pipelines.job_io import SHIPPED, history_path, load_history, load_jobs, write_history
+from pipelines.catalog import history_path
+from pipelines.job_io import SHIPPED, load_history, load_jobs, write_history
 
 
 @pytest.fixture(scope="module")

@@ -73,7 +73,7 @@ def test_four_concurrent_replans_one_hangs(prefect_server, srv_env, make_problem
     runs = tracking.finished_runs(settings, "plans")
     assert len(runs) == 3
     for r in runs:
-        for m in ("objective", "solve_s", "utilization_pct", "value", "rt_sla_pct", "proven_optimal"):
+        for m in ("objective", "solve_s", "planned_utilization_pct", "planned_value", "planned_rt_sla_pct", "proven_optimal"):
             assert m in r.data.metrics, (m, r.data.metrics)
         assert r.data.params["planner"] == "milp" and r.data.params["status"] in ("optimal", "time_limit")
     assert sorted(r.data.metrics["jobs_total"] for r in runs) == [2.0, 2.0, 2.0]

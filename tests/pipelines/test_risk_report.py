@@ -9,7 +9,7 @@ import pytest
 
 from optimizer.plan import JobAssignment, Plan
 from optimizer.problem import Problem
-from pipelines import queue
+from pipelines.stages import outputs as queue
 from pipelines.report import ReportInputs, build_report_table, exceed_probability, write_risk_report
 
 T0 = datetime(2025, 3, 16, 16, tzinfo=UTC)
@@ -105,11 +105,11 @@ def test_plan_tables_and_metrics():
     assert at2 == ["A"] * 4 + ["", ""] + ["service:chat"] * 2
     demand = pd.DataFrame({"service": "chat", "step": range(8), "demand_gpus_p50": [5, 5, 2, 2, 2, 2, 6, 6],
                            "demand_gpus_p90": [6, 6, 2, 2, 2, 2, 7, 6]})
-    m = queue.plan_metrics(problem, plan, demand)
+    m = queue.planned_metrics(problem, plan, demand)
     # batch 4 GPUs x 4 steps x 0.5 h = 8; served min(plan, P50) = (5+5+2*4+6+6) x 0.5 = 15; N x h = 32
-    assert m["utilization_pct"] == pytest.approx(100 * 23 / 32)
-    assert m["value"] == pytest.approx(8.0)
-    assert m["rt_unmet_gpu_h"] == pytest.approx(0.5)
+    assert m["planned_utilization_pct"] == pytest.approx(100 * 23 / 32)
+    assert m["planned_value"] == pytest.approx(8.0)
+    assert m["planned_rt_unmet_gpu_h"] == pytest.approx(0.5)
     assert m["jobs_started"] == 1 and m["jobs_total"] == 2
     assert m["idle_gpu_h"] == pytest.approx(32 - 8 - 16)
 

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+import pipelines.commands.train as train_cmd
 from pipelines.cli import app
+from pipelines.commands.train import realtime_report as train_report
 from pipelines.errors import InputError
-from pipelines.traffic_io import train_report
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICE_KEYS = {"status", "messages", "method", "units", "n_hours", "n_days", "horizon_h", "origins",
@@ -94,10 +95,7 @@ def test_cli_realtime_json_is_one_document_equal_to_the_report(report):
 
 def test_cli_realtime_table_and_all_include_the_report(report, monkeypatch):
     # the computation itself is checked above; here only what the command prints around it
-    import pipelines.commands.train as train_cmd
-    import pipelines.traffic_io as traffic_io
-
-    monkeypatch.setattr(traffic_io, "train_report", lambda: report)
+    monkeypatch.setattr(train_cmd, "realtime_report", lambda: report)
     res = CliRunner().invoke(app, ["train", "--kind", "realtime"])
     assert res.exit_code == 0, res.output
     for name, doc in report["services"].items():
@@ -142,10 +140,8 @@ def test_bad_inputs_name_the_file_or_setting(tmp_path, make_utc):
 
 
 def test_cli_bad_realtime_input_exits_2_with_one_line(tmp_path, monkeypatch):
-    import pipelines.traffic_io as traffic_io
-
-    real = traffic_io.train_report
-    monkeypatch.setattr(traffic_io, "train_report", lambda: real(tmp_path))
+    real = train_cmd.realtime_report
+    monkeypatch.setattr(train_cmd, "realtime_report", lambda: real(tmp_path))
     res = CliRunner().invoke(app, ["train", "--kind", "realtime", "--json"])
     assert res.exit_code == 2 and res.stdout == ""
     lines = res.stderr.strip().splitlines()

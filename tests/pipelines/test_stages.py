@@ -1,4 +1,4 @@
-"""Queue -> problem conversion, running-job blocks, the real-trace queue mix, benchmark logging."""
+"""Stages: queue -> problem conversion, running-job blocks, the real-trace queue mix; benchmark logging."""
 
 from __future__ import annotations
 
@@ -8,18 +8,27 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from domain.kinds import JOB_KINDS, QOS_PRIORITY
 from optimizer.problem import Problem
-from pipelines import queue, tracking
+from pipelines import tracking
+from pipelines.catalog import Catalog
 from pipelines.config import load_settings
 from pipelines.errors import InputError
+from pipelines.flows import cluster_shape, run_benchmark
+from pipelines.stages import problem as P
+from pipelines.stages import queue
+from pipelines.stages.realtime import ServiceSettings
 
 T0 = datetime(2025, 3, 16, 16, tzinfo=UTC)
+#: the shipped m-small service's GPU bounds (data/traffic/services.json)
+SERVICES = [ServiceSettings(service="m-small", file="m-small.csv", timezone="Asia/Shanghai",
+                            capacity_per_gpu_per_h=1_100_000, headroom=0.1, min_gpus=1, max_gpus=16, swap_cap_gpus=4)]
 
 
 def test_running_blocks_are_aligned_first_fit_largest_first():
-    assert queue._assign_running_blocks([1, 4, 2], 8) == [6, 0, 4]
+    assert P.assign_running_blocks([1, 4, 2], 8) == [6, 0, 4]
     with pytest.raises(InputError, match=r"no aligned block of 4\)"):
-        queue._assign_running_blocks([4, 8], 8)
+        P.assign_running_blocks([4, 8], 8)
 
 
 def test_to_problem_hand_values():
@@ -33,7 +42,7 @@ def test_to_problem_hand_values():
         "duration_p10_h": [0.5, 1.0], "duration_p50_h": [1.2, 2.2], "duration_p90_h": [2.0, 3.0]})
     demand = pd.DataFrame({"service": "m-small", "step": range(4), "demand_gpus_p50": [1, 1, 2, 2],
                            "demand_gpus_p90": [2, 2, 3, 3], "current_gpus": 2})
-    d = queue.to_problem(s, jobs, demand, T0)
+    d = P.problem_document(cluster_shape(s), SERVICES, jobs, demand, T0)
     assert d["jobs"] == [{"job_id": "q1", "kind": "training", "priority": 2.0, "release_step": 0, "gpus": 4,
                           "duration_steps": 3, "deadline_step": 3}]
     # started 1 h ago, P50 2.2 h -> 1.2 h left -> 3 steps; max(requested 4, predicted 2) GPUs at offset 0
@@ -46,18 +55,19 @@ def test_to_problem_hand_values():
 
 def test_queue_mixes_real_trace_and_generated_jobs():
     s = load_settings()
-    q = queue.build_queue(s, T0)
+    pods = Catalog(s).trace_pods()
+    q = queue.build_queue(pods, s.seed, T0)
     allq = pd.concat(q.values(), ignore_index=True)
     trace = allq[allq["source"] == "alibaba-openb"]
     assert len(trace) == queue.N_TRACE_JOBS
-    assert set(trace["priority"]) <= set(queue.QOS_PRIORITY.values())
+    assert set(trace["priority"]) <= set(QOS_PRIORITY.values())
     assert (trace["submitted_at"] <= pd.Timestamp(T0)).all()
     assert (trace["submitted_at"] >= pd.Timestamp(T0) - pd.Timedelta(hours=24)).all()
     gen = allq[(allq["source"] == "generated") & (allq["state"] == "queued")]
-    assert len(gen) == queue.N_LLM_JOBS and set(gen["kind"]) == set(queue.JOB_KINDS)
+    assert len(gen) == queue.N_LLM_JOBS and set(gen["kind"]) == set(JOB_KINDS)
     assert (allq["state"] == "running").sum() == queue.N_RUNNING
     assert allq["job_id"].is_unique
-    again = pd.concat(queue.build_queue(s, T0).values(), ignore_index=True)
+    again = pd.concat(queue.build_queue(pods, s.seed, T0).values(), ignore_index=True)
     pd.testing.assert_frame_equal(allq, again)  # seeded
 
 
@@ -65,7 +75,7 @@ def test_benchmark_logs_one_run(tmp_path):
     s = load_settings(tracking_uri=f"sqlite:///{tmp_path / 'ml' / 'mlflow.db'}", mlruns_dir=tmp_path / "ml",
                       artifact_root=tmp_path / "ml" / "artifacts")
     tracking.init_store(s)
-    res = queue.run_benchmark(s, "mixed", True, tmp_path / "bench")
+    res = run_benchmark(s, "mixed", True, tmp_path / "bench")
     assert res["violations"] == 0 and res["verified_plans"] > 0
     runs = tracking.finished_runs(s, "benchmarks")
     assert len(runs) == 1 and runs[0].data.params["scenarios"] == "mixed"
@@ -83,8 +93,24 @@ def test_to_problem_elastic_sizes_with_efficiency():
         "duration_p90_h": [2.0], "size_options": ['[{"gpus": 8, "duration_h": 0.7}]']})
     demand = pd.DataFrame({"service": "m-small", "step": range(4), "demand_gpus_p50": [1] * 4,
                            "demand_gpus_p90": [1] * 4, "current_gpus": 1})
-    d = queue.to_problem(s, jobs, demand, T0)
+    d = P.problem_document(cluster_shape(s), SERVICES, jobs, demand, T0)
     # 4 GPUs x 3 steps = 12 GPU-steps at the request; 8 GPUs x 2 steps = 16 -> efficiency 0.75
     assert d["jobs"][0]["sizes"] == [{"gpus": 4, "duration_steps": 3, "efficiency": 1.0},
                                      {"gpus": 8, "duration_steps": 2, "efficiency": 0.75}]
     assert [o.gpus for o in Problem.from_dict(d).jobs[0].sizes] == [4, 8]
+
+
+def test_problem_is_built_once_as_a_validated_problem():
+    s = load_settings(n_gpus=8, horizon_steps=4)
+    jobs = pd.DataFrame({
+        "job_id": ["q1"], "kind": ["training"], "priority": [2.0], "state": ["queued"],
+        "submitted_at": [pd.Timestamp(T0)], "started_at": [pd.NaT], "deadline_at": [pd.NaT], "source": ["generated"],
+        "gpus_requested": [4], "gpus_pred": [4], "duration_p10_h": [1.0], "duration_p50_h": [1.2],
+        "duration_p90_h": [2.0], "flags": [""], "size_options": [None]})
+    demand = pd.DataFrame({"service": "m-small", "step": range(4), "ts": pd.Timestamp(T0), "traffic_p50": 1.0,
+                           "traffic_p90": 1.0, "demand_gpus_p50": [1] * 4, "demand_gpus_p90": [1] * 4,
+                           "current_gpus": 1})
+    problem = P.build_problem(cluster_shape(s), SERVICES, jobs, demand, T0)
+    assert isinstance(problem, Problem) and problem.jobs[0].requested.duration_steps == 3
+    with pytest.raises(InputError, match="job forecasts: missing column"):
+        P.build_problem(cluster_shape(s), SERVICES, jobs.drop(columns="gpus_pred"), demand, T0)
