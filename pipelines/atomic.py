@@ -51,7 +51,9 @@ def fsync_path(path: Path) -> None:
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path, *, make_parents: bool = False) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on a normal exit fsync it and ``os.replace`` it onto
+    """Yield a temporary path beside ``path``, replaced onto ``path`` atomically.
+
+    On a normal exit fsync it and ``os.replace`` it onto
     ``path``; on any exception remove it and re-raise (``path`` unchanged).
 
     The temporary file already exists (empty, created exclusively with mode ``0o666`` less the

@@ -153,8 +153,9 @@ def shipped_history(kind: str, data_dir: Path = DATA_DIR) -> pd.DataFrame:
 
 
 def load_real_trace(trace_dir: Path = TRACE_DIR) -> RealTraceData:
-    """The shipped real-trace slices of ``trace_dir`` as :class:`optimizer.scenarios.RealTraceData`
-    (:func:`pipelines.trace_io.parse_real_trace`; the ``real_trace`` benchmark scenario).
+    """The shipped real-trace slices of ``trace_dir`` as :class:`optimizer.scenarios.RealTraceData`.
+
+    Parsed by (:func:`pipelines.trace_io.parse_real_trace`; the ``real_trace`` benchmark scenario).
     """
     trace_dir = Path(trace_dir)
     return trace_io.parse_real_trace(trace_dir / Path(SHIPPED_FILES["trace_pods"]).name,
@@ -162,8 +163,9 @@ def load_real_trace(trace_dir: Path = TRACE_DIR) -> RealTraceData:
 
 
 def derive_traces(shared_data: Path, data_dir: Path = DATA_DIR) -> dict:
-    """Re-derive the shipped real-trace slices from the public traces under ``shared_data``
-    (:func:`pipelines.trace_io.derive_trace_slice`); returns its summary.
+    """Re-derive the shipped real-trace slices from the public traces under ``shared_data``.
+
+    Calls (:func:`pipelines.trace_io.derive_trace_slice`); returns its summary.
     """
     return trace_io.derive_trace_slice(
         Path(shared_data) / PUBLIC_TRACE_SOURCES["openb_pods"], Path(shared_data) / PUBLIC_TRACE_SOURCES["servegen_aggregate"],
@@ -179,7 +181,9 @@ def read_problem_file(path: Path, on_invalid_job: Literal["raise", "drop"] = "ra
 
 
 def write_plan_file(path: Path, tables: pd.DataFrame, plan: Plan) -> Path:
-    """Write a plan parquet a user names (``gpuplan plan --out``): ``tables`` (:data:`pipelines.schemas.PLAN_TABLES`)
+    """Write a plan parquet a user names (``gpuplan plan --out``).
+
+    Writes ``tables`` (:data:`pipelines.schemas.PLAN_TABLES`)
     with the plan's summary in the parquet metadata (:func:`pipelines.plan_io.write_plan_parquet`).
     """
     schemas.check_columns(tables, schemas.PLAN_TABLES, str(path))
@@ -319,8 +323,9 @@ class Catalog:
         return traffic_io.read_services(self.shipped("services"))
 
     def raw_traffic(self, services: list[ServiceSettings]) -> dict[str, pd.DataFrame]:
-        """Each service's raw hourly rows (``ts``, ``value``) from its shipped file
-        (:func:`pipelines.traffic_io.read_service_traffic`).
+        """Each service's raw hourly rows (``ts``, ``value``) from its shipped file.
+
+        Read by (:func:`pipelines.traffic_io.read_service_traffic`).
 
         Raises:
             FileNotFoundError: a file missing; pipelines.errors.InputError: unreadable, or without rows
@@ -349,8 +354,9 @@ class Catalog:
         return self.settings.models_dir / kind
 
     def load_model(self, kind: str) -> Any:
-        """The current ``kind`` forecaster, or None when missing, unreadable or of another kind
-        (a corrupt or partial model folder is retrained, never used).
+        """The current ``kind`` forecaster, or None when missing, unreadable or of another kind.
+
+        Never used then (a corrupt or partial model folder is retrained, never used).
         """
         path = self.model_path(kind)
         if not path.is_dir():

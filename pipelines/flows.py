@@ -118,8 +118,9 @@ def ingest_traffic(services: list[ServiceSettings], raw: dict[str, pd.DataFrame]
 
 @task(name="train-or-load", cache_policy=NO_CACHE)
 def train_or_load(kind: str, retrain: bool = False) -> Any:
-    """:func:`pipelines.model_store.train_or_load`: the current ``kind`` forecaster (trained, saved and
-    logged to MLflow when missing or ``retrain``).
+    """:func:`pipelines.model_store.train_or_load`: the current ``kind`` forecaster.
+
+    Trained, saved and logged to MLflow when missing or ``retrain``.
     """
     with _Stage(f"forecaster {kind}"):
         return model_store.train_or_load(load_settings(), kind, retrain=retrain)
@@ -198,8 +199,9 @@ def verify_plan(problem: Problem, plan: Plan) -> str:
 @task(name="write-outputs", cache_policy=NO_CACHE)
 def write_outputs(run: RunCatalog, run_name: str, problem: Problem, plan: Plan, start: datetime,
                   forecasts: Forecasts | None) -> dict[str, str]:
-    """Plan tables, risk report (:mod:`pipelines.report`) and summary into the run folder; returns
-    file name -> path. Without ``forecasts`` (a plan of a given problem file) the report uses the
+    """Plan tables, risk report (:mod:`pipelines.report`) and summary into the run folder.
+
+    Returns file name -> path. Without ``forecasts`` (a plan of a given problem file) the report uses the
     problem's own demand and jobs (:func:`pipelines.stages.outputs.report_inputs`).
     """
     with _Stage("plan + risk report"):
@@ -217,8 +219,10 @@ def write_outputs(run: RunCatalog, run_name: str, problem: Problem, plan: Plan, 
 
 @task(name="log-plan", retries=2, retry_delay_seconds=3, cache_policy=NO_CACHE)
 def log_plan(run_dir: str, run_name: str, planner: str) -> str:
-    """Log one published run folder to the ``plans`` experiment (:func:`pipelines.tracking.log_plan_run`);
-    return the run id. Retried: SQLite lock contention is transient.
+    """Log one published run folder to the ``plans`` experiment; return the run id.
+
+    Reads the folder's summary and real-time metrics through the catalog and calls
+    :func:`pipelines.tracking.log_plan_run`. Retried: SQLite lock contention is transient.
     """
     with _Stage("mlflow"):
         run = RunCatalog(Path(run_dir))
@@ -333,8 +337,9 @@ def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: s
 @flow(name="train_forecasters", log_prints=False)
 def train_forecasters(scheduled_at: datetime | None = None, kinds: list[str] | None = None,
                       force: bool = False) -> dict[str, Any]:
-    """Nightly retraining: refit every job forecaster (logged to MLflow, registered with the
-    ``champion`` alias). The real-time profiles are refitted on the trailing window at every
+    """Nightly retraining: refit every job forecaster.
+
+    Each is logged to MLflow and registered with the ``champion`` alias. The real-time profiles are refitted on the trailing window at every
     planning run (DESIGN §4.4), so they need no nightly step.
 
     One run per local day of ``Settings.nightly_timezone``: a second scheduled run for a local
@@ -356,7 +361,9 @@ def train_forecasters(scheduled_at: datetime | None = None, kinds: list[str] | N
 
 
 def run_benchmark(settings: Settings, scenario: str, quick: bool, out: Path) -> dict[str, Any]:
-    """Run the rolling-horizon benchmark (:mod:`pipelines.bench`, ``docs/benchmark.md``), write its
+    """Run the rolling-horizon benchmark (:mod:`pipelines.bench`, ``docs/benchmark.md``).
+
+    Writes its
     outputs into ``out`` and log one run to the ``benchmarks`` experiment
     (:func:`pipelines.tracking.log_benchmark_run`).
 
@@ -372,7 +379,9 @@ def run_benchmark(settings: Settings, scenario: str, quick: bool, out: Path) -> 
 
 @flow(name="benchmark", log_prints=False)
 def benchmark(scenario: str = "all", quick: bool = True, out_dir: str | None = None) -> dict[str, Any]:
-    """Run the rolling-horizon benchmark (:func:`run_benchmark`) and log it to the ``benchmarks``
+    """Run the rolling-horizon benchmark (:func:`run_benchmark`) and log it.
+
+    Logged to the ``benchmarks``
     experiment. Returns ``{"out_dir", "mlflow_run_id", "wall_s", "verified_plans", "violations"}``.
     """
     s = load_settings()

@@ -132,7 +132,9 @@ def load_model(path: str | Path):
 
 
 def raw_feature_frame(model, jobs: pd.DataFrame) -> pd.DataFrame:
-    """The pyfunc's input: ``job_id`` (str; the row position when absent) + the kind's raw
+    """The pyfunc's input frame.
+
+    Columns: ``job_id`` (str; the row position when absent) + the kind's raw
     features in the model's order, categoricals as plain object strings (what JSON gives),
     booleans ``bool``, integers ``int64``, other numerics ``float64``. Used for signatures and
     input examples. ``jobs``: ``(n, ...)``, extra columns dropped.

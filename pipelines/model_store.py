@@ -16,7 +16,9 @@ from pipelines.stages import models
 
 
 def train_or_load(settings: Settings, kind: str, retrain: bool = False) -> Any:
-    """The current ``kind`` forecaster (:class:`forecasters.jobs.JobModel`), trained first when
+    """The current ``kind`` forecaster (:class:`forecasters.jobs.JobModel`).
+
+    Trained first when
     missing, unreadable or ``retrain``.
 
     Training: :func:`pipelines.stages.models.train` on the shipped history (time-ordered split, fit on

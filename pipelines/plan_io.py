@@ -63,7 +63,9 @@ def plan_summary(plan: Any) -> dict[str, Any]:
 
 
 def write_plan_parquet(tables: pd.DataFrame, plan: Any, path: Path) -> Path:
-    """Write the plan tables ``tables`` to ``path`` atomically, with :func:`plan_summary` of ``plan``
+    """Write the plan tables ``tables`` to ``path`` atomically.
+
+    With :func:`plan_summary` of ``plan``
     as JSON in the parquet metadata (key ``gpuplan_plan``).
 
     Raises :class:`pipelines.errors.InputError` when the target folder does not exist.

@@ -102,6 +102,7 @@ class RunInfo:
 
     @property
     def slot_time(self) -> datetime:
+        """The UTC start of the run's slot (aware)."""
         return parse_slot(self.slot)
 
 
@@ -222,10 +223,12 @@ class RunFolder:
 
     @property
     def name(self) -> str:
+        """The run folder's name, ``<slot>_<run_id>``."""
         return f"{self.slot}_{self.run_id}"
 
     @property
     def final_path(self) -> Path:
+        """Where :meth:`commit` puts the folder."""
         return self.out_dir / self.name
 
     def commit(self) -> tuple[RunInfo, bool]:
@@ -249,6 +252,7 @@ class RunFolder:
         return info, moved
 
     def abort(self) -> None:
+        """Delete the temporary folder (the previous run and ``latest`` are untouched)."""
         shutil.rmtree(self.tmp_path, ignore_errors=True)
 
 
@@ -282,7 +286,9 @@ def check_freshness(out_dir: Path, now: datetime, max_age_h: float = 2.0) -> Run
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m pipelines.run_folder check DIR [--max-age-h H]``: exit 1 (message on stderr)
+    """``python -m pipelines.run_folder check DIR [--max-age-h H]``: the freshness check.
+
+    Exit 1 (message on stderr)
     when the newest plan under DIR is older than H hours (default 2), else print it and exit 0.
     """
     import argparse

@@ -145,12 +145,15 @@ def log_run(
     """Create one finished MLflow run in ``EXPERIMENTS[experiment]`` and return its run id.
 
     Args:
+        settings: where the store is (``tracking_uri``).
         experiment: a key of :data:`EXPERIMENTS`.
+        run_name: the run's name.
         params: logged as strings; None values skipped.
         metrics: numeric values; None, NaN, inf and non-numeric values are skipped (MLflow
             refuses NaN in SQLite stores).
         artifacts: artifact path inside the run (``plots/gantt.png``) -> local file; the file is
             stored under the key's folder with its own name.
+        tags: run tags.
         status: terminal status, ``FINISHED`` or ``FAILED``.
 
     Raises:
@@ -251,6 +254,7 @@ def log_job_model(
     pyfunc is reloaded and must reproduce the in-memory predictions on the example (1e-9 h).
 
     Args:
+        settings: where the store and registry are (``tracking_uri``).
         run_id: an existing run (e.g. from :func:`log_run`); reopened and finished again.
         model: a fitted :class:`forecasters.jobs.JobModel`.
         example_jobs: ``(n >= 1, ...)`` jobs with the kind's raw feature columns (``job_id``

@@ -39,8 +39,8 @@ from optimizer.metrics import compute
 from optimizer.planners import PLANNERS
 from optimizer.scenarios import SCENARIOS, build
 from optimizer.simulate import planner_fn, simulate, simulate_clairvoyant
-from pipelines.errors import InputError
 from pipelines.catalog import TRACE_DIR, load_real_trace
+from pipelines.errors import InputError
 
 REFERENCE = {
     "_all": "utilisation up to +33 points; priority-weighted value higher in every scenario, up to +105 %",

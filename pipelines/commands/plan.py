@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -14,9 +15,9 @@ PLAN_FILE_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def plan(
-    problem: Path = typer.Option(..., "--problem", help="Problem file (JSON, DESIGN §3.1)."),
+    problem: Annotated[Path, typer.Option("--problem", help="Problem file (JSON, DESIGN §3.1).")],
     planner: str = typer.Option("milp", "--planner", help="milp | fifo | easy | priority"),
-    out: Path | None = typer.Option(None, "--out", help="Write the plan parquet here."),
+    out: Annotated[Path | None, typer.Option("--out", help="Write the plan parquet here.")] = None,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
 ) -> None:
     """Plan one problem file with a planner, verify it, and write/print the plan."""

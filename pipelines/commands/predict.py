@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -44,8 +45,8 @@ def predict_file(kind: str, jobs_path: Path, step_minutes: float = STEP_MINUTES,
 
 
 def predict(
-    kind: str = typer.Option(..., "--kind", help="training | quantization | batch_inference"),
-    jobs: Path = typer.Option(..., "--jobs", help="CSV or parquet with one row per job."),
+    kind: Annotated[str, typer.Option("--kind", help="training | quantization | batch_inference")],
+    jobs: Annotated[Path, typer.Option("--jobs", help="CSV or parquet with one row per job.")],
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
     refit: bool = typer.Option(False, "--refit", help="Retrain the saved forecaster on the shipped history "
                                "first (saved and logged, as the nightly retraining does)."),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -65,7 +66,7 @@ def check_horizon_h(horizon_h: int, error: type[ValueError]) -> None:
 
 
 def profile(
-    traffic: Path = typer.Option(..., "--traffic", help="Hourly traffic file (ts, value[, service])."),
+    traffic: Annotated[Path, typer.Option("--traffic", help="Hourly traffic file (ts, value[, service]).")],
     timezone: str | None = typer.Option(None, "--timezone", help="IANA zone of naive stamps; the local clock."),
     horizon_h: int = typer.Option(24, "--horizon-h", help=f"Hours ahead to forecast, 1..{MAX_HORIZON_H} (two weeks)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from pipelines.cli_support import run_guarded
+
+#: Default folder of the run folders (relative to the working directory).
+DEFAULT_OUT = Path("runs")
 
 #: stages shown as progress bars (names used by pipelines.flows)
 STAGES = ("ingest traffic", "forecaster training", "forecaster quantization", "forecaster batch_inference",
@@ -14,8 +18,8 @@ STAGES = ("ingest traffic", "forecaster training", "forecaster quantization", "f
 
 
 def run(
-    out: Path = typer.Option(Path("runs"), "--out", help="Folder that holds run folders and 'latest' "
-                             "(created if missing; its parent folder must exist)."),
+    out: Annotated[Path, typer.Option("--out", help="Folder that holds run folders and 'latest' "
+                                      "(created if missing; its parent folder must exist).")] = DEFAULT_OUT,
 ) -> None:
     """Train or load forecasters, forecast, plan, verify, report; print the run folder."""
 

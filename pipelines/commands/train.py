@@ -15,8 +15,9 @@ ALL_KINDS = (*JOB_KINDS, REALTIME, "all")
 
 
 def train_job_kind(kind: str) -> dict:
-    """Fit ``kind`` on the earliest 80 % of its shipped history and evaluate on the latest 20 %
-    (:func:`pipelines.stages.models.train`; nothing is saved or logged).
+    """Fit ``kind`` on the earliest 80 % of its shipped history and evaluate on the latest 20 %.
+
+    The stage is (:func:`pipelines.stages.models.train`; nothing is saved or logged).
 
     Returns the document of :func:`forecasters.jobs.evaluate`. Logs the number of rows excluded
     for a non-positive duration (case C21) to standard error.

@@ -30,7 +30,9 @@ TEST_FRACTION = 0.2
 
 @dataclass(frozen=True)
 class TrainedModel:
-    """Output of :func:`train`: the fitted model, its held-out jobs and the evaluation document
+    """Output of :func:`train`.
+
+    The fitted model, its held-out jobs and the evaluation document
     (:func:`forecasters.jobs.evaluate`: ``n_train``, ``n_test``, ``metrics``, ``baselines``).
     """
 
@@ -40,8 +42,9 @@ class TrainedModel:
 
 
 def train(kind: str, history: pd.DataFrame, seed: int = 0, test_fraction: float = TEST_FRACTION) -> TrainedModel:
-    """Fit ``kind`` on the earliest ``1 - test_fraction`` of ``history`` (by submission time) and
-    evaluate it on the rest against the baselines (:func:`forecasters.jobs.time_split`, ``fit``,
+    """Fit ``kind`` on the earliest ``1 - test_fraction`` of ``history`` (by submission time).
+
+    Then evaluate it on the rest against the baselines (:func:`forecasters.jobs.time_split`, ``fit``,
     ``evaluate``).
     """
     train_rows, test = J.time_split(history, test_fraction)
@@ -50,7 +53,9 @@ def train(kind: str, history: pd.DataFrame, seed: int = 0, test_fraction: float 
 
 
 def held_out(trained: TrainedModel) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
-    """``(predictions, actual duration_h, ok)`` on the held-out jobs; ``ok`` masks the rows with a
+    """``(predictions, actual duration_h, ok)`` on the held-out jobs.
+
+    ``ok`` masks the rows with a
     positive actual duration (failed-at-launch rows excluded, case C21).
     """
     pred = J.predict(trained.model, trained.test)

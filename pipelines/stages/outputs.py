@@ -137,7 +137,9 @@ def report_inputs(problem: Problem, plan: Plan, start: datetime, jobs: pd.DataFr
 
 def summary(run_name: str, start: datetime, problem: Problem, plan: Plan, demand: pd.DataFrame,
             rt_status: Mapping[str, Sequence[str]]) -> dict[str, Any]:
-    """``summary.json`` of a run: plan start, planner, status, objective, bound, gap, solve time,
+    """``summary.json`` of a run.
+
+    Plan start, planner, status, objective, bound, gap, solve time,
     model size, violations, real-time profile status and :func:`planned_metrics` (key ``metrics``).
     """
     return {"run": run_name, "plan_start": start.isoformat(), "planner": plan.planner, "status": plan.status,
@@ -148,7 +150,9 @@ def summary(run_name: str, start: datetime, problem: Problem, plan: Plan, demand
 
 
 def forecasts_table(jobs: pd.DataFrame, demand: pd.DataFrame) -> pd.DataFrame:
-    """``forecasts.parquet`` of DESIGN §3 (:data:`pipelines.schemas.FORECASTS`): one row per job
+    """``forecasts.parquet`` of DESIGN §3 (:data:`pipelines.schemas.FORECASTS`).
+
+    One row per job
     (``entity = job``) and one per service and step (``entity = service_step``).
     """
     fj = jobs[["job_id", "kind", "duration_p10_h", "duration_p50_h", "duration_p90_h", "gpus_pred"]].assign(

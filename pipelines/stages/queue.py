@@ -125,7 +125,9 @@ def build_queue(pods: pd.DataFrame, seed: int, start: datetime) -> dict[str, pd.
 
 
 def queue_table(queue: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """The queue as one table (:data:`pipelines.schemas.QUEUE_TABLE`): the planning columns, and each
+    """The queue as one table (:data:`pipelines.schemas.QUEUE_TABLE`).
+
+    The planning columns, and each
     job's other columns (its features) as JSON text of their string values.
     """
     qcols = list(schemas.QUEUE)

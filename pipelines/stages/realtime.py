@@ -90,7 +90,9 @@ class ServiceSettings:
 
 @dataclass(frozen=True)
 class IngestedTraffic:
-    """Output of :func:`ingest_traffic`: the :data:`pipelines.schemas.TRAFFIC` frame and the
+    """Output of :func:`ingest_traffic`.
+
+    The :data:`pipelines.schemas.TRAFFIC` frame and the
     diagnostics per service (:func:`forecasters.realtime.ingest`).
     """
 
@@ -162,7 +164,9 @@ def _fit(hist: pd.Series, excl: list[pd.Timestamp], before: pd.Timestamp, timezo
 
 
 def fit_profiles(services: Sequence[ServiceSettings], traffic: pd.DataFrame, as_of: datetime) -> ProfileFit:
-    """Fit each service's weekly profile on the hours before ``as_of``, recalibrate its level on the
+    """Fit each service's weekly profile on the hours before ``as_of``.
+
+    Then recalibrate its level on the
     last actual hours, and back-test the last day for the bands (module docstring).
     """
     schemas.check_columns(traffic, schemas.TRAFFIC, "traffic")

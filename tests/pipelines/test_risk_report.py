@@ -9,8 +9,8 @@ import pytest
 
 from optimizer.plan import JobAssignment, Plan
 from optimizer.problem import Problem
-from pipelines.stages import outputs as queue
 from pipelines.report import ReportInputs, build_report_table, exceed_probability, write_risk_report
+from pipelines.stages import outputs as queue
 
 T0 = datetime(2025, 3, 16, 16, tzinfo=UTC)
 
