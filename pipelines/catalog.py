@@ -123,6 +123,9 @@ PUBLIC_TRACE_SOURCES: dict[str, str] = {
     "servegen_aggregate": "servegen-bailian-llm-2025/aggregate_10min.csv",
 }
 
+#: Artifacts of a job-model run (MLflow, written to a temporary folder): the held-out plot, the level lists.
+MODEL_RUN_FILES: dict[str, str] = {"pred_vs_actual_plot": "pred_vs_actual_{kind}.png", "levels": "levels.json"}
+
 #: The model store's marker of the local days the nightly retraining claimed.
 NIGHTLY_MARKER = "nightly_days.json"
 

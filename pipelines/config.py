@@ -1,7 +1,7 @@
 """Typed settings for the pipelines shell: paths, MLflow tracking URI, Prefect environment.
 
-Every path the shell reads or writes is named here (Kedro habit: one place maps names to
-paths). Settings are a frozen pydantic model built by :func:`load_settings` from defaults
+The roots the shell reads and writes under are named here (data, runs, models, MLflow); the
+datasets inside them (names, formats, schemas) are :mod:`pipelines.catalog`'s. Settings are a frozen pydantic model built by :func:`load_settings` from defaults
 plus environment overrides:
 
 | environment variable | setting | default |

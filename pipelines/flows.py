@@ -26,6 +26,9 @@ Conventions (``docs/STACK.md`` and Prefect's own examples):
 
 Settings come from :func:`pipelines.config.load_settings` (environment) in every flow and task, so a
 served deployment and the tests configure paths and the tracking URI through the environment.
+
+(Over 400 lines on purpose: one small documented ``@task`` per stage next to the four flows that wire
+them, so each flow reads in one place; the work itself is in the stages.)
 """
 
 from __future__ import annotations
@@ -205,7 +208,8 @@ def write_outputs(run: RunCatalog, run_name: str, problem: Problem, plan: Plan, 
     problem's own demand and jobs (:func:`pipelines.stages.outputs.report_inputs`).
     """
     with _Stage("plan + risk report"):
-        paths = {"plan.parquet": run.save("plan_tables", outputs.plan_tables(problem, plan, start))}
+        tables = run.save("plan_tables", outputs.plan_tables(problem, plan, start))
+        paths = {tables.name: tables}
         if forecasts is not None:
             inp = outputs.report_inputs(problem, plan, start, forecasts.jobs, forecasts.demand, forecasts.fit.bands,
                                         forecasts.fit.status)
@@ -213,7 +217,8 @@ def write_outputs(run: RunCatalog, run_name: str, problem: Problem, plan: Plan, 
             inp = outputs.report_inputs(problem, plan, start)
         paths.update(write_risk_report(run.folder, inp, run_name))
         doc = outputs.summary(run_name, start, problem, plan, inp.demand, inp.rt_status)
-        paths["summary.json"] = run.save("summary", doc)
+        summary_path = run.save("summary", doc)
+        paths[summary_path.name] = summary_path
         return {k: str(v) for k, v in paths.items()}
 
 

@@ -20,6 +20,8 @@ Logging goes through :class:`mlflow.MlflowClient` with explicit run ids (thread-
 global active run), except model logging, which needs MLflow's fluent API. Job forecasters are
 logged through one path, :func:`log_job_model` (lightgbm flavour + registered pyfunc, one
 pip-requirement list :func:`model_pip_requirements`).
+
+(Over 400 lines on purpose: it is the one module that holds MLflow code, one function per kind of run.)
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import pyarrow
 
 from forecasters.jobs import predict as job_predict
 from pipelines import job_models
+from pipelines.catalog import MODEL_RUN_FILES
 from pipelines.config import Settings
 from pipelines.report.plots import plot_pred_vs_actual
 from pipelines.run_folder import file_lock
@@ -356,9 +359,9 @@ def log_job_model_run(settings: Settings, kind: str, model: Any, doc: Mapping[st
     """
     pred, actual, ok = held_out
     with tempfile.TemporaryDirectory() as tmp:
-        png = Path(tmp) / f"pred_vs_actual_{kind}.png"
+        png = Path(tmp) / MODEL_RUN_FILES["pred_vs_actual_plot"].format(kind=kind)
         plot_pred_vs_actual(kind, pred, actual, ok, dict(doc), png)
-        levels = Path(tmp) / "levels.json"
+        levels = Path(tmp) / MODEL_RUN_FILES["levels"]
         levels.write_text(json.dumps({"levels_version": model.levels_version, "levels": model.levels}))
         params = {"kind": kind, "history": source, "levels_version": model.levels_version,
                   "n_train": doc.get("n_train"), "n_test": doc.get("n_test"),
