@@ -56,16 +56,19 @@ def pow2_ceil_array(x: npt.ArrayLike) -> npt.NDArray[np.int64]:
         int64 array of ``x``'s shape (0-d for a scalar).
 
     Raises:
-        InputError: a value is not a finite number.
+        InputError: a value is not a finite number, or is above ``2**62`` (no int64 power of two).
     """
     a = np.asarray(x, dtype=float)
     bad = ~np.isfinite(a)
     if bad.any():
         raise InputError(f"GPU count {a[bad].flat[0]!r} is not a finite number")
+    if (a > 2.0**62).any():
+        raise InputError(f"GPU count {a[a > 2.0**62].flat[0]!r} is too large (at most 2**62)")
     c = np.maximum(np.ceil(np.round(a, ROUND_DIGITS)), 1.0)
-    # frexp(c - 1) = (m, e) with c - 1 = m * 2**e, 0.5 <= m < 1 (e = 0 for c = 1): the bit length
-    # of c - 1, exact for whole numbers below 2**53
-    _, e = np.frexp(c - 1.0)
+    # frexp(c) = (m, e) with c = m * 2**e and 0.5 <= m < 1 (exact): c is 2**(e - 1) when m is 0.5,
+    # else the next power of two is 2**e
+    m, e = np.frexp(c)
+    e = np.where(m == 0.5, e - 1, e)
     return np.asarray(np.left_shift(np.int64(1), e.astype(np.int64)), dtype=np.int64)
 
 

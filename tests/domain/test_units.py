@@ -56,8 +56,9 @@ def test_pow2_ceil_array_is_pow2_ceil_elementwise() -> None:
     assert pow2_ceil_array(np.array([])).shape == (0,)
 
 
-@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, 2.0**62 + 2.0**20])
 def test_pow2_ceil_array_refuses_non_finite(bad: float) -> None:
+    assert pow2_ceil_array(np.array([2.0**62])).tolist() == [2**62]
     with pytest.raises(InputError, match="GPU count"):
         pow2_ceil_array(np.array([2.0, bad]))
 
