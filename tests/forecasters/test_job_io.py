@@ -5,12 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from forecasters.generators import generate_history
 from forecasters.errors import InputError as ForecasterInputError
+from forecasters.generators import generate_history
 from pipelines.errors import InputError
+from pipelines.job_io import SHIPPED, history_path, load_history, load_jobs, write_history
 
 BAD_INPUT = (InputError, ForecasterInputError)  # both are exit-2 errors at the CLI
-from pipelines.job_io import SHIPPED, history_path, load_history, load_jobs, write_history
 
 
 @pytest.fixture(scope="module")
