@@ -1,6 +1,7 @@
 """Units and the planning clock: powers of two, hours -> steps, the horizon.
 
-One rule converts hours to planning steps (:func:`hours_to_steps`); every package uses it.
+One rule converts hours to planning steps (:func:`hours_to_steps`), one rounds up to a power of
+two (:func:`pow2_ceil`, :func:`pow2_ceil_array`); every package uses them.
 """
 
 from __future__ import annotations
@@ -40,6 +41,35 @@ def pow2_ceil(n: float) -> int:
         raise InputError(f"GPU count {n!r} is not a finite number")
     c = max(1, math.ceil(round(x, ROUND_DIGITS)))
     return 1 << (c - 1).bit_length()
+
+
+def pow2_ceil_array(x: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """:func:`pow2_ceil` element-wise: the smallest power of two >= each value, at least 1.
+
+    The same rule: round to ``ROUND_DIGITS`` digits, ceil, next power of two (0 -> 1, 3 -> 4,
+    2.3 -> 4, 8.0000001 -> 8). Used for memory-driven GPU counts and rounded-up GPU requests.
+
+    Args:
+        x: scalar or array of GPU counts (any shape, any real dtype).
+
+    Returns:
+        int64 array of ``x``'s shape (0-d for a scalar).
+
+    Raises:
+        InputError: a value is not a finite number, or is above ``2**62`` (no int64 power of two).
+    """
+    a = np.asarray(x, dtype=float)
+    bad = ~np.isfinite(a)
+    if bad.any():
+        raise InputError(f"GPU count {a[bad].flat[0]!r} is not a finite number")
+    if (a > 2.0**62).any():
+        raise InputError(f"GPU count {a[a > 2.0**62].flat[0]!r} is too large (at most 2**62)")
+    c = np.maximum(np.ceil(np.round(a, ROUND_DIGITS)), 1.0)
+    # frexp(c) = (m, e) with c = m * 2**e and 0.5 <= m < 1 (exact): c is 2**(e - 1) when m is 0.5,
+    # else the next power of two is 2**e
+    m, e = np.frexp(c)
+    e = np.where(m == 0.5, e - 1, e)
+    return np.asarray(np.left_shift(np.int64(1), e.astype(np.int64)), dtype=np.int64)
 
 
 def _steps(hours: float, step_minutes: float, rounding: Rounding) -> float:
@@ -144,6 +174,8 @@ class Horizon:
         return self.start + step * self.step
 
     def steps_until(self, when: datetime) -> int:
-        """Whole steps from ``start`` until ``when``, rounded up (a deadline at 00:10 on 30-minute
-        steps from 00:00 is step 1)."""
+        """Whole steps from ``start`` until ``when``, rounded up.
+
+        A deadline at 00:10 on 30-minute steps from 00:00 is step 1.
+        """
         return math.ceil((when - self.start) / self.step - 1e-9)

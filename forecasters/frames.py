@@ -160,7 +160,8 @@ def normalise_features(
             if unknown.any():
                 issues.unknown[col] = unknown
                 issues.unknown_values[col] = sorted({str(v) for v in vals[unknown]})
-            clean = np.where(missing | unknown, None, vals)
+            clean = vals.copy()
+            clean[missing | unknown] = None
             out[col] = pd.Categorical(clean, categories=list(lv))
             continue
         vals = _numeric_values(frame, col, boolean=col in spec.boolean)

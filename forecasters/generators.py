@@ -3,9 +3,9 @@
 ``generate_history(kind, n, seed)`` returns one row per finished job with ``job_id``, the kind's
 features (:mod:`forecasters.schema`), ``submitted_at``, ``started_at``, ``finished_at`` (UTC,
 timezone-aware, whole seconds), ``duration_h`` (= finished - started, hours) and ``gpus_used``.
-The physics of each kind lives in :mod:`forecasters.training`, :mod:`forecasters.quantization`
-and :mod:`forecasters.batch_inference`. The same ``(kind, n, seed)`` gives the same frame, bit
-for bit.
+The physics of each kind lives in :mod:`forecasters.workloads` (``training``, ``quantization``,
+``batch_inference``; :func:`kind_module` is re-exported here). The same ``(kind, n, seed)`` gives
+the same frame, bit for bit.
 
 Arrivals are a Poisson process over :data:`HISTORY_DAYS` days from :data:`HISTORY_START`; the
 queue wait before a start is exponential with mean 30 min (assumption). A share
@@ -15,13 +15,12 @@ queue wait before a start is exponential with mean 30 min (assumption). A share
 
 from __future__ import annotations
 
-from types import ModuleType
-
 import numpy as np
 import pandas as pd
 
 from forecasters.errors import InputError
-from forecasters.schema import JOB_ID, KINDS, TARGET_DURATION, TARGET_GPUS, spec_for
+from forecasters.schema import JOB_ID, TARGET_DURATION, TARGET_GPUS, spec_for
+from forecasters.workloads import kind_module
 
 HISTORY_START = pd.Timestamp("2026-01-05 00:00:00", tz="UTC")
 HISTORY_DAYS = 120.0
@@ -29,18 +28,6 @@ MEAN_WAIT_H = 0.5
 FAILED_AT_LAUNCH_SHARE = 0.005
 _ID_PREFIX = {"training": "trn", "quantization": "qnt", "batch_inference": "bat"}
 _SEED_OFFSET = {"training": 0, "quantization": 1, "batch_inference": 2}
-
-
-def kind_module(kind: str) -> ModuleType:
-    """The physics module of ``kind`` (``sample_features``, ``simulate``, ``analytic_duration_h``, ``gpus_used``)."""
-    spec_for(kind)  # raises InputError naming known kinds
-    if kind == "training":
-        from forecasters import training as mod
-    elif kind == "quantization":
-        from forecasters import quantization as mod
-    else:
-        from forecasters import batch_inference as mod
-    return mod
 
 
 def _rng(kind: str, seed: int, stream: int) -> np.random.Generator:
@@ -140,4 +127,4 @@ def tail_shape(durations_h: np.ndarray) -> dict[str, float]:
     }
 
 
-__all__ = ["KINDS", "generate_history", "generate_queue", "kind_module", "tail_shape"]
+__all__ = ["generate_history", "generate_queue", "kind_module", "tail_shape"]

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from domain import JOB_KINDS, JobKind
+from forecasters.errors import InputError
+
 #: Version of every level list below; bump it when a list changes (models store it).
 LEVELS_VERSION = "2026.11-1"
-
-KINDS: tuple[str, ...] = ("training", "quantization", "batch_inference")
 
 TIMING_COLUMNS: tuple[str, ...] = ("submitted_at", "started_at", "finished_at")
 TARGET_DURATION = "duration_h"
@@ -75,7 +76,7 @@ class KindSpec:
 
 
 TRAINING = KindSpec(
-    kind="training",
+    kind=JobKind.TRAINING.value,
     features=(
         "training_variant",
         "model_params_b",
@@ -124,7 +125,7 @@ TRAINING = KindSpec(
 )
 
 QUANTIZATION = KindSpec(
-    kind="quantization",
+    kind=JobKind.QUANTIZATION.value,
     features=(
         "quant_method",
         "model_params_b",
@@ -153,7 +154,7 @@ QUANTIZATION = KindSpec(
 )
 
 BATCH_INFERENCE = KindSpec(
-    kind="batch_inference",
+    kind=JobKind.BATCH_INFERENCE.value,
     features=(
         "model_params_b",
         "precision",
@@ -185,9 +186,7 @@ def spec_for(kind: str) -> KindSpec:
     Raises:
         forecasters.errors.InputError: for an unknown kind (names the known kinds).
     """
-    from forecasters.errors import InputError
-
     try:
         return SPECS[kind]
     except KeyError:
-        raise InputError(f"unknown job kind {kind!r}; known: {', '.join(KINDS)}") from None
+        raise InputError(f"unknown job kind {kind!r}; known: {', '.join(JOB_KINDS)}") from None

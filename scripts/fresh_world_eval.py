@@ -25,11 +25,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from domain import JOB_KINDS  # noqa: E402
 from forecasters.generators import generate_history  # noqa: E402
 from forecasters.jobs import evaluate, fit, predict, time_split  # noqa: E402
 from pipelines.catalog import shipped_history  # noqa: E402
 
-KINDS = ("training", "quantization", "batch_inference")
 TEST_FRACTION = 0.2
 FRESH_SEED = 1
 
@@ -50,10 +50,10 @@ def run(kind: str, history) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kind", action="append", choices=KINDS, help="kind(s) to check (default: all three)")
+    ap.add_argument("--kind", action="append", choices=JOB_KINDS, help="kind(s) to check (default: all three)")
     ap.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     args = ap.parse_args(argv)
-    kinds = args.kind or list(KINDS)
+    kinds = args.kind or list(JOB_KINDS)
     docs: dict[str, dict[str, dict]] = {"shipped": {}, f"fresh_seed{FRESH_SEED}": {}}
     for kind in kinds:
         shipped = shipped_history(kind)

@@ -68,7 +68,7 @@ def backtest(
         raise InputError(f"backtest: origin {off_grid[0].isoformat()} is not an hour of the series "
                          "(test_start must be on the series' hourly grid)")
     y = series.to_numpy(dtype=float)
-    rows = {v: [] for v in VARIANTS}
+    rows: dict[str, list[tuple[float, ...]]] = {v: [] for v in VARIANTS}
     for o in origins:
         io = pos[o]
         hist = series.iloc[:io]

@@ -15,14 +15,17 @@ def to_gpus(
     max_gpus: int,
     replica_gpus: int = 1,
 ) -> np.ndarray:
-    """GPUs needed per hour: ``ceil(traffic * (1 + headroom) / capacity_per_gpu_per_h)``, clipped to
-    ``[min_gpus, max_gpus]``, rounded up to a multiple of ``replica_gpus`` (DESIGN §4.4).
+    """GPUs needed per hour: ``ceil(traffic * (1 + headroom) / capacity_per_gpu_per_h)``, banded.
+
+    The count is clipped to ``[min_gpus, max_gpus]`` and rounded up to a multiple of
+    ``replica_gpus`` (DESIGN §4.4).
 
     Args:
         traffic: array-like ``(n,)`` of traffic per hour (same units as the capacity), >= 0, finite.
         capacity_per_gpu_per_h: traffic one GPU serves per hour (> 0).
         headroom: fraction added on top of traffic (>= 0), e.g. 0.1.
-        min_gpus, max_gpus: the service's band, multiples of ``replica_gpus``, ``0 <= min <= max``.
+        min_gpus: the service's lowest GPU count, a multiple of ``replica_gpus``, ``>= 0``.
+        max_gpus: the service's highest GPU count, a multiple of ``replica_gpus``, ``>= min_gpus``.
         replica_gpus: GPUs per replica (>= 1).
 
     Returns:

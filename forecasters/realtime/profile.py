@@ -45,6 +45,11 @@ import pandas as pd
 
 from forecasters.errors import InputError
 
+try:  # optional: installed with scikit-learn; without it BLAS keeps its default thread count
+    from threadpoolctl import threadpool_limits
+except ImportError:  # pragma: no cover
+    threadpool_limits = None
+
 HOURS_PER_WEEK = 168
 HOURS_PER_DAY = 24
 
@@ -197,6 +202,8 @@ def _check_series(series: pd.Series) -> pd.Series:
 
 def _ols(X: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Fit with statsmodels OLS; every warning it raises is returned as a message (never ignored)."""
+    # local import on purpose: statsmodels.api costs ~1.0 s to import (measured with python -X importtime
+    # after numpy and pandas) and only fitting needs it, not forecasting from a fitted profile
     import statsmodels.api as sm
 
     with warnings.catch_warnings(record=True) as caught:
@@ -232,13 +239,14 @@ def fit_profile(
         return _fit_profile(series, timezone, exclude, settings or ProfileSettings())
 
 
-def _one_blas_thread():
-    """Limit BLAS to one thread during a fit: the matrices are tiny (<= 672 x 170), and on a loaded
-    2-core machine multi-threaded OpenBLAS made one least-squares solve ~70x slower (measured 0.32 s vs
-    4.5 ms). Uses threadpoolctl when installed (it is, via scikit-learn); otherwise does nothing."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover
+def _one_blas_thread() -> contextlib.AbstractContextManager[object]:
+    """Limit BLAS to one thread during a fit.
+
+    The matrices are tiny (<= 672 x 170), and on a loaded 2-core machine multi-threaded OpenBLAS
+    made one least-squares solve ~70x slower (measured 0.32 s vs 4.5 ms). Uses threadpoolctl when
+    installed (it is, via scikit-learn); otherwise does nothing.
+    """
+    if threadpool_limits is None:  # pragma: no cover
         return contextlib.nullcontext()
     return threadpool_limits(limits=1, user_api="blas")
 
@@ -408,7 +416,7 @@ def _n_cols(s: ProfileSettings, weekly: bool) -> int:
 
 def _base(profile: Profile, idx: pd.DatetimeIndex) -> tuple[np.ndarray, np.ndarray]:
     """P50 and P90 at UTC stamps ``idx`` without any level correction."""
-    if profile.constant:
+    if profile.constant_value is not None:  # a constant profile
         v = np.full(len(idx), float(profile.constant_value))
         return v, v.copy()
     X = _features(idx, profile.timezone, profile.t0_, profile.settings, profile.weekly)
@@ -420,9 +428,12 @@ def _base(profile: Profile, idx: pd.DatetimeIndex) -> tuple[np.ndarray, np.ndarr
 
 
 def _corrected(profile: Profile, idx: pd.DatetimeIndex) -> tuple[np.ndarray, np.ndarray]:
-    """P50/P90 with the level correction: factor ``level_factor ** (phi ** h)`` at ``h`` hours after the
-    anchor (full factor at or before it); the P90 offset is the rolling-origin calibrated one-hour-ahead
-    offset at h = 1 and relaxes to the day-ahead offset as the correction decays."""
+    """P50/P90 with the level correction.
+
+    The factor is ``level_factor ** (phi ** h)`` at ``h`` hours after the anchor (full factor at or
+    before it); the P90 offset is the rolling-origin calibrated one-hour-ahead offset at h = 1 and
+    relaxes to the day-ahead offset as the correction decays.
+    """
     p50, p90 = _base(profile, idx)
     if profile.anchor_ is None or profile.constant:
         return p50 * profile.level_factor, p90 * profile.level_factor
@@ -509,9 +520,12 @@ def recalibrate(
 
 
 def hour_of_week_profile(profile: Profile) -> np.ndarray:
-    """P50 per local hour of week (shape ``(168,)``, index 0 = Monday 00:00 local) at the trend level of
-    the last history hour, times the level factor. A constant profile returns that constant exactly."""
-    if profile.constant:
+    """P50 per local hour of week, shape ``(168,)``, index 0 = Monday 00:00 local.
+
+    At the trend level of the last history hour, times the level factor. A constant profile
+    returns that constant exactly.
+    """
+    if profile.constant_value is not None:  # a constant profile
         return np.full(HOURS_PER_WEEK, float(profile.constant_value)) * profile.level_factor
     how = np.arange(HOURS_PER_WEEK, dtype=float)
     hod = how % HOURS_PER_DAY

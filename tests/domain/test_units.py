@@ -7,6 +7,7 @@ import pytest
 
 from domain import JOB_KINDS, Horizon, InputError, JobKind, hours_to_steps, hours_to_steps_array, is_pow2, pow2_ceil
 from domain.errors import GpuplanError
+from domain.units import pow2_ceil_array
 
 
 @pytest.mark.parametrize(("hours", "steps"), [(-0.4, 1), (0.0, 1), (0.2, 1), (0.5, 1), (0.51, 2), (4.0000001, 8), (4.2, 9)])
@@ -42,6 +43,24 @@ def test_hours_to_steps_array_matches_scalar_and_nan_policy() -> None:
 @pytest.mark.parametrize(("n", "p"), [(0, 1), (1, 1), (2, 2), (3, 4), (2.3, 4), (5, 8), (8, 8), (8.0000001, 8), (9, 16)])
 def test_pow2_ceil(n: float, p: int) -> None:
     assert pow2_ceil(n) == p
+
+
+def test_pow2_ceil_array_is_pow2_ceil_elementwise() -> None:
+    values = [0, 1, 2, 3, 2.3, 5, 8, 8.0000001, 8.000001, 9, -3, 0.5, 1023.9, 1024, 2.0**40 + 1]
+    out = pow2_ceil_array(np.array(values))
+    assert out.dtype == np.int64 and out.tolist() == [pow2_ceil(v) for v in values]
+    assert out.tolist()[:10] == [1, 1, 2, 4, 4, 8, 8, 8, 16, 16]
+    assert pow2_ceil_array(np.array([[3.0, 17.0]])).tolist() == [[4, 32]]  # keeps the shape
+    scalar = pow2_ceil_array(3)
+    assert isinstance(scalar, np.ndarray) and scalar.shape == () and int(scalar) == 4
+    assert pow2_ceil_array(np.array([])).shape == (0,)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, 2.0**62 + 2.0**20])
+def test_pow2_ceil_array_refuses_non_finite(bad: float) -> None:
+    assert pow2_ceil_array(np.array([2.0**62])).tolist() == [2**62]
+    with pytest.raises(InputError, match="GPU count"):
+        pow2_ceil_array(np.array([2.0, bad]))
 
 
 def test_is_pow2() -> None:

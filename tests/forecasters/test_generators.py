@@ -6,14 +6,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecasters import quantization as Q
-from forecasters import training as T
+from domain import JOB_KINDS
 from forecasters.errors import InputError
 from forecasters.generators import generate_history, generate_queue, kind_module, tail_shape
-from forecasters.schema import KINDS, SPECS, TIMING_COLUMNS
+from forecasters.schema import SPECS, TIMING_COLUMNS
+from forecasters.workloads import quantization as Q
+from forecasters.workloads import training as T
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", JOB_KINDS)
 def test_history_schema_and_invariants(kind):
     h = generate_history(kind, 300, seed=3)
     spec = SPECS[kind]
@@ -30,7 +31,7 @@ def test_history_schema_and_invariants(kind):
     assert (h["duration_h"] >= 0).all()
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", JOB_KINDS)
 def test_same_seed_same_frame_other_seed_differs(kind):
     a = generate_history(kind, 200, seed=7)
     pd.testing.assert_frame_equal(a, generate_history(kind, 200, seed=7), check_exact=True)
@@ -69,7 +70,7 @@ def _one(**kw) -> pd.DataFrame:
 
 
 def _min_per_1k_iters(**kw) -> float:
-    train_s, _, _, _ = T._duration_parts(_one(**kw))
+    train_s, _, _, _ = T.duration_parts(_one(**kw))
     return float(train_s[0]) / 60.0
 
 
@@ -125,7 +126,7 @@ def test_quantization_anchors_reproduce_the_calibration_rows():
 
 
 def test_analytic_estimate_is_the_noise_free_median():
-    for kind in KINDS:
+    for kind in JOB_KINDS:
         h = generate_history(kind, 2000, seed=5)
         h = h[h["duration_h"] > 0]
         ratio = h["duration_h"].to_numpy() / kind_module(kind).analytic_duration_h(h)

@@ -7,17 +7,17 @@ import pandas as pd
 import pytest
 
 from forecasters import jobs
-from forecasters import training as T
 from forecasters.errors import InputError
 from forecasters.frames import normalise_features
 from forecasters.schema import TRAINING, TRAINING_VARIANTS
+from forecasters.workloads import training as T
 
 from .conftest import ROUNDS
 
 
 def _plain(jobs_frame: pd.DataFrame) -> pd.DataFrame:
     feats, _ = normalise_features(jobs_frame, TRAINING)
-    return jobs._plain_features(feats, TRAINING)
+    return jobs.plain_features(feats, TRAINING)
 
 
 def test_offset_is_the_analytic_estimate_at_the_predicted_gpu_count(training_model, training_queue):

@@ -16,7 +16,7 @@ principles (DESIGN §4.1). For one job with ``N`` parameters, ``D`` tokens proce
   generation at about 1/6 of training efficiency ~ 12). Gradient checkpointing adds a forward (+2).
 * ``D = epochs * tokens``, where without sequence packing every example is padded to the longest
   in its micro-batch: tokens x min(seq_len / mean example length, 1.5) (assumption: dynamic padding).
-* ``mfu`` = base MFU of the GPU type (:mod:`forecasters.hardware`) x micro-batch fill
+* ``mfu`` = base MFU of the GPU type (:mod:`forecasters.workloads.hardware`) x micro-batch fill
   ``T / (T + 512 * sqrt(7 / N_b))`` with ``T`` tokens per micro-batch (calibrated on the LitGPT LoRA
   rows at micro-batch 1, about 256 Alpaca tokens per iteration: CSV lines 7, 12, 17 give 0.16 and
   0.22 MFU at 7B and 13B; the formula gives 0.15 and 0.18) x 0.8 without flash attention x 0.92 per
@@ -51,7 +51,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from forecasters.hardware import (
+from forecasters.schema import GPU_TYPES, OPTIMIZERS, TRAINING, TRAINING_VARIANTS
+from forecasters.workloads.hardware import (
     BANDWIDTH_BPS,
     BASE_MFU,
     MAX_GPUS,
@@ -61,7 +62,6 @@ from forecasters.hardware import (
     lookup,
     usable_memory_gb,
 )
-from forecasters.schema import GPU_TYPES, OPTIMIZERS, TRAINING, TRAINING_VARIANTS
 
 SPEC = TRAINING
 
@@ -308,8 +308,17 @@ def gpus_used(frame: pd.DataFrame) -> np.ndarray:
     return np.maximum(_col(frame, "gpus_requested").astype(np.int64), memory_gpus(frame))
 
 
-def _duration_parts(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Noise-free parts in seconds: (train_s, load_s, ckpt_per_hour_s, gpus)."""
+def duration_parts(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Noise-free parts of the duration model (module docstring) of ``(n,)`` training jobs.
+
+    Args:
+        frame: ``(n, ...)`` the training features as plain columns (strings, floats, bools).
+
+    Returns:
+        ``(train_s, load_s, ckpt_s, gpus)``: compute plus dequantisation time, weight-loading time
+        and the time of one checkpoint, in seconds (float ``(n,)``), and the GPU count the job runs
+        on (int64 ``(n,)``, :func:`gpus_used`).
+    """
     variant = _col(frame, "training_variant").astype(str)
     n_b = _col(frame, "model_params_b").astype(float)
     n_params = n_b * 1e9
@@ -374,14 +383,14 @@ def analytic_duration_h(frame: pd.DataFrame) -> np.ndarray:
 
     This is the "analytic FLOPs estimate" baseline of DESIGN §4.1. ``frame`` holds the 22 features.
     """
-    train_s, load_s, ckpt_s, _ = _duration_parts(frame)
+    train_s, load_s, ckpt_s, _ = duration_parts(frame)
     return _assemble(train_s, load_s, ckpt_s, np.full(len(frame), np.mean(STARTUP_S)))
 
 
 def simulate(frame: pd.DataFrame, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Actual outcomes of jobs: ``(duration_h (n,), gpus_used (n,) int64)`` with the noise of the world."""
     n = len(frame)
-    train_s, load_s, ckpt_s, g = _duration_parts(frame)
+    train_s, load_s, ckpt_s, g = duration_parts(frame)
     noise = np.exp(rng.normal(0.0, NOISE_SIGMA_GPU, n) + rng.normal(0.0, NOISE_SIGMA_JOB, n))
     startup = rng.uniform(*STARTUP_S, n)
     return _assemble(train_s * noise, load_s, ckpt_s, startup), g

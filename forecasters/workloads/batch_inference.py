@@ -16,7 +16,7 @@
 * noise: the GPU factor (sigma 0.08, Sinha et al. SC'22, as for training) and the realised mean
   output length against the declared one (sigma 0.10; assumption: declared means come from a sample).
 
-GPU count: ``ceil_pow2(W / (0.75 * usable))`` (a quarter of memory kept for the KV cache); a job runs
+GPU count: ``pow2_ceil_array(W / (0.75 * usable))`` (a quarter of memory kept for the KV cache); a job runs
 on ``max(gpus_requested, that)``. Baseline of §4.3: tokens / median throughput per (model-size
 class, GPU type), see :func:`size_class`.
 """
@@ -26,15 +26,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from forecasters.hardware import (
+from domain.units import pow2_ceil_array
+from forecasters.schema import BATCH_INFERENCE, ENGINES, GPU_TYPES, SERVING_PRECISIONS
+from forecasters.workloads.hardware import (
     BANDWIDTH_BPS,
     PEAK_BF16_FLOPS,
     PEAK_FP8_FLOPS,
-    ceil_pow2,
     lookup,
     usable_memory_gb,
 )
-from forecasters.schema import BATCH_INFERENCE, ENGINES, GPU_TYPES, SERVING_PRECISIONS
 
 SPEC = BATCH_INFERENCE
 
@@ -95,7 +95,7 @@ def _weights_bytes(frame: pd.DataFrame) -> np.ndarray:
 def memory_gpus(frame: pd.DataFrame) -> np.ndarray:
     """Minimum power-of-two GPU count holding the weights with a quarter left for KV, ``(n,)`` int64."""
     usable = usable_memory_gb(frame["gpu_type"].to_numpy().astype(str)) * 1e9
-    return ceil_pow2(_weights_bytes(frame) / (0.75 * usable))
+    return pow2_ceil_array(_weights_bytes(frame) / (0.75 * usable))
 
 
 def gpus_used(frame: pd.DataFrame) -> np.ndarray:

@@ -30,10 +30,10 @@ samples; ``aqlm`` 2x GPTQ's forward and 40x its solve (codebook beam search; the
 take hours to days); GPTQ ``act_order`` x1.1 and group size ``g`` x(1 + 16/g) on the solve;
 ``G**0.7`` scaling across GPUs (layers are quantised in sequence). Startup U(1, 4) min, weights read
 at 2 GB/s, the quantised model written at 1 GB/s. Noise: the same two lognormal factors
-(sigma 0.08 each) as training jobs (see :mod:`forecasters.training`).
+(sigma 0.08 each) as training jobs (see :mod:`forecasters.workloads.training`).
 
 GPU count: methods that hold the whole fp16 model on GPU (``bnb_nf4``, ``fp8``, ``hqq``) need
-``ceil_pow2(2 N x 1.15 / usable memory)`` GPUs; layer-by-layer methods (``gptq``, ``awq``,
+``pow2_ceil_array(2 N x 1.15 / usable memory)`` GPUs; layer-by-layer methods (``gptq``, ``awq``,
 ``smoothquant``, ``aqlm``) need one layer (fp16, x4 for Hessians/workspace) plus the calibration
 activations; ``gguf_k_quant`` one GPU. A job runs on ``max(gpus_requested, that)``.
 """
@@ -45,15 +45,15 @@ import functools
 import numpy as np
 import pandas as pd
 
-from forecasters.hardware import (
+from domain.units import pow2_ceil_array
+from forecasters.schema import GPU_TYPES, QUANT_METHODS, QUANTIZATION
+from forecasters.workloads.hardware import (
     BANDWIDTH_BPS,
     PEAK_BF16_FLOPS,
     REFERENCE_GPU,
-    ceil_pow2,
     lookup,
     usable_memory_gb,
 )
-from forecasters.schema import GPU_TYPES, QUANT_METHODS, QUANTIZATION
 
 SPEC = QUANTIZATION
 
@@ -196,7 +196,7 @@ def memory_gpus(frame: pd.DataFrame) -> np.ndarray:
     whole = 2.0 * n_params * 1.15
     layerwise = 4.0 * 2.0 * n_params / layers + tokens * h * 2.0 * 2.0
     need = np.where(np.isin(method, WHOLE_MODEL), whole, layerwise)
-    g = ceil_pow2(need / usable)
+    g = pow2_ceil_array(need / usable)
     return np.where(method == "gguf_k_quant", 1, g).astype(np.int64)
 
 

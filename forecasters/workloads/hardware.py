@@ -72,8 +72,3 @@ def usable_memory_gb(gpu_type: np.ndarray) -> np.ndarray:
     """Usable memory per GPU in GB, ``(n,)``: ``0.9 * capacity - 2``."""
     return lookup(MEMORY_GB, gpu_type) * USABLE_MEMORY_FRACTION - CUDA_CONTEXT_GB
 
-
-def ceil_pow2(x: np.ndarray) -> np.ndarray:
-    """Smallest power of two >= ``x`` (and >= 1), as int64 ``(n,)``."""
-    x = np.maximum(np.asarray(x, dtype=float), 1.0)
-    return (2 ** np.ceil(np.log2(x) - 1e-12)).astype(np.int64)
