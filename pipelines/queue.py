@@ -380,7 +380,7 @@ def to_problem(settings: Settings, jobs: pd.DataFrame, demand: pd.DataFrame, sta
             duration_p90_h`` (and ``block_offset`` for running jobs, else assigned here).
         demand: :func:`demand_frame` output.
     """
-    from optimizer.problem import duration_to_steps
+    from domain.units import hours_to_steps as duration_to_steps
 
     step_h = settings.step_minutes / 60.0
     now = pd.Timestamp(start)
