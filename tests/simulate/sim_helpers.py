@@ -53,7 +53,7 @@ def greedy_plan(problem: Problem, warm_start: Plan | None = None) -> Plan:
             for g in range(placed, placed + size.gpus):
                 owner[t][g] = True
         out.append(JobAssignment(j.job_id, 0, size.duration_steps, placed, size.gpus))
-    return Plan("greedy", "heuristic", tuple(out), svc, 0.0, None, None, 0.0, None, n_gpus=N, horizon_steps=H)
+    return Plan("greedy", "feasible", tuple(out), svc, 0.0, None, None, 0.0, None, n_gpus=N, horizon_steps=H)
 
 
 def tiny_scenario() -> Scenario:
