@@ -12,10 +12,11 @@ from __future__ import annotations
 import argparse
 import os
 import time
+
 from optimizer.examples import random_problem
 from optimizer.milp import build_model
 from optimizer.planners import plan
-from optimizer.problem import Settings
+from optimizer.problem import PlanSettings
 
 
 def main() -> None:
@@ -35,8 +36,8 @@ def main() -> None:
     load = os.getloadavg()
     print(f"machine: {os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     for seed in range(args.seed, args.seed + args.seeds):
-        settings = Settings(time_limit_s=args.time_limit, mip_rel_gap=args.gap, threads=args.threads,
-                            random_seed=seed)
+        settings = PlanSettings(time_limit_s=args.time_limit, mip_rel_gap=args.gap, threads=args.threads,
+                                random_seed=seed)
         p = random_problem(64, 30, 48, seed=seed, settings=settings)
         t0 = time.perf_counter()
         bm = build_model(p)
@@ -82,7 +83,7 @@ def memory_check(n: int, threads: int) -> None:
     rss = {}
     t0 = time.perf_counter()
     for k in range(1, n + 1):
-        st = Settings(time_limit_s=10.0, mip_rel_gap=0.01, threads=threads, random_seed=k)
+        st = PlanSettings(time_limit_s=10.0, mip_rel_gap=0.01, threads=threads, random_seed=k)
         plan(random_problem(64, 40, 24, seed=k, settings=st), "milp")
         rss[k] = _rss_mb()
     print(f"C17b: {n} plans of 64 GPUs x 24 steps x 40 jobs in {time.perf_counter() - t0:.1f} s; RSS after plan 5 "

@@ -7,8 +7,9 @@ Entry point: :func:`optimizer.planners.plan` ``(problem, planner) -> Plan`` for 
 ==========================  ===============================================================
 module                      what
 ==========================  ===============================================================
-``problem``                 validated problem types (DESIGN §3.1), C21/C22 helpers
-``plan``                    the result type and its JSON document
+``problem``                 validated problem types (``problem.types``) and the file form (``problem.fileform``)
+``plan``                    the result type, ``SolveStatus``/``PlanSource``, its JSON document
+``capacity``                running GPUs per step, GPUs up, fixed occupancy, service bounds
 ``diagnose``                infeasibility diagnosis and model-size estimate before building
 ``milp``                    the full §5 MILP, one builder function per constraint family
 ``decomposition``           exact start/size master + block packing (the default MILP method)
@@ -17,7 +18,9 @@ module                      what
 ``objective``               the §5 objective of any plan, independent of the MILP
 ``verify``                  the independent verifier (§5.2)
 ``examples``                seeded problem generator (benchmark, examples, tests)
-``simulate``, ``scenarios``, ``metrics``  rolling-horizon simulation (issue 5)
+``simulate``                rolling-horizon simulator: observe, forecast, plan, verify, commit, advance
+``scenarios``               scenario types, workload drawing, named catalogue, real trace (a package)
+``metrics``                 bench metrics on the truth
 ==========================  ===============================================================
 
 Choices worth knowing:

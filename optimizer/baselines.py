@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from optimizer.diagnose import fixed_occupancy, running_gpus_per_step, service_bounds, up_gpus
+from optimizer.capacity import fixed_occupancy, running_gpus_per_step, service_bounds, up_gpus
 from optimizer.objective import objective_value
 from optimizer.plan import JobAssignment, Plan
 from optimizer.problem import Job, Problem

@@ -24,10 +24,12 @@ master's bound.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from optimizer.baselines import demand_following_target, greedy_place, reserved_service_gpus
+from optimizer.capacity import fixed_occupancy
 from optimizer.milp import (
     Context,
     Coverage,
@@ -43,22 +45,21 @@ from optimizer.milp import (
     model_size,
     set_service_values,
 )
-from optimizer.baselines import demand_following_target, greedy_place, reserved_service_gpus
-from optimizer.diagnose import fixed_occupancy
 from optimizer.plan import Plan
 from optimizer.problem import Problem
-from optimizer.solver import SparseModel, solve
+from optimizer.solver import SparseModel, check_solution, solve
 
 
 def free_blocks(occ: np.ndarray, size: int) -> np.ndarray:
     """(H, n_gpus // size) bool: aligned block k of ``size`` GPUs entirely free at step t."""
     H, N = occ.shape
-    return ~occ.reshape(H, N // size, size).any(axis=2)
+    return np.asarray(~occ.reshape(H, N // size, size).any(axis=2))
 
 
 def add_count_starts(b: ModelBuilder, ctx: Context, occ: np.ndarray) -> list[StartVars]:
-    """Start counts y[g, s, t] in 0..|g| (offsets -1): release, batch room and "some aligned block is free
-    of fixed occupancy for the whole run" prune the starts. Objective: the §5 reward.
+    """Start counts y[g, s, t] in 0..|g| (offsets -1): release, batch room and "some aligned block is free of fixed occupancy for the whole run" prune the starts.
+
+    Objective: the §5 reward.
     """
     p = ctx.problem
     H = p.horizon_steps
@@ -108,9 +109,7 @@ def count_coverage(ctx: Context, ys: list[StartVars]) -> Coverage:
 
 
 def add_block_levels(b: ModelBuilder, ctx: Context, occ: np.ndarray, ys: list[StartVars]) -> None:
-    """Relaxed one-task-per-GPU: for each step and block size b > 1 used by some job,
-    Σ_{starts of size s >= b covering the step} (s / b) · y <= aligned b-blocks free at that step.
-    """
+    """Relaxed one-task-per-GPU: for each step and block size b > 1 used by some job, Σ_{starts of size s >= b covering the step} (s / b) · y <= aligned b-blocks free at that step."""
     H = ctx.problem.horizon_steps
     sizes = sorted({v.gpus for v in ys if v.gpus > 1})
     for bs in sizes:
@@ -175,7 +174,7 @@ def count_vector(cm: CountModel, plan: Plan) -> np.ndarray | None:
             index[(v.group, v.gpus, t)] = c
     group_of = {p.jobs[k].job_id: gi for gi, members in enumerate(cm.ctx.groups) for k in members}
     for a in plan.assignments:
-        if a.running or a.start_step is None:
+        if a.running or a.start_step is None or a.gpus is None:
             continue
         c = index.get((group_of.get(a.job_id, -1), int(a.gpus), int(a.start_step)))
         if c is None:
@@ -266,14 +265,11 @@ def _pack_milp(occ: np.ndarray, picks: dict[str, tuple[int, int, int]], time_lim
 
 
 def lp_guided_plan(cm: CountModel, time_limit_s: float = 2.0, log: list | None = None) -> Plan | None:
-    """A warm-start candidate from the master's LP relaxation: jobs ordered by how much of them
-    the LP starts (most first), then by their LP mean start, placed by
-    :func:`optimizer.baselines.greedy_place` with demand-following services. None when the LP
-    does not solve in time. Unverified; the planner verifies before use. The LP's
+    """A warm-start candidate from the master's LP relaxation: jobs ordered by how much of them the LP starts (most first), then by their LP mean start, placed by :func:`optimizer.baselines.greedy_place` with demand-following services.
+
+    None when the LP does not solve in time. Unverified; the planner verifies before use. The LP's
     :class:`~optimizer.solver.SolveOutcome` is appended to ``log`` when given.
     """
-    from dataclasses import replace
-
     p = cm.ctx.problem
     lp = replace(cm.model, integer=np.zeros(cm.model.n_cols, dtype=bool))
     st = p.settings
@@ -301,11 +297,9 @@ def lp_guided_plan(cm: CountModel, time_limit_s: float = 2.0, log: list | None =
 
 
 def master_guided_plan(problem: Problem, picks: dict[str, tuple[int, int, int]], service_gpus: np.ndarray) -> Plan:
-    """A repair of a master solution that could not be packed: services at the master's
-    ``service_gpus`` (S, H); the master's picked jobs (``job_id -> (start, gpus, duration)``) placed
-    first, by master start, then larger first, then id; then the jobs the master left out; each
-    by :func:`optimizer.baselines.greedy_place` at its earliest aligned fit. Unverified; the
-    planner verifies before use.
+    """A repair of a master solution that could not be packed: services at the master's ``service_gpus`` (S, H); the master's picked jobs (``job_id -> (start, gpus, duration)``) placed first, by master start, then larger first, then id; then the jobs the master left out; each by :func:`optimizer.baselines.greedy_place` at its earliest aligned fit.
+
+    Unverified; the planner verifies before use.
     """
     far = problem.horizon_steps
 
@@ -317,14 +311,11 @@ def master_guided_plan(problem: Problem, picks: dict[str, tuple[int, int, int]],
 
 
 def master_admits(cm: CountModel, plan: Plan) -> bool:
-    """True when ``plan``'s starts and service allocations are a feasible point of the master
-    (every row: demand band, start once, swap cap, max-wait, block levels; column bounds).
+    """True when ``plan``'s starts and service allocations are a feasible point of the master (every row: demand band, start once, swap cap, max-wait, block levels; column bounds).
 
     The master is a relaxation of the full model, so its dual bound bounds exactly these plans.
     A verified plan can still fail here: the verifier does not check ``max_wait_steps``.
     """
-    from optimizer.solver import check_solution
-
     x = count_vector(cm, plan)
     if x is None:
         return False

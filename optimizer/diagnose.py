@@ -1,10 +1,8 @@
 """Cheap checks before building a MILP: infeasibility diagnosis and model-size estimate.
 
-- :func:`service_bounds` gives, per service and step, the smallest and largest allocation any
-  valid plan can have (band, swap cap from ``current_gpus``, and full demand when
-  ``settings.demand_hard``). The smallest trajectory is itself valid for the service, so the
-  problem is feasible exactly when, at every step, the services' smallest allocations plus
-  the running jobs fit in the GPUs that are up (queued jobs may always wait).
+- The problem is feasible exactly when, at every step, the services' smallest valid allocations
+  (:func:`optimizer.capacity.service_bounds`) plus the running jobs fit in the GPUs that are up
+  (queued jobs may always wait).
 - :func:`diagnose` returns those reasons as sentences naming the step and the numbers (case
   C14a: "real-time demand (hard) plus running jobs exceed the cluster at step 18: 72 > 64 ...");
   :func:`check_feasible` raises :class:`InfeasibleProblemError` with them.
@@ -19,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from optimizer.capacity import running_gpus_per_step, service_bounds, up_gpus
 from optimizer.errors import InputError
 from optimizer.problem import Problem
 
@@ -29,52 +28,6 @@ class InfeasibleProblemError(InputError):
 
 class ModelTooLargeError(InputError):
     """The estimated MILP exceeds ``settings.max_binaries``; the message gives estimate and limit."""
-
-
-def running_gpus_per_step(problem: Problem) -> np.ndarray:
-    """GPUs held by running jobs at each step: shape (horizon_steps,), int."""
-    H = problem.horizon_steps
-    out = np.zeros(H, dtype=np.int64)
-    for r in problem.running:
-        out[: min(H, r.planned_steps)] += r.gpus
-    return out
-
-
-def up_gpus(problem: Problem) -> int:
-    """GPUs not listed in ``down_gpus``."""
-    return problem.n_gpus - len(problem.down_gpus)
-
-
-def service_bounds(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
-    """Smallest and largest valid allocation per service and step, ignoring other services.
-
-    Returns ``(L, U)``, each shape (n_services, horizon_steps), int. ``L`` is the pointwise
-    maximum of the per-step lower limit (``min_gpus``, and the demand when ``demand_hard``)
-    spread by the swap cap c in both directions, and of ``current_gpus - c * (t + 1)``;
-    ``U`` likewise from ``max_gpus`` and ``current_gpus + c * (t + 1)``. Both are c-Lipschitz,
-    so ``L`` (when ``L <= U``) is a valid trajectory that no valid plan undercuts.
-    """
-    H = problem.horizon_steps
-    S = len(problem.services)
-    L = np.zeros((S, H), dtype=np.int64)
-    U = np.zeros((S, H), dtype=np.int64)
-    hard = problem.settings.demand_hard
-    for i, s in enumerate(problem.services):
-        c = s.swap_cap_gpus
-        lb = np.full(H, s.min_gpus, dtype=np.int64)
-        if hard:
-            lb = np.maximum(lb, np.asarray(s.demand_gpus, dtype=np.int64))
-        ub = np.full(H, s.max_gpus, dtype=np.int64)
-        lo, hi = L[i], U[i]
-        prev_lo = prev_hi = s.current_gpus
-        for t in range(H):
-            lo[t] = max(lb[t], prev_lo - c)
-            hi[t] = min(ub[t], prev_hi + c)
-            prev_lo, prev_hi = lo[t], hi[t]
-        for t in range(H - 2, -1, -1):
-            lo[t] = max(lo[t], lo[t + 1] - c)
-            hi[t] = min(hi[t], hi[t + 1] + c)
-    return L, U
 
 
 def diagnose(problem: Problem) -> list[str]:
@@ -216,14 +169,3 @@ def check_size(problem: Problem) -> SizeEstimate:
             "aggregate small jobs into larger ones"
         )
     return est
-
-
-def fixed_occupancy(problem: Problem) -> np.ndarray:
-    """(horizon_steps, n_gpus) bool: GPU held by a running job or down at that step."""
-    H, N = problem.horizon_steps, problem.n_gpus
-    occ = np.zeros((H, N), dtype=bool)
-    if problem.down_gpus:
-        occ[:, list(problem.down_gpus)] = True
-    for r in problem.running:
-        occ[: min(H, r.planned_steps), r.block_offset : r.block_offset + r.gpus] = True
-    return occ

@@ -10,13 +10,14 @@ import math
 
 import numpy as np
 
-from optimizer.problem import Cluster, Job, Problem, RunningJob, Service, Settings, SizeOption
+from optimizer.problem import Cluster, Job, PlanSettings, Problem, RunningJob, Service, SizeOption
 
 
 def diurnal_demand(horizon_steps: int, step_minutes: int, low_gpus: int, high_gpus: int, peak_hour: float = 14.0,
                    start_hour: float = 0.0) -> tuple[int, ...]:
-    """Demand per step following one cosine day: ``high_gpus`` at ``peak_hour``, ``low_gpus`` 12 h
-    away. Shape (horizon_steps,), whole GPUs, ``start_hour`` the local hour of step 0.
+    """Demand per step following one cosine day: ``high_gpus`` at ``peak_hour``, ``low_gpus`` 12 h away.
+
+    Shape (horizon_steps,), whole GPUs, ``start_hour`` the local hour of step 0.
     """
     out = []
     for t in range(horizon_steps):
@@ -42,7 +43,7 @@ def random_problem(
     rt_low_frac: float = 0.15,
     rt_high_frac: float = 0.6,
     n_running: int = 2,
-    settings: Settings | None = None,
+    settings: PlanSettings | None = None,
 ) -> Problem:
     """A seeded problem: one diurnal service plus ``n_jobs`` queued and ``n_running`` running jobs.
 
@@ -94,4 +95,4 @@ def random_problem(
         running.append(RunningJob(f"R{k:02d}", "training", float(rng.choice(priorities)), g, off,
                                   int(rng.integers(1, max(2, horizon_steps // 4)))))
         off += g
-    return Problem(cluster, settings or Settings(), (service,), tuple(jobs), tuple(running))
+    return Problem(cluster, settings or PlanSettings(), (service,), tuple(jobs), tuple(running))

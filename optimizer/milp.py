@@ -28,7 +28,7 @@ Pruning (exact, nothing optimal is lost):
 - blocks touching a down GPU, and starts whose run would overlap a running job's block while
   it still runs, are not created;
 - a start whose size exceeds, at some step of its run, the GPUs left after running jobs and
-  the services' smallest valid allocation (:func:`optimizer.diagnose.service_bounds`) is not
+  the services' smallest valid allocation (:func:`optimizer.capacity.service_bounds`) is not
   created;
 - GPU cells: rows are per block of the smallest queued size (GPUs inside one such block are
   interchangeable for every start variable).
@@ -42,7 +42,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import sparse
 
-from optimizer.diagnose import fixed_occupancy, job_groups, running_gpus_per_step, service_bounds, up_gpus
+from optimizer.capacity import fixed_occupancy, running_gpus_per_step, service_bounds, up_gpus
+from optimizer.diagnose import job_groups
 from optimizer.plan import Plan
 from optimizer.problem import Problem
 from optimizer.solver import SolveOutcome, SparseModel, solve
@@ -102,6 +103,7 @@ class ModelBuilder:
         self._cost = [cost]
 
     def model(self) -> SparseModel:
+        """The :class:`~optimizer.solver.SparseModel` of every column and row added so far (CSC matrix)."""
         cat = lambda xs, dt=np.float64: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dtype=dt)  # noqa: E731
         A = sparse.coo_matrix(
             (cat(self._v), (cat(self._r, np.int64), cat(self._c, np.int64))), shape=(self.n_rows, self.n_cols)
@@ -141,12 +143,13 @@ class Context:
 
 
 def make_context(problem: Problem) -> Context:
+    """The shared arrays of one model build: job groups, GPU cells, fixed occupancy, batch room, service bounds, decay sums."""
     H, N = problem.horizon_steps, problem.n_gpus
     groups = job_groups(problem)
     unit = min((s.gpus for j in problem.jobs for s in j.sizes), default=N)
     n_cells = N // unit
     gpu_blocked = fixed_occupancy(problem)
-    blocked = gpu_blocked.reshape(H, n_cells, unit).any(axis=2)
+    blocked = np.asarray(gpu_blocked.reshape(H, n_cells, unit).any(axis=2))
     L, U = service_bounds(problem)
     room = up_gpus(problem) - running_gpus_per_step(problem) - (L.sum(axis=0) if len(L) else 0)
     g = problem.settings.decay_per_step
@@ -158,9 +161,9 @@ def make_context(problem: Problem) -> Context:
 
 
 def add_power_of_two_blocks(b: ModelBuilder, ctx: Context) -> list[StartVars]:
-    """Constraint 3 (contiguous power-of-two blocks), by construction: create x only for aligned
-    blocks ``o = 0, s, 2s, ...`` of each allowed size and starts ``t >= release_step``, pruned
-    as described in the module docstring. Objective coefficients are the §5 rewards.
+    """Constraint 3 (contiguous power-of-two blocks), by construction: create x only for aligned blocks ``o = 0, s, 2s, ...`` of each allowed size and starts ``t >= release_step``, pruned as described in the module docstring.
+
+    Objective coefficients are the §5 rewards.
     """
     p = ctx.problem
     H, N = p.horizon_steps, p.n_gpus
@@ -174,9 +177,9 @@ def add_power_of_two_blocks(b: ModelBuilder, ctx: Context) -> list[StartVars]:
                 continue
             offs = np.arange(0, N, s.gpus)
             ts = np.arange(job.release_step, H)
-            O, T = (a.ravel() for a in np.meshgrid(offs, ts, indexing="ij"))
+            Os, T = (a.ravel() for a in np.meshgrid(offs, ts, indexing="ij"))
             te = np.minimum(T + s.duration_steps, H)
-            us, ue = O // ctx.unit, (O + s.gpus) // ctx.unit
+            us, ue = Os // ctx.unit, (Os + s.gpus) // ctx.unit
             n_blocked = P[te, ue] - P[T, ue] - P[te, us] + P[T, us]
             keep = n_blocked == 0
             # batch room: size must fit at every step of the run
@@ -186,12 +189,12 @@ def add_power_of_two_blocks(b: ModelBuilder, ctx: Context) -> list[StartVars]:
                 ok = step < H
                 room_min[ok] = np.minimum(room_min[ok], ctx.batch_room[step[ok]])
             keep &= room_min >= s.gpus
-            O, T, te = O[keep], T[keep], te[keep]
-            if not len(O):
+            Os, T, te = Os[keep], T[keep], te[keep]
+            if not len(Os):
                 continue
             reward = job.priority * s.efficiency * s.gpus * (ctx.decay_cum[te] - ctx.decay_cum[T])
             cols = b.add_cols(reward, 0.0, 1.0, integer=True)
-            out.append(StartVars(gi, s.gpus, s.duration_steps, s.efficiency, O, T, cols))
+            out.append(StartVars(gi, s.gpus, s.duration_steps, s.efficiency, Os, T, cols))
     return out
 
 
@@ -207,9 +210,8 @@ class Coverage:
 
 
 def add_no_preemption(ctx: Context, xs: list[StartVars]) -> Coverage:
-    """Constraint 5 (no preemption): a start at t holds its whole block for the d consecutive
-    steps t .. t+d-1 (within the horizon), never fewer and never moved; running jobs and down
-    GPUs are fixed occupancy (already excluded from x, and counted in the per-step capacity).
+    """Constraint 5 (no preemption): a start at t holds its whole block for the d consecutive steps t .. t+d-1 (within the horizon), never fewer and never moved; running jobs and down GPUs are fixed occupancy (already excluded from x, and counted in the per-step capacity).
+
     Returns the coverage used by :func:`add_one_task_per_gpu`.
     """
     H = ctx.problem.horizon_steps
@@ -235,8 +237,8 @@ def add_no_preemption(ctx: Context, xs: list[StartVars]) -> Coverage:
 
 
 def add_demand_band(b: ModelBuilder, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
-    """Constraint 2 for services: integer ``a[i,t]`` in the band (tightened to the valid range
-    ``[L, U]``), integer ``u[i,t] in [0, D]`` with cost ``-w``, and rows ``a + u >= D``.
+    """Constraint 2 for services: integer ``a[i,t]`` in the band (tightened to the valid range ``[L, U]``), integer ``u[i,t] in [0, D]`` with cost ``-w``, and rows ``a + u >= D``.
+
     With ``demand_hard`` the unmet slack is fixed at 0. Returns (a_cols, u_cols), each (S, H).
     """
     p = ctx.problem
@@ -259,9 +261,7 @@ def add_demand_band(b: ModelBuilder, ctx: Context) -> tuple[np.ndarray, np.ndarr
 
 
 def add_one_task_per_gpu(b: ModelBuilder, ctx: Context, cov: Coverage, a_cols: np.ndarray) -> None:
-    """Constraint 1: for every GPU cell and step, starts covering it sum to <= 1 (cells held by
-    running jobs or down GPUs have no start variables at all); and :func:`add_gpu_count`.
-    """
+    """Constraint 1: for every GPU cell and step, starts covering it sum to <= 1 (cells held by running jobs or down GPUs have no start variables at all); and :func:`add_gpu_count`."""
     if len(cov.cell_rows):
         used, inv = np.unique(cov.cell_rows, return_inverse=True)
         rows = b.add_rows(-np.inf, np.ones(len(used)), "one_task_per_gpu")
@@ -270,9 +270,7 @@ def add_one_task_per_gpu(b: ModelBuilder, ctx: Context, cov: Coverage, a_cols: n
 
 
 def add_gpu_count(b: ModelBuilder, ctx: Context, cov: Coverage, a_cols: np.ndarray) -> None:
-    """Constraint 1, counting part: for every step, batch GPUs in use plus real-time GPUs <= GPUs
-    up minus running jobs' GPUs (real-time GPUs need no contiguity, so counting is exact).
-    """
+    """Constraint 1, counting part: for every step, batch GPUs in use plus real-time GPUs <= GPUs up minus running jobs' GPUs (real-time GPUs need no contiguity, so counting is exact)."""
     p = ctx.problem
     cap = (up_gpus(p) - running_gpus_per_step(p)).astype(np.float64)
     rows = b.add_rows(-np.inf, cap, "gpu_count")
@@ -283,8 +281,9 @@ def add_gpu_count(b: ModelBuilder, ctx: Context, cov: Coverage, a_cols: np.ndarr
 
 
 def add_start_once(b: ModelBuilder, ctx: Context, xs: list[StartVars]) -> None:
-    """Constraint 2 for jobs: each job starts at most once, with one of its sizes (a group of
-    k interchangeable jobs: at most k starts). Release times are enforced by construction.
+    """Constraint 2 for jobs: each job starts at most once, with one of its sizes (a group of k interchangeable jobs: at most k starts).
+
+    Release times are enforced by construction.
     """
     if not xs:
         return
@@ -296,9 +295,7 @@ def add_start_once(b: ModelBuilder, ctx: Context, xs: list[StartVars]) -> None:
 
 
 def add_swap_cap(b: ModelBuilder, ctx: Context, a_cols: np.ndarray) -> None:
-    """Constraint 4: ``-c <= a[i,t] - a[i,t-1] <= c`` for t >= 1 and
-    ``current_gpus - c <= a[i,0] <= current_gpus + c``.
-    """
+    """Constraint 4: ``-c <= a[i,t] - a[i,t-1] <= c`` for t >= 1 and ``current_gpus - c <= a[i,0] <= current_gpus + c``."""
     p = ctx.problem
     for i, s in enumerate(p.services):
         c = float(s.swap_cap_gpus)
@@ -312,8 +309,7 @@ def add_swap_cap(b: ModelBuilder, ctx: Context, a_cols: np.ndarray) -> None:
 
 
 def add_max_wait(b: ModelBuilder, ctx: Context, xs: list[StartVars]) -> int:
-    """Starvation guard (case C19), when ``settings.max_wait_steps = W`` is set: no overtaking
-    after W steps of waiting, the reservation rule of EASY backfill inside the MILP.
+    """Starvation guard (case C19), when ``settings.max_wait_steps = W`` is set: no overtaking after W steps of waiting, the reservation rule of EASY backfill inside the MILP.
 
     For each job j that can start somewhere in the horizon and each step τ >= release_j + W:
     jobs after j in arrival order (release_step, then job_id) may start at τ only if j has
@@ -338,7 +334,7 @@ def add_max_wait(b: ModelBuilder, ctx: Context, xs: list[StartVars]) -> int:
     for v in xs:
         by_group.setdefault(v.group, []).append(v)
     added = 0
-    for gj, vj in by_group.items():
+    for gj in by_group:
         r = key[gj][0]
         first = r + W
         if first >= H:
@@ -408,9 +404,7 @@ def build_model(problem: Problem) -> BuiltModel:
 
 
 def plan_to_vector(bm: BuiltModel, plan: Plan) -> np.ndarray | None:
-    """The model's column vector for a (verified) plan, for a warm start; None when the plan uses
-    a start the model does not have (it then cannot be a feasible point of this model).
-    """
+    """The model's column vector for a (verified) plan, for a warm start; None when the plan uses a start the model does not have (it then cannot be a feasible point of this model)."""
     p = bm.ctx.problem
     x = np.zeros(bm.model.n_cols)
     index: dict[tuple[int, int, int, int], int] = {}
@@ -419,7 +413,7 @@ def plan_to_vector(bm: BuiltModel, plan: Plan) -> np.ndarray | None:
             index[(v.group, v.gpus, o, t)] = c
     group_of = {p.jobs[k].job_id: gi for gi, members in enumerate(bm.ctx.groups) for k in members}
     for a in plan.assignments:
-        if a.running or a.start_step is None:
+        if a.running or a.start_step is None or a.gpus is None or a.block_offset is None:
             continue
         c = index.get((group_of.get(a.job_id, -1), int(a.gpus), int(a.block_offset), int(a.start_step)))
         if c is None:
@@ -429,8 +423,7 @@ def plan_to_vector(bm: BuiltModel, plan: Plan) -> np.ndarray | None:
 
 
 def set_service_values(ctx: Context, a_cols: np.ndarray, u_cols: np.ndarray, plan: Plan, x: np.ndarray) -> bool:
-    """Write a plan's service GPUs ``a`` and unmet demand ``u = max(0, D - a)`` into ``x`` (in
-    place); False when they lie outside the model's bounds (then ``x`` is not a model point)."""
+    """Write a plan's service GPUs ``a`` and unmet demand ``u = max(0, D - a)`` into ``x`` (in place); False when they lie outside the model's bounds (then ``x`` is not a model point)."""
     p = ctx.problem
     for i, s in enumerate(p.services):
         alloc = np.asarray(plan.service_gpus[s.service], dtype=np.float64)

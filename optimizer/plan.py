@@ -1,7 +1,9 @@
 """The result of planning: job starts on aligned blocks and real-time GPUs per step.
 
 A :class:`Plan` is produced by every planner (``milp``, ``fifo``, ``easy``, ``priority``) and
-checked by :func:`optimizer.verify.verify` before it is returned. ``Plan.to_dict`` gives the
+checked by :func:`optimizer.verify.verify` before it is returned. :class:`SolveStatus` says how
+its solve ended, :class:`PlanSource` where it came from (MILP, decomposition, repair, a baseline,
+or a fallback to the best baseline). ``Plan.to_dict`` gives the
 JSON document of ``gpuplan plan --json`` (DESIGN §7.1); ``Plan.from_dict`` reads it back.
 """
 
@@ -10,20 +12,72 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
-STATUSES: tuple[str, ...] = (
-    "optimal",  # MILP solved to the gap tolerance
-    "time_limit",  # MILP stopped on its time limit with an incumbent: not proven optimal
-    "no_solution",  # MILP stopped on its time limit without an incumbent
-    "infeasible",
-    "unbounded_or_infeasible",
-    "solver_error",
-    "unknown",  # a HiGHS status we do not map; never a crash
-    "heuristic",  # a baseline plan (fifo, easy, priority)
-    "fallback",  # the best baseline plan, returned because the MILP failed
-)
+
+class SolveStatus(StrEnum):
+    """How a plan's solve ended (:attr:`Plan.status`): solver outcomes only.
+
+    A ``StrEnum``: ``SolveStatus.OPTIMAL == "optimal"``. All but ``FEASIBLE`` are the outcomes of
+    :data:`optimizer.solver.OUTCOMES` (a fallback plan carries the MILP's own outcome);
+    ``FEASIBLE`` is a valid plan made without a solver (a baseline or greedy plan). Where the plan
+    came from is :class:`PlanSource`, not a status.
+    """
+
+    OPTIMAL = "optimal"  # MILP solved to the gap tolerance
+    TIME_LIMIT = "time_limit"  # MILP stopped on its time or work limit with an incumbent: not proven optimal
+    NO_SOLUTION = "no_solution"  # MILP stopped on its limit without an incumbent
+    INFEASIBLE = "infeasible"
+    UNBOUNDED_OR_INFEASIBLE = "unbounded_or_infeasible"
+    UNBOUNDED = "unbounded"
+    SOLVER_ERROR = "solver_error"
+    UNKNOWN = "unknown"  # a HiGHS status we do not map; never a crash
+    FEASIBLE = "feasible"  # a valid plan made without a solver (fifo, easy, priority, greedy)
+
+
+class PlanSource(StrEnum):
+    """Where a plan came from (:attr:`Plan.source`), kept apart from :class:`SolveStatus`.
+
+    ``MILP``: the full x[j, s, o, t] model; ``DECOMPOSITION``: the start/size master with its
+    starts packed into aligned blocks (:mod:`optimizer.decomposition`); ``REPAIR``: the master's
+    starts could not be packed and the best verified placement the master admits was kept
+    (master-guided repair, a greedy plan, the warm start or a baseline); ``FIFO``, ``EASY``,
+    ``PRIORITY``: that baseline; ``GREEDY``: a warm-start candidate of the MILP (demand-following
+    or LP-guided greedy, never returned by :func:`optimizer.planners.plan` as such); ``FALLBACK``:
+    the MILP failed and this is the best baseline plan (:attr:`Plan.status` is then the MILP's
+    own outcome).
+    """
+
+    MILP = "milp"
+    DECOMPOSITION = "decomposition"
+    REPAIR = "repair"
+    FIFO = "fifo"
+    EASY = "easy"
+    PRIORITY = "priority"
+    GREEDY = "greedy"
+    FALLBACK = "fallback"
+
+
+STATUSES: tuple[str, ...] = tuple(s.value for s in SolveStatus)
 """Every value :attr:`Plan.status` can take."""
+
+#: Status values of plan files and callers before :class:`PlanSource` existed, still accepted on
+#: input: ``"heuristic"`` (a baseline or greedy plan: status ``feasible``, source from the planner
+#: name) and ``"fallback"`` (status: the MILP's outcome ``solver_status``, source ``fallback``).
+LEGACY_STATUSES: tuple[str, ...] = ("heuristic", "fallback")
+
+#: Source of a plan whose planner name says it (legacy ``"heuristic"`` plans and plans built
+#: without a source): the baselines by name, the MILP's greedy warm starts, the master-guided repair.
+SOURCE_OF_PLANNER: dict[str, PlanSource] = {
+    "fifo": PlanSource.FIFO,
+    "easy": PlanSource.EASY,
+    "priority": PlanSource.PRIORITY,
+    "greedy": PlanSource.GREEDY,
+    "lp_guided": PlanSource.GREEDY,
+    "master_guided": PlanSource.REPAIR,
+    "milp": PlanSource.MILP,
+}
 
 
 @dataclass(frozen=True)
@@ -63,6 +117,7 @@ class JobAssignment:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> JobAssignment:
+        """Inverse of :meth:`to_dict` (missing fields are None, ``running`` False)."""
         return cls(
             job_id=str(d["job_id"]),
             start_step=d.get("start_step"),
@@ -84,18 +139,31 @@ class Plan:
       as a fraction (None when unknown); ``solve_s`` wall seconds; ``model`` {rows, cols, binaries}
       for the MILP.
     - ``violations``: verifier findings (empty for every plan a planner returns).
-    - ``fallback``: True when the MILP failed and this is the best baseline plan.
+    - ``status``: how the solve ended, a :class:`SolveStatus` (``feasible`` for a plan made
+      without a solver; for a fallback plan, the MILP's own outcome).
+    - ``source``: where the plan came from, a :class:`PlanSource` (``fallback`` when the MILP
+      failed and this is the best baseline plan; :attr:`fallback` says the same). When not given
+      it is taken from ``planner`` (:data:`SOURCE_OF_PLANNER`; None for an unknown name).
     - ``n_gpus``, ``horizon_steps``: the grid size, for :meth:`owner_grid`.
     - ``notes``: extra human-readable remarks (pruning, diagnosis, rejected jobs).
     - ``solver_status``: for the MILP planner, the solver outcome of
-      :data:`optimizer.solver.OUTCOMES` (e.g. ``"no_solution"`` behind a ``"fallback"`` plan);
+      :data:`optimizer.solver.OUTCOMES` (e.g. ``"no_solution"`` behind a fallback plan);
       None for baselines.
     - ``wall_clock_limited``: True when a solve behind this MILP plan stopped on its wall-clock
       time limit (the plan then depends on machine speed and may not reproduce).
+
+    The legacy status values :data:`LEGACY_STATUSES` are accepted on construction (old plan
+    files, callers not yet passing ``source``) and normalised: ``"heuristic"`` -> status
+    ``feasible``, source from the planner name; ``"fallback"`` -> status ``solver_status`` (or
+    ``unknown``), source ``fallback``.
+
+    Raises:
+        ValueError: a status that is neither a :class:`SolveStatus` nor a legacy value, or an
+            unknown source.
     """
 
     planner: str
-    status: str
+    status: SolveStatus | str
     assignments: tuple[JobAssignment, ...]
     service_gpus: dict[str, tuple[int, ...]]
     objective: float
@@ -104,17 +172,30 @@ class Plan:
     solve_s: float
     model: dict | None
     violations: tuple[str, ...] = ()
-    fallback: bool = False
     message: str = ""
     n_gpus: int = 0
     horizon_steps: int = 0
     notes: tuple[str, ...] = field(default=())
     solver_status: str | None = None
     wall_clock_limited: bool = False
+    source: PlanSource | None = None
 
     def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"plan status {self.status!r} is not one of {', '.join(STATUSES)}")
+        status, source = str(self.status), self.source
+        if status == "heuristic":
+            status = SolveStatus.FEASIBLE
+        elif status == "fallback":
+            status = self.solver_status if self.solver_status in STATUSES else SolveStatus.UNKNOWN
+            source = PlanSource.FALLBACK
+        if status not in STATUSES:
+            raise ValueError(
+                f"plan status {self.status!r} is not one of {', '.join(STATUSES)} "
+                f"(or legacy {', '.join(LEGACY_STATUSES)})"
+            )
+        if source is None:
+            source = SOURCE_OF_PLANNER.get(self.planner)
+        object.__setattr__(self, "status", SolveStatus(status))
+        object.__setattr__(self, "source", None if source is None else PlanSource(source))
         object.__setattr__(self, "assignments", tuple(self.assignments))
         object.__setattr__(self, "violations", tuple(self.violations))
         object.__setattr__(self, "notes", tuple(self.notes))
@@ -123,9 +204,14 @@ class Plan:
         )
 
     @property
+    def fallback(self) -> bool:
+        """True when the MILP failed and this is the best baseline plan (source ``fallback``)."""
+        return self.source == PlanSource.FALLBACK
+
+    @property
     def proven_optimal(self) -> bool:
-        """True only for a MILP plan solved to the requested gap."""
-        return self.status == "optimal"
+        """True only for a MILP plan solved to the requested gap (never for a fallback plan)."""
+        return self.status == SolveStatus.OPTIMAL and not self.fallback
 
     def job(self, job_id: str) -> JobAssignment:
         """The assignment of one job (KeyError naming the job when absent)."""
@@ -157,12 +243,13 @@ class Plan:
 
         Keys: status, objective, bound, gap, solve_s, model {rows, cols, binaries}, jobs
         [{job_id, start_step, end_step, block_offset, gpus}], services [{service, gpus}],
-        violations; plus planner, fallback, message, notes, n_gpus, horizon_steps, solver_status,
-        wall_clock_limited.
+        violations; plus planner, source, fallback, message, notes, n_gpus, horizon_steps,
+        solver_status, wall_clock_limited.
         """
         return {
             "planner": self.planner,
-            "status": self.status,
+            "status": str(self.status),
+            "source": None if self.source is None else str(self.source),
             "objective": _finite(self.objective),
             "bound": _finite(self.bound),
             "gap": _finite(self.gap),
@@ -182,7 +269,14 @@ class Plan:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Plan:
-        """Inverse of :meth:`to_dict`."""
+        """Inverse of :meth:`to_dict`; also reads plan files written before ``source`` existed.
+
+        An old file's ``status`` of ``"heuristic"`` or ``"fallback"`` is normalised as the class
+        docstring says; ``"fallback": true`` without a source means source ``fallback``.
+        """
+        source = d.get("source")
+        if source is None and d.get("fallback"):
+            source = PlanSource.FALLBACK
         return cls(
             planner=str(d.get("planner", "")),
             status=str(d["status"]),
@@ -194,13 +288,13 @@ class Plan:
             solve_s=float(d.get("solve_s") or 0.0),
             model=d.get("model"),
             violations=tuple(d.get("violations", [])),
-            fallback=bool(d.get("fallback", False)),
             message=str(d.get("message", "")),
             n_gpus=int(d.get("n_gpus", 0)),
             horizon_steps=int(d.get("horizon_steps", 0)),
             notes=tuple(d.get("notes", [])),
             solver_status=d.get("solver_status"),
             wall_clock_limited=bool(d.get("wall_clock_limited", False)),
+            source=None if source is None else PlanSource(source),
         )
 
 

@@ -8,8 +8,9 @@ greedy plans (:func:`optimizer.baselines.greedy_plans`), the LP-guided greedy pl
 (:func:`optimizer.decomposition.lp_guided_plan`) and ``warm_start`` (so its objective is
 never below the best baseline's). Its plan is verified; when the solve ends without a usable
 plan (no incumbent, infeasible, unbounded-or-infeasible, solver error, unknown status, or a plan
-the verifier rejects) the best baseline plan is returned with ``status="fallback"``,
-``fallback=True`` and a message giving the MILP outcome. An unverified plan is never returned.
+the verifier rejects) the best baseline plan is returned with ``source="fallback"``
+(``fallback=True``), the MILP's own outcome as ``status`` and a message giving it. An unverified
+plan is never returned.
 
 Budget: the sub-steps (LP-guided start, master, block packing, full model) share one deadline,
 ``time_limit_s`` for the whole plan. Without ``settings.mip_work_limit`` the clock decides where
@@ -21,8 +22,9 @@ the deadline was reached after all.
 When the master's starts cannot be packed into aligned blocks, the full model is solved up to
 ``settings.full_model_max_binaries``; above it the plan is the best verified placement that the
 master admits (:func:`optimizer.decomposition.master_admits`: the master-guided repair, the
-greedy plans, the warm start or a baseline), status ``"time_limit"`` (not proven optimal), with the
-master's dual bound when the plan's objective is within it.
+greedy plans, the warm start or a baseline), status ``"time_limit"`` (not proven optimal), source
+``"repair"``, with the master's dual bound when the plan's objective is within it. A plan from the
+master whose starts were packed has source ``"decomposition"``; one from the full model ``"milp"``.
 """
 
 from __future__ import annotations
@@ -31,8 +33,6 @@ import time
 from dataclasses import replace
 
 from optimizer.baselines import BASELINES, assemble_plan, baseline_plan, greedy_plans
-from optimizer.diagnose import check_feasible, check_size, coverage_shortfalls, estimate_size
-from optimizer.errors import InputError
 from optimizer.decomposition import (
     build_count_model,
     count_picks,
@@ -42,10 +42,12 @@ from optimizer.decomposition import (
     master_guided_plan,
     pack_offsets,
 )
+from optimizer.diagnose import check_feasible, check_size, coverage_shortfalls, estimate_size
+from optimizer.errors import InputError
 from optimizer.milp import build_model, plan_to_vector, solution_starts, solve_model
-from optimizer.solver import mip_gap, solve
-from optimizer.plan import Plan
+from optimizer.plan import Plan, PlanSource, SolveStatus
 from optimizer.problem import Problem
+from optimizer.solver import SolveOutcome, mip_gap, solve
 from optimizer.verify import verify
 
 PLANNERS: tuple[str, ...] = ("milp", "fifo", "easy", "priority")
@@ -107,7 +109,7 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
                      "(the MILP may then score below a baseline that overtakes)")
 
     work = st.mip_work_limit is not None
-    solves: list = []  # every SolveOutcome behind this plan, to report wall-clock stops
+    solves: list[SolveOutcome] = []  # every SolveOutcome behind this plan, to report wall-clock stops
 
     def left() -> float:
         # one deadline for the whole plan; under a work limit it only decides when the plan as a
@@ -124,18 +126,19 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
     def fallback(status: str, why: str, size: dict | None) -> Plan:
         hit = clocked()
         return _verified(replace(
-            base, planner="milp", status="fallback", fallback=True, model=size, solver_status=status,
+            base, planner="milp", status=SolveStatus(status), source=PlanSource.FALLBACK, model=size,
+            solver_status=status,
             solve_s=time.perf_counter() - t0,
             message=f"MILP {status}: {why}; returning the best baseline plan ({base.planner})",
             notes=tuple(extra), wall_clock_limited=hit,
         ), problem)
 
-    def finish(out, starts, svc, size) -> tuple[Plan | None, str]:
-        status = "optimal" if out.status == "optimal" else "time_limit"
+    def finish(out, starts, svc, size, source: PlanSource) -> tuple[Plan | None, str]:
+        status = SolveStatus.OPTIMAL if out.status == "optimal" else SolveStatus.TIME_LIMIT
         hit = clocked()
         p = assemble_plan(problem, "milp", status, starts, svc, time.perf_counter() - t0,
                           bound=out.bound, gap=out.gap, model=size, message=out.message, notes=tuple(extra),
-                          solver_status=out.status)
+                          solver_status=out.status, source=source)
         p = replace(p, wall_clock_limited=hit)
         v = verify(p, problem)
         if v:
@@ -162,7 +165,7 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
                             seed=st.random_seed, threads=st.threads, mip_work_limit=st.mip_work_limit, log=solves)
         if offs is not None:
             starts = {jid: (t, offs[jid], g) for jid, (t, g, _d) in picks.items()}
-            plan_, why = finish(out, starts, svc, size)
+            plan_, why = finish(out, starts, svc, size, PlanSource.DECOMPOSITION)
             if plan_ is not None:
                 return plan_
             return fallback(out.status, why, size)
@@ -185,7 +188,7 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
                 f"decomposition: the master's starts could not be packed into aligned blocks and the full "
                 f"model ({binaries} binaries) is above full_model_max_binaries={st.full_model_max_binaries}: "
                 f"kept the best placement the master admits ({best.planner}) under the master's bound")
-            chosen = replace(best, planner="milp", status="time_limit", fallback=False, model=size,
+            chosen = replace(best, planner="milp", status=SolveStatus.TIME_LIMIT, source=PlanSource.REPAIR, model=size,
                              bound=bound, gap=mip_gap(best.objective, bound), solver_status=out.status,
                              solve_s=time.perf_counter() - t0, notes=tuple(extra),
                              message="master solved but its starts could not be packed; best admitted placement "
@@ -203,7 +206,7 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
     if out.x is None or out.status not in ("optimal", "time_limit"):
         return fallback(out.status, out.message or out.status, size)
     starts, svc = solution_starts(bm, out.x)
-    plan_, why = finish(out, starts, svc, size)
+    plan_, why = finish(out, starts, svc, size, PlanSource.MILP)
     if plan_ is not None:
         return plan_
     return fallback(out.status, why, size)

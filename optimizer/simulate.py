@@ -34,10 +34,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from domain.kinds import JOB_KINDS
+from optimizer import planners
 from optimizer.errors import InputError
-from optimizer.plan import JobAssignment, Plan
-from optimizer.problem import Cluster, Job, Problem, RunningJob, Service, SizeOption
+from optimizer.objective import objective_value
+from optimizer.plan import JobAssignment, Plan, PlanSource, SolveStatus
+from optimizer.problem import Job, Problem, RunningJob, Service, SizeOption
 from optimizer.scenarios import Scenario, SimJob
+from optimizer.verify import verify as verify_plan
 
 PlannerFn = Callable[[Problem, "Plan | None"], Plan]
 """A planner: ``(problem, warm_start_or_None) -> Plan``."""
@@ -46,9 +50,10 @@ VerifyFn = Callable[[Plan, Problem], Sequence[str]]
 
 
 class SimulationError(RuntimeError):
-    """A plan about to be committed failed the verifier, or the committed state broke an
-    invariant (double-booked GPU, capacity exceeded). Never expected: it means a planner or the
-    simulator is wrong."""
+    """A plan about to be committed failed the verifier, or the committed state broke an invariant (double-booked GPU, capacity exceeded).
+
+    Never expected: it means a planner or the simulator is wrong.
+    """
 
 
 # ----------------------------------------------------------------------------- records
@@ -86,11 +91,15 @@ class JobRecord:
 
 @dataclass(frozen=True)
 class ReplanRecord:
-    """One decision point: a fresh plan (``replanned``) or the previous plan followed."""
+    """One decision point: a fresh plan (``replanned``) or the previous plan followed.
+
+    ``status``/``source``: the committed plan's :class:`~optimizer.plan.SolveStatus` and
+    :class:`~optimizer.plan.PlanSource`.
+    """
 
     step: int
     replanned: bool
-    status: str
+    status: SolveStatus
     solve_s: float
     gap: float | None
     objective: float
@@ -98,6 +107,7 @@ class ReplanRecord:
     n_running: int
     reason: str = ""
     wall_clock_limited: bool = False
+    source: PlanSource | None = None
 
 
 @dataclass(frozen=True)
@@ -150,11 +160,9 @@ class SimResult:
 def planner_fn(name: str, settings_override: dict[str, Any] | None = None) -> PlannerFn:
     """Wrap :func:`optimizer.planners.plan` as a :data:`PlannerFn` for planner ``name``.
 
-    ``settings_override``: fields of :class:`~optimizer.problem.Settings` replaced on every
+    ``settings_override``: fields of :class:`~optimizer.problem.PlanSettings` replaced on every
     problem (e.g. the bench's solver budget).
     """
-    from optimizer import planners
-
     if name not in planners.PLANNERS:
         raise InputError(f"unknown planner {name!r}; expected one of {', '.join(planners.PLANNERS)}")
 
@@ -166,12 +174,6 @@ def planner_fn(name: str, settings_override: dict[str, Any] | None = None) -> Pl
         return planners.plan(problem, name)
 
     return fn
-
-
-def _default_verify() -> VerifyFn:
-    from optimizer.verify import verify
-
-    return verify
 
 
 # ----------------------------------------------------------------------------- state
@@ -215,8 +217,7 @@ class _State:
         return out
 
     def place_services(self, initial: bool = False) -> None:
-        """Put each service's replicas on concrete GPUs: keep GPUs it held that are still free,
-        add the highest-indexed free GPUs (batch blocks are packed from offset 0)."""
+        """Put each service's replicas on concrete GPUs: keep GPUs it held that are still free, add the highest-indexed free GPUs (batch blocks are packed from offset 0)."""
         free = set(range(self.N)) - self.down - self.batch_owned()
         for s in self.sc.services:
             want = self.alloc[s.service]
@@ -314,6 +315,7 @@ def shift_plan(prev: Plan, offset: int, problem: Problem) -> Plan:
     return Plan(
         planner=prev.planner,
         status=prev.status,
+        source=prev.source,
         assignments=tuple(assignments),
         service_gpus=services,
         objective=float("nan"),
@@ -358,16 +360,61 @@ def simulate(
     """
     if replan_every_steps < 1:
         raise InputError(f"replan_every_steps = {replan_every_steps} must be >= 1")
-    verify = verify or _default_verify()
     t_wall = time.perf_counter()
-    sc = scenario
-    st = _State(sc)
-    N, T = st.N, sc.n_steps
-    kinds = sorted({j.kind for j in sc.jobs} | {"training", "quantization", "batch_inference"})
-    res = SimResult(
+    st = _State(scenario)
+    res = _empty_result(scenario, st, name)
+    loop = _Loop(planner, verify or verify_plan, name, replan_every_steps, keep_plans, lookahead, st, res)
+    st.place_services(initial=True)
+    for t in range(scenario.n_steps):
+        failed_now = _observe(loop, t)
+        problem = _forecast(loop, t)
+        decision = _plan(loop, problem, t, failed_now)
+        _verify(loop, decision, problem, t)
+        _commit(loop, decision, problem, t)
+        _advance(loop, t)
+        if progress is not None:
+            progress(t + 1, scenario.n_steps)
+    res.wall_s = time.perf_counter() - t_wall
+    return res
+
+
+@dataclass
+class _Loop:
+    """What one :func:`simulate` run carries from step to step (private)."""
+
+    planner: PlannerFn
+    verify: VerifyFn
+    name: str
+    replan_every_steps: int
+    keep_plans: bool
+    lookahead: bool
+    st: _State
+    res: SimResult
+    prev_plan: Plan | None = None
+    prev_at: int = 0
+
+
+@dataclass(frozen=True)
+class _Decision:
+    """The plan chosen at one step: a fresh one (``replanned``) or the previous one followed.
+
+    ``found``: verifier findings already known (the followed plan was verified when chosen).
+    """
+
+    plan: Plan
+    replanned: bool
+    reason: str
+    found: tuple[str, ...] = ()
+
+
+def _empty_result(sc: Scenario, st: _State, name: str) -> SimResult:
+    """A :class:`SimResult` with zeroed per-step series of the window's length."""
+    T = sc.n_steps
+    kinds = sorted({j.kind for j in sc.jobs} | set(JOB_KINDS))
+    return SimResult(
         scenario=sc.name,
         planner=name,
-        n_gpus=N,
+        n_gpus=st.N,
         n_steps=T,
         step_h=sc.step_h,
         jobs=st.records,
@@ -376,122 +423,187 @@ def simulate(
         service_demand={s.service: list(s.demand_true[:T]) for s in sc.services},
         down_gpus=[0] * T,
     )
-    st.place_services(initial=True)
-    prev_plan: Plan | None = None
-    prev_at = 0
-    for t in range(T):
-        # 1. completions (true durations), before failures: a job that ended is not killed
-        for jid in [j for j, r in st.running.items() if r.true_end <= t]:
-            st.records[jid].end_step = st.running.pop(jid).true_end
-        # failures and recoveries
-        failed_now = False
-        for f in sc.failures:
-            gpus = tuple(range(f.node * st.gpn, (f.node + 1) * st.gpn))
-            if f.until_step is not None and f.until_step == t:
-                st.down -= set(gpus)
-            if f.step == t:
-                failed_now = True
-                st.down |= set(gpus)
-                killed, lost = [], 0
-                for jid, r in list(st.running.items()):
-                    if set(range(r.offset, r.offset + r.job.gpus)) & set(gpus):
-                        rec = st.records[jid]
-                        steps_run = t - r.start
-                        rec.lost_gpu_steps += steps_run * r.job.gpus
-                        rec.restarts += 1
-                        lost += steps_run * r.job.gpus
-                        killed.append(jid)
-                        del st.running[jid]
-                        st.queue[jid] = r.job  # full duration again: no checkpoint
-                lost_rep = {}
-                for s in sc.services:
-                    on = [g for g in st.place.get(s.service, []) if g in gpus]
-                    if on:
-                        lost_rep[s.service] = len(on)
-                        st.alloc[s.service] -= len(on)
-                        st.place[s.service] = [g for g in st.place[s.service] if g not in gpus]
-                res.failures.append(FailureRecord(t, f.node, gpus, tuple(killed), lost, lost_rep))
-        # arrivals
-        for j in st.arrivals.get(t, []):
-            st.queue[j.job_id] = j
-        # operator-pinned starts
-        for (pstep, jid), p in st.pins.items():
-            if pstep == t:
-                _start(st, st.jobs_by_id[jid], p.block_offset, t)
 
-        # 2. problem from forecasts
-        problem = _problem_at(st, t, dict(st.alloc), lookahead)
-        # 3. plan or follow
-        plan, replanned, reason = None, False, ""
-        cand_found: list[str] | None = None  # verifier result of the shifted previous plan, once
-        if prev_plan is not None and not failed_now and t % replan_every_steps != 0:
-            cand = shift_plan(prev_plan, t - prev_at, problem)
-            cand_found = list(verify(cand, problem))
-            if not cand_found:
-                plan = cand
-                res.verified_plans += 1
-            else:  # not committed: reality diverged from the previous plan, plan afresh
-                res.stale_plans += 1
-                reason = "previous plan no longer valid: " + cand_found[0]
-        if plan is None:
-            warm = None
-            if prev_plan is not None and cand_found is None:
-                warm = _scored(shift_plan(prev_plan, t - prev_at, problem), problem, verify)
-            plan = planner(problem, warm)
-            replanned = True
-            reason = reason or ("failure" if failed_now else "scheduled")
-            found = list(verify(plan, problem))
-            res.verified_plans += 1
-            if found:
-                res.violations += len(found)
-                raise SimulationError(
-                    f"{sc.name}/{name} step {t}: plan from {plan.planner!r} fails the verifier: {found[:3]}"
-                )
-            prev_plan, prev_at = plan, t
-        res.replans.append(
-            ReplanRecord(
-                step=t,
-                replanned=replanned,
-                status=plan.status,
-                solve_s=plan.solve_s if replanned else 0.0,
-                gap=plan.gap if replanned else None,
-                objective=plan.objective,
-                n_queued=len(problem.jobs),
-                n_running=len(problem.running),
-                reason=reason,
-                wall_clock_limited=bool(plan.wall_clock_limited) if replanned else False,
-            )
+
+# -- 1. observe
+
+
+def _observe(loop: _Loop, t: int) -> bool:
+    """Apply what happens at step ``t`` on the truth; True when a node failed at ``t``.
+
+    Completions come before failures (a job that ended is not killed), then failures and
+    recoveries, arrivals, and operator-pinned starts.
+    """
+    st = loop.st
+    _complete(st, t)
+    failed_now = _fail_and_recover(loop, t)
+    for j in st.arrivals.get(t, []):
+        st.queue[j.job_id] = j
+    for (pstep, jid), p in st.pins.items():
+        if pstep == t:
+            _start(st, st.jobs_by_id[jid], p.block_offset, t)
+    return failed_now
+
+
+def _complete(st: _State, t: int) -> None:
+    """Finish every running job whose *true* end is at or before ``t``."""
+    for jid in [j for j, r in st.running.items() if r.true_end <= t]:
+        st.records[jid].end_step = st.running.pop(jid).true_end
+
+
+def _fail_and_recover(loop: _Loop, t: int) -> bool:
+    """Bring recovered nodes back and take failed ones down at ``t``; True when one failed.
+
+    A batch job on a failed GPU is killed and requeued with its full duration (no checkpoint);
+    real-time replicas on it are lost (the service's allocation drops by them).
+    """
+    st, sc = loop.st, loop.st.sc
+    failed_now = False
+    for f in sc.failures:
+        gpus = tuple(range(f.node * st.gpn, (f.node + 1) * st.gpn))
+        if f.until_step is not None and f.until_step == t:
+            st.down -= set(gpus)
+        if f.step == t:
+            failed_now = True
+            st.down |= set(gpus)
+            killed, lost = _kill_jobs_on(st, gpus, t)
+            lost_rep = _drop_replicas_on(st, gpus)
+            loop.res.failures.append(FailureRecord(t, f.node, gpus, tuple(killed), lost, lost_rep))
+    return failed_now
+
+
+def _kill_jobs_on(st: _State, gpus: tuple[int, ...], t: int) -> tuple[list[str], int]:
+    """Requeue every running job with a GPU in ``gpus``; returns (killed job ids, GPU-steps lost)."""
+    killed, lost = [], 0
+    for jid, r in list(st.running.items()):
+        if set(range(r.offset, r.offset + r.job.gpus)) & set(gpus):
+            rec = st.records[jid]
+            steps_run = t - r.start
+            rec.lost_gpu_steps += steps_run * r.job.gpus
+            rec.restarts += 1
+            lost += steps_run * r.job.gpus
+            killed.append(jid)
+            del st.running[jid]
+            st.queue[jid] = r.job  # full duration again: no checkpoint
+    return killed, lost
+
+
+def _drop_replicas_on(st: _State, gpus: tuple[int, ...]) -> dict[str, int]:
+    """Remove real-time replicas placed on ``gpus``; returns replicas lost per service."""
+    lost_rep = {}
+    for s in st.sc.services:
+        on = [g for g in st.place.get(s.service, []) if g in gpus]
+        if on:
+            lost_rep[s.service] = len(on)
+            st.alloc[s.service] -= len(on)
+            st.place[s.service] = [g for g in st.place[s.service] if g not in gpus]
+    return lost_rep
+
+
+# -- 2. forecast
+
+
+def _forecast(loop: _Loop, t: int) -> Problem:
+    """The horizon problem at ``t`` from what the planner may know (:func:`_problem_at`)."""
+    return _problem_at(loop.st, t, dict(loop.st.alloc), loop.lookahead)
+
+
+# -- 3. plan
+
+
+def _plan(loop: _Loop, problem: Problem, t: int, failed_now: bool) -> _Decision:
+    """Follow the previous plan when it is not time to replan and it still verifies; else plan afresh.
+
+    A stale previous plan (it no longer verifies) is counted in ``stale_plans`` and not committed.
+    A fresh plan gets the previous plan, shifted and scored, as warm start (only when the
+    previous plan was not just found stale).
+    """
+    res, reason = loop.res, ""
+    cand_found: list[str] | None = None  # verifier result of the shifted previous plan, once
+    if loop.prev_plan is not None and not failed_now and t % loop.replan_every_steps != 0:
+        cand = shift_plan(loop.prev_plan, t - loop.prev_at, problem)
+        cand_found = list(loop.verify(cand, problem))
+        if not cand_found:
+            return _Decision(cand, replanned=False, reason="")
+        res.stale_plans += 1  # not committed: reality diverged from the previous plan, plan afresh
+        reason = "previous plan no longer valid: " + cand_found[0]
+    warm = None
+    if loop.prev_plan is not None and cand_found is None:
+        warm = _scored(shift_plan(loop.prev_plan, t - loop.prev_at, problem), problem, loop.verify)
+    plan = loop.planner(problem, warm)
+    return _Decision(plan, replanned=True, reason=reason or ("failure" if failed_now else "scheduled"))
+
+
+# -- 4. verify
+
+
+def _verify(loop: _Loop, d: _Decision, problem: Problem, t: int) -> None:
+    """Verify the plan about to be committed (a followed plan was verified when chosen).
+
+    Raises:
+        SimulationError: the plan fails the verifier (nothing unverified is committed).
+    """
+    found = list(loop.verify(d.plan, problem)) if d.replanned else list(d.found)
+    loop.res.verified_plans += 1
+    if found:
+        loop.res.violations += len(found)
+        raise SimulationError(
+            f"{loop.st.sc.name}/{loop.name} step {t}: plan from {d.plan.planner!r} fails the verifier: {found[:3]}"
         )
-        if keep_plans:
-            res.plans_at[t] = plan
-            res.problems_at[t] = problem
-        # 4. commit step 0
-        for a in plan.assignments:
-            if a.running or a.start_step != 0:
-                continue
-            _start(st, st.queue[a.job_id], a.block_offset, t)
-        for s in sc.services:
-            st.alloc[s.service] = plan.service_gpus[s.service][0]
-        st.place_services()
-        _check_state(st, t)
-        # 5. record on the truth
-        for r in st.running.values():
-            res.batch_gpus[r.job.kind][t] += r.job.gpus
-            st.records[r.job.job_id].run_gpu_steps += r.job.gpus
-        for s in sc.services:
-            res.service_gpus[s.service][t] = st.alloc[s.service]
-        res.down_gpus[t] = len(st.down)
-        if progress is not None:
-            progress(t + 1, T)
-    res.wall_s = time.perf_counter() - t_wall
-    return res
+    if d.replanned:
+        loop.prev_plan, loop.prev_at = d.plan, t
+
+
+# -- 5. commit
+
+
+def _commit(loop: _Loop, d: _Decision, problem: Problem, t: int) -> None:
+    """Record the decision and commit step 0 of its plan: job starts and service GPUs."""
+    st, res, plan = loop.st, loop.res, d.plan
+    res.replans.append(
+        ReplanRecord(
+            step=t,
+            replanned=d.replanned,
+            status=SolveStatus(plan.status),
+            solve_s=plan.solve_s if d.replanned else 0.0,
+            gap=plan.gap if d.replanned else None,
+            objective=plan.objective,
+            n_queued=len(problem.jobs),
+            n_running=len(problem.running),
+            reason=d.reason,
+            wall_clock_limited=bool(plan.wall_clock_limited) if d.replanned else False,
+            source=plan.source,
+        )
+    )
+    if loop.keep_plans:
+        res.plans_at[t] = plan
+        res.problems_at[t] = problem
+    for a in plan.assignments:
+        if a.running or a.start_step != 0:
+            continue
+        _start(st, st.queue[a.job_id], a.block_offset, t)
+    for s in st.sc.services:
+        st.alloc[s.service] = plan.service_gpus[s.service][0]
+    st.place_services()
+    _check_state(st, t)
+
+
+# -- 6. advance
+
+
+def _advance(loop: _Loop, t: int) -> None:
+    """Record step ``t`` on the truth: GPUs running batch work by kind, service GPUs, GPUs down."""
+    st, res = loop.st, loop.res
+    for r in st.running.values():
+        res.batch_gpus[r.job.kind][t] += r.job.gpus
+        st.records[r.job.job_id].run_gpu_steps += r.job.gpus
+    for s in st.sc.services:
+        res.service_gpus[s.service][t] = st.alloc[s.service]
+    res.down_gpus[t] = len(st.down)
 
 
 def _scored(plan: Plan, problem: Problem, verify: VerifyFn) -> Plan | None:
-    """``plan`` with its DESIGN §5 objective filled in, or None when it fails the verifier (a
-    warm start must be valid and scored for the MILP to rank it against its baselines)."""
-    from optimizer.objective import objective_value
-
+    """``plan`` with its DESIGN §5 objective filled in, or None when it fails the verifier (a warm start must be valid and scored for the MILP to rank it against its baselines)."""
     if verify(plan, problem):
         return None
     return replace(plan, objective=objective_value(plan, problem))
@@ -510,8 +622,7 @@ def _start(st: _State, job: SimJob, offset: int | None, t: int) -> None:
 
 
 def _check_state(st: _State, t: int) -> None:
-    """Invariants of the committed step on the truth: no GPU holds two batch jobs, no batch job
-    on a down GPU, batch + real-time GPUs within the healthy capacity."""
+    """Invariants of the committed step on the truth: no GPU holds two batch jobs, no batch job on a down GPU, batch + real-time GPUs within the healthy capacity."""
     owner: dict[int, str] = {}
     for r in st.running.values():
         for g in range(r.offset, r.offset + r.job.gpus):

@@ -32,9 +32,11 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+import highspy
 import numpy as np
+from scipy import sparse
 
 OUTCOMES: tuple[str, ...] = (
     "optimal",
@@ -121,10 +123,12 @@ class SparseModel:
 
     @property
     def n_cols(self) -> int:
+        """Number of columns (variables)."""
         return int(len(self.cost))
 
     @property
     def n_rows(self) -> int:
+        """Number of rows (constraints)."""
         return int(len(self.row_lower))
 
 
@@ -155,14 +159,16 @@ class SolveOutcome:
 
     @property
     def has_solution(self) -> bool:
+        """True when the solve returned a solution vector ``x``."""
         return self.x is not None
 
 
 @contextlib.contextmanager
 def _quiet_banner():
-    """Discard C-level stdout while the first HiGHS object is made: HiGHS 1.16 prints a two-line
-    version banner there even with ``output_flag`` off, which would corrupt ``--json`` on stdout
-    and clutter stderr. Only object construction is wrapped; solver messages are off anyway."""
+    """Discard C-level stdout while the first HiGHS object is made: HiGHS 1.16 prints a two-line version banner there even with ``output_flag`` off, which would corrupt ``--json`` on stdout and clutter stderr.
+
+    Only object construction is wrapped; solver messages are off anyway.
+    """
     try:
         sys.stdout.flush()
         saved = os.dup(1)
@@ -186,8 +192,6 @@ def check_solution(model: SparseModel, x: np.ndarray, objective: float, tol: flo
     (``setSolution``) and presolve on, HiGHS 1.16 was seen to return its start vector as "optimal"
     with a wrong objective (128 for a point whose objective is 0, on the 8-GPU valley case).
     """
-    from scipy import sparse
-
     scale = max(1.0, abs(objective))
     obj = float(np.dot(model.cost, x) + model.offset)
     if abs(obj - objective) > tol * scale:
@@ -264,8 +268,6 @@ def solve(
 
 
 def _replace(o: SolveOutcome, **kw) -> SolveOutcome:
-    from dataclasses import replace
-
     return replace(o, **kw)
 
 
@@ -279,9 +281,6 @@ def _solve_once(
     presolve: bool,
     mip_work_limit: int | None = None,
 ) -> SolveOutcome:
-    import highspy
-    from scipy import sparse
-
     t0 = time.perf_counter()
     h = None
     try:
@@ -370,8 +369,7 @@ _DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class _WorkBudget:
-    """Counts HiGHS's MIP limit checks on one ``Highs`` object and interrupts the solve at the
-    ``limit``-th (see :func:`solve`).
+    """Counts HiGHS's MIP limit checks on one ``Highs`` object and interrupts the solve at the ``limit``-th (see :func:`solve`).
 
     HiGHS swallows an exception raised while it is in a Python callback and reports kSolveError,
     so Ctrl-C (SIGINT) or SIGTERM arriving during the solve would turn into a "solver error" and a
@@ -425,10 +423,11 @@ _scheduler_threads: int | None = None
 
 
 def _use_threads(highspy, threads: int) -> None:
-    """HiGHS keeps one global thread scheduler per process, sized by the first solve: a later
-    solve asking for another ``threads`` value returns model status kNotset without solving.
-    Reset the scheduler when the requested count changes (solves in one process run one at a
-    time; the lock keeps two callers from resetting at once)."""
+    """HiGHS keeps one global thread scheduler per process, sized by the first solve: a later solve asking for another ``threads`` value returns model status kNotset without solving.
+
+    Reset the scheduler when the requested count changes (solves in one process run one at a time;
+    the lock keeps two callers from resetting at once).
+    """
     global _scheduler_threads
     with _SCHEDULER_LOCK:
         if _scheduler_threads is not None and _scheduler_threads != threads:

@@ -55,7 +55,7 @@ def _print_plan(result, out: Path | None) -> None:
     """Human-readable summary on standard output."""
     gap = "-" if result.gap is None else f"{result.gap + 0.0:.4%}"
     bound = "-" if result.bound is None else f"{result.bound + 0.0:.6g}"
-    typer.echo(f"planner {result.planner}: status {result.status}, objective {result.objective + 0.0:.6g}, "
+    typer.echo(f"planner {result.planner} (plan from {result.source}): status {result.status}, objective {result.objective + 0.0:.6g}, "
                f"bound {bound}, gap {gap}, {result.solve_s:.2f} s")
     if result.model:
         typer.echo("model: " + ", ".join(f"{k} {v}" for k, v in result.model.items()))

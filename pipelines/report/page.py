@@ -123,13 +123,14 @@ def render_page(inp: ReportInputs, table: pd.DataFrame, plots: Mapping[str, str]
     tol = getattr(settings, "mip_rel_gap", None)
     bound = "n/a" if plan.bound is None else f"{plan.bound:.2f}"
     gap = "n/a" if plan.gap is None else f"{_pct(plan.gap)} %"
-    out.append(f"Plan: planner `{plan.planner}`, status {status_text(plan, tol)}, objective "
+    source = f" (plan from `{plan.source}`)" if plan.source and str(plan.source) != plan.planner else ""
+    out.append(f"Plan: planner `{plan.planner}`{source}, status {status_text(plan, tol)}, objective "
                f"{plan.objective:.2f}, bound {bound}, solve {plan.solve_s:.1f} s.")
-    if plan.status == "time_limit":
+    if plan.status == "time_limit" and not plan.fallback:
         lim = f" after {inp.time_limit_s:g} s" if inp.time_limit_s else ""
         out.append(f"\n> **Not proven optimal**: the solver stopped on its time limit{lim} with this incumbent "
                    f"(gap {gap}).")
-    if plan.fallback or plan.status == "fallback":
+    if plan.fallback:
         out.append(f"\n> **Fallback plan**: the MILP did not return a plan ({plan.message}); this is the best "
                    f"baseline plan.")
     out.append("\nReal-time profiles:\n")

@@ -33,7 +33,7 @@ def check_plan(problem: Problem, plan: Plan) -> str:
     Raises:
         RuntimeError: any violation (the plan is never written as valid), or status ``no_solution`` (C13 b).
     """
-    if plan.status == "no_solution":
+    if plan.status == "no_solution" and not plan.fallback:
         raise RuntimeError(f"no feasible allocation within the time limit of {problem.settings.time_limit_s:g} s")
     violations = verify(plan, problem)
     if violations:

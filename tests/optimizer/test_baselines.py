@@ -7,7 +7,7 @@ import numpy as np
 
 from optimizer.baselines import reserved_service_gpus
 from optimizer.planners import plan
-from optimizer.problem import Cluster, Job, Problem, RunningJob, Service, Settings, SizeOption
+from optimizer.problem import Cluster, Job, PlanSettings, Problem, RunningJob, Service, SizeOption
 
 
 def _problem(c_priority: float = 1.0) -> Problem:
@@ -18,7 +18,7 @@ def _problem(c_priority: float = 1.0) -> Problem:
         Job("B", "batch_inference", 1.0, 0, (SizeOption(1, 1),)),
         Job("C", "quantization", c_priority, 0, (SizeOption(2, 4),)),
     )
-    return Problem(Cluster(4, 4, 30, 6), Settings(), (), jobs, (RunningJob("R", "training", 1.0, 2, 0, 3),))
+    return Problem(Cluster(4, 4, 30, 6), PlanSettings(), (), jobs, (RunningJob("R", "training", 1.0, 2, 0, 3),))
 
 
 def _starts(r):
@@ -47,16 +47,16 @@ def test_priority_backfill_orders_by_priority_then_arrival():
 
 def test_static_peak_reservation_respects_swap_cap_and_band():
     svc = Service("chat", (1, 3, 2, 1, 1, 1), 0, 4, 1, 1)
-    p = Problem(Cluster(4, 4, 30, 6), Settings(), (svc,), ())
+    p = Problem(Cluster(4, 4, 30, 6), PlanSettings(), (svc,), ())
     # peak 3 reached from current 1 at most 1 GPU per step, then held all day
     assert reserved_service_gpus(p).tolist() == [[2, 3, 3, 3, 3, 3]]
-    capped = Problem(Cluster(4, 4, 30, 6), Settings(), (Service("chat", (1, 3, 2, 1, 1, 1), 0, 2, 1, 1),), ())
+    capped = Problem(Cluster(4, 4, 30, 6), PlanSettings(), (Service("chat", (1, 3, 2, 1, 1, 1), 0, 2, 1, 1),), ())
     assert reserved_service_gpus(capped).tolist() == [[2, 2, 2, 2, 2, 2]]  # band max 2
 
 
 def test_reservation_cut_back_when_running_jobs_hold_the_cluster():
     # two services of peak 2 on 4 GPUs, a running 2-GPU job for 2 steps: only 2 GPUs for both
-    p = Problem(Cluster(4, 4, 30, 4), Settings(),
+    p = Problem(Cluster(4, 4, 30, 4), PlanSettings(),
                 (Service("a", (2, 2, 2, 2), 0, 4, 4, 0), Service("b", (2, 2, 2, 2), 0, 4, 4, 0)), (),
                 (RunningJob("R", "training", 1.0, 2, 0, 2),))
     a = reserved_service_gpus(p)

@@ -45,7 +45,7 @@ def test_fifo_json_job_not_started_is_null():
     res = _run("--problem", VALLEY, "--planner", "fifo", "--json")
     assert res.exit_code == 0
     doc = json.loads(res.stdout)
-    assert doc["status"] == "heuristic" and doc["bound"] is None and doc["gap"] is None
+    assert doc["status"] == "feasible" and doc["source"] == "fifo" and doc["bound"] is None and doc["gap"] is None
     assert doc["jobs"] == [{"job_id": "A", "start_step": None, "end_step": None, "block_offset": None, "gpus": None}]
 
 

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from domain.units import hours_to_steps
 from optimizer.errors import InputError
 from optimizer.plan import JobAssignment, Plan
 from optimizer.problem import (
     Problem,
-    duration_to_steps,
     round_up_pow2,
     split_valid_jobs,
 )
@@ -109,12 +109,12 @@ def test_c21_oversized_and_zero_jobs_rejected_individually_others_kept():
 
 
 def test_c21_durations_clip_to_one_step():
-    assert duration_to_steps(-0.4, 30) == 1
-    assert duration_to_steps(0.2, 30) == 1
-    assert duration_to_steps(0.0, 30) == 1
-    assert duration_to_steps(1.0, 30) == 2
-    assert duration_to_steps(1.0000001, 30) == 2  # rounded to 1e-6 before ceil
-    assert duration_to_steps(1.1, 30) == 3
+    assert hours_to_steps(-0.4, 30) == 1
+    assert hours_to_steps(0.2, 30) == 1
+    assert hours_to_steps(0.0, 30) == 1
+    assert hours_to_steps(1.0, 30) == 2
+    assert hours_to_steps(1.0000001, 30) == 2  # rounded to 1e-6 before ceil
+    assert hours_to_steps(1.1, 30) == 3
 
 
 @pytest.mark.parametrize(
@@ -163,3 +163,17 @@ def test_plan_owner_grid_and_round_trip():
         plan.job("Q")
     with pytest.raises(ValueError, match="status"):
         Plan("x", "done", (), {}, 0.0, None, None, 0.0, None)
+
+
+def test_plan_status_and_source_apart_and_old_files_read():
+    plan = Plan(planner="fifo", status="feasible", assignments=(), service_gpus={}, objective=0.0, bound=None,
+                gap=None, solve_s=0.0, model=None)
+    assert plan.source == "fifo" and not plan.fallback and not plan.proven_optimal
+    doc = plan.to_dict()
+    assert doc["status"] == "feasible" and doc["source"] == "fifo" and doc["fallback"] is False
+    old = {"planner": "easy", "status": "heuristic", "objective": 1.0}
+    assert (Plan.from_dict(old).status, Plan.from_dict(old).source) == ("feasible", "easy")
+    old_fb = {"planner": "milp", "status": "fallback", "fallback": True, "objective": 1.0, "solver_status": "no_solution"}
+    fb = Plan.from_dict(old_fb)
+    assert fb.status == "no_solution" and fb.source == "fallback" and fb.fallback and not fb.proven_optimal
+    assert Plan.from_dict(json.loads(json.dumps(fb.to_dict()))) == fb

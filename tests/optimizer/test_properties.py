@@ -23,7 +23,7 @@ from optimizer.baselines import greedy_plans
 from optimizer.decomposition import build_count_model, lp_guided_plan
 from optimizer.diagnose import InfeasibleProblemError, diagnose
 from optimizer.planners import PLANNERS, plan
-from optimizer.problem import Cluster, Job, Problem, RunningJob, Service, Settings, SizeOption
+from optimizer.problem import Cluster, Job, PlanSettings, Problem, RunningJob, Service, SizeOption
 from optimizer.verify import verify
 
 POW2 = (1, 2, 4, 8)
@@ -66,7 +66,7 @@ def problems(draw, max_gpus=8, max_steps=6, max_jobs=5, max_services=2, max_runn
         jobs.append(Job(f"J{k}", "training", draw(st.sampled_from([0.5, 1.0, 2.0, 3.0])),
                         draw(st.integers(0, H - 1)) if draw(st.integers(0, 5)) else H,
                         opts))
-    stg = Settings(decay_per_step=draw(st.sampled_from([1.0, 0.995, 0.9])),
+    stg = PlanSettings(decay_per_step=draw(st.sampled_from([1.0, 0.995, 0.9])),
                    penalty_ratio=draw(st.sampled_from([5.0, 8.0, 10.0])), mip_rel_gap=0.0, threads=1,
                    multi_node_blocks=multi)
     return Problem(Cluster(N, gpn, 30, H), stg, tuple(services), tuple(jobs), tuple(running), tuple(down))
@@ -98,7 +98,7 @@ def test_every_planner_verified_and_milp_dominates_baselines(p):
     for g in greedy_plans(p) + [lp_guided_plan(build_count_model(p))]:
         assert g is not None and verify(g, p) == [], g.planner if g else "lp_guided"
     m = plans["milp"]
-    assert m.status in ("optimal", "time_limit", "fallback")
+    assert m.status in ("optimal", "time_limit") or m.fallback
     for name in ("fifo", "easy", "priority"):
         assert m.objective >= plans[name].objective - 1e-7 * max(1.0, abs(plans[name].objective)), name
 
@@ -165,7 +165,7 @@ def brute_force(p: Problem) -> float | None:
                 ranges = [range(max(s.min_gpus, a - s.swap_cap_gpus), min(s.max_gpus, a + s.swap_cap_gpus) + 1)
                           for s, a in zip(svcs, prev, strict=True)]
 
-                def rec(i, acc, used):
+                def rec(i, acc, used, val=val, t=t, nxt=nxt, ranges=ranges, room=room):  # bind this iteration's values
                     if i == len(svcs):
                         v = val - w * sum(max(0, s.demand_gpus[t] - x) for s, x in zip(svcs, acc, strict=True))
                         key = tuple(acc)

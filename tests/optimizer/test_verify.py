@@ -7,12 +7,12 @@ from dataclasses import replace
 import pytest
 
 from optimizer.plan import JobAssignment, Plan
-from optimizer.problem import Cluster, Job, Problem, RunningJob, Service, Settings, SizeOption
+from optimizer.problem import Cluster, Job, PlanSettings, Problem, RunningJob, Service, SizeOption
 from optimizer.verify import verify
 
 P = Problem(
     Cluster(8, 4, 30, 6),
-    Settings(multi_node_blocks=True),
+    PlanSettings(multi_node_blocks=True),
     (Service("chat", (2, 2, 2, 2, 2, 2), 1, 4, 1, 2),),
     (
         Job("A", "training", 1.0, 1, (SizeOption(4, 2), SizeOption(2, 3, 0.9))),

@@ -12,7 +12,7 @@ import pytest
 from scipy import sparse
 
 from optimizer.planners import plan
-from optimizer.problem import Cluster, Job, Problem, Settings, SizeOption
+from optimizer.problem import Cluster, Job, PlanSettings, Problem, SizeOption
 from optimizer.solver import SparseModel, solve
 
 
@@ -73,7 +73,7 @@ def _queue() -> Problem:
             (SizeOption(int(rng.choice([1, 2, 4, 8])), int(rng.integers(2, 10))),))
         for k in range(14)
     )
-    st = Settings(mip_rel_gap=0.0, mip_work_limit=3)
+    st = PlanSettings(mip_rel_gap=0.0, mip_work_limit=3)
     return Problem(Cluster(16, 8, 30, 24), st, (), jobs, ())
 
 

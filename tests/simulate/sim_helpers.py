@@ -4,7 +4,7 @@ the optimizer's planners, so the hand-computed simulations do not depend on them
 from __future__ import annotations
 
 from optimizer.plan import JobAssignment, Plan
-from optimizer.problem import Cluster, Problem, Settings
+from optimizer.problem import Cluster, PlanSettings, Problem
 from optimizer.scenarios import Scenario, SimJob, SimService
 
 
@@ -53,7 +53,7 @@ def greedy_plan(problem: Problem, warm_start: Plan | None = None) -> Plan:
             for g in range(placed, placed + size.gpus):
                 owner[t][g] = True
         out.append(JobAssignment(j.job_id, 0, size.duration_steps, placed, size.gpus))
-    return Plan("greedy", "heuristic", tuple(out), svc, 0.0, None, None, 0.0, None, n_gpus=N, horizon_steps=H)
+    return Plan("greedy", "feasible", tuple(out), svc, 0.0, None, None, 0.0, None, n_gpus=N, horizon_steps=H)
 
 
 def tiny_scenario() -> Scenario:
@@ -78,4 +78,4 @@ def tiny_scenario() -> Scenario:
         SimJob("C", "training", 1.0, 0, 4, 1, 1),
         SimJob("B", "quantization", 1.0, 1, 1, 1, 1),
     )
-    return Scenario("tiny", 0, cluster, Settings(), 4, (svc,), jobs)
+    return Scenario("tiny", 0, cluster, PlanSettings(), 4, (svc,), jobs)

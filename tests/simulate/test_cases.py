@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from optimizer.metrics import compute
-from optimizer.problem import Cluster, Settings
+from optimizer.problem import Cluster, PlanSettings
 from optimizer.scenarios import NodeFailure, PinnedStart, Scenario, SimJob, SimService
 from optimizer.simulate import planner_fn, simulate
 
 PLANNERS = ("milp", "fifo", "easy", "priority")
-SETTINGS = Settings(time_limit_s=20.0, mip_rel_gap=1e-4, threads=1, max_wait_steps=6)
+SETTINGS = PlanSettings(time_limit_s=20.0, mip_rel_gap=1e-4, threads=1, max_wait_steps=6)
 
 
 def c19_scenario() -> Scenario:

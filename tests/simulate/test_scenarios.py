@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from domain.kinds import QOS_PRIORITY
+from domain.units import is_pow2
 from optimizer import scenarios as S
-from optimizer.problem import is_pow2
+from optimizer.errors import InputError
 from pipelines.catalog import load_real_trace
 
 SIZES = {  # DESIGN §6.5: (GPUs, jobs)
@@ -75,7 +77,7 @@ def test_real_trace_from_the_shipped_slice():
     assert sc.cluster.n_gpus == 64 and sc.n_steps == 96
     assert len(sc.jobs) == sc.params["batch_pods_in_window"] == 317
     assert all(is_pow2(j.gpus) and 0 <= j.arrival_step < 96 for j in sc.jobs)
-    assert {j.priority for j in sc.jobs} <= set(S.QOS_PRIORITY.values())
+    assert {j.priority for j in sc.jobs} <= set(QOS_PRIORITY.values())
     ls, serve = sc.services
     assert max(serve.demand_true) == 16  # the 4-day peak maps to serve_peak_gpus
     assert 15 <= sum(ls.demand_true[:96]) / 96 <= 35  # the LS pods hold about 24 GPUs
@@ -84,7 +86,7 @@ def test_real_trace_from_the_shipped_slice():
 
 
 def test_unknown_scenario_is_refused():
-    with pytest.raises(S.InputError, match="unknown scenario 'nope'"):
+    with pytest.raises(InputError, match="unknown scenario 'nope'"):
         S.build("nope")
-    with pytest.raises(S.InputError, match="needs the trace"):
+    with pytest.raises(InputError, match="needs the trace"):
         S.build("real_trace")

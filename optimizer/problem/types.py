@@ -1,38 +1,33 @@
-"""Problem types for the allocation model: the problem file of DESIGN §3.1, validated on entry.
+"""Problem types for the allocation model: what a problem file (DESIGN §3.1) holds, validated on entry.
 
 A :class:`Problem` is what the optimiser plans: forecasts are already applied (durations in
-whole steps, real-time demand in whole GPUs per step). Everything is an immutable dataclass;
-``Problem.from_dict`` validates a JSON-shaped dict and ``Problem.to_dict`` round-trips it.
+whole steps, real-time demand in whole GPUs per step). Everything is an immutable dataclass whose
+``__post_init__`` checks its invariants; ``Problem.from_dict`` builds one from a JSON-shaped dict
+(the keys and field rules are in :mod:`optimizer.problem.fileform`) and ``Problem.to_dict``
+round-trips it.
 
 Every refusal raises :class:`optimizer.errors.InputError` whose message names the job or
 service and the field, e.g. ``job 'A': sizes[0].gpus = 3 is not a power of two (1, 2, 4, ...)``.
 
-Helpers for the shell that turns forecasts into a problem (cases C21, C22):
-:func:`round_up_pow2` (GPU count -> aligned power-of-two block size) and
-:func:`duration_to_steps` (hours -> whole steps, at least 1).
+Helper for the shell that turns forecasts into a problem (case C22): :func:`round_up_pow2` (GPU
+count -> aligned power-of-two block size). Hours -> whole steps (case C21) is
+:func:`domain.units.hours_to_steps`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from domain.kinds import JOB_KINDS
+from domain.units import ROUND_DIGITS, is_pow2, pow2_ceil
 from optimizer.errors import InputError
+from optimizer.problem import fileform
+from optimizer.problem.fileform import as_int, as_list, as_num, as_str
 
-JOB_KINDS: tuple[str, ...] = ("training", "quantization", "batch_inference")
-"""Batch job kinds (real-time inference is a :class:`Service`, not a job)."""
-
-_ROUND_DIGITS = 6  # C22: round to 1e-6 before ceiling, so 8.0000001 -> 8
-
-
-def is_pow2(n: int) -> bool:
-    """True when ``n`` is a positive power of two (1, 2, 4, ...)."""
-    return isinstance(n, int) and n >= 1 and (n & (n - 1)) == 0
-
-
-# ----------------------------------------------------------------------------- helpers (C21/C22)
+# ----------------------------------------------------------------------------- helper (C22)
 
 
 def round_up_pow2(
@@ -44,9 +39,9 @@ def round_up_pow2(
     """Round a requested or forecast GPU count up to a power-of-two block size (case C22).
 
     ``x`` is rounded to 1e-6 first (so a regressor output of 8.0000001 is 8, not 16), then
-    ceiled, then rounded up to the next power of two: 3 -> 4, 6 -> 8, 0.6 -> 1, 2.3 -> 4,
-    5.0 -> 8. The result must fit the cluster (``max_gpus``) and, when multi-node blocks are
-    disabled, one node (``gpus_per_node``).
+    ceiled, then rounded up to the next power of two (:func:`domain.units.pow2_ceil`): 3 -> 4,
+    6 -> 8, 0.6 -> 1, 2.3 -> 4, 5.0 -> 8. The result must fit the cluster (``max_gpus``) and, when
+    multi-node blocks are disabled, one node (``gpus_per_node``).
 
     Returns ``(gpus, note)`` where ``note`` is ``""`` when ``x`` already was a valid size and
     otherwise a sentence for the risk report ("rounded 3 -> 4 GPUs (power-of-two block)").
@@ -61,11 +56,10 @@ def round_up_pow2(
         raise InputError(f"gpu_count {x!r} is not a number") from None
     if not math.isfinite(xf):
         raise InputError(f"gpu_count {x!r} is not a finite number")
-    xr = round(xf, _ROUND_DIGITS)
+    xr = round(xf, ROUND_DIGITS)
     if xr <= 0:
         raise InputError(f"gpu_count must be >= 1 (got {x!r})")
-    n = math.ceil(xr)
-    size = 1 << (n - 1).bit_length()
+    size = pow2_ceil(xr)
     limit = max_gpus if allow_multi_node else min(max_gpus, gpus_per_node)
     if size > limit:
         where = (
@@ -77,85 +71,6 @@ def round_up_pow2(
         raise InputError(f"gpu_count {shown} is too large: {where}")
     note = "" if float(size) == xf else f"rounded {x!r} -> {size} GPUs (power-of-two block)"
     return size, note
-
-
-def duration_to_steps(duration_h: float, step_minutes: int) -> int:
-    """Whole planning steps for a forecast duration in hours (case C21: at least 1 step).
-
-    ``ceil(round(duration_h * 60 / step_minutes, 6))`` clipped to >= 1, so a forecast of
-    -0.4 h or 0.2 h on 30-minute steps is planned for exactly 1 step. Raises
-    :class:`InputError` for a non-finite duration.
-    """
-    d = float(duration_h)
-    if not math.isfinite(d):
-        raise InputError(f"duration_h {duration_h!r} is not a finite number")
-    return max(1, math.ceil(round(d * 60.0 / step_minutes, _ROUND_DIGITS)))
-
-
-# ----------------------------------------------------------------------------- validation utils
-
-
-def _int(v: Any, where: str, name: str, lo: int | None = None, hi: int | None = None) -> int:
-    """Validate an integer field (integral floats such as 6.0 are accepted)."""
-    if isinstance(v, bool) or v is None:
-        raise InputError(f"{where}: {name} = {v!r} is not an integer")
-    if isinstance(v, float):
-        if not math.isfinite(v) or v != int(v):
-            raise InputError(f"{where}: {name} = {v!r} is not an integer")
-        v = int(v)
-    if not isinstance(v, int):
-        try:
-            import numbers
-
-            if isinstance(v, numbers.Integral):
-                v = int(v)
-            else:
-                raise TypeError
-        except TypeError:
-            raise InputError(f"{where}: {name} = {v!r} is not an integer") from None
-    if lo is not None and v < lo:
-        raise InputError(f"{where}: {name} = {v} must be >= {lo}")
-    if hi is not None and v > hi:
-        raise InputError(f"{where}: {name} = {v} must be <= {hi}")
-    return v
-
-
-def _num(v: Any, where: str, name: str) -> float:
-    if isinstance(v, bool) or v is None:
-        raise InputError(f"{where}: {name} = {v!r} is not a number")
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        raise InputError(f"{where}: {name} = {v!r} is not a number") from None
-    if not math.isfinite(f):
-        raise InputError(f"{where}: {name} = {v!r} is not a finite number")
-    return f
-
-
-def _str(v: Any, where: str, name: str) -> str:
-    if not isinstance(v, str) or not v.strip():
-        raise InputError(f"{where}: {name} = {v!r} must be a non-empty string")
-    return v
-
-
-def _keys(d: Any, where: str, allowed: Sequence[str], required: Sequence[str]) -> Mapping[str, Any]:
-    if not isinstance(d, Mapping):
-        raise InputError(f"{where}: expected an object, got {type(d).__name__}")
-    unknown = sorted(set(d) - set(allowed))
-    if unknown:
-        raise InputError(
-            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(allowed)}"
-        )
-    missing = [k for k in required if k not in d]
-    if missing:
-        raise InputError(f"{where}: missing required key(s) {', '.join(map(repr, missing))}")
-    return d
-
-
-def _list(v: Any, where: str, name: str) -> list[Any]:
-    if isinstance(v, (str, bytes, Mapping)) or not isinstance(v, Sequence):
-        raise InputError(f"{where}: {name} must be a list, got {type(v).__name__}")
-    return list(v)
 
 
 # ----------------------------------------------------------------------------- types
@@ -176,16 +91,16 @@ class Cluster:
 
     def __post_init__(self) -> None:
         w = "cluster"
-        n = _int(self.n_gpus, w, "n_gpus", lo=1)
+        n = as_int(self.n_gpus, w, "n_gpus", lo=1)
         if not is_pow2(n):
             raise InputError(f"{w}: n_gpus = {n} is not a power of two")
-        gpn = _int(self.gpus_per_node, w, "gpus_per_node", lo=1)
+        gpn = as_int(self.gpus_per_node, w, "gpus_per_node", lo=1)
         if not is_pow2(gpn):
             raise InputError(f"{w}: gpus_per_node = {gpn} is not a power of two")
         object.__setattr__(self, "n_gpus", n)
         object.__setattr__(self, "gpus_per_node", gpn)
-        object.__setattr__(self, "step_minutes", _int(self.step_minutes, w, "step_minutes", lo=1))
-        object.__setattr__(self, "horizon_steps", _int(self.horizon_steps, w, "horizon_steps", lo=1))
+        object.__setattr__(self, "step_minutes", as_int(self.step_minutes, w, "step_minutes", lo=1))
+        object.__setattr__(self, "horizon_steps", as_int(self.horizon_steps, w, "horizon_steps", lo=1))
 
     @property
     def n_nodes(self) -> int:
@@ -194,8 +109,8 @@ class Cluster:
 
 
 @dataclass(frozen=True)
-class Settings:
-    """Planner settings (DESIGN §5).
+class PlanSettings:
+    """Planner settings: the ``settings`` block of a problem file (DESIGN §5).
 
     - ``decay_per_step`` gamma in (0, 1]: reward of a batch GPU-step at step tau is gamma**tau.
     - ``penalty_ratio`` kappa in [5, 10]: unmet real-time demand costs w = kappa * max_j p_j
@@ -245,34 +160,34 @@ class Settings:
         w = "settings"
         if self.milp_method not in ("decomposed", "full"):
             raise InputError(f"{w}: milp_method = {self.milp_method!r} must be 'decomposed' or 'full'")
-        g = _num(self.decay_per_step, w, "decay_per_step")
+        g = as_num(self.decay_per_step, w, "decay_per_step")
         if not 0.0 < g <= 1.0:
             raise InputError(f"{w}: decay_per_step = {g} must be in (0, 1]")
-        k = _num(self.penalty_ratio, w, "penalty_ratio")
+        k = as_num(self.penalty_ratio, w, "penalty_ratio")
         if not 5.0 <= k <= 10.0:
             raise InputError(f"{w}: penalty_ratio = {k} must be in [5, 10] (DESIGN §5)")
-        tl = _num(self.time_limit_s, w, "time_limit_s")
+        tl = as_num(self.time_limit_s, w, "time_limit_s")
         if tl <= 0:
             raise InputError(f"{w}: time_limit_s = {tl} must be > 0")
-        gap = _num(self.mip_rel_gap, w, "mip_rel_gap")
+        gap = as_num(self.mip_rel_gap, w, "mip_rel_gap")
         if gap < 0:
             raise InputError(f"{w}: mip_rel_gap = {gap} must be >= 0")
         object.__setattr__(self, "decay_per_step", g)
         object.__setattr__(self, "penalty_ratio", k)
         object.__setattr__(self, "time_limit_s", tl)
         object.__setattr__(self, "mip_rel_gap", gap)
-        object.__setattr__(self, "threads", _int(self.threads, w, "threads", lo=1))
-        object.__setattr__(self, "random_seed", _int(self.random_seed, w, "random_seed", lo=0))
-        object.__setattr__(self, "max_binaries", _int(self.max_binaries, w, "max_binaries", lo=1))
+        object.__setattr__(self, "threads", as_int(self.threads, w, "threads", lo=1))
+        object.__setattr__(self, "random_seed", as_int(self.random_seed, w, "random_seed", lo=0))
+        object.__setattr__(self, "max_binaries", as_int(self.max_binaries, w, "max_binaries", lo=1))
         if self.max_wait_steps is not None:
             object.__setattr__(
-                self, "max_wait_steps", _int(self.max_wait_steps, w, "max_wait_steps", lo=0)
+                self, "max_wait_steps", as_int(self.max_wait_steps, w, "max_wait_steps", lo=0)
             )
         object.__setattr__(
-            self, "full_model_max_binaries", _int(self.full_model_max_binaries, w, "full_model_max_binaries", lo=0)
+            self, "full_model_max_binaries", as_int(self.full_model_max_binaries, w, "full_model_max_binaries", lo=0)
         )
         if self.mip_work_limit is not None:
-            object.__setattr__(self, "mip_work_limit", _int(self.mip_work_limit, w, "mip_work_limit", lo=1))
+            object.__setattr__(self, "mip_work_limit", as_int(self.mip_work_limit, w, "mip_work_limit", lo=1))
         for b in ("demand_hard", "multi_node_blocks"):
             if not isinstance(getattr(self, b), bool):
                 raise InputError(f"{w}: {b} = {getattr(self, b)!r} must be true or false")
@@ -295,21 +210,21 @@ class Service:
     current_gpus: int
 
     def __post_init__(self) -> None:
-        name = _str(self.service, "service", "service")
+        name = as_str(self.service, "service", "service")
         w = f"service {name!r}"
         dem = tuple(
-            _int(v, w, f"demand_gpus[{i}]", lo=0)
-            for i, v in enumerate(_list(self.demand_gpus, w, "demand_gpus"))
+            as_int(v, w, f"demand_gpus[{i}]", lo=0)
+            for i, v in enumerate(as_list(self.demand_gpus, w, "demand_gpus"))
         )
-        lo = _int(self.min_gpus, w, "min_gpus", lo=0)
-        hi = _int(self.max_gpus, w, "max_gpus", lo=0)
+        lo = as_int(self.min_gpus, w, "min_gpus", lo=0)
+        hi = as_int(self.max_gpus, w, "max_gpus", lo=0)
         if hi < lo:
             raise InputError(f"{w}: max_gpus = {hi} is below min_gpus = {lo}")
         object.__setattr__(self, "demand_gpus", dem)
         object.__setattr__(self, "min_gpus", lo)
         object.__setattr__(self, "max_gpus", hi)
-        object.__setattr__(self, "swap_cap_gpus", _int(self.swap_cap_gpus, w, "swap_cap_gpus", lo=0))
-        object.__setattr__(self, "current_gpus", _int(self.current_gpus, w, "current_gpus", lo=0))
+        object.__setattr__(self, "swap_cap_gpus", as_int(self.swap_cap_gpus, w, "swap_cap_gpus", lo=0))
+        object.__setattr__(self, "current_gpus", as_int(self.current_gpus, w, "current_gpus", lo=0))
 
 
 @dataclass(frozen=True)
@@ -385,7 +300,7 @@ class Problem:
     """
 
     cluster: Cluster
-    settings: Settings
+    settings: PlanSettings
     services: tuple[Service, ...]
     jobs: tuple[Job, ...]
     running: tuple[RunningJob, ...] = ()
@@ -403,10 +318,12 @@ class Problem:
     # -- convenience
     @property
     def horizon_steps(self) -> int:
+        """Steps in the planning horizon (the cluster's)."""
         return self.cluster.horizon_steps
 
     @property
     def n_gpus(self) -> int:
+        """GPUs in the cluster."""
         return self.cluster.n_gpus
 
     def job(self, job_id: str) -> Job:
@@ -417,12 +334,12 @@ class Problem:
         raise KeyError(job_id)
 
     def max_priority(self) -> float:
-        """max p_j over queued and running jobs (1.0 when there are none); sets w = kappa * max p."""
+        """Largest priority p_j over queued and running jobs (1.0 when there are none); sets w = kappa * max p."""
         ps = [j.priority for j in self.jobs] + [r.priority for r in self.running]
         return max(ps) if ps else 1.0
 
     def unmet_penalty(self) -> float:
-        """w = kappa * max_j p_j, the cost of one unmet real-time GPU-step (DESIGN §5)."""
+        """The cost w = kappa * max_j p_j of one unmet real-time GPU-step (DESIGN §5)."""
         return self.settings.penalty_ratio * self.max_priority()
 
     # -- (de)serialisation
@@ -438,29 +355,17 @@ class Problem:
         """
         if on_invalid_job not in ("raise", "drop"):
             raise ValueError(f"on_invalid_job must be 'raise' or 'drop', got {on_invalid_job!r}")
-        top = _keys(
-            d,
-            "problem",
-            ("cluster", "settings", "services", "jobs", "running", "down_gpus"),
-            ("cluster",),
-        )
-        c = _keys(
-            top["cluster"],
-            "cluster",
-            ("n_gpus", "gpus_per_node", "step_minutes", "horizon_steps", "gpu_type"),
-            ("n_gpus",),
-        )
-        cluster = Cluster(**{k: v for k, v in c.items() if k != "gpu_type"})
-        s = _keys(top.get("settings", {}) or {}, "settings", _SETTINGS_KEYS, ())
-        settings = Settings(**s)
+        top = fileform.read_problem(d)
+        cluster = Cluster(**fileform.read_cluster(top["cluster"]))
+        settings = PlanSettings(**fileform.read_settings(top.get("settings")))
         services = tuple(
-            _service_from_dict(x, i) for i, x in enumerate(_list(top.get("services", []), "problem", "services"))
+            Service(**fileform.read_service(x, i)) for i, x in enumerate(fileform.section_list(top, "services"))
         )
         jobs: list[Job] = []
         rejected: list[RejectedJob] = []
-        for i, x in enumerate(_list(top.get("jobs", []), "problem", "jobs")):
+        for i, x in enumerate(fileform.section_list(top, "jobs")):
             try:
-                job = _job_from_dict(x, i)
+                job = _job(fileform.read_job(x, i))
                 _check_job(job, cluster, settings)
             except InputError as exc:
                 if on_invalid_job == "raise":
@@ -470,18 +375,18 @@ class Problem:
                 continue
             jobs.append(job)
         running = tuple(
-            _running_from_dict(x, i) for i, x in enumerate(_list(top.get("running", []), "problem", "running"))
+            RunningJob(**fileform.read_running(x, i)) for i, x in enumerate(fileform.section_list(top, "running"))
         )
         down = tuple(
-            _int(v, "problem", f"down_gpus[{i}]", lo=0)
-            for i, v in enumerate(_list(top.get("down_gpus", []), "problem", "down_gpus"))
+            as_int(v, "problem", f"down_gpus[{i}]", lo=0)
+            for i, v in enumerate(fileform.section_list(top, "down_gpus"))
         )
         return cls(cluster, settings, services, tuple(jobs), running, down, tuple(rejected))
 
     def to_dict(self) -> dict[str, Any]:
         """The problem-file dict (JSON-serialisable); ``from_dict(p.to_dict()) == p``."""
         st = self.settings
-        settings = {k: getattr(st, k) for k in _SETTINGS_KEYS}
+        settings = {k: getattr(st, k) for k in fileform.SETTINGS_KEYS}
         return {
             "cluster": {
                 "n_gpus": self.cluster.n_gpus,
@@ -517,23 +422,6 @@ class Problem:
         }
 
 
-_SETTINGS_KEYS: tuple[str, ...] = (
-    "decay_per_step",
-    "penalty_ratio",
-    "time_limit_s",
-    "mip_rel_gap",
-    "threads",
-    "random_seed",
-    "max_binaries",
-    "max_wait_steps",
-    "demand_hard",
-    "multi_node_blocks",
-    "milp_method",
-    "mip_work_limit",
-    "full_model_max_binaries",
-)
-
-
 def split_valid_jobs(d: Mapping[str, Any]) -> tuple[Problem, list[RejectedJob]]:
     """Build a problem from a dict, dropping queued jobs that fail validation (case C21).
 
@@ -545,60 +433,18 @@ def split_valid_jobs(d: Mapping[str, Any]) -> tuple[Problem, list[RejectedJob]]:
     return p, list(p.rejected_jobs)
 
 
-# ----------------------------------------------------------------------------- parsing
+# ----------------------------------------------------------------------------- file form
 
 
-def _where(x: Any, list_name: str, i: int, id_key: str, label: str) -> str:
-    """How an entry is named in messages: ``job 'A'`` when it has an id, else ``jobs[3]``."""
-    if isinstance(x, Mapping) and isinstance(x.get(id_key), str):
-        return f"{label} {x[id_key]!r}"
-    return f"{list_name}[{i}]"
-
-
-def _service_from_dict(x: Any, i: int) -> Service:
-    where = _where(x, "services", i, "service", "service")
-    x = _keys(
-        x,
-        where,
-        ("service", "demand_gpus", "min_gpus", "max_gpus", "swap_cap_gpus", "current_gpus"),
-        ("service", "demand_gpus", "max_gpus", "swap_cap_gpus", "current_gpus"),
-    )
-    return Service(
-        service=x["service"],
-        demand_gpus=x["demand_gpus"],
-        min_gpus=x.get("min_gpus", 0),
-        max_gpus=x["max_gpus"],
-        swap_cap_gpus=x["swap_cap_gpus"],
-        current_gpus=x["current_gpus"],
-    )
-
-
-_JOB_KEYS = ("job_id", "kind", "priority", "release_step", "gpus", "duration_steps", "sizes", "deadline_step")
-
-
-def _job_from_dict(x: Any, i: int) -> Job:
-    where = _where(x, "jobs", i, "job_id", "job")
-    x = _keys(x, where, _JOB_KEYS, ("job_id", "kind", "priority"))
-    if "sizes" in x:
-        if "gpus" in x or "duration_steps" in x:
-            raise InputError(f"{where}: give either gpus + duration_steps or sizes, not both")
-        sizes_in = _list(x["sizes"], where, "sizes")
-        sizes = []
-        for k, s in enumerate(sizes_in):
-            s = _keys(s, f"{where}: sizes[{k}]", ("gpus", "duration_steps", "efficiency"), ("gpus", "duration_steps"))
-            sizes.append(SizeOption(s["gpus"], s["duration_steps"], s.get("efficiency", 1.0)))
-    else:
-        missing = [k for k in ("gpus", "duration_steps") if k not in x]
-        if missing:
-            raise InputError(f"{where}: missing {' and '.join(missing)} (or give sizes)")
-        sizes = [SizeOption(x["gpus"], x["duration_steps"], 1.0)]
+def _job(f: Mapping[str, Any]) -> Job:
+    """A :class:`Job` from :func:`optimizer.problem.fileform.read_job`'s fields (checked later)."""
     return Job(
-        job_id=x["job_id"],
-        kind=x["kind"],
-        priority=x["priority"],
-        release_step=x.get("release_step", 0),
-        sizes=tuple(sizes),
-        deadline_step=x.get("deadline_step"),
+        job_id=f["job_id"],
+        kind=f["kind"],
+        priority=f["priority"],
+        release_step=f["release_step"],
+        sizes=tuple(SizeOption(g, d, e) for g, d, e in f["sizes"]),
+        deadline_step=f["deadline_step"],
     )
 
 
@@ -616,24 +462,13 @@ def _job_to_dict(j: Job) -> dict[str, Any]:
     return d
 
 
-def _running_from_dict(x: Any, i: int) -> RunningJob:
-    where = _where(x, "running", i, "job_id", "running job")
-    x = _keys(
-        x,
-        where,
-        ("job_id", "kind", "priority", "gpus", "block_offset", "remaining_steps"),
-        ("job_id", "kind", "priority", "gpus", "block_offset", "remaining_steps"),
-    )
-    return RunningJob(**x)
-
-
 # ----------------------------------------------------------------------------- cross-checks
 
 
-def _check_gpus(g: Any, where: str, name: str, cluster: Cluster, settings: Settings) -> int:
+def _check_gpus(g: Any, where: str, name: str, cluster: Cluster, settings: PlanSettings) -> int:
     if isinstance(g, (int, float)) and not isinstance(g, bool) and g == 0:
         raise InputError(f"{where}: {name}: gpu_count must be >= 1 (got 0)")
-    g = _int(g, where, name, lo=1)
+    g = as_int(g, where, name, lo=1)
     if g > cluster.n_gpus:
         raise InputError(f"{where}: requests {g} GPUs; cluster has {cluster.n_gpus} ({name})")
     if not is_pow2(g):
@@ -648,20 +483,20 @@ def _check_gpus(g: Any, where: str, name: str, cluster: Cluster, settings: Setti
 
 def _check_identity(j: Job | RunningJob, label: str) -> tuple[str, str, float]:
     """Check job_id, kind and priority; returns (job_id, message prefix, priority)."""
-    jid = _str(j.job_id, label, "job_id")
+    jid = as_str(j.job_id, label, "job_id")
     w = f"{label} {jid!r}"
     if j.kind not in JOB_KINDS:
         raise InputError(f"{w}: kind = {j.kind!r} must be one of {', '.join(JOB_KINDS)}")
-    p = _num(j.priority, w, "priority")
+    p = as_num(j.priority, w, "priority")
     if p <= 0:
         raise InputError(f"{w}: priority = {j.priority!r} must be > 0")
     return jid, w, p
 
 
-def _check_job(j: Job, cluster: Cluster, settings: Settings) -> None:
+def _check_job(j: Job, cluster: Cluster, settings: PlanSettings) -> None:
     """Validate a queued job against the cluster; normalises fields in place (frozen-safe)."""
     jid, w, p = _check_identity(j, "job")
-    rel = _int(j.release_step, w, "release_step", lo=0)
+    rel = as_int(j.release_step, w, "release_step", lo=0)
     sizes = tuple(j.sizes) if isinstance(j.sizes, (list, tuple)) else None
     if not sizes:
         raise InputError(f"{w}: sizes must be a non-empty list")
@@ -676,14 +511,14 @@ def _check_job(j: Job, cluster: Cluster, settings: Settings) -> None:
             raise InputError(f"{w}: sizes[{k}].gpus = {g} is listed twice")
         seen.add(g)
         dname = "duration_steps" if len(sizes) == 1 else f"sizes[{k}].duration_steps"
-        d = _int(s.duration_steps, w, dname, lo=1)
-        e = _num(s.efficiency, w, f"sizes[{k}].efficiency")
+        d = as_int(s.duration_steps, w, dname, lo=1)
+        e = as_num(s.efficiency, w, f"sizes[{k}].efficiency")
         if not 0.0 < e <= 1.0:
             raise InputError(f"{w}: sizes[{k}].efficiency = {e} must be in (0, 1]")
         out.append(SizeOption(g, d, e))
     dl = j.deadline_step
     if dl is not None:
-        dl = _int(dl, w, "deadline_step", lo=0)
+        dl = as_int(dl, w, "deadline_step", lo=0)
     object.__setattr__(j, "job_id", jid)
     object.__setattr__(j, "priority", p)
     object.__setattr__(j, "release_step", rel)
@@ -693,17 +528,17 @@ def _check_job(j: Job, cluster: Cluster, settings: Settings) -> None:
 
 def _check_running(r: RunningJob, cluster: Cluster) -> None:
     jid, w, p = _check_identity(r, "running job")
-    g = _int(r.gpus, w, "gpus", lo=1)
+    g = as_int(r.gpus, w, "gpus", lo=1)
     if g > cluster.n_gpus:
         raise InputError(f"{w}: requests {g} GPUs; cluster has {cluster.n_gpus} (gpus)")
     if not is_pow2(g):
         raise InputError(f"{w}: gpus = {g} is not a power of two")
-    o = _int(r.block_offset, w, "block_offset", lo=0)
+    o = as_int(r.block_offset, w, "block_offset", lo=0)
     if o % g:
         raise InputError(f"{w}: block_offset = {o} is not aligned to its size {g} (must be a multiple of {g})")
     if o + g > cluster.n_gpus:
         raise InputError(f"{w}: block {o}..{o + g - 1} lies outside the cluster of {cluster.n_gpus} GPUs (block_offset)")
-    rem = _int(r.remaining_steps, w, "remaining_steps")
+    rem = as_int(r.remaining_steps, w, "remaining_steps")
     object.__setattr__(r, "job_id", jid)
     object.__setattr__(r, "priority", p)
     object.__setattr__(r, "gpus", g)
@@ -714,8 +549,8 @@ def _check_running(r: RunningJob, cluster: Cluster) -> None:
 def _check_problem(p: Problem) -> None:
     if not isinstance(p.cluster, Cluster):
         raise InputError("problem: cluster must be a Cluster")
-    if not isinstance(p.settings, Settings):
-        raise InputError("problem: settings must be a Settings")
+    if not isinstance(p.settings, PlanSettings):
+        raise InputError("problem: settings must be a PlanSettings")
     H, N = p.cluster.horizon_steps, p.cluster.n_gpus
     names: set[str] = set()
     for s in p.services:
@@ -737,7 +572,7 @@ def _check_problem(p: Problem) -> None:
         ids.add(j.job_id)
     down = set()
     for i, g in enumerate(p.down_gpus):
-        g = _int(g, "problem", f"down_gpus[{i}]", lo=0, hi=N - 1)
+        g = as_int(g, "problem", f"down_gpus[{i}]", lo=0, hi=N - 1)
         if g in down:
             raise InputError(f"problem: down_gpus[{i}] = {g} listed twice")
         down.add(g)
