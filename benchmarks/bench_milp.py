@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+
 from optimizer.examples import random_problem
 from optimizer.milp import build_model
 from optimizer.planners import plan
