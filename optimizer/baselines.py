@@ -75,8 +75,10 @@ def reserved_service_gpus(problem: Problem, target: np.ndarray | None = None) ->
 
 
 class Board:
-    """Occupancy of the horizon for baseline placement: (horizon_steps, n_gpus) bool grid plus a
-    per-step count of GPUs left for batch work after real-time reservations and running jobs.
+    """Occupancy of the horizon for baseline placement.
+
+    A (horizon_steps, n_gpus) bool grid plus a per-step count of GPUs left for batch work after
+    real-time reservations and running jobs.
     """
 
     def __init__(self, problem: Problem, service_gpus: np.ndarray) -> None:
@@ -177,8 +179,10 @@ def assemble_plan(
     solve_s: float,
     **extra,
 ) -> Plan:
-    """Build a :class:`Plan` from job starts ``job_id -> (start_step, block_offset, gpus)`` and
-    service allocations (n_services, horizon_steps); the objective is computed by
+    """Build a :class:`Plan` from job starts and service allocations.
+
+    Job starts are ``job_id -> (start_step, block_offset, gpus)``; service allocations have shape
+    (n_services, horizon_steps); the objective is computed by
     :func:`optimizer.objective.objective_value`. Extra keyword arguments go to :class:`Plan`.
     """
     assignments = []
@@ -212,8 +216,10 @@ def assemble_plan(
 
 
 def baseline_plan(problem: Problem, planner: str) -> Plan:
-    """Plan ``problem`` with baseline ``planner`` in {"fifo", "easy", "priority"} (unverified;
-    :func:`optimizer.planners.plan` verifies). Raises ValueError for another name.
+    """Plan ``problem`` with baseline ``planner`` in {"fifo", "easy", "priority"}.
+
+    The plan is unverified (:func:`optimizer.planners.plan` verifies). Raises ValueError for
+    another name.
     """
     t0 = time.perf_counter()
     svc = reserved_service_gpus(problem)
@@ -234,8 +240,10 @@ BASELINES: tuple[str, ...] = ("fifo", "easy", "priority")
 
 
 def demand_following_target(problem: Problem) -> np.ndarray:
-    """Per service and step, the smallest level >= demand that the swap cap can follow: ramps up
-    ahead of a rise (``T_t = max(D_t, T_{t+1} - c)``), clipped to the band. Shape (S, H)."""
+    """Per service and step, the smallest level >= demand that the swap cap can follow.
+
+    Ramps up ahead of a rise (``T_t = max(D_t, T_{t+1} - c)``), clipped to the band. Shape (S, H).
+    """
     H = problem.horizon_steps
     out = np.zeros((len(problem.services), H), dtype=np.int64)
     for i, s in enumerate(problem.services):
@@ -247,9 +255,12 @@ def demand_following_target(problem: Problem) -> np.ndarray:
 
 
 def greedy_place(problem: Problem, service_gpus: np.ndarray, jobs: list[Job], planner: str = "greedy") -> Plan:
-    """Place ``jobs`` one by one, in the given order, each at its earliest fitting start (after
-    its release) with the size of highest §5 reward there; services fixed at ``service_gpus``
-    (S, H). A warm-start candidate for the MILP (unverified; the planner verifies)."""
+    """Place ``jobs`` one by one, in the given order, each at its earliest fitting start.
+
+    Each job starts after its release with the size of highest §5 reward there; services are
+    fixed at ``service_gpus`` (S, H). A warm-start candidate for the MILP (unverified; the
+    planner verifies).
+    """
     t0 = time.perf_counter()
     g = problem.settings.decay_per_step
     H = problem.horizon_steps
@@ -272,10 +283,11 @@ def greedy_place(problem: Problem, service_gpus: np.ndarray, jobs: list[Job], pl
 
 
 def greedy_plans(problem: Problem) -> list[Plan]:
-    """Warm-start candidates for the MILP (not baselines): services follow their demand
-    (:func:`demand_following_target`) instead of holding the peak, and :func:`greedy_place` puts
-    jobs in three orders: priority (then release), reward per GPU-step (priority x efficiency),
-    and size x duration (largest first).
+    """Warm-start candidates for the MILP (not baselines).
+
+    Services follow their demand (:func:`demand_following_target`) instead of holding the peak,
+    and :func:`greedy_place` puts jobs in three orders: priority (then release), reward per
+    GPU-step (priority x efficiency), and size x duration (largest first).
     """
     svc = reserved_service_gpus(problem, demand_following_target(problem))
     orders = (

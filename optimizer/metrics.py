@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import overload
 
 from optimizer.simulate import SimResult
 
@@ -90,8 +91,10 @@ class Metrics:
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
-    """The ``q``-th percentile (0-100) with linear interpolation between order statistics
-    (numpy's default); None for an empty sequence."""
+    """The ``q``-th percentile (0-100) of ``values``.
+
+    Linear interpolation between order statistics (numpy's default); None for an empty sequence.
+    """
     if not values:
         return None
     xs = sorted(values)
@@ -161,6 +164,12 @@ def compute(res: SimResult) -> Metrics:
     )
 
 
+@overload
+def _r(x: float, nd: int = 4) -> float: ...
+@overload
+def _r(x: None, nd: int = 4) -> None: ...
+@overload
+def _r(x: float | None, nd: int = 4) -> float | None: ...
 def _r(x: float | None, nd: int = 4) -> float | None:
     """Round for stable output (4 decimals; None passes through)."""
     return None if x is None else round(float(x), nd)

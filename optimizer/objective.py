@@ -9,6 +9,8 @@ plan). A job started inside the horizon but ending after it earns only its in-ho
 
 from __future__ import annotations
 
+from typing import cast
+
 from optimizer.plan import Plan
 from optimizer.problem import Job, Problem
 
@@ -44,5 +46,5 @@ def objective_value(plan: Plan, problem: Problem) -> float:
     for a in plan.assignments:
         if a.running or a.start_step is None or a.job_id not in jobs:
             continue
-        reward += job_reward(jobs[a.job_id], int(a.gpus), int(a.start_step), problem)
+        reward += job_reward(jobs[a.job_id], int(cast(int, a.gpus)), int(a.start_step), problem)
     return reward - problem.unmet_penalty() * unmet_gpu_steps(plan, problem)

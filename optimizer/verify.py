@@ -1,5 +1,7 @@
-"""Independent plan verifier (DESIGN §5.2). Deliberately shares no code with the MILP builder
-or the baselines: it re-derives every rule from the problem and reads only the plan.
+"""Independent plan verifier (DESIGN §5.2).
+
+Deliberately shares no code with the MILP builder or the baselines: it re-derives every rule
+from the problem and reads only the plan.
 
 Checks: every queued and running job appears exactly once; started jobs use one of their sizes
 with its duration, start at or after release and inside the horizon, on an aligned
@@ -11,6 +13,8 @@ preemption follow from each job being one block over consecutive steps.
 """
 
 from __future__ import annotations
+
+from typing import cast
 
 from optimizer.plan import Plan
 from optimizer.problem import Problem
@@ -70,7 +74,7 @@ def verify(plan: Plan, problem: Problem) -> list[str]:
         if any(f is None for f in fields) or not all(isinstance(f, int) for f in fields):
             v.append(f"job {jid!r}: start_step, end_step, block_offset, gpus must all be integers: {fields}")
             continue
-        t, e, o, g = fields
+        t, e, o, g = cast(tuple[int, int, int, int], fields)  # narrowed by the check above
         size = next((s for s in job.sizes if s.gpus == g), None)
         if size is None:
             v.append(f"job {jid!r}: {g} GPUs is not one of its sizes {[s.gpus for s in job.sizes]}")
