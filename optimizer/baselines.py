@@ -25,13 +25,14 @@ reservation), at the lowest free aligned offset.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from collections.abc import Callable
 
 import numpy as np
 
 from optimizer.capacity import fixed_occupancy, running_gpus_per_step, service_bounds, up_gpus
 from optimizer.objective import objective_value
-from optimizer.plan import JobAssignment, Plan
+from optimizer.plan import JobAssignment, Plan, SolveStatus
 from optimizer.problem import Job, Problem
 
 
@@ -210,7 +211,6 @@ def assemble_plan(
         horizon_steps=problem.horizon_steps,
         **extra,
     )
-    from dataclasses import replace
 
     return replace(plan, objective=objective_value(plan, problem))
 
@@ -233,7 +233,7 @@ def baseline_plan(problem: Problem, planner: str) -> Plan:
     else:
         raise ValueError(f"unknown baseline planner {planner!r}; expected fifo, easy or priority")
     starts = {jid: (t, o, problem.job(jid).requested.gpus) for jid, (t, o) in placed.items()}
-    return assemble_plan(problem, planner, "heuristic", starts, svc, time.perf_counter() - t0)
+    return assemble_plan(problem, planner, SolveStatus.FEASIBLE, starts, svc, time.perf_counter() - t0)
 
 
 BASELINES: tuple[str, ...] = ("fifo", "easy", "priority")
@@ -279,7 +279,7 @@ def greedy_place(problem: Problem, service_gpus: np.ndarray, jobs: list[Job], pl
             _, _, s, (t, o) = best
             board.place(t, o, s.gpus, s.duration_steps)
             starts[j.job_id] = (t, o, s.gpus)
-    return assemble_plan(problem, planner, "heuristic", starts, service_gpus, time.perf_counter() - t0)
+    return assemble_plan(problem, planner, SolveStatus.FEASIBLE, starts, service_gpus, time.perf_counter() - t0)
 
 
 def greedy_plans(problem: Problem) -> list[Plan]:

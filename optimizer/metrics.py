@@ -159,7 +159,7 @@ def compute(res: SimResult) -> Metrics:
         verified_plans=res.verified_plans,
         violations=res.violations,
         stale_plans=res.stale_plans,
-        time_limited_solves=sum(1 for r in solves if r.status == "time_limit"),
+        time_limited_solves=sum(1 for r in solves if r.status == "time_limit" and r.source != "fallback"),
         wall_clock_limited_solves=sum(1 for r in solves if r.wall_clock_limited),
     )
 
