@@ -4,7 +4,7 @@ Real-time rule, shared by all three baselines: each service holds a *static rese
 peak demand over the horizon (clipped to its band), as a Slurm or Kubernetes operator would
 reserve a fixed partition for inference. Because the swap cap applies to every plan, the
 reservation is reached from ``current_gpus`` by at most ``swap_cap_gpus`` per step (and never
-below the service's smallest valid allocation, see :func:`optimizer.diagnose.service_bounds`);
+below the service's smallest valid allocation, see :func:`optimizer.capacity.service_bounds`);
 when the reservations plus running jobs do not fit the cluster at some step, services are cut
 back toward that smallest allocation.
 

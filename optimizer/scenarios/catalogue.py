@@ -376,7 +376,7 @@ def build(name: str, seed: int = 0, trace: RealTraceData | None = None, **kwargs
     """
     if name == "real_trace":
         if trace is None:
-            raise InputError("scenario 'real_trace' needs the trace data (pipelines.trace_io.load_real_trace)")
+            raise InputError("scenario 'real_trace' needs the trace data (pipelines.catalog.load_real_trace)")
         return real_trace(trace, seed, **kwargs)
     if name not in GENERATED:
         raise InputError(f"unknown scenario {name!r}; expected one of {', '.join(SCENARIOS)}")

@@ -1,7 +1,7 @@
 """The real-trace scenario: job mix and arrivals from the Alibaba openb GPU trace, real-time demand from its latency-sensitive pods and ServeGen traffic.
 
 The data (:class:`RealTraceData` of :class:`TracePod`) is read by
-:func:`pipelines.trace_io.load_real_trace`; this module only turns it into a
+:func:`pipelines.catalog.load_real_trace`; this module only turns it into a
 :class:`~optimizer.scenarios.types.Scenario` (:func:`real_trace`). Priority by QoS class is
 :data:`domain.kinds.QOS_PRIORITY`.
 """
@@ -52,7 +52,7 @@ class TracePod:
 
 @dataclass(frozen=True)
 class RealTraceData:
-    """The shipped real-trace slice (read by :func:`pipelines.trace_io.load_real_trace`).
+    """The shipped real-trace slice (read by :func:`pipelines.catalog.load_real_trace`).
 
     ``pods``: LS pods alive around the window and non-LS GPU pods created in it.
     ``serve_rates``: (t_s, rate_rps or None for a collection gap) every 30 min, t_s relative to
