@@ -25,8 +25,8 @@ reservation), at the lowest free aligned offset.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
