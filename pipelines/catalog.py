@@ -35,7 +35,7 @@ import pandas as pd
 from optimizer.plan import Plan
 from optimizer.problem import Problem
 from optimizer.scenarios import RealTraceData
-from pipelines import job_io, job_models, plan_io, schemas, trace_io, traffic_io
+from pipelines import job_io, job_models, plan_io, schemas, strict_json, trace_io, traffic_io
 from pipelines.atomic import atomic_path, atomic_write_text
 from pipelines.config import PROJECT_ROOT, Settings
 from pipelines.errors import InputError
@@ -263,7 +263,7 @@ class RunCatalog:
         if ds.fmt == "parquet":
             return schemas.check_columns(pd.read_parquet(path), ds.columns, path.name)
         if ds.fmt == "json":
-            return json.loads(path.read_text())
+            return strict_json.loads(path.read_text(), str(path))
         return path.read_text()
 
     def png_target(self, name: str, **fields: str) -> Path:

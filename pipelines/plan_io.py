@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from optimizer.problem import Problem
+from pipelines import strict_json
 from pipelines.atomic import atomic_path
 from pipelines.errors import InputError
 
@@ -46,11 +47,7 @@ def read_problem(path: Path, on_invalid_job: Literal["raise", "drop"] = "raise")
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"problem file {path} cannot be read: {exc}") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"problem file {path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") \
-            from None
+    doc = strict_json.loads(text, f"problem file {path}")
     return Problem.from_dict(doc, on_invalid_job=on_invalid_job)
 
 

@@ -10,12 +10,12 @@ in the file's units, e.g. requests/h) and optionally ``service``; extra columns 
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pandas as pd
 
+from pipelines import strict_json
 from pipelines.atomic import atomic_write_text
 from pipelines.errors import InputError
 from pipelines.stages.realtime import ServiceSettings
@@ -124,10 +124,7 @@ def read_services(path: str | os.PathLike) -> list[ServiceSettings]:
     p = Path(path)
     if not p.is_file():
         raise InputError(f"service settings not found: {p}")
-    try:
-        doc = json.loads(p.read_text())
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{p}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    doc = strict_json.loads(p.read_text(), str(p))
     return [ServiceSettings.from_dict(s, f"{p}: services[{i}]") for i, s in enumerate(doc.get("services", []))]
 
 
