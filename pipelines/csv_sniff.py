@@ -53,8 +53,10 @@ def _rows(text: str, sep: str) -> list[list[str]]:
 
 
 def _mark_role(token: str) -> str | None:
-    """``","`` / ``"."`` if ``token`` proves that mark is its decimal mark, ``"?"`` if it has a mark of
-    unproven role (``1,234``, ``1.234``), None if it has none."""
+    """The decimal mark ``token`` proves (``","`` or ``"."``).
+
+    ``"?"`` if it has a mark of unproven role (``1,234``, ``1.234``), None if it has no mark.
+    """
     marks = {c for c in token if c in ",."}
     if not marks:
         return None
