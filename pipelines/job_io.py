@@ -23,6 +23,7 @@ import pandas as pd
 from forecasters.frames import normalise_features, require_columns
 from forecasters.schema import TARGET_DURATION, TARGET_GPUS, TIMING_COLUMNS, spec_for
 from pipelines.atomic import atomic_write_bytes
+from pipelines.csv_sniff import read_operator_csv
 from pipelines.errors import InputError
 
 #: (n, seed) of each shipped history: ``generate_history(kind, n, seed)`` rebuilds it exactly.
@@ -40,7 +41,9 @@ def _read_table(path: Path) -> pd.DataFrame:
         if suffix == ".parquet":
             return pd.read_parquet(path)
         if suffix == ".csv":
-            return pd.read_csv(path, dtype={"job_id": str})
+            return read_operator_csv(path, str(path), text_columns=("job_id",))
+    except InputError:
+        raise
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: cannot be read as {suffix[1:]}: {' '.join(str(exc).split())[:200]}") from None
     raise InputError(f"{path}: unsupported file type {suffix or '(none)'!r}; expected .csv or .parquet")

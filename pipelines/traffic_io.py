@@ -17,6 +17,7 @@ import pandas as pd
 
 from pipelines import strict_json
 from pipelines.atomic import atomic_write_text
+from pipelines.csv_sniff import read_operator_csv
 from pipelines.errors import InputError
 from pipelines.stages.realtime import ServiceSettings
 
@@ -29,6 +30,8 @@ WINDOWS_PER_HOUR = 3600 // SERVEGEN_WINDOW_S
 def read_traffic(path: str | os.PathLike) -> pd.DataFrame:
     """Read an hourly traffic file (``.csv``, ``.csv.gz`` or ``.parquet``) as a frame.
 
+    A CSV is read by :func:`pipelines.csv_sniff.read_operator_csv` (separator, decimal comma, header
+    spaces and an unnamed index column sniffed; an ambiguous file is refused in one line).
     Returns the frame unchanged except that ``ts`` is kept as text for CSV (zone handling is done by
     :func:`forecasters.realtime.ingest`, which must see whether stamps are naive or aware).
 
@@ -44,7 +47,7 @@ def read_traffic(path: str | os.PathLike) -> pd.DataFrame:
         if name.endswith(".parquet"):
             df = pd.read_parquet(p)
         elif name.endswith(".csv") or name.endswith(".csv.gz"):
-            df = pd.read_csv(p, dtype={"ts": "str"})
+            df = read_operator_csv(p, f"traffic file {p}", text_columns=("ts", "service"))
         else:
             raise InputError(f"traffic file {p}: expected .csv, .csv.gz or .parquet")
     except InputError:
@@ -53,7 +56,10 @@ def read_traffic(path: str | os.PathLike) -> pd.DataFrame:
         raise InputError(f"traffic file {p}: cannot read ({type(exc).__name__}: {exc})") from exc
     missing = [c for c in ("ts", "value") if c not in df.columns]
     if missing:
-        raise InputError(f"traffic file {p}: missing column(s) {missing}; expected ts, value[, service]")
+        raise InputError(
+            f"traffic file {p}: missing column(s) {missing}; columns found {[str(c) for c in df.columns]}; "
+            "expected ts, value[, service]"
+        )
     return df
 
 
