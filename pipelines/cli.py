@@ -16,6 +16,11 @@ import typer
 
 from pipelines.cli_support import OneLineErrorGroup
 from pipelines.commands import bench, plan, predict, profile, run, serve, train
+from pipelines.config import apply_env_defaults
+
+# every command, not only run/serve: telemetry off and Prefect's home inside the project, so no
+# command (e.g. predict training a model and logging it to MLflow) writes outside the clone
+apply_env_defaults()
 
 app = typer.Typer(
     name="gpuplan",

@@ -18,6 +18,7 @@ from pipelines.errors import input_error_types
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_BAD_INPUT = 2
+EXIT_BROKEN_PIPE = 141
 
 
 def emit_json(doc: Any) -> None:
@@ -51,7 +52,8 @@ def run_guarded(fn: Callable[[], int | None]) -> None:
 
     Bad input (any class from :func:`pipelines.errors.input_error_types`) prints
     ``error: <message>`` on one line to standard error and exits 2; any other exception
-    prints ``internal error: <Type>: <message>`` and exits 1. Set ``GPUPLAN_DEBUG=1`` to
+    prints ``internal error: <Type>: <message>`` and exits 1; a closed standard output (a pipe
+    into ``head``) stops quietly with exit 141. Set ``GPUPLAN_DEBUG=1`` to
     also print the traceback.
     """
     bad_input = input_error_types()
@@ -67,6 +69,13 @@ def run_guarded(fn: Callable[[], int | None]) -> None:
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         raise typer.Exit(130) from None
+    except BrokenPipeError:
+        # the reader of stdout left (``gpuplan plan ... | head``): stop quietly, as a Unix tool
+        # killed by SIGPIPE does (exit 128 + 13); stdout goes to /dev/null so the interpreter's
+        # final flush does not raise again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise typer.Exit(EXIT_BROKEN_PIPE) from None
     except Exception as exc:  # noqa: BLE001 - the CLI boundary
         _debug_trace()
         typer.echo(f"internal error: {type(exc).__name__}: {_one_line(str(exc))}", err=True)
