@@ -284,10 +284,11 @@ def _plan_into(rf: RunFolder, run: RunCatalog, problem: Problem, planner: str, s
     """Solve (task timeout), write the plan, verify, write the outputs."""
     s = load_settings()
     plan = solve.with_options(timeout_seconds=s.solve_timeout_s)(problem, planner)
+    status = verify_plan(problem, plan)  # verified before anything of it is written
     run.save_plan(plan)
-    status = verify_plan(problem, plan)
     outs = write_outputs(run, rf.name, problem, plan, start, forecasts)
-    return {"status": status, "outputs": outs}
+    return {"status": status, "source": None if plan.source is None else str(plan.source),
+            "fallback": plan.fallback, "outputs": outs}
 
 
 # ---------------------------------------------------------------- flows
@@ -335,7 +336,7 @@ def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: s
         rf.abort()
         raise
     rid = log_plan(str(info.path), info.path.name, planner)
-    return {"run_dir": str(info.path), "slot": info.slot, "latest_moved": moved, "status": res["status"],
+    return {"run_dir": str(info.path), "slot": info.slot, "latest_moved": moved, "status": res["status"], "source": res["source"], "fallback": res["fallback"],
             "mlflow_run_id": rid}
 
 
@@ -440,6 +441,6 @@ def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "m
         raise
     rid = log_plan(str(info.path), info.path.name, planner)
     return {"run_dir": str(info.path), "latest": str(out / LATEST), "latest_moved": moved,
-            "status": res["status"], "mlflow_run_id": rid, "tracking_uri": s.tracking_uri,
+            "status": res["status"], "source": res["source"], "fallback": res["fallback"], "mlflow_run_id": rid, "tracking_uri": s.tracking_uri,
             "outputs": {k: str(info.path / Path(v).name) for k, v in res["outputs"].items()},
             "wall_s": round(time.monotonic() - t0, 1)}

@@ -7,6 +7,7 @@ planner uses and the one ``predict`` prints are the same saved model (``models_d
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pipelines import tracking
@@ -15,7 +16,8 @@ from pipelines.config import Settings
 from pipelines.stages import models
 
 
-def train_or_load(settings: Settings, kind: str, retrain: bool = False) -> Any:
+def train_or_load(settings: Settings, kind: str, retrain: bool = False,
+                  notify: Callable[[str], None] | None = None) -> Any:
     """The current ``kind`` forecaster (:class:`forecasters.jobs.JobModel`).
 
     Trained first when
@@ -27,6 +29,9 @@ def train_or_load(settings: Settings, kind: str, retrain: bool = False) -> Any:
     (:func:`pipelines.tracking.log_job_model_run`: params, metrics, the predicted-vs-actual plot and
     the model, registered with alias ``champion``) to the ``kind`` experiment.
 
+    ``notify`` (e.g. the CLI's stderr) is told, in one line, why a model is trained instead of loaded:
+    asked to retrain, no saved model, or a saved model that cannot be read (it is replaced).
+
     Raises:
         pipelines.errors.InputError: the shipped history is missing or invalid.
     """
@@ -34,6 +39,11 @@ def train_or_load(settings: Settings, kind: str, retrain: bool = False) -> Any:
     model = None if retrain else catalog.load_model(kind)
     if model is not None:
         return model
+    if notify is not None:
+        where = catalog.model_path(kind)
+        why = ("retraining as asked" if retrain else
+               "no saved model" if not where.exists() else "the saved model cannot be read and is replaced")
+        notify(f"{kind} forecaster at {where}: {why}; training on the shipped history (a few seconds)")
     history, source = catalog.history(kind)
     trained = models.train(kind, history, seed=settings.seed)
     catalog.save_model(kind, trained.model)

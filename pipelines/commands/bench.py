@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli_support import emit_json, run_guarded
+from pipelines.cli_support import check_out_parent, emit_json, run_guarded
+from pipelines.errors import InputError
 
 #: Default output folder of ``gpuplan bench`` (relative to the working directory).
 DEFAULT_OUT = Path("bench_out")
@@ -33,6 +34,9 @@ def bench(
         # and the other commands need not pay.
         from pipelines import bench as b
 
+        check_out_parent(out)
+        if out.exists() and not out.is_dir():
+            raise InputError(f"--out {out} is a file; give a folder for bench.csv, bench.md and plots")
         cfg = b.BenchConfig(
             scenarios=b.parse_scenarios(scenario),
             planners=tuple(p for p in b.parse_planners(planners) if p != b.CLAIRVOYANT),

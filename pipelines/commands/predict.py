@@ -40,7 +40,7 @@ def predict_file(kind: str, jobs_path: Path, step_minutes: float = STEP_MINUTES,
     if kind not in JOB_KINDS:
         raise InputError(f"--kind must be one of {', '.join(JOB_KINDS)}; got {kind!r}")
     jobs = read_jobs_file(jobs_path, kind)
-    model = train_or_load(load_settings(), kind, retrain=refit)
+    model = train_or_load(load_settings(), kind, retrain=refit, notify=lambda msg: typer.echo(msg, err=True))
     return predict_document(model, jobs, step_minutes)
 
 

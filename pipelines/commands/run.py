@@ -80,7 +80,9 @@ def run(
             f"run folder:    {run_dir}",
             f"latest:        {res['latest']} -> {run_dir.name}" + ("" if res["latest_moved"] else
                                                                    " (NOT moved: a newer slot is published)"),
-            f"plan status:   {res['status']} (verified)",
+            f"plan status:   {res['status']}, plan from {res.get('source') or 'unknown'}"
+            + (" (FALLBACK: the MILP gave no plan; the best baseline plan is published)" if res.get("fallback") else "")
+            + " (verified)",
             f"risk report:   {files.path('risk_report_page')}",
             f"plan:          {files.path('plan_tables')}",
             f"forecasts:     {files.path('forecasts')}",

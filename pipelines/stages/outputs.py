@@ -142,10 +142,11 @@ def summary(run_name: str, start: datetime, problem: Problem, plan: Plan, demand
     Plan start, planner, status, objective, bound, gap, solve time,
     model size, violations, real-time profile status and :func:`planned_metrics` (key ``metrics``).
     """
+    doc = plan.to_dict()  # non-finite objective/bound/gap are null there: summary.json stays strict JSON
     return {"run": run_name, "plan_start": start.isoformat(), "planner": plan.planner, "status": plan.status,
             "source": None if plan.source is None else str(plan.source),
             "proven_optimal": plan.proven_optimal, "fallback": plan.fallback,
-            "objective": plan.objective, "bound": plan.bound, "mip_gap": plan.gap, "solve_s": plan.solve_s,
+            "objective": doc["objective"], "bound": doc["bound"], "mip_gap": doc["gap"], "solve_s": plan.solve_s,
             "model": plan.model, "violations": list(plan.violations), "rt_status": {k: list(v) for k, v in rt_status.items()},
             "metrics": planned_metrics(problem, plan, demand)}
 

@@ -114,3 +114,25 @@ def test_problem_is_built_once_as_a_validated_problem():
     assert isinstance(problem, Problem) and problem.jobs[0].requested.duration_steps == 3
     with pytest.raises(InputError, match="job forecasts: missing column"):
         P.build_problem(cluster_shape(s), SERVICES, jobs.drop(columns="gpus_pred"), demand, T0)
+
+
+def test_summary_is_strict_json_when_the_bound_is_infinite():
+    # a solve stopped on its time limit without a bound: plan.json had null, summary.json had Infinity
+    import dataclasses
+    import json
+
+    from optimizer.planners import plan as run_planner
+    from pipelines.plan_io import read_problem
+    from pipelines.stages import outputs
+
+    problem = read_problem(Path(__file__).resolve().parents[2] / "data" / "examples" / "valley.json")
+    base = run_planner(problem, "fifo")
+    plan = dataclasses.replace(base, bound=float("inf"), gap=float("nan"))
+    demand = pd.DataFrame([{"service": s.service, "step": t, "demand_gpus_p50": d, "demand_gpus_p90": d}
+                           for s in problem.services for t, d in enumerate(s.demand_gpus)])
+    doc = outputs.summary("r", datetime(2025, 1, 1, tzinfo=UTC), problem, plan, demand, {})
+    text = json.dumps(doc, allow_nan=False)  # raises on Infinity/NaN
+    back = json.loads(text)
+    assert back["bound"] is None and back["mip_gap"] is None
+    assert back["objective"] == pytest.approx(base.objective)
+    assert back["status"] == "feasible" and back["source"] == "fifo" and back["fallback"] is False
