@@ -11,15 +11,44 @@ atomically (a new symlink under a temporary name, then ``os.replace``) under an 
 ``fcntl`` lock, and only when the new run's slot is not older than the one ``latest``
 points to: an older catch-up run is kept in its own folder but never overwrites a newer
 plan (case C25).
+
+Stale temporary folders (several writers on one runs volume)
+-------------------------------------------------------------
+Each temporary folder ``.tmp-<slot>_<run_id>-<token>`` (``token`` random, never a PID) has a
+sibling writer file ``.lock-<slot>_<run_id>-<token>``. Its writer holds an exclusive
+``fcntl.flock`` on that file for the whole life of the run (the kernel drops it when the
+process dies, ``kill -9`` included) and touches it every ``HEARTBEAT_S`` seconds from a
+daemon thread (the heartbeat is the file's mtime). :func:`clean_stale_temp` (run at every
+:meth:`RunFolder.begin`) removes a temporary folder only when BOTH
+
+* it can take that lock itself (no live writer holds it), AND
+* the heartbeat (the newer of the writer file's and the folder's mtime) is older than
+  ``stale_after_s`` (default ``STALE_AFTER_S`` = 300 s).
+
+A folder with no writer file (e.g. the old ``-pid<N>`` naming) is judged by its own mtime.
+Process IDs are never consulted: a PID means nothing in another PID namespace (two workers in
+two containers on one volume) or on another host, so the old PID test deleted live runs and
+kept crashed ones.
+
+Why both tests and why 300 s: ``flock`` works across PID namespaces and containers on one
+host, so there the lock alone protects a live run. On a volume shared between hosts (NFS and
+similar) a lock may not be seen by the other host, or may be refused; then the age threshold
+on the heartbeat is the only protection, and it holds as long as a live writer touches its
+file more often than ``stale_after_s`` (30 s against 300 s leaves room for a paused process,
+I/O stalls and some clock skew between hosts and the file server). A crashed run's leftover
+only costs disk space until then, so erring long is cheap; deleting a live run is not.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import re
 import shutil
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,6 +59,12 @@ from pipelines.atomic import fsync_path
 from pipelines.errors import InputError
 
 LATEST = "latest"
+TMP_PREFIX = ".tmp-"
+LOCK_PREFIX = ".lock-"
+HEARTBEAT_S = 30.0
+"""How often a writer touches its writer file (the heartbeat)."""
+STALE_AFTER_S = 300.0
+"""A temporary folder with no lock holder is removed once its heartbeat is older than this."""
 _SLOT_FMT = "%Y%m%dT%H%MZ"
 _NAME_RE = re.compile(r"^(\d{8}T\d{4}Z)_([0-9a-zA-Z-]+)$")
 
@@ -161,26 +196,100 @@ def _point_latest(out_dir: Path, run: RunInfo) -> bool:
         return True
 
 
-def _pid_alive(pid: int) -> bool:
+def _try_lock(fd: int) -> bool | None:
+    """Take an exclusive flock without waiting: True taken, False held by someone, None unsupported."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
         return False
-    except PermissionError:
-        return True
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        return None  # e.g. ENOLCK / EOPNOTSUPP on some network file systems: the age decides
     return True
 
 
-def clean_stale_temp(out_dir: Path) -> list[Path]:
-    """Remove ``.tmp-*`` folders left by runs whose process is gone (e.g. after ``kill -9``)."""
-    removed = []
-    for p in Path(out_dir).glob(".tmp-*"):
-        m = re.search(r"-pid(\d+)$", p.name)
-        if m and _pid_alive(int(m.group(1))):
+def _mtime(p: Path) -> float | None:
+    try:
+        return p.stat().st_mtime
+    except FileNotFoundError:
+        return None
+
+
+def clean_stale_temp(out_dir: Path, stale_after_s: float = STALE_AFTER_S) -> list[Path]:
+    """Remove temporary folders whose writer is gone (see the module docstring for the rule).
+
+    A ``.tmp-*`` folder is removed only when no process holds the lock on its writer file AND
+    its heartbeat is older than ``stale_after_s`` seconds. Orphan writer files are removed by
+    the same rule. Returns the removed temporary folders.
+    """
+    out_dir = Path(out_dir)
+    now = time.time()
+    removed: list[Path] = []
+    for tmp in sorted(out_dir.glob(TMP_PREFIX + "*")):
+        if not tmp.is_dir() or tmp.is_symlink():
             continue
-        shutil.rmtree(p, ignore_errors=True)
-        removed.append(p)
+        lock = out_dir / (LOCK_PREFIX + tmp.name[len(TMP_PREFIX):])
+        try:
+            fd = os.open(lock, os.O_RDWR)
+        except FileNotFoundError:
+            fd = None
+        try:
+            if fd is not None and _try_lock(fd) is False:
+                continue  # a live writer holds it (any PID namespace on this host)
+            beats = [t for t in (_mtime(lock), _mtime(tmp)) if t is not None]
+            if not beats or now - max(beats) < stale_after_s:
+                continue  # recent heartbeat: maybe a writer whose lock we cannot see
+            shutil.rmtree(tmp, ignore_errors=True)
+            with contextlib.suppress(FileNotFoundError):
+                lock.unlink()
+            removed.append(tmp)
+        finally:
+            if fd is not None:
+                os.close(fd)  # releases our lock, if taken
+    for lock in out_dir.glob(LOCK_PREFIX + "*"):
+        if (out_dir / (TMP_PREFIX + lock.name[len(LOCK_PREFIX):])).exists():
+            continue
+        try:
+            fd = os.open(lock, os.O_RDWR)
+        except FileNotFoundError:
+            continue
+        try:
+            mt = _mtime(lock)
+            if _try_lock(fd) is not False and mt is not None and now - mt >= stale_after_s:
+                with contextlib.suppress(FileNotFoundError):
+                    lock.unlink()
+        finally:
+            os.close(fd)
     return removed
+
+
+class _Writer:
+    """The writer file of one temporary folder: flock held for the run's life, mtime heartbeat."""
+
+    def __init__(self, path: Path, heartbeat_s: float):
+        self.path = path
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        _try_lock(self.fd)  # unsupported (None) -> protected by the heartbeat age alone
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, args=(heartbeat_s,), daemon=True,
+                                        name=f"heartbeat {path.name}")
+        self._thread.start()
+
+    def _beat(self, every: float) -> None:
+        while not self._stop.wait(every):
+            with contextlib.suppress(OSError):
+                os.utime(self.fd)
+
+    def release(self) -> None:
+        """Stop the heartbeat, delete the writer file and drop the lock."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._thread.join()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        os.close(self.fd)
 
 
 class RunFolder:
@@ -195,16 +304,21 @@ class RunFolder:
     ``abort()`` deletes the temporary folder (the previous run and ``latest`` are untouched).
     """
 
-    def __init__(self, out_dir: Path, slot: str, run_id: str, tmp_path: Path):
+    def __init__(self, out_dir: Path, slot: str, run_id: str, tmp_path: Path, writer: _Writer | None = None):
         self.out_dir = out_dir
         self.slot = slot
         self.run_id = run_id
         self.tmp_path = tmp_path
+        self._writer = writer
 
     @classmethod
     def begin(cls, out_dir: Path, scheduled_at: datetime, run_id: str | None = None,
-              step_minutes: int = 30) -> RunFolder:
-        """Create ``out_dir/.tmp-<slot>_<run_id>-pid<pid>`` and return the builder.
+              step_minutes: int = 30, stale_after_s: float = STALE_AFTER_S,
+              heartbeat_s: float = HEARTBEAT_S) -> RunFolder:
+        """Create ``out_dir/.tmp-<slot>_<run_id>-<token>`` (and its locked writer file); return the builder.
+
+        First removes other writers' stale temporary folders (:func:`clean_stale_temp` with
+        ``stale_after_s``); a run in progress is never removed.
 
         Raises:
             pipelines.errors.InputError: naive ``scheduled_at`` or a run id with other than
@@ -212,14 +326,24 @@ class RunFolder:
         """
         out_dir = Path(out_dir).resolve()
         out_dir.mkdir(parents=True, exist_ok=True)
-        clean_stale_temp(out_dir)
+        clean_stale_temp(out_dir, stale_after_s)
         run_id = run_id or uuid.uuid4().hex[:12]
         if not re.fullmatch(r"[0-9a-zA-Z-]+", run_id):
             raise InputError(f"run_id {run_id!r}: expected letters, digits and '-'")
         slot = slot_label(scheduled_at, step_minutes)
-        tmp = out_dir / f".tmp-{slot}_{run_id}-pid{os.getpid()}"
-        tmp.mkdir()
-        return cls(out_dir, slot, run_id, tmp)
+        key = f"{slot}_{run_id}-{uuid.uuid4().hex[:12]}"
+        writer = _Writer(out_dir / (LOCK_PREFIX + key), heartbeat_s)  # locked before the folder exists
+        tmp = out_dir / (TMP_PREFIX + key)
+        try:
+            tmp.mkdir()
+        except BaseException:
+            writer.release()
+            raise
+        return cls(out_dir, slot, run_id, tmp, writer)
+
+    def _release(self) -> None:
+        if self._writer is not None:
+            self._writer.release()
 
     @property
     def name(self) -> str:
@@ -245,6 +369,7 @@ class RunFolder:
             raise FileExistsError(f"run folder {final} already exists")
         _fsync_dir_tree(self.tmp_path)
         os.rename(self.tmp_path, final)
+        self._release()  # the temporary folder is gone: nothing left to protect
         fsync_path(self.out_dir)
         info = RunInfo(final, self.slot, self.run_id)
         moved = _point_latest(self.out_dir, info)
@@ -254,6 +379,7 @@ class RunFolder:
     def abort(self) -> None:
         """Delete the temporary folder (the previous run and ``latest`` are untouched)."""
         shutil.rmtree(self.tmp_path, ignore_errors=True)
+        self._release()
 
 
 def _fsync_dir_tree(path: Path) -> None:

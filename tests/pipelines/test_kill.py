@@ -10,7 +10,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipelines.run_folder import LATEST, RunFolder, latest_run, list_runs
+from pipelines.run_folder import LATEST, LOCK_PREFIX, STALE_AFTER_S, RunFolder, latest_run, list_runs
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -39,6 +39,14 @@ def test_kill_9_mid_run_keeps_previous_run_and_latest(srv_env, tmp_path):
     assert (out / LATEST / "risk_report.md").read_text() == "previous report\n"
     assert [r.run_id for r in list_runs(out)] == ["previous"]
     assert started.exists()  # the killed run's temporary folder, never published
+    # its lock died with it, but its heartbeat is recent: the next run keeps it for now
+    # (on a volume shared between hosts a recent heartbeat is all that protects a live run)
     RunFolder.begin(out, datetime(2025, 3, 16, 16, tzinfo=UTC), "next").abort()
-    assert not started.exists()  # cleaned by the next run
+    assert started.exists()
+    writer_file = out / (LOCK_PREFIX + started.name[len(".tmp-"):])
+    old = time.time() - STALE_AFTER_S - 1
+    for p in (started, writer_file):
+        os.utime(p, (old, old))  # the heartbeat has aged past the limit
+    RunFolder.begin(out, datetime(2025, 3, 16, 16, tzinfo=UTC), "next2").abort()
+    assert not started.exists() and not writer_file.exists()  # cleaned by the next run
     assert latest_run(out).run_id == "previous"

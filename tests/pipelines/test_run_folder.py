@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -11,6 +12,8 @@ import pytest
 from pipelines.errors import InputError
 from pipelines.run_folder import (
     LATEST,
+    LOCK_PREFIX,
+    STALE_AFTER_S,
     RunFolder,
     StalePlanError,
     check_freshness,
@@ -85,13 +88,24 @@ def test_abort_and_dead_temp_folders_leave_previous_run(tmp_path):
     prev, _ = _publish(tmp_path, datetime(2025, 9, 1, 0, tzinfo=UTC), "prev", "old plan")
     rf = RunFolder.begin(tmp_path, datetime(2025, 9, 1, 1, tzinfo=UTC), "half")
     (rf.tmp_path / "plan.txt").write_text("half written")
-    # simulate a killed process: rename its temp folder to a dead pid
-    dead = tmp_path / rf.tmp_path.name.replace(f"pid{os.getpid()}", "pid999999999")
-    rf.tmp_path.rename(dead)
+    dead = rf.tmp_path
+    writer_file = tmp_path / (LOCK_PREFIX + dead.name[len(".tmp-"):])
+    assert writer_file.exists()
+    # a live writer (its lock held) is never cleaned, however old its heartbeat
+    old = time.time() - STALE_AFTER_S - 60
+    for p in (dead, writer_file):
+        os.utime(p, (old, old))
+    RunFolder.begin(tmp_path, datetime(2025, 9, 1, 1, tzinfo=UTC), "other").abort()
+    assert dead.is_dir()
+    # simulate a killed process: its lock is dropped (the kernel does that), the files stay
+    rf._writer._stop.set()
+    rf._writer._thread.join()
+    os.close(rf._writer.fd)
     assert (tmp_path / LATEST).resolve() == prev.path.resolve()
     assert [r.run_id for r in list_runs(tmp_path)] == ["prev"]
     RunFolder.begin(tmp_path, datetime(2025, 9, 1, 1, tzinfo=UTC), "next").abort()
-    assert not dead.exists()  # cleaned on the next begin
+    assert not dead.exists() and not writer_file.exists()  # no holder + old heartbeat: cleaned on the next begin
+    assert {p.name for p in tmp_path.iterdir()} == {LATEST, ".latest.lock", prev.path.name}
     assert (prev.path / "plan.txt").read_text() == "old plan"
 
 
