@@ -227,3 +227,70 @@ def test_running_job_must_start_at_step_0_and_keep_its_end():
     _one(replace(full, assignments=tuple(
         JobAssignment("R", 0, 5, 0, 2, running=True) if a.job_id == "R" else a for a in full.assignments)),
          "must stay (0, 6, 0, 2)", problem=p)
+
+
+# --- Rules the step tests above do not reach (found by a mutation run over optimizer/verify.py) ---
+
+def _bare(n_gpus=8, per_node=4, down=(), multi=True, jobs=(), services=()) -> Problem:
+    return Problem(Cluster(n_gpus, per_node, 30, 6), PlanSettings(multi_node_blocks=multi), services, jobs, (),
+                   down_gpus=down)
+
+
+def _plan(*assignments, services=None) -> Plan:
+    return Plan("test", "feasible", tuple(assignments), services or {}, 0.0, None, None, 0.0, None,
+                n_gpus=8, horizon_steps=6)
+
+
+def test_a_job_left_unstarted_is_valid_and_half_set_fields_are_not():
+    assert verify(good(assign={"A": JobAssignment("A", None, None, None, None)}), P) == []
+    assert verify(good(assign={"A": JobAssignment("A", None, None, 0, None)}), P) == [
+        "job 'A': not started but end_step/block_offset/gpus are set: (None, None, 0, None)"]
+
+
+def test_non_integer_fields_are_named():
+    assert verify(good(assign={"A": JobAssignment("A", 2.0, 4, 0, 4)}), P) == [
+        "job 'A': start_step, end_step, block_offset, gpus must all be integers: (2.0, 4, 0, 4)"]
+
+
+def test_duration_message_and_block_outside_the_cluster():
+    assert verify(good(assign={"A": JobAssignment("A", 2, 3, 0, 4)}), P) == [
+        "job 'A': runs 1 steps on 4 GPUs, its duration is 2 (no preemption)"]
+    assert verify(good(assign={"B": JobAssignment("B", 0, 2, 8, 2)}), P) == [
+        "job 'B': block 8..9 outside the cluster of 8 GPUs"]
+
+
+def test_down_gpu_below_the_block_is_not_in_it():
+    job = Job("W", "training", 1.0, 0, (SizeOption(2, 1),))
+    assert verify(_plan(JobAssignment("W", 0, 1, 2, 2)), _bare(jobs=(job,), down=(1,))) == []
+    assert verify(_plan(JobAssignment("W", 0, 1, 0, 2)), _bare(jobs=(job,), down=(1,))) == [
+        "job 'W': block 0..1 uses down GPU(s) [1]"]
+
+
+def test_every_job_and_service_is_checked_after_a_bad_one():
+    # a bad entry early in the plan must not stop the checks of the ones after it
+    v = verify(good(assign={"R": JobAssignment("R", 0, 2, 2, 2, running=True),
+                            "A": JobAssignment("A", 2, 4, 0, 8), "B": JobAssignment("B", 0, 2, 8, 2)}), P)
+    assert v == ["running job 'R': moved or stopped: plan has (start, end, offset, gpus) = (0, 2, 2, 2), "
+                 "must stay (0, 2, 0, 2)",
+                 "job 'A': 8 GPUs is not one of its sizes [4, 2]",
+                 "job 'B': block 8..9 outside the cluster of 8 GPUs"]
+    v = verify(good(assign={"A": JobAssignment("A", None, 4, None, None), "B": JobAssignment("B", 0, 2.5, 2, 2)}), P)
+    assert v == ["job 'A': not started but end_step/block_offset/gpus are set: (None, 4, None, None)",
+                 "job 'B': start_step, end_step, block_offset, gpus must all be integers: (0, 2.5, 2, 2)"]
+    v = verify(good(assign={"A": JobAssignment("A", 2, 4, 0, 8), "B": JobAssignment("B", 0, 2, 0, 2)}), P)
+    assert v[0] == "job 'A': 8 GPUs is not one of its sizes [4, 2]" and "GPU 0 used by both 'R' and 'B'" in v[1]
+
+
+def test_two_services_add_up_and_each_is_checked():
+    svcs = (Service("a", (1,) * 6, 0, 8, 8, 0), Service("b", (1,) * 6, 0, 8, 8, 0))
+    p = _bare(services=svcs)
+    assert verify(_plan(services={"a": (4,) * 6, "b": (4,) * 6}), p) == []
+    assert verify(_plan(services={"a": (4,) * 6, "b": (5, 4, 4, 4, 4, 4)}), p) == [
+        "step 0: batch 0 + real-time 9 GPUs exceed the 8 GPUs up"]
+    # the first service missing, the second still checked; an unknown service is named
+    v = verify(_plan(services={"b": (9,) * 6}), p)
+    assert v[0] == "service 'a': missing from the plan"
+    assert "service 'b': step 0: 9 GPUs outside its band [0, 8]" in v
+    assert verify(_plan(services={"a": (1,) * 6, "b": (1,) * 6, "ghost": (1,) * 6}), p) == [
+        "service 'ghost': not in the problem"]
+
