@@ -93,3 +93,204 @@ def test_running_job_stays_and_job_lists_are_complete():
 def test_running_job_with_remaining_below_1_is_planned_for_1_step(remaining):
     p = replace(P, running=(RunningJob("R", "training", 1.0, 2, 0, remaining),))
     assert verify(good(assign={"R": JobAssignment("R", 0, 1, 0, 2, running=True)}), p) == []
+
+
+# --- Every rule breached at step 0 (the step the rolling horizon commits) and at the last step ---
+# Each plan below breaks exactly one rule at exactly one step, and the whole violation list is
+# compared, so a verifier that checks the wrong step, the wrong reference or skips an end of the
+# horizon fails. LAST = the horizon's last step.
+
+LAST = P.cluster.horizon_steps - 1  # 5
+
+
+def _svc_problem(demand=(2,) * 6, lo=0, hi=8, cap=1, current=2, hard=False) -> Problem:
+    """8 GPUs, no jobs, no down GPUs, one service ``chat``: only the service rules can fire."""
+    return Problem(Cluster(8, 4, 30, 6), PlanSettings(multi_node_blocks=True, demand_hard=hard),
+                   (Service("chat", demand, lo, hi, cap, current),), (), ())
+
+
+def _svc_plan(alloc) -> Plan:
+    return Plan("test", "feasible", (), {"chat": tuple(alloc)}, 0.0, None, None, 0.0, None,
+                n_gpus=8, horizon_steps=6)
+
+
+def test_swap_cap_at_step_0_is_measured_from_current_gpus():
+    # issue 18 mutant 1: comparing step 0 with the plan's own first value accepts 2 -> 6.
+    p = _svc_problem(current=2, cap=1)
+    assert verify(_svc_plan((6,) * 6), p) == ["service 'chat': step 0: changes 2 -> 6 GPUs, swap cap is 1"]
+    assert verify(_svc_plan((0,) * 6), p) == ["service 'chat': step 0: changes 2 -> 0 GPUs, swap cap is 1"]
+    # exactly the cap is allowed, both ways
+    assert verify(_svc_plan((3,) * 6), p) == []
+    assert verify(_svc_plan((1,) * 6), p) == []
+
+
+def test_swap_cap_at_the_last_step():
+    p = _svc_problem(current=2, cap=1)
+    assert verify(_svc_plan((2, 2, 2, 2, 2, 4)), p) == [
+        "service 'chat': step 5: changes 2 -> 4 GPUs, swap cap is 1"]
+    assert verify(_svc_plan((2, 2, 2, 2, 2, 0)), p) == [
+        "service 'chat': step 5: changes 2 -> 0 GPUs, swap cap is 1"]
+    assert verify(_svc_plan((2, 2, 2, 2, 2, 3)), p) == []
+
+
+def test_band_at_step_0_and_the_last_step():
+    p = _svc_problem(lo=2, hi=3, cap=1, current=2)
+    assert verify(_svc_plan((1, 2, 2, 2, 2, 2)), p) == ["service 'chat': step 0: 1 GPUs outside its band [2, 3]"]
+    assert verify(_svc_plan((2, 2, 2, 2, 2, 1)), p) == ["service 'chat': step 5: 1 GPUs outside its band [2, 3]"]
+    p = _svc_problem(lo=2, hi=3, cap=1, current=3)
+    assert verify(_svc_plan((4, 3, 3, 3, 3, 3)), p) == ["service 'chat': step 0: 4 GPUs outside its band [2, 3]"]
+    assert verify(_svc_plan((3, 3, 3, 3, 3, 4)), p) == ["service 'chat': step 5: 4 GPUs outside its band [2, 3]"]
+    # the band's ends themselves are inside it
+    assert verify(_svc_plan((2, 3, 2, 3, 2, 3)), _svc_problem(lo=2, hi=3, cap=1, current=2)) == []
+
+
+def test_hard_demand_at_step_0_and_the_last_step_uses_that_steps_demand():
+    # distinct demand at the two ends, so reading demand of another step changes the answer
+    p = _svc_problem(demand=(3, 2, 2, 2, 2, 4), cap=2, current=3, hard=True)
+    assert verify(_svc_plan((3, 2, 2, 2, 3, 4)), p) == []
+    assert verify(_svc_plan((2, 2, 2, 2, 3, 4)), p) == ["service 'chat': step 0: 2 GPUs below hard demand 3"]
+    assert verify(_svc_plan((3, 2, 2, 2, 3, 3)), p) == ["service 'chat': step 5: 3 GPUs below hard demand 4"]
+    # soft demand: the same plans are valid
+    soft = _svc_problem(demand=(3, 2, 2, 2, 2, 4), cap=2, current=3, hard=False)
+    assert verify(_svc_plan((2, 2, 2, 2, 3, 3)), soft) == []
+
+
+def test_gpu_count_at_step_0_and_the_last_step():
+    # P: 7 GPUs up; batch uses 4 GPUs at steps 0-3 (R+B, then A), none at steps 4-5
+    wide = replace(P, services=(Service("chat", (2,) * 6, 1, 4, 4, 2),))
+    assert verify(good(service_gpus={"chat": (3, 3, 3, 3, 3, 3)}), wide) == []
+    assert verify(good(service_gpus={"chat": (4, 3, 3, 3, 3, 3)}), wide) == [
+        "step 0: batch 4 + real-time 4 GPUs exceed the 7 GPUs up"]
+    # A moved to steps 4-5 (on GPUs 0-3): the last step holds batch 4 + real-time 4
+    late = {"A": JobAssignment("A", 4, 6, 0, 4)}
+    assert verify(good(assign=late, service_gpus={"chat": (3, 3, 3, 3, 3, 3)}), wide) == []
+    assert verify(good(assign=late, service_gpus={"chat": (3, 3, 3, 3, 3, 4)}), wide) == [
+        "step 5: batch 4 + real-time 4 GPUs exceed the 7 GPUs up"]
+
+
+def test_one_task_per_gpu_at_step_0_and_the_last_step():
+    # B moved onto R's GPUs at step 0
+    v = verify(good(assign={"B": JobAssignment("B", 0, 2, 0, 2)}), P)
+    assert v == ["step 0: GPU 0 used by both 'R' and 'B' (one task per GPU)",
+                 "step 0: GPU 1 used by both 'R' and 'B' (one task per GPU)",
+                 "step 1: GPU 0 used by both 'R' and 'B' (one task per GPU)",
+                 "step 1: GPU 1 used by both 'R' and 'B' (one task per GPU)"]
+    # B at steps 4-5 on GPUs 2-3, A starting at the last step on GPUs 0-3: clash only at step 5
+    # (A runs past the horizon; only the steps inside it are checked; chat drops to 1 GPU there so
+    # the GPU count holds: 6 + 1 = 7). Assignments are checked in plan order R, A, B.
+    v = verify(good(assign={"B": JobAssignment("B", 4, 6, 2, 2), "A": JobAssignment("A", 5, 7, 0, 4)},
+                    service_gpus={"chat": (2, 2, 2, 2, 2, 1)}), P)
+    assert v == ["step 5: GPU 2 used by both 'A' and 'B' (one task per GPU)",
+                 "step 5: GPU 3 used by both 'A' and 'B' (one task per GPU)"]
+
+
+def test_start_inside_the_horizon_at_both_ends():
+    # B (release 0) may start at step 0 and at the last step; not at -1 or at H
+    assert verify(good(assign={"B": JobAssignment("B", LAST, LAST + 2, 2, 2)}), P) == []
+    assert verify(good(assign={"B": JobAssignment("B", 6, 8, 2, 2)}), P) == [
+        "job 'B': start_step 6 outside the horizon [0, 6)"]
+    assert verify(good(assign={"B": JobAssignment("B", -1, 1, 2, 2)}), P) == [
+        "job 'B': starts at step -1 before its release step 0",
+        "job 'B': start_step -1 outside the horizon [0, 6)"]
+
+
+def test_release_at_step_0_and_the_last_step():
+    # A is released at step 1: starting at step 0 is one step early
+    # (on its 2-GPU size, GPUs 4-5, chat at 1 GPU so nothing else is breached)
+    early = good(assign={"A": JobAssignment("A", 0, 3, 4, 2)}, service_gpus={"chat": (1,) * 6})
+    assert verify(early, P) == ["job 'A': starts at step 0 before its release step 1"]
+    assert verify(good(assign={"A": JobAssignment("A", 1, 4, 4, 2)}, service_gpus={"chat": (1,) * 6}), P) == []
+    # a job released at the last step may start there, not one step before
+    p = replace(P, jobs=P.jobs + (Job("L", "training", 1.0, LAST, (SizeOption(2, 1),)),))
+    ok = good(assign={"L": JobAssignment("L", LAST, LAST + 1, 4, 2)})
+    assert verify(ok, p) == []
+    assert verify(good(assign={"L": JobAssignment("L", LAST - 1, LAST, 4, 2)}), p) == [
+        "job 'L': starts at step 4 before its release step 5"]
+
+
+def test_down_gpu_at_step_0_and_the_last_step():
+    # GPU 7 is down for the whole horizon: a block over it is refused whenever it runs
+    assert verify(good(assign={"B": JobAssignment("B", 0, 2, 6, 2)}), P) == [
+        "job 'B': block 6..7 uses down GPU(s) [7]"]
+    assert verify(good(assign={"B": JobAssignment("B", LAST, LAST + 2, 6, 2)}), P) == [
+        "job 'B': block 6..7 uses down GPU(s) [7]"]
+
+
+def test_running_job_must_start_at_step_0_and_keep_its_end():
+    _one(good(assign={"R": JobAssignment("R", 1, 3, 0, 2, running=True)}),
+         "running job 'R': moved or stopped: plan has (start, end, offset, gpus) = (1, 3, 0, 2), must stay (0, 2, 0, 2)")
+    # a running job whose remaining run reaches the last step must be planned to the end
+    p = replace(P, running=(RunningJob("R", "training", 1.0, 2, 0, 6),))
+    full = good(assign={"R": JobAssignment("R", 0, 6, 0, 2, running=True), "A": JobAssignment("A", 2, 5, 2, 2),
+                        "B": JobAssignment("B", 0, 2, 2, 2)})
+    assert verify(full, p) == []
+    _one(replace(full, assignments=tuple(
+        JobAssignment("R", 0, 5, 0, 2, running=True) if a.job_id == "R" else a for a in full.assignments)),
+         "must stay (0, 6, 0, 2)", problem=p)
+
+
+# --- Rules the step tests above do not reach (found by a mutation run over optimizer/verify.py) ---
+
+def _bare(n_gpus=8, per_node=4, down=(), multi=True, jobs=(), services=()) -> Problem:
+    return Problem(Cluster(n_gpus, per_node, 30, 6), PlanSettings(multi_node_blocks=multi), services, jobs, (),
+                   down_gpus=down)
+
+
+def _plan(*assignments, services=None) -> Plan:
+    return Plan("test", "feasible", tuple(assignments), services or {}, 0.0, None, None, 0.0, None,
+                n_gpus=8, horizon_steps=6)
+
+
+def test_a_job_left_unstarted_is_valid_and_half_set_fields_are_not():
+    assert verify(good(assign={"A": JobAssignment("A", None, None, None, None)}), P) == []
+    assert verify(good(assign={"A": JobAssignment("A", None, None, 0, None)}), P) == [
+        "job 'A': not started but end_step/block_offset/gpus are set: (None, None, 0, None)"]
+
+
+def test_non_integer_fields_are_named():
+    assert verify(good(assign={"A": JobAssignment("A", 2.0, 4, 0, 4)}), P) == [
+        "job 'A': start_step, end_step, block_offset, gpus must all be integers: (2.0, 4, 0, 4)"]
+
+
+def test_duration_message_and_block_outside_the_cluster():
+    assert verify(good(assign={"A": JobAssignment("A", 2, 3, 0, 4)}), P) == [
+        "job 'A': runs 1 steps on 4 GPUs, its duration is 2 (no preemption)"]
+    assert verify(good(assign={"B": JobAssignment("B", 0, 2, 8, 2)}), P) == [
+        "job 'B': block 8..9 outside the cluster of 8 GPUs"]
+
+
+def test_down_gpu_below_the_block_is_not_in_it():
+    job = Job("W", "training", 1.0, 0, (SizeOption(2, 1),))
+    assert verify(_plan(JobAssignment("W", 0, 1, 2, 2)), _bare(jobs=(job,), down=(1,))) == []
+    assert verify(_plan(JobAssignment("W", 0, 1, 0, 2)), _bare(jobs=(job,), down=(1,))) == [
+        "job 'W': block 0..1 uses down GPU(s) [1]"]
+
+
+def test_every_job_and_service_is_checked_after_a_bad_one():
+    # a bad entry early in the plan must not stop the checks of the ones after it
+    v = verify(good(assign={"R": JobAssignment("R", 0, 2, 2, 2, running=True),
+                            "A": JobAssignment("A", 2, 4, 0, 8), "B": JobAssignment("B", 0, 2, 8, 2)}), P)
+    assert v == ["running job 'R': moved or stopped: plan has (start, end, offset, gpus) = (0, 2, 2, 2), "
+                 "must stay (0, 2, 0, 2)",
+                 "job 'A': 8 GPUs is not one of its sizes [4, 2]",
+                 "job 'B': block 8..9 outside the cluster of 8 GPUs"]
+    v = verify(good(assign={"A": JobAssignment("A", None, 4, None, None), "B": JobAssignment("B", 0, 2.5, 2, 2)}), P)
+    assert v == ["job 'A': not started but end_step/block_offset/gpus are set: (None, 4, None, None)",
+                 "job 'B': start_step, end_step, block_offset, gpus must all be integers: (0, 2.5, 2, 2)"]
+    v = verify(good(assign={"A": JobAssignment("A", 2, 4, 0, 8), "B": JobAssignment("B", 0, 2, 0, 2)}), P)
+    assert v[0] == "job 'A': 8 GPUs is not one of its sizes [4, 2]" and "GPU 0 used by both 'R' and 'B'" in v[1]
+
+
+def test_two_services_add_up_and_each_is_checked():
+    svcs = (Service("a", (1,) * 6, 0, 8, 8, 0), Service("b", (1,) * 6, 0, 8, 8, 0))
+    p = _bare(services=svcs)
+    assert verify(_plan(services={"a": (4,) * 6, "b": (4,) * 6}), p) == []
+    assert verify(_plan(services={"a": (4,) * 6, "b": (5, 4, 4, 4, 4, 4)}), p) == [
+        "step 0: batch 0 + real-time 9 GPUs exceed the 8 GPUs up"]
+    # the first service missing, the second still checked; an unknown service is named
+    v = verify(_plan(services={"b": (9,) * 6}), p)
+    assert v[0] == "service 'a': missing from the plan"
+    assert "service 'b': step 0: 9 GPUs outside its band [0, 8]" in v
+    assert verify(_plan(services={"a": (1,) * 6, "b": (1,) * 6, "ghost": (1,) * 6}), p) == [
+        "service 'ghost': not in the problem"]
+

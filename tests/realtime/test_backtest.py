@@ -26,7 +26,6 @@ def test_baseline_maes_are_exact_for_a_known_series():
     assert m["mae_snaive168"] == pytest.approx(10.0)
     assert m["mae_naive24"] == pytest.approx(10.0 / 7)
     assert m["mase_snaive168"] == pytest.approx(m["mae"] / 10.0)
-    assert 0.0 <= m["p90_coverage"] <= 1.0
     # hourly recalibration sees the level step after the first hour and beats the day-ahead forecast
     h = res["variants"]["hourly_recal"]
     assert h["mae"] < m["mae"]
@@ -78,8 +77,57 @@ def test_backtest_accepts_one_shot_iterables_and_refuses_off_grid_start():
     hour = idx.hour.to_numpy()
     y = pd.Series(100.0 + 50.0 * ((hour >= 9) & (hour < 18)), index=idx)
     gone = list(idx[24 * 7 + 10 : 24 * 7 + 13])
-    as_list = backtest(y, "UTC", exclude=gone, n_days=2)
-    as_gen = backtest(y, "UTC", exclude=(t for t in gone), n_days=2)
-    assert as_gen["variants"]["day_ahead"]["n_hours"] == as_list["variants"]["day_ahead"]["n_hours"] == 48 - 3
+    # the excluded hours (10-12 h of the first test day, a 150 plateau) carry a spike of 1000: excluded,
+    # they are not scored, and the naive-24 forecast of the same hours one day later (lag = the spike)
+    # misses by 850 on 3 of the 45 scored hours; the weekly-periodic series makes seasonal naive exact.
+    y[gone] = 1000.0
+    for excl in (gone, (t for t in gone)):
+        m = backtest(y, "UTC", exclude=excl, n_days=2)["variants"]["day_ahead"]
+        assert m["n_hours"] == 48 - 3
+        assert m["mae_naive24"] == pytest.approx(3 * 850.0 / 45)
+        assert m["mae_snaive168"] == pytest.approx(0.0)
+    # negative control: not excluded, the spikes are scored (6 x 850 over 48 h; 3 x 850 for lag 168)
+    m = backtest(y, "UTC", n_days=2)["variants"]["day_ahead"]
+    assert (m["n_hours"], m["mae_naive24"], m["mae_snaive168"]) == (48, pytest.approx(6 * 850 / 48),
+                                                                     pytest.approx(3 * 850 / 48))
     with pytest.raises(InputError, match="not an hour of the series"):
         backtest(y, "UTC", test_start=idx[24 * 8] + pd.Timedelta(minutes=30), n_days=1)
+
+
+def test_coverage_mae_and_mape_by_hand_on_a_known_miss():
+    # two weeks of a noiseless daily pattern, then one test day whose actuals are the pattern + 500 at
+    # every 4th hour (6 hours, far above any P90) and the pattern - 30 elsewhere (18 hours, below P50 and
+    # P90): P90 covers exactly 18 / 24 = 0.75; the day-ahead P50 is the pattern, so MAE = (6 x 500 +
+    # 18 x 30) / 24 = 147.5, and both naive baselines (lags = the pattern) miss by the same amounts.
+    n = 336
+    pat = 100 + 20 * np.sin(2 * np.pi * (np.arange(n + 24) % 24) / 24)
+    bump = np.where(np.arange(24) % 4 == 0, 500.0, -30.0)
+    vals = pat.copy()
+    vals[n:] += bump
+    s = _series(vals)
+    res = backtest(s, "UTC", test_start=s.index[n], n_days=1, settings=ProfileSettings(trend=False))
+    m = res["variants"]["day_ahead"]
+    assert m["n_hours"] == 24
+    assert m["p90_coverage"] == 0.75
+    assert m["mae"] == pytest.approx(147.5, rel=1e-6)
+    assert m["mae_snaive168"] == pytest.approx(147.5) and m["mae_naive24"] == pytest.approx(147.5)
+    assert m["mase_snaive168"] == pytest.approx(1.0, rel=1e-6)
+    actual = vals[n:]
+    assert m["mape_pct"] == pytest.approx(100 * np.mean(np.abs(bump) / actual), rel=1e-6)
+
+
+def test_p90_coverage_counts_hours_at_or_below_p90_not_p50():
+    # a noisy history (5 % log-normal, seeded) gives a P90 5-8 % above the pattern and a P50 within
+    # 2.5 % of it. Test day: 6 hours far above (+500), 6 hours at +4 % (above P50, below P90), 12 hours
+    # far below (-30): P90 covers 18 / 24 = 0.75 (a P50 band would cover 12 / 24; an interval from
+    # P50 up would cover 6 / 24).
+    n = 336
+    pat = 100 + 20 * np.sin(2 * np.pi * (np.arange(n + 24) % 24) / 24)
+    rng = np.random.default_rng(7)
+    vals = pat.copy()
+    vals[:n] *= np.exp(rng.normal(0.0, 0.05, n))
+    k = np.arange(24) % 4
+    vals[n:] = np.where(k == 0, pat[n:] + 500, np.where(k == 1, pat[n:] * 1.04, pat[n:] - 30))
+    s = _series(vals)
+    m = backtest(s, "UTC", test_start=s.index[n], n_days=1, settings=ProfileSettings(trend=False))
+    assert m["variants"]["day_ahead"]["p90_coverage"] == 0.75

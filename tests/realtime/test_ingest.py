@@ -199,3 +199,123 @@ def test_outlier_detected_listed_and_kept(make_utc):
     assert d["outliers"] == [pd.Timestamp("2025-01-06T00:00Z").replace(hour=0).__add__(pd.Timedelta(hours=200))
                              .strftime("%Y-%m-%dT%H:%M:%SZ")]
     assert s.iloc[200] == 400.0
+
+
+# --- Time-zone rules with DISTINCT values: an order or shift bug changes the answer -----------------------
+def _frame(rows):
+    return pd.DataFrame({"ts": [r[0] for r in rows], "value": [float(r[1]) for r in rows]})
+
+
+def _pairs(s):
+    return [(t.strftime("%Y-%m-%dT%H:%MZ"), v) for t, v in s.items()]
+
+
+def test_fall_back_london_first_repeated_hour_is_the_earlier_instant():
+    # issue 18 mutant 3: 01:00 is given twice, as 11 then 12; 11 is 01:00 BST = 00:00Z, 12 is 01:00 GMT = 01:00Z
+    df = _frame([("2025-10-25 23:00:00", 9), ("2025-10-26 00:00:00", 10), ("2025-10-26 01:00:00", 11),
+                 ("2025-10-26 01:00:00", 12), ("2025-10-26 02:00:00", 13)])
+    s, d = ingest(df, "Europe/London")
+    assert _pairs(s) == [("2025-10-25T22:00Z", 9.0), ("2025-10-25T23:00Z", 10.0), ("2025-10-26T00:00Z", 11.0),
+                         ("2025-10-26T01:00Z", 12.0), ("2025-10-26T02:00Z", 13.0)]
+    assert d["ambiguous_hours"] == 2 and d["missing_hours"] == 0 and d["duplicates_dropped"] == 0
+
+
+def test_fall_back_order_is_file_order_of_the_repeated_stamp_even_when_rows_are_shuffled():
+    # the two 01:00 rows are not adjacent and other rows come between/before them
+    df = _frame([("2025-10-26 02:00:00", 13), ("2025-10-26 01:00:00", 11), ("2025-10-26 00:00:00", 10),
+                 ("2025-10-26 01:00:00", 12)])
+    s, d = ingest(df, "Europe/London")
+    assert _pairs(s) == [("2025-10-25T23:00Z", 10.0), ("2025-10-26T00:00Z", 11.0), ("2025-10-26T01:00Z", 12.0),
+                         ("2025-10-26T02:00Z", 13.0)]
+    assert d["ambiguous_hours"] == 2
+
+
+def test_fall_back_other_zones_new_york_and_sydney():
+    # New York 2025-11-02: 01:00 EDT (-4) = 05:00Z, then 01:00 EST (-5) = 06:00Z
+    s, _ = ingest(_frame([("2025-11-02 00:00:00", 1), ("2025-11-02 01:00:00", 2), ("2025-11-02 01:00:00", 3),
+                          ("2025-11-02 02:00:00", 4)]), "America/New_York")
+    assert _pairs(s) == [("2025-11-02T04:00Z", 1.0), ("2025-11-02T05:00Z", 2.0), ("2025-11-02T06:00Z", 3.0),
+                         ("2025-11-02T07:00Z", 4.0)]
+    # Sydney 2025-04-06 (southern autumn): 02:00 AEDT (+11) = 15:00Z on the 5th, then 02:00 AEST (+10) = 16:00Z
+    s, d = ingest(_frame([("2025-04-06 01:00:00", 5), ("2025-04-06 02:00:00", 6), ("2025-04-06 02:00:00", 7),
+                          ("2025-04-06 03:00:00", 8)]), "Australia/Sydney")
+    assert _pairs(s) == [("2025-04-05T14:00Z", 5.0), ("2025-04-05T15:00Z", 6.0), ("2025-04-05T16:00Z", 7.0),
+                         ("2025-04-05T17:00Z", 8.0)]
+    assert d["ambiguous_hours"] == 2
+
+
+def test_fall_back_from_naive_datetime64_and_from_tz_aware_column():
+    naive = pd.DataFrame({"ts": pd.to_datetime(["2025-10-26 00:00", "2025-10-26 01:00", "2025-10-26 01:00",
+                                                "2025-10-26 02:00"]), "value": [10.0, 11.0, 12.0, 13.0]})
+    s, d = ingest(naive, "Europe/London")
+    assert _pairs(s) == [("2025-10-25T23:00Z", 10.0), ("2025-10-26T00:00Z", 11.0), ("2025-10-26T01:00Z", 12.0),
+                         ("2025-10-26T02:00Z", 13.0)]
+    assert d["ambiguous_hours"] == 2
+    # an already zone-aware column (London) is converted, not re-localised; no zone argument needed
+    aware = pd.DataFrame({"ts": pd.date_range("2025-10-26 00:00", periods=4, freq="h", tz="Europe/London"),
+                          "value": [10.0, 11.0, 12.0, 13.0]})
+    s, d = ingest(aware, None)
+    assert _pairs(s) == [("2025-10-25T23:00Z", 10.0), ("2025-10-26T00:00Z", 11.0), ("2025-10-26T01:00Z", 12.0),
+                         ("2025-10-26T02:00Z", 13.0)]
+    assert d["ambiguous_hours"] == 0
+
+
+def test_spring_forward_berlin_values_keep_their_hours():
+    # 02:00 does not exist on 2025-03-30: 01:00 CET = 00:00Z and 03:00 CEST = 01:00Z are adjacent UTC hours
+    s, d = ingest(_frame([("2025-03-30 00:00:00", 1), ("2025-03-30 01:00:00", 2), ("2025-03-30 03:00:00", 3),
+                          ("2025-03-30 04:00:00", 4)]), "Europe/Berlin")
+    assert _pairs(s) == [("2025-03-29T23:00Z", 1.0), ("2025-03-30T00:00Z", 2.0), ("2025-03-30T01:00Z", 3.0),
+                         ("2025-03-30T02:00Z", 4.0)]
+    assert d["missing_hours"] == 0 and d["ambiguous_hours"] == 0 and d["imputed"] == []
+    # a row at the skipped hour is refused and named by its row number (not shifted onto 03:00)
+    bad = _frame([("2025-03-30 01:00:00", 2), ("2025-03-30 03:00:00", 3), ("2025-03-30 02:00:00", 9)])
+    with pytest.raises(InputError, match=r"traffic row 2: local time 2025-03-30 02:00 does not exist"):
+        ingest(bad, "Europe/Berlin")
+
+
+def test_aware_stamps_with_mixed_non_utc_offsets_and_shuffled_rows():
+    df = _frame([("2025-06-01T0400+0100", 4),            # 03:00Z, offset without a colon
+                 ("2025-06-01T05:30:00+05:30", 1),       # 00:00Z
+                 ("2025-06-01T02:00:00Z", 3),            # 02:00Z
+                 ("2025-05-31T22:00:00-03:00", 2)])      # 01:00Z, previous local day
+    s, d = ingest(df, None)
+    assert _pairs(s) == [("2025-06-01T00:00Z", 1.0), ("2025-06-01T01:00Z", 2.0), ("2025-06-01T02:00Z", 3.0),
+                         ("2025-06-01T03:00Z", 4.0)]
+    assert d["off_grid_stamps"] == 0
+
+
+def test_naive_stamps_in_fixed_non_utc_zones():
+    # Kolkata is +05:30 all year: local :30 stamps land on whole UTC hours
+    s, d = ingest(_frame([("2025-06-01 05:30:00", 1), ("2025-06-01 06:30:00", 2), ("2025-06-01 07:30:00", 3)]),
+                  "Asia/Kolkata")
+    assert _pairs(s) == [("2025-06-01T00:00Z", 1.0), ("2025-06-01T01:00Z", 2.0), ("2025-06-01T02:00Z", 3.0)]
+    assert d["off_grid_stamps"] == 0
+    # Tokyo +09:00: local 08:00 on the 1st is 23:00Z on the 31st
+    s, _ = ingest(_frame([("2025-06-01 08:00:00", 7), ("2025-06-01 09:00:00", 8)]), "Asia/Tokyo")
+    assert _pairs(s) == [("2025-05-31T23:00Z", 7.0), ("2025-06-01T00:00Z", 8.0)]
+    # New York in summer is -04:00
+    s, _ = ingest(_frame([("2025-07-01 20:00:00", 5), ("2025-07-01 21:00:00", 6)]), "America/New_York")
+    assert _pairs(s) == [("2025-07-02T00:00Z", 5.0), ("2025-07-02T01:00Z", 6.0)]
+
+
+def test_daily_totals_group_by_local_day_on_the_25_hour_day():
+    # UTC hours 2025-10-25T22:00Z .. 2025-10-27T00:00Z with values 1..27. In London 22:00Z on the 25th is
+    # 23:00 BST (25th); 23:00Z is 00:00 BST on the 26th; the 26th ends at 23:00 GMT = 23:00Z (25 hours);
+    # 00:00Z on the 27th is 00:00 GMT on the 27th.
+    idx = pd.date_range("2025-10-25T22:00Z", "2025-10-27T00:00Z", freq="h")
+    s = pd.Series(np.arange(1.0, len(idx) + 1), index=idx)
+    days = daily_totals(s, "Europe/London")
+    assert [str(x) for x in days["date"]] == ["2025-10-25", "2025-10-26", "2025-10-27"]
+    assert list(days["hours"]) == [1, 25, 1]
+    assert list(days["total"]) == [1.0, float(sum(range(2, 27))), 27.0]  # 350 on the 26th
+
+
+def test_fall_back_two_interleaved_repeated_stamps_are_paired_per_stamp():
+    # 01:00 and 01:30 each occur twice, interleaved as on the clock: each stamp's own first row is BST
+    df = _frame([("2025-10-26 01:00:00", 11), ("2025-10-26 01:30:00", 21), ("2025-10-26 01:00:00", 12),
+                 ("2025-10-26 01:30:00", 22)])
+    s, d = ingest(df, "Europe/London", offgrid_rule="last")
+    assert _pairs(s) == [("2025-10-26T00:00Z", 21.0), ("2025-10-26T01:00Z", 22.0)]
+    assert d["ambiguous_hours"] == 4 and d["off_grid_stamps"] == 2
+    s, _ = ingest(df, "Europe/London", offgrid_rule="mean")
+    assert _pairs(s) == [("2025-10-26T00:00Z", 16.0), ("2025-10-26T01:00Z", 17.0)]

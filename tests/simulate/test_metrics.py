@@ -8,7 +8,8 @@ import pytest
 from sim_helpers import greedy_plan, tiny_scenario
 
 from optimizer.metrics import CSV_COLUMNS, compute, percentile
-from optimizer.simulate import simulate, simulate_clairvoyant
+from optimizer.plan import PlanSource, SolveStatus
+from optimizer.simulate import JobRecord, ReplanRecord, SimResult, simulate, simulate_clairvoyant
 
 
 def test_percentile_linear_interpolation():
@@ -96,3 +97,97 @@ def test_followed_plan_that_no_longer_holds_is_replaced_not_committed():
     assert res.batch_gpus["training"] == [2, 2, 2, 0]
     assert res.verified_plans == 4 and res.violations == 0  # one committed, verified plan per step
     assert compute(res).rt_unmet_gpu_h == 1.0  # 1 GPU short at steps 1 and 2
+
+
+# --- A hand-made SimResult where every min/max/clip/filter inside compute() changes the answer ---
+
+
+def _hand_result(**changes) -> SimResult:
+    """4 GPUs, 4 steps of 0.5 h (window 8 GPU-h).
+
+    Service s: allocated [3, 1, 2, 0], actual [1, 2, 2, 2]: over-allocated at step 0 (3 vs 1),
+    short at steps 1 and 3, exact at step 2.
+    Batch: A (p2, 2 GPUs, steps 0-1, completed), K (p3, 1 GPU, steps 0-1, killed by a failure:
+    2 GPU-steps lost), B (p1, 1 GPU, arrives 1, starts 2, still running at the window end),
+    C (p1, arrives 1, never starts), D (p1, arrives at step 4 = the window end: outside it).
+    Replans: fresh MILP optimal (1 s, gap 0.001); a followed step (9 s, gap 0.5: not a solve);
+    fresh MILP stopped on its limit and the wall clock (3 s, gap 0.02); a fresh fallback carrying
+    the MILP's time_limit outcome (2 s, gap inf).
+    """
+    jobs = {
+        "A": JobRecord("A", "training", 2.0, 2, 0, first_start_step=0, start_step=0, end_step=2, block_offset=0,
+                       run_gpu_steps=4),
+        "K": JobRecord("K", "training", 3.0, 1, 0, first_start_step=0, run_gpu_steps=2, lost_gpu_steps=2,
+                       restarts=1),
+        "B": JobRecord("B", "quantization", 1.0, 1, 1, first_start_step=2, start_step=2, block_offset=3,
+                       run_gpu_steps=2),
+        "C": JobRecord("C", "quantization", 1.0, 1, 1),
+        "D": JobRecord("D", "quantization", 1.0, 1, 4),
+    }
+    replans = [
+        ReplanRecord(0, True, SolveStatus.OPTIMAL, 1.0, 0.001, 0.0, 3, 0, source=PlanSource.MILP),
+        ReplanRecord(1, False, SolveStatus.TIME_LIMIT, 9.0, 0.5, 0.0, 2, 2, source=PlanSource.MILP),
+        ReplanRecord(2, True, SolveStatus.TIME_LIMIT, 3.0, 0.02, 0.0, 2, 1, wall_clock_limited=True,
+                     source=PlanSource.MILP),
+        ReplanRecord(3, True, SolveStatus.TIME_LIMIT, 2.0, float("inf"), 0.0, 1, 1, source=PlanSource.FALLBACK),
+    ]
+    base = SimResult(
+        scenario="hand", planner="p", n_gpus=4, n_steps=4, step_h=0.5, jobs=jobs,
+        batch_gpus={"training": [3, 3, 0, 0], "quantization": [0, 0, 1, 1]},
+        service_gpus={"s": [3, 1, 2, 0]}, service_demand={"s": [1, 2, 2, 2]}, down_gpus=[0, 0, 0, 0],
+        replans=replans, verified_plans=4,
+    )
+    return replace(base, **changes)
+
+
+def test_real_time_served_is_min_of_allocated_and_actual():
+    # issue 18 mutant 2: served = allocated would count the idle over-allocation at step 0.
+    m = compute(_hand_result())
+    # served min(3,1)+min(1,2)+min(2,2)+min(0,2) = 1+1+2+0 = 4 GPU-steps = 2 GPU-h (allocated: 6 -> 3)
+    assert m.rt_served_gpu_h == 2.0
+    assert m.rt_demand_gpu_h == 3.5  # 7 GPU-steps
+    # unmet max(0, d - a): 0+1+0+2 = 3 GPU-steps = 1.5 GPU-h (|d - a| would be 5, d - a 1)
+    assert m.rt_unmet_gpu_h == 1.5
+    assert m.rt_sla_pct == pytest.approx(100 * 2.0 / 3.5, abs=1e-4)  # 57.1429, not above 100
+    # batch 3+3+1+1 = 8 GPU-steps = 4 GPU-h (lost work still counts: the GPUs were busy);
+    # utilisation (4 + 2) / 8 = 75 % (with allocated real-time GPU-hours it would be 87.5 %)
+    assert m.batch_gpu_h == 4.0
+    assert m.utilization_pct == 75.0
+
+
+def test_value_excludes_lost_work_and_counts_partial_runs():
+    m = compute(_hand_result())
+    # A 2 x 4 x 0.5 = 4; K 3 x (2 - 2) x 0.5 = 0; B (partial, still running) 1 x 2 x 0.5 = 1
+    assert m.value == 5.0
+    assert m.lost_gpu_h == 1.0
+    # completed: only A; total: A, K, B, C (D arrives at the window end)
+    assert (m.jobs_completed, m.jobs_total) == (1, 4)
+
+
+def test_waits_are_censored_and_exclude_arrivals_at_the_window_end():
+    m = compute(_hand_result())
+    # A 0, K 0, B (2 - 1) x 0.5 = 0.5, C censored (4 - 1) x 0.5 = 1.5; D excluded
+    # sorted [0, 0, 0.5, 1.5]: P50 = 0.25, P95 = 0.5 + 0.85 x 1.0 = 1.35
+    assert m.wait_p50_h == 0.25
+    assert m.wait_p95_h == pytest.approx(1.35)
+    assert m.wait_by_priority == {"1": (1.0, 1.45), "2": (0.0, 0.0), "3": (0.0, 0.0)}
+
+
+def test_solve_figures_count_fresh_plans_only():
+    m = compute(_hand_result())
+    assert m.replans == 3
+    assert (m.solve_s_p50, m.solve_s_max) == (2.0, 3.0)  # the followed step's 9 s is no solve
+    assert m.gap_max == 0.02  # the followed 0.5 is no solve; the fallback's inf is not a gap
+    assert m.time_limited_solves == 1  # the fallback carrying time_limit is not a MILP plan
+    assert m.wall_clock_limited_solves == 1
+
+
+def test_edge_cases_no_demand_no_solves_and_exact_allocation():
+    # no real-time demand at all: SLA is 100 %, and over-allocation is never "served"
+    m = compute(_hand_result(service_demand={"s": [0, 0, 0, 0]}, replans=[]))
+    assert (m.rt_sla_pct, m.rt_served_gpu_h, m.rt_unmet_gpu_h) == (100.0, 0.0, 0.0)
+    assert m.utilization_pct == 50.0  # batch only: 4 / 8
+    assert (m.replans, m.solve_s_p50, m.solve_s_max, m.gap_max, m.time_limited_solves) == (0, None, None, None, 0)
+    # allocation exactly the demand: everything served, SLA 100
+    m = compute(_hand_result(service_gpus={"s": [1, 2, 2, 2]}))
+    assert (m.rt_served_gpu_h, m.rt_unmet_gpu_h, m.rt_sla_pct) == (3.5, 0.0, 100.0)
