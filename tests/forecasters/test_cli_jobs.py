@@ -82,8 +82,10 @@ def test_predict_unknown_category_is_one_line_exit_2(tmp_path):
     assert res.exit_code == 2
     assert res.stdout == ""
     lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1
-    assert "unknown training_variant 'GRPO'" in lines[0] and "known: full_finetune" in lines[0]
+    # no saved model in this store: one progress line says it trains, then the error as one line
+    assert len(lines) == 2 and lines[0].startswith("training forecaster at ") and "no saved model" in lines[0]
+    assert lines[1].startswith("error: ")
+    assert "unknown training_variant 'GRPO'" in lines[1] and "known: full_finetune" in lines[1]
 
 
 def test_predict_loads_the_saved_model_and_refits_only_when_asked(tmp_path, store, monkeypatch):
