@@ -191,3 +191,10 @@ def test_edge_cases_no_demand_no_solves_and_exact_allocation():
     # allocation exactly the demand: everything served, SLA 100
     m = compute(_hand_result(service_gpus={"s": [1, 2, 2, 2]}))
     assert (m.rt_served_gpu_h, m.rt_unmet_gpu_h, m.rt_sla_pct) == (3.5, 0.0, 100.0)
+
+
+def test_time_limited_solves_counts_fresh_milp_plans_on_a_limit():
+    base = _hand_result().replans
+    extra = ReplanRecord(4, True, SolveStatus.TIME_LIMIT, 1.0, 0.01, 0.0, 1, 1, source=PlanSource.MILP)
+    # two fresh MILP plans on a limit (steps 2 and 4), one optimal, one fallback, one followed step
+    assert compute(_hand_result(replans=[*base, extra])).time_limited_solves == 2
