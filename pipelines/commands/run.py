@@ -29,14 +29,13 @@ def run(
         import time
 
         from pipelines.cli_support import check_out_parent
-        from pipelines.config import apply_env_defaults, load_settings
+        from pipelines.config import load_settings
         from pipelines.errors import InputError
 
         check_out_parent(out)  # only the last level of --out is created (a typo must not build a tree)
         if out.exists() and not out.is_dir():
             raise InputError(f"--out {out} is a file; give a folder for the run folders")
-        apply_env_defaults()
-        out_dir = out.resolve()
+        out_dir = out.resolve()  # environment defaults: applied once for every command in pipelines.cli
         settings = load_settings(runs_dir=out_dir)
         from rich.console import Console
         from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn

@@ -11,12 +11,10 @@ def serve() -> None:
     """Serve the Prefect deployments so they appear in the Prefect UI."""
 
     def body() -> int:
-        from pipelines.config import apply_env_defaults, load_settings
-
-        apply_env_defaults()
-        # imported here, not at the top (and after the Prefect environment defaults): prefect and the
+        # imported here, not at the top (the Prefect environment defaults are applied in pipelines.cli): prefect and the
         # flows cost ~2.5 s (measured on the 2-core machine against ~0.14 s for the whole CLI).
         from pipelines import deployments
+        from pipelines.config import load_settings
 
         settings = load_settings()
         url = deployments.require_persistent_server()
