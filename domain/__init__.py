@@ -5,6 +5,7 @@
 
 - :mod:`domain.kinds`: batch job kinds, the real-time kind, QoS classes and their priority.
 - :mod:`domain.units`: powers of two, hours -> planning steps (one rule), :class:`Horizon`.
+- :mod:`domain.records`: canonical job and traffic record columns, states, censoring.
 - :mod:`domain.errors`: :class:`GpuplanError` and :class:`InputError` (bad input, exit 2).
 """
 
