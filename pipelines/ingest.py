@@ -1,0 +1,182 @@
+"""Ingest a workspace's sources into its store (``gpuplan ingest``), and read what a plan needs.
+
+For each source of ``gpuplan.toml`` (history, queue, traffic), every file of its path (a file or a
+glob of drop-in exports, oldest first) is parsed by its format's adapter (:data:`JOB_PARSERS`,
+traffic: :func:`parse_traffic_file`); the records are upserted into the store
+(:class:`pipelines.store.Store`). The queue's newest file is the current queue (its pending and
+running jobs; :meth:`pipelines.store.Store.set_queue_snapshot`).
+
+The report (``gpuplan ingest --json``) per source: ``read`` (records read), ``added`` (new keys),
+``updated`` (known keys whose record changed), ``rejected`` (lines refused) and ``errors`` (one
+message per rejected line, ``<file>: line N: ...``, at most :data:`MAX_ERRORS` listed). A file that
+cannot be read at all is one error (its records count as none read) and the other files are kept.
+``demo`` sources are read at plan time from the shipped files and report ``"demo": true``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pipelines.csv_sniff import read_operator_csv
+from pipelines.errors import InputError
+from pipelines.sources.records import ParseResult, job_frame, traffic_frame
+from pipelines.store import JOBS, TRAFFIC, Store
+from pipelines.workspace import Workspace
+
+#: Error messages listed per source (the count is always complete).
+MAX_ERRORS = 50
+
+SOURCE_OF_FORMAT = {"slurm-sacct": "slurm", "slurm-squeue-json": "slurm", "kueue-json": "kueue", "csv": "table",
+                    "parquet": "table"}
+
+
+def _table(path: Path) -> tuple[pd.DataFrame, bool]:
+    """A CSV (sniffed, :func:`pipelines.csv_sniff.read_operator_csv`) or parquet file; ``(frame, is_csv)``."""
+    if path.suffix.lower() == ".parquet":
+        try:
+            return pd.read_parquet(path), False
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot be read as parquet: {' '.join(str(exc).split())[:200]}") from None
+    return read_operator_csv(path, str(path), text_columns=("job_id", "ts", "service")), True
+
+
+def parse_job_file(ws: Workspace, role: str, path: Path) -> ParseResult:
+    """One export of ``[sources.<role>]`` -> job records (its format's adapter).
+
+    Raises:
+        InputError: the file cannot be read at all (not JSON, no header, required column missing).
+    """
+    src = ws.source(role)
+    fmt = src.format
+    source = SOURCE_OF_FORMAT[fmt]
+    if fmt in ("csv", "parquet"):
+        from pipelines.sources import tabular
+
+        frame, is_csv = _table(path)
+        side = _table(ws.resolve(src.sidecar))[0] if src.sidecar else None
+        return tabular.parse_jobs(frame, ws.config.cluster.timezone, csv=is_csv, source=source, sidecar=side)
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if fmt == "slurm-sacct":
+        from pipelines.sources import slurm
+
+        return slurm.parse_sacct(text, ws.config.cluster.timezone, source=source)
+    if fmt == "slurm-squeue-json":
+        from pipelines.sources import slurm
+
+        return slurm.parse_squeue_json(text, source=source)
+    if fmt == "kueue-json":
+        from pipelines.sources import kueue
+
+        return kueue.parse_kueue_workloads(text, source=source)
+    raise InputError(f"sources.{role}.format = {fmt!r} does not hold jobs")
+
+
+def parse_traffic_file(ws: Workspace, path: Path) -> ParseResult:
+    """One traffic export -> traffic records in the source's units (samples, not yet hourly).
+
+    Raises:
+        InputError: the file cannot be read at all.
+    """
+    src = ws.source("traffic")
+    services = ws.services()
+    if src.format == "prometheus-json":
+        from pipelines.sources import prometheus
+
+        return prometheus.parse_query_range(path.read_text(encoding="utf-8", errors="replace"), src.service_label,
+                                            [s.service for s in services])
+    from pipelines.sources import tabular
+
+    frame, is_csv = _table(path)
+    return tabular.parse_traffic(frame, path.name, services, ws.config.cluster.timezone, csv=is_csv)
+
+
+@dataclass
+class SourceRead:
+    """What one source's files gave: records, counts, errors, the newest file's records (the current queue)."""
+
+    records: pd.DataFrame
+    read: int
+    errors: list[str]
+    newest: pd.DataFrame | None = None
+
+
+def read_source(ws: Workspace, role: str) -> SourceRead:
+    """Parse every file of ``[sources.<role>]`` (oldest first; later records of a key win).
+
+    Raises:
+        InputError: the path matches no file.
+    """
+    files = ws.source_files(role)
+    parse: Callable[[Path], ParseResult] = ((lambda p: parse_traffic_file(ws, p)) if role == "traffic"
+                                            else (lambda p: parse_job_file(ws, role, p)))
+    frames, errors, read = [], [], 0
+    newest = None
+    for path in files:
+        try:
+            res = parse(path)
+        except InputError as exc:
+            errors.append(f"{path.name}: {exc}")
+            continue
+        except (OSError, UnicodeError) as exc:
+            errors.append(f"{path.name}: cannot be read ({exc})")
+            continue
+        read += res.read
+        errors.extend(f"{path.name}: {e}" for e in res.errors)
+        frames.append(res.frame)
+        newest = res.frame
+    empty = traffic_frame([]) if role == "traffic" else job_frame([])
+    frame = pd.concat(frames, ignore_index=True) if frames else empty
+    return SourceRead(frame, read, errors, newest)
+
+
+def ingest(ws: Workspace) -> dict[str, Any]:
+    """Ingest every source of ``ws`` into its store; returns the report (module docstring).
+
+    Raises:
+        InputError: a source path matches no file.
+    """
+    store = Store(ws.store_dir)
+    report: dict[str, Any] = {}
+    for role in ("history", "queue", "traffic"):
+        if ws.source(role).format == "demo":
+            report[role] = {"demo": True, "read": 0, "added": 0, "updated": 0, "rejected": 0, "errors": []}
+            continue
+        got = read_source(ws, role)
+        count = store.upsert(TRAFFIC if role == "traffic" else JOBS, got.records)
+        if role == "queue" and got.newest is not None:
+            store.set_queue_snapshot(got.newest)
+        report[role] = {"read": got.read, "added": count.added, "updated": count.updated,
+                        "rejected": len(got.errors), "errors": got.errors[:MAX_ERRORS]}
+    return {"workspace": str(ws.root), "store": str(store.root), "sources": report}
+
+
+@dataclass(frozen=True)
+class WorkspaceData:
+    """What a plan of a (non-demo) workspace reads: job history, the current queue and traffic samples."""
+
+    history: pd.DataFrame
+    queue: pd.DataFrame
+    traffic: pd.DataFrame
+    from_store: bool
+
+
+def workspace_data(ws: Workspace) -> WorkspaceData:
+    """The store's records when anything was ingested, else the sources parsed now (nothing written).
+
+    Raises:
+        InputError: nothing stored and a source path matches no file.
+    """
+    store = Store(ws.store_dir)
+    if store.exists():
+        return WorkspaceData(store.jobs(), store.queue(), store.traffic(), True)
+    hist = read_source(ws, "history").records
+    q = read_source(ws, "queue")
+    newest = q.newest if q.newest is not None else job_frame([])
+    queue = newest[newest["state"].isin(("pending", "running"))].reset_index(drop=True)
+    jobs = pd.concat([hist, q.records], ignore_index=True).drop_duplicates(list(JOBS.key), keep="last")
+    return WorkspaceData(jobs.reset_index(drop=True), queue, read_source(ws, "traffic").records, False)

@@ -1,0 +1,117 @@
+"""Stages of an operator's workspace plan: hourly traffic from samples, the queue's kinds and priorities, job forecasts.
+
+- :func:`hourly_traffic`: traffic samples -> each service's hourly rows (``ts``, ``value``), the input
+  of :func:`pipelines.stages.realtime.ingest_traffic`: the hour's mean sample, × 3600 for a per-second
+  rate (``value_units = "rate_per_s"``, a Prometheus ``rate()``), as is for ``per_hour``.
+- :func:`queue_kinds`: the job kind of each queued record: its own (``gpuplan.kind`` in the comment or
+  annotations), else ``[kinds] qos``, else ``[kinds] partition``, else ``[kinds] default``.
+- :func:`queue_priorities`: the planner's priority weight: ``[priorities] qos`` (case-insensitive),
+  else :data:`domain.kinds.QOS_PRIORITY` for the QoS classes it knows, else ``[priorities] default``.
+- :func:`queue_forecasts`: the scheduler-history forecaster's quantiles per pending/running job as
+  :data:`pipelines.schemas.JOB_FORECASTS` rows (GPUs: the request rounded up to a power of two, the
+  planner's contiguous blocks; jobs without GPUs are dropped and counted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from domain.kinds import QOS_PRIORITY
+from domain.units import pow2_ceil_array
+from pipelines import schemas
+from pipelines.stages.realtime import ServiceSettings
+
+
+def hourly_traffic(samples: pd.DataFrame, services: Sequence[ServiceSettings], value_units: str) -> dict[str, pd.DataFrame]:
+    """Traffic samples (``service``, ``ts`` UTC, ``value``) -> service -> hourly rows (``ts`` ISO text with ``Z``, ``value``).
+
+    An hour without a finite sample is absent (the real-time ingest imputes it and flags it).
+
+    Raises:
+        KeyError: never; a service without samples gets an empty frame (the ingest then names it).
+    """
+    scale = 3600.0 if value_units == "rate_per_s" else 1.0
+    out = {}
+    for svc in services:
+        s = samples[(samples["service"] == svc.service) & samples["value"].notna()]
+        hours = pd.to_datetime(s["ts"], utc=True).dt.floor("h")
+        agg = s["value"].groupby(hours.to_numpy()).mean() * scale
+        idx = pd.DatetimeIndex(agg.index).tz_localize("UTC") if pd.DatetimeIndex(agg.index).tz is None else agg.index
+        out[svc.service] = pd.DataFrame({"ts": pd.DatetimeIndex(idx).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                         "value": agg.to_numpy(float)})
+    return out
+
+
+def queue_kinds(queue: pd.DataFrame, qos: Mapping[str, str], partition: Mapping[str, str], default: str) -> list[str]:
+    """The job kind of each record of ``queue`` (module docstring)."""
+    qos_l = {k.lower(): v for k, v in qos.items()}
+    part_l = {k.lower(): v for k, v in partition.items()}
+    kinds = []
+    for own, q, p in zip(queue["kind"], queue["qos"], queue["partition"]):
+        if isinstance(own, str) and own:
+            kinds.append(own)
+        elif isinstance(q, str) and q.lower() in qos_l:
+            kinds.append(qos_l[q.lower()])
+        elif isinstance(p, str) and p.lower() in part_l:
+            kinds.append(part_l[p.lower()])
+        else:
+            kinds.append(default)
+    return kinds
+
+
+def queue_priorities(queue: pd.DataFrame, qos: Mapping[str, float], default: float) -> list[float]:
+    """The planner's priority weight of each record of ``queue`` (module docstring)."""
+    ours = {k.lower(): float(v) for k, v in qos.items()}
+    known = {k.lower(): float(v) for k, v in QOS_PRIORITY.items()}
+    out = []
+    for q in queue["qos"]:
+        key = q.lower() if isinstance(q, str) else ""
+        out.append(ours.get(key, known.get(key, float(default))))
+    return out
+
+
+def queue_forecasts(predictions: pd.DataFrame, queue: pd.DataFrame, kinds: Sequence[str], priorities: Sequence[float],
+                    step_minutes: int, start: datetime) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Job forecasts (:data:`pipelines.schemas.JOB_FORECASTS`) of the pending and running records of ``queue``.
+
+    Args:
+        predictions: per record of ``queue`` (same order): ``duration_p10_h``, ``duration_p50_h``,
+            ``duration_p90_h`` (a running job's *remaining* time) and ``flags`` (text).
+        queue: job records (:data:`domain.records.JOB_RECORD`), states pending/running.
+        kinds: per record (:func:`queue_kinds`).
+        priorities: per record (:func:`queue_priorities`).
+        step_minutes: the planning step; every duration is at least one step.
+        start: the plan start; a running job's durations are its elapsed time at ``start`` plus the
+            forecast remaining time (the problem stage subtracts the elapsed time again).
+
+    Returns:
+        ``(forecasts, notes)``: ``notes`` counts ``dropped_no_gpus`` and ``rounded_up_gpus`` (requests
+        that were not a power of two).
+    """
+    q = queue.reset_index(drop=True)
+    has_gpus = q["gpus"].to_numpy(int) > 0
+    gpus = pow2_ceil_array(np.maximum(q["gpus"].to_numpy(int), 1))
+    step_h = step_minutes / 60.0
+    running = (q["state"] == "running").to_numpy()
+    now_started = pd.to_datetime(q["started_at"], utc=True)
+    out = pd.DataFrame({
+        "job_id": q["job_id"].astype(str), "kind": list(kinds), "priority": np.asarray(priorities, float),
+        "state": np.where(running, "running", "queued"), "submitted_at": pd.to_datetime(q["submitted_at"], utc=True),
+        "started_at": now_started.where(running), "deadline_at": pd.NaT, "source": q["source"].astype(str),
+        "gpus_requested": gpus,
+    })
+    out["deadline_at"] = pd.to_datetime(out["deadline_at"], utc=True)
+    elapsed_h = ((pd.Timestamp(start) - now_started) / pd.Timedelta(hours=1)).fillna(0.0).clip(lower=0.0).to_numpy()
+    for col in ("duration_p10_h", "duration_p50_h", "duration_p90_h"):
+        out[col] = np.maximum(predictions[col].to_numpy(float), step_h) + np.where(running, elapsed_h, 0.0)
+    out["gpus_pred"] = gpus
+    out["flags"] = predictions["flags"].astype(str).to_numpy() if "flags" in predictions else ""
+    out["size_options"] = None
+    notes = {"dropped_no_gpus": int((~has_gpus).sum()),
+             "rounded_up_gpus": int((has_gpus & (gpus != q["gpus"].to_numpy(int))).sum())}
+    return schemas.check_columns(out[has_gpus].reset_index(drop=True), schemas.JOB_FORECASTS, "job forecasts"), notes

@@ -1,0 +1,179 @@
+"""The workspace store: job and traffic records that grow with every ingest (partitioned parquet).
+
+Layout under the store folder (``[store] path`` of ``gpuplan.toml``)::
+
+    jobs/source=<slurm|kueue|table>/month=<YYYY-MM of submit>/part.parquet   job records (domain.records.JOB_RECORD)
+    traffic/service=<name>/month=<YYYY-MM>/part.parquet                     traffic samples (TRAFFIC_RECORD)
+    queue_snapshot.parquet                                                  keys of the newest queue export's jobs
+    .lock                                                                   one writer at a time (fcntl)
+
+Read with :mod:`pyarrow.dataset` (hive partitioning). Writes are upserts by key
+(:data:`domain.records.JOB_KEY`, :data:`domain.records.TRAFFIC_KEY`): a record already stored and
+unchanged is not added again; a changed one (a pending job that has since finished) replaces the
+stored one. Each touched partition is rewritten whole into a temporary file next to it; only when
+every temporary file is written are they renamed into place (``os.replace``, atomic per file), so an
+ingest that fails half-way leaves every partition as it was (nothing stored is lost).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+
+from domain.records import ACTIVE_STATES, JOB_KEY, JOB_RECORD, TRAFFIC_KEY, TRAFFIC_RECORD
+from pipelines.atomic import fsync_path, temp_sibling
+from pipelines.run_folder import file_lock
+from pipelines.sources.records import job_frame, traffic_frame
+
+PART_FILE = "part.parquet"
+SNAPSHOT_FILE = "queue_snapshot.parquet"
+
+
+@dataclass(frozen=True)
+class Table:
+    """One record table of the store: its folder, columns, key and the partition columns (name -> function)."""
+
+    name: str
+    columns: tuple[str, ...]
+    key: tuple[str, ...]
+    part_by: str  # column whose value is the first partition level
+    time_col: str  # column whose month is the second level
+
+
+JOBS = Table("jobs", JOB_RECORD, JOB_KEY, "source", "submitted_at")
+TRAFFIC = Table("traffic", TRAFFIC_RECORD, TRAFFIC_KEY, "service", "ts")
+
+
+@dataclass(frozen=True)
+class UpsertCount:
+    """Records added (new key) and updated (known key, changed content) by one upsert."""
+
+    added: int
+    updated: int
+
+
+def _partition_value(v: str) -> str:
+    """A partition folder value: ``/``, ``=`` and leading dots are not allowed in a hive folder name."""
+    return str(v).replace("/", "%2F").replace("=", "%3D").lstrip(".") or "_"
+
+
+def _row_hash(frame: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
+    """One hash per row over ``columns`` (NaN == NaN), to tell a changed record from an unchanged one."""
+    return pd.util.hash_pandas_object(frame[list(columns)].astype(str), index=False)
+
+
+class Store:
+    """The record store of one workspace (module docstring)."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def _dir(self, table: Table) -> Path:
+        return self.root / table.name
+
+    def exists(self) -> bool:
+        """True when anything has been ingested."""
+        return any(self._dir(t).is_dir() for t in (JOBS, TRAFFIC))
+
+    # ------------------------------------------------------------- read
+
+    def read(self, table: Table) -> pd.DataFrame:
+        """Every record of ``table`` (its columns, typed), empty with those columns when nothing is stored."""
+        folder = self._dir(table)
+        files = sorted(folder.glob(f"*/*/{PART_FILE}")) if folder.is_dir() else []
+        if not files:
+            return _empty(table)
+        ds = pads.dataset([str(f) for f in files], format="parquet")
+        frame = ds.to_table().to_pandas()
+        return _typed(frame[list(table.columns)], table)
+
+    def jobs(self) -> pd.DataFrame:
+        """All job records."""
+        return self.read(JOBS)
+
+    def traffic(self) -> pd.DataFrame:
+        """All traffic samples."""
+        return self.read(TRAFFIC)
+
+    def queue(self) -> pd.DataFrame:
+        """The jobs of the newest queue export that are still pending or running (job records)."""
+        snap = self.root / SNAPSHOT_FILE
+        if not snap.exists():
+            return _empty(JOBS)
+        keys = pd.read_parquet(snap)
+        jobs = self.jobs()
+        merged = jobs.merge(keys[list(JOB_KEY)], on=list(JOB_KEY), how="inner")
+        return merged[merged["state"].isin(ACTIVE_STATES)].reset_index(drop=True)
+
+    # ------------------------------------------------------------- write
+
+    def upsert(self, table: Table, records: pd.DataFrame) -> UpsertCount:
+        """Add new records and replace changed ones (by ``table.key``); later rows of ``records`` win.
+
+        Returns the counts. Raises whatever the filesystem raises; then nothing is changed.
+        """
+        if records.empty:
+            return UpsertCount(0, 0)
+        records = _typed(records[list(table.columns)], table).drop_duplicates(list(table.key), keep="last")
+        months = records[table.time_col].dt.strftime("%Y-%m")
+        added = updated = 0
+        staged: list[tuple[Path, Path]] = []
+        with file_lock(self.root / ".lock"):
+            try:
+                for (part, month), new in records.groupby([records[table.part_by].astype(str), months], sort=True):
+                    path = self._dir(table) / f"{table.part_by}={_partition_value(part)}" / f"month={month}" / PART_FILE
+                    old = _typed(pd.read_parquet(path), table) if path.exists() else _empty(table)
+                    both = old.merge(new[list(table.key)].assign(_new=True), on=list(table.key), how="left")
+                    known = both["_new"].fillna(False).astype(bool).to_numpy()
+                    old_known = old[known]
+                    new_idx = new.set_index(list(table.key))
+                    if len(old_known):
+                        cmp_new = new_idx.loc[pd.MultiIndex.from_frame(old_known[list(table.key)])].reset_index()
+                        changed = int((_row_hash(old_known.reset_index(drop=True), table.columns).to_numpy()
+                                       != _row_hash(cmp_new[list(table.columns)], table.columns).to_numpy()).sum())
+                    else:
+                        changed = 0
+                    added += len(new) - len(old_known)
+                    updated += changed
+                    if len(new) - len(old_known) == 0 and changed == 0:
+                        continue
+                    merged = pd.concat([old[~known], new], ignore_index=True)
+                    merged = merged.sort_values(list(table.key), kind="stable").reset_index(drop=True)
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = temp_sibling(path, "ingest")
+                    staged.append((tmp, path))
+                    pq.write_table(pa.Table.from_pandas(merged, preserve_index=False), tmp)
+                    fsync_path(tmp)
+            except BaseException:
+                for tmp, _ in staged:
+                    tmp.unlink(missing_ok=True)
+                raise
+            for tmp, path in staged:
+                os.replace(tmp, path)
+        return UpsertCount(added, updated)
+
+    def set_queue_snapshot(self, records: pd.DataFrame) -> None:
+        """Remember the keys of the newest queue export (the jobs :meth:`queue` returns while still active)."""
+        keys = _typed(records[list(JOBS.columns)], JOBS)[list(JOB_KEY)].drop_duplicates()
+        path = self.root / SNAPSHOT_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = temp_sibling(path, "ingest")
+        keys.to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+
+
+def _empty(table: Table) -> pd.DataFrame:
+    return job_frame([]) if table is JOBS else traffic_frame([])
+
+
+def _typed(frame: pd.DataFrame, table: Table) -> pd.DataFrame:
+    """``frame`` with the table's dtypes (a parquet round trip keeps them; this fixes frames built elsewhere)."""
+    rows = frame.to_dict(orient="records")
+    return job_frame(rows) if table is JOBS else traffic_frame(rows)

@@ -1,0 +1,358 @@
+"""An operator's workspace: a folder with ``gpuplan.toml`` naming the cluster, its services, its sources and its store.
+
+``gpuplan.toml`` is read with :mod:`tomllib` and validated with pydantic (every error names the key
+and the file, one line). Keys (``docs/operations.md``, "Connect your cluster"):
+
+- ``[cluster]``: ``nodes = {name = gpus, ...}`` or ``n_nodes`` × ``gpus_per_node``; ``gpu_type``;
+  ``timezone`` (IANA zone of the scheduler's clock: sacct prints local times without an offset);
+  ``step_minutes`` (default 30); ``horizon_steps`` (default 48).
+- ``[[services]]``: the real-time services (the fields of ``data/traffic/services.json``), or
+  ``services_file`` naming such a JSON file (the demo's).
+- ``[sources.history]``, ``[sources.queue]``, ``[sources.traffic]``: ``format`` (:data:`FORMATS`) and
+  ``path`` (a file or a glob of drop-in exports, relative to the workspace); traffic also
+  ``service_label`` (Prometheus label naming the service) and ``value_units``.
+- ``[store]``: ``path`` of the accumulated data (default ``store`` inside the workspace).
+- ``[tracking]``: ``uri`` of the MLflow store (default: the project's embedded store).
+- ``[kinds]``: ``qos = {name = kind}``, ``partition = {name = kind}``, ``default`` — the job kind
+  of a record whose comment/annotations do not say (``gpuplan.kind=...``).
+- ``[priorities]``: ``qos = {name = weight}``, ``default`` — the planner's priority weight.
+
+The shipped demo workspace is ``data/demo`` (:data:`DEMO_WORKSPACE`); its history and queue have the
+format ``demo`` (the shipped generated LLM histories and the queue built from the Alibaba openb
+window plus generated LLM jobs, read at plan time). Every command takes ``--workspace DIR``
+(default ``$GPUPLAN_WORKSPACE``, else the demo).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from domain.kinds import JOB_KINDS
+from domain.units import is_pow2
+from pipelines import traffic_io
+from pipelines.config import PROJECT_ROOT
+from pipelines.errors import InputError
+from pipelines.stages.realtime import ServiceSettings
+
+#: The config file of a workspace.
+CONFIG_FILE = "gpuplan.toml"
+#: The shipped demo workspace.
+DEMO_WORKSPACE: Path = PROJECT_ROOT / "data" / "demo"
+#: Source formats (``demo``: the shipped demo's history and queue).
+FORMATS: tuple[str, ...] = ("csv", "parquet", "slurm-sacct", "slurm-squeue-json", "kueue-json", "prometheus-json",
+                            "demo")
+#: Formats each source role accepts.
+ROLE_FORMATS: dict[str, tuple[str, ...]] = {
+    "history": ("csv", "parquet", "slurm-sacct", "kueue-json", "demo"),
+    "queue": ("csv", "parquet", "slurm-squeue-json", "slurm-sacct", "kueue-json", "demo"),
+    "traffic": ("csv", "parquet", "prometheus-json"),
+}
+
+Format = Literal["csv", "parquet", "slurm-sacct", "slurm-squeue-json", "kueue-json", "prometheus-json", "demo"]
+
+
+def _check_zone(v: str) -> str:
+    try:
+        ZoneInfo(v)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"{v!r} is not an IANA time zone (e.g. 'Europe/Berlin', 'UTC')") from None
+    return v
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClusterConfig(_Strict):
+    """``[cluster]``: the planned GPUs, the scheduler's clock and the planning clock.
+
+    Give ``nodes`` (name -> GPUs per node; all nodes one power-of-two size, as the planner's
+    contiguous blocks assume) or ``n_nodes`` and ``gpus_per_node`` (nodes named ``node-00`` ...).
+    """
+
+    nodes: dict[str, int] | None = None
+    n_nodes: int | None = Field(default=None, ge=1)
+    gpus_per_node: int | None = Field(default=None, ge=1)
+    gpu_type: str = "unknown"
+    timezone: str = "UTC"
+    step_minutes: int = Field(default=30, ge=1, le=1440)
+    horizon_steps: int = Field(default=48, ge=1)
+
+    _zone = field_validator("timezone")(_check_zone)
+
+    @model_validator(mode="after")
+    def _shape(self) -> ClusterConfig:
+        if self.nodes is not None:
+            if self.n_nodes is not None or self.gpus_per_node is not None:
+                raise ValueError("give either nodes or n_nodes and gpus_per_node, not both")
+            if not self.nodes:
+                raise ValueError("nodes is empty")
+            sizes = set(self.nodes.values())
+            if len(sizes) > 1:
+                raise ValueError(f"nodes have different GPU counts {sorted(sizes)}; gpuplan plans nodes of one size "
+                                 f"(list each size's nodes in its own workspace)")
+        elif self.n_nodes is None or self.gpus_per_node is None:
+            raise ValueError("give nodes = {name = gpus, ...} or both n_nodes and gpus_per_node")
+        g = self.node_gpus
+        if not is_pow2(g):
+            raise ValueError(f"GPUs per node = {g} is not a power of two")
+        if not is_pow2(self.n_gpus):
+            raise ValueError(f"{len(self.node_names)} nodes x {g} GPUs = {self.n_gpus} GPUs is not a power of two")
+        return self
+
+    @property
+    def node_names(self) -> list[str]:
+        """Node names in GPU order (node ``i`` holds GPUs ``i*gpus_per_node ...``)."""
+        if self.nodes is not None:
+            return list(self.nodes)
+        n = int(self.n_nodes or 0)
+        return [f"node-{i:0{max(2, len(str(n - 1)))}d}" for i in range(n)]
+
+    @property
+    def node_gpus(self) -> int:
+        """GPUs per node."""
+        return next(iter(self.nodes.values())) if self.nodes else int(self.gpus_per_node or 0)
+
+    @property
+    def n_gpus(self) -> int:
+        """GPUs of the cluster."""
+        return self.node_gpus * len(self.node_names)
+
+
+class ServiceConfig(_Strict):
+    """One ``[[services]]`` entry: a real-time service (fields of ``data/traffic/services.json``)."""
+
+    service: str = Field(min_length=1)
+    timezone: str = "UTC"
+    capacity_per_gpu_per_h: float = Field(gt=0)
+    headroom: float = Field(default=0.1, ge=0)
+    min_gpus: int = Field(ge=0)
+    max_gpus: int = Field(ge=1)
+    swap_cap_gpus: int = Field(ge=1)
+    replica_gpus: int = Field(default=1, ge=1)
+    units: str = "requests/h"
+    file: str = ""
+
+    _zone = field_validator("timezone")(_check_zone)
+
+    def settings(self) -> ServiceSettings:
+        """As :class:`pipelines.stages.realtime.ServiceSettings`."""
+        return ServiceSettings(service=self.service, file=self.file, timezone=self.timezone,
+                               capacity_per_gpu_per_h=self.capacity_per_gpu_per_h, headroom=self.headroom,
+                               min_gpus=self.min_gpus, max_gpus=self.max_gpus, swap_cap_gpus=self.swap_cap_gpus,
+                               replica_gpus=self.replica_gpus, units=self.units)
+
+
+class SourceConfig(_Strict):
+    """One ``[sources.<role>]``: an export format and where its files are.
+
+    Attributes:
+        format: one of :data:`FORMATS`.
+        path: a file or a glob (``exports/sacct-*.txt``), relative to the workspace; ``demo``: unused.
+        service_label: Prometheus label that names the service (``prometheus-json``).
+        value_units: ``rate_per_s`` (a Prometheus ``rate()``: hourly value = mean rate × 3600) or
+            ``per_hour`` (values already per hour: hourly value = mean); default by format.
+        sidecar: CSV/parquet of LLM fields keyed by ``job_id`` (extra columns become annotations).
+    """
+
+    format: Format
+    path: str = ""
+    service_label: str = "service"
+    value_units: Literal["rate_per_s", "per_hour"] | None = None
+    sidecar: str | None = None
+
+    @model_validator(mode="after")
+    def _path(self) -> SourceConfig:
+        if self.format != "demo" and not self.path:
+            raise ValueError(f"format {self.format!r} needs a path (a file or a glob)")
+        return self
+
+    @property
+    def units(self) -> str:
+        """The value units in force (``value_units`` or the format's default)."""
+        return self.value_units or ("rate_per_s" if self.format == "prometheus-json" else "per_hour")
+
+
+class SourcesConfig(_Strict):
+    """``[sources]``: history, queue and traffic."""
+
+    history: SourceConfig
+    queue: SourceConfig
+    traffic: SourceConfig
+
+    @model_validator(mode="after")
+    def _formats(self) -> SourcesConfig:
+        for role, allowed in ROLE_FORMATS.items():
+            fmt = getattr(self, role).format
+            if fmt not in allowed:
+                raise ValueError(f"{role}.format = {fmt!r} is not a {role} format (expected one of {', '.join(allowed)})")
+        if (self.history.format == "demo") != (self.queue.format == "demo"):
+            raise ValueError("history and queue are both 'demo' or neither")
+        return self
+
+
+class StoreConfig(_Strict):
+    """``[store]``: where accumulated records live (relative to the workspace)."""
+
+    path: str = "store"
+
+
+class TrackingConfig(_Strict):
+    """``[tracking]``: the MLflow store (``uri``; default the project's embedded store)."""
+
+    uri: str | None = None
+
+
+class KindsConfig(_Strict):
+    """``[kinds]``: the job kind of a record that does not say (qos first, then partition, then ``default``)."""
+
+    qos: dict[str, str] = Field(default_factory=dict)
+    partition: dict[str, str] = Field(default_factory=dict)
+    default: str = "training"
+
+    @model_validator(mode="after")
+    def _kinds(self) -> KindsConfig:
+        for where, table in (("qos", self.qos), ("partition", self.partition), ("default", {"": self.default})):
+            for name, kind in table.items():
+                if kind not in JOB_KINDS:
+                    key = where if not name else f"{where}.{name}"
+                    raise ValueError(f"{key} = {kind!r} is not a job kind ({', '.join(JOB_KINDS)})")
+        return self
+
+
+class PrioritiesConfig(_Strict):
+    """``[priorities]``: the planner's priority weight by QoS name (``default`` otherwise; names match case-insensitively)."""
+
+    qos: dict[str, float] = Field(default_factory=dict)
+    default: float = Field(default=1.0, gt=0)
+
+
+class WorkspaceConfig(_Strict):
+    """The whole ``gpuplan.toml``."""
+
+    cluster: ClusterConfig
+    services: list[ServiceConfig] = Field(default_factory=list)
+    services_file: str | None = None
+    sources: SourcesConfig
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    kinds: KindsConfig = Field(default_factory=KindsConfig)
+    priorities: PrioritiesConfig = Field(default_factory=PrioritiesConfig)
+
+    @model_validator(mode="after")
+    def _services(self) -> WorkspaceConfig:
+        if self.services and self.services_file:
+            raise ValueError("give [[services]] or services_file, not both")
+        names = [s.service for s in self.services]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"service {dup[0]!r} is listed twice")
+        return self
+
+
+class Workspace:
+    """A loaded workspace: its folder and validated config."""
+
+    def __init__(self, root: Path, config: WorkspaceConfig):
+        self.root = Path(root).resolve()
+        self.config = config
+
+    @property
+    def config_path(self) -> Path:
+        """``<root>/gpuplan.toml``."""
+        return self.root / CONFIG_FILE
+
+    @property
+    def is_demo(self) -> bool:
+        """True when history and queue are the shipped demo's (format ``demo``)."""
+        return self.config.sources.history.format == "demo"
+
+    @property
+    def store_dir(self) -> Path:
+        """The store folder (absolute)."""
+        return self.resolve(self.config.store.path)
+
+    def resolve(self, path: str) -> Path:
+        """``path`` relative to the workspace (``~`` expanded; absolute paths kept)."""
+        p = Path(os.path.expanduser(path))
+        return p if p.is_absolute() else self.root / p
+
+    def source(self, role: str) -> SourceConfig:
+        """``[sources.<role>]``."""
+        return getattr(self.config.sources, role)
+
+    def source_files(self, role: str) -> list[Path]:
+        """The files of ``[sources.<role>]``: the path itself, or the glob's matches oldest first (mtime, then name).
+
+        Raises:
+            InputError: no file matches (the message names the key and the pattern).
+        """
+        src = self.source(role)
+        pattern = str(self.resolve(src.path))
+        files = [Path(p) for p in glob.glob(pattern)] if glob.has_magic(pattern) else [Path(pattern)]
+        files = [p for p in files if p.is_file()]
+        if not files:
+            raise InputError(f"{self.config_path}: sources.{role}.path = {src.path!r}: no such file")
+        return sorted(files, key=lambda p: (p.stat().st_mtime, p.name))
+
+    def services(self) -> list[ServiceSettings]:
+        """The real-time services: ``[[services]]``, or the ``services.json`` named by ``services_file``.
+
+        Raises:
+            InputError: the services file missing or invalid.
+        """
+        if self.config.services_file:
+            return traffic_io.read_services(self.resolve(self.config.services_file))
+        return [s.settings() for s in self.config.services]
+
+
+def _one_line(exc: ValidationError, path: Path) -> str:
+    first = exc.errors()[0]
+    loc = ".".join(str(x) for x in first.get("loc", ()))
+    msg = str(first.get("msg", "")).removeprefix("Value error, ")
+    if first.get("type") == "extra_forbidden":
+        msg = "unknown key"
+    elif first.get("type") == "missing":
+        msg = "required key missing"
+    more = len(exc.errors()) - 1
+    return f"{path}: {loc or '(top level)'}: {msg}" + (f" (and {more} more)" if more else "")
+
+
+def parse_workspace(text: str, root: Path, path: Path | None = None) -> Workspace:
+    """Validate the text of a ``gpuplan.toml`` of the workspace ``root``.
+
+    Raises:
+        InputError: not TOML, or a key missing, unknown or invalid (one line naming the key and the file).
+    """
+    path = path or Path(root) / CONFIG_FILE
+    try:
+        doc: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        return Workspace(Path(root), WorkspaceConfig.model_validate(doc))
+    except ValidationError as exc:
+        raise InputError(_one_line(exc, path)) from None
+
+
+def load_workspace(folder: str | Path | None = None) -> Workspace:
+    """The workspace of ``folder`` (else ``$GPUPLAN_WORKSPACE``, else the shipped demo :data:`DEMO_WORKSPACE`).
+
+    Raises:
+        InputError: the folder or its ``gpuplan.toml`` missing, or the config invalid.
+    """
+    chosen = folder if folder is not None else (os.environ.get("GPUPLAN_WORKSPACE") or DEMO_WORKSPACE)
+    root = Path(chosen).expanduser()
+    path = root / CONFIG_FILE
+    if not root.is_dir():
+        raise InputError(f"workspace {root}: no such folder (create one with 'gpuplan init {root}')")
+    if not path.is_file():
+        raise InputError(f"workspace {root}: no {CONFIG_FILE} (create one with 'gpuplan init {root}')")
+    return parse_workspace(path.read_text(encoding="utf-8"), root, path)
