@@ -15,7 +15,7 @@ from __future__ import annotations
 import typer
 
 from pipelines.cli_support import OneLineErrorGroup
-from pipelines.commands import bench, plan, predict, profile, run, serve, train
+from pipelines.commands import bench, ingest, init, plan, predict, profile, run, serve, train
 from pipelines.config import apply_env_defaults
 
 # every command, not only run/serve: telemetry off and Prefect's home inside the project, so no
@@ -31,6 +31,8 @@ app = typer.Typer(
     cls=OneLineErrorGroup,  # usage errors: one line on stderr, exit 2
 )
 
+app.command("init", help=init.__doc__)(init.init)
+app.command("ingest", help=ingest.__doc__)(ingest.ingest)
 app.command("run", help=run.__doc__)(run.run)
 app.command("train", help=train.__doc__)(train.train)
 app.command("predict", help=predict.__doc__)(predict.predict)

@@ -146,3 +146,23 @@ def _one_line(msg: str) -> str:
 def _debug_trace() -> None:
     if os.environ.get("GPUPLAN_DEBUG"):
         traceback.print_exc(file=sys.stderr)
+
+
+#: The ``--workspace DIR`` option every command takes (:mod:`pipelines.workspace`).
+WORKSPACE_HELP = ("Workspace folder holding gpuplan.toml (default: $GPUPLAN_WORKSPACE, else the shipped demo "
+                  "data/demo; create one with 'gpuplan init DIR').")
+
+
+def use_workspace(folder: Any) -> Any:
+    """Make ``folder`` (a path or None) this process's workspace (``$GPUPLAN_WORKSPACE``) and load it.
+
+    Raises:
+        pipelines.errors.InputError: no such folder, no ``gpuplan.toml``, or an invalid one.
+    """
+    from pathlib import Path
+
+    from pipelines.workspace import load_workspace
+
+    if folder is not None:
+        os.environ["GPUPLAN_WORKSPACE"] = str(Path(folder).expanduser().resolve())
+    return load_workspace()

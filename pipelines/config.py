@@ -14,6 +14,7 @@ plus environment overrides:
 | ``GPUPLAN_SOLVE_TIME_LIMIT_S`` | ``solve_time_limit_s`` (HiGHS) | ``30`` |
 | ``GPUPLAN_SOLVE_TIMEOUT_S`` | ``solve_timeout_s`` (Prefect task) | ``180`` |
 | ``GPUPLAN_SERVE_SCHEDULES`` | ``serve_schedules`` (``0`` = serve without schedules) | ``1`` |
+| ``GPUPLAN_WORKSPACE`` | ``workspace_dir`` (and the cluster, runs, models, tracking it gives) | ``data/demo`` |
 
 The MLflow default is a SQLite store inside the project's ``mlruns/`` folder with artifacts
 under ``mlruns/artifacts`` (case C28: MLflow >= 3.13 refuses the plain-folder store and would
@@ -94,6 +95,7 @@ class Settings(BaseModel):
         serve_schedules: attach the cron schedules when serving (False: on-demand only, for demos
             and tests that must not start scheduled runs).
         seed: seed for generated LLM jobs in the queue.
+        workspace_dir: the workspace planned (:mod:`pipelines.workspace`; default the shipped demo).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -118,6 +120,7 @@ class Settings(BaseModel):
     freshness_max_h: float = 2.0
     serve_schedules: bool = True
     seed: int = 0
+    workspace_dir: Path = PROJECT_ROOT / "data" / "demo"
 
     @field_validator("nightly_timezone")
     @classmethod
@@ -140,13 +143,37 @@ class Settings(BaseModel):
         return Settings(**{**self.model_dump(), **changes})
 
 
-def load_settings(**overrides: object) -> Settings:
-    """Build :class:`Settings` from defaults, then environment variables, then ``overrides``.
+def workspace_defaults(folder: str | Path | None = None) -> dict[str, object]:
+    """Settings the workspace of ``folder`` (else ``$GPUPLAN_WORKSPACE``, else the demo) gives.
+
+    The cluster shape and planning clock (``[cluster]``); for an operator's workspace (not the
+    shipped demo) also ``runs_dir`` = ``<workspace>/runs``, ``models_dir`` = ``<store>/models`` and
+    ``tracking_uri`` from ``[tracking] uri``. Environment variables and explicit overrides still win.
 
     Raises:
-        pipelines.errors.InputError: an unknown time zone or a non-power-of-two GPU count.
+        pipelines.errors.InputError: the workspace is missing or its ``gpuplan.toml`` invalid.
     """
-    env: dict[str, object] = {}
+    from pipelines.workspace import load_workspace
+
+    ws = load_workspace(folder)
+    c = ws.config.cluster
+    out: dict[str, object] = {"workspace_dir": ws.root, "n_gpus": c.n_gpus, "gpus_per_node": c.node_gpus,
+                              "step_minutes": c.step_minutes, "horizon_steps": c.horizon_steps}
+    if not ws.is_demo:
+        out.update(runs_dir=ws.root / "runs", models_dir=ws.store_dir / "models")
+        if ws.config.tracking.uri:
+            out["tracking_uri"] = ws.config.tracking.uri
+    return out
+
+
+def load_settings(workspace: str | Path | None = None, **overrides: object) -> Settings:
+    """Build :class:`Settings` from defaults, the workspace (:func:`workspace_defaults`), environment variables, then ``overrides``.
+
+    Raises:
+        pipelines.errors.InputError: an unknown time zone, a non-power-of-two GPU count, or an
+            invalid workspace.
+    """
+    env: dict[str, object] = workspace_defaults(workspace)
     uri = os.environ.get("GPUPLAN_TRACKING_URI") or os.environ.get("MLFLOW_TRACKING_URI")
     if uri:
         env["tracking_uri"] = uri

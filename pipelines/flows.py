@@ -33,6 +33,7 @@ them, so each flow reads in one place; the work itself is in the stages.)
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,10 +56,12 @@ from optimizer.plan import Plan  # noqa: E402
 from optimizer.problem import Problem  # noqa: E402
 from pipelines import bench, model_store, tracking  # noqa: E402
 from pipelines.catalog import Catalog, RunCatalog, read_problem_file  # noqa: E402
+from pipelines.ingest import WorkspaceData, read_source, workspace_data  # noqa: E402
 from pipelines.report import write_risk_report  # noqa: E402
 from pipelines.report.plots import plot_profile  # noqa: E402
-from pipelines.run_folder import LATEST, RunFolder  # noqa: E402
+from pipelines.run_folder import LATEST, RunFolder, slot_start  # noqa: E402
 from pipelines.schedules import claim_local_day, local_day  # noqa: E402
+from pipelines.stages import cluster as cluster_stage  # noqa: E402
 from pipelines.stages import models as model_stage  # noqa: E402
 from pipelines.stages import outputs, realtime  # noqa: E402
 from pipelines.stages import problem as problem_stage  # noqa: E402
@@ -66,6 +69,7 @@ from pipelines.stages import queue as queue_stage  # noqa: E402
 from pipelines.stages import solve as solve_stage  # noqa: E402
 from pipelines.stages.problem import ClusterShape  # noqa: E402
 from pipelines.stages.realtime import IngestedTraffic, ProfileFit, ServiceSettings  # noqa: E402
+from pipelines.workspace import Workspace, load_workspace  # noqa: E402
 
 # ---------------------------------------------------------------- progress hook
 
@@ -239,6 +243,29 @@ def log_plan(run_dir: str, run_name: str, planner: str) -> str:
 # ---------------------------------------------------------------- flow helpers
 
 
+def _use_workspace(workspace: str | None) -> Workspace:
+    """Point this process at ``workspace`` (``$GPUPLAN_WORKSPACE``, read by every task's settings) and load it.
+
+    A flow run is one process (``gpuplan run``, or a served deployment's subprocess), so the
+    variable holds for all its tasks. None keeps the current one (else the shipped demo).
+    """
+    if workspace:
+        os.environ["GPUPLAN_WORKSPACE"] = str(Path(workspace).expanduser().resolve())
+    return load_workspace(load_settings().workspace_dir)
+
+
+def _workspace_traffic(ws: Workspace, services: list[ServiceSettings],
+                       data: WorkspaceData | None) -> dict[str, pd.DataFrame]:
+    """Each service's hourly raw rows: from the store (``data``) or the traffic source's files."""
+    samples = data.traffic if data is not None else read_source(ws, "traffic").records
+    return cluster_stage.hourly_traffic(samples, services, ws.source("traffic").units)
+
+
+def _workspace_start(traffic: pd.DataFrame, when: datetime, step_minutes: int) -> datetime:
+    """The plan start: ``when`` floored to the planning step, but not after the end of the traffic data (a replayed export)."""
+    return min(slot_start(when, step_minutes), realtime.plan_start(traffic))
+
+
 def _scheduled_time(scheduled_at: datetime | None) -> datetime:
     """The run's scheduled time: explicit, else Prefect's scheduled start, else now (UTC)."""
     if scheduled_at is not None:
@@ -279,6 +306,42 @@ def _forecast_and_build(catalog: Catalog, run: RunCatalog, services: list[Servic
     return problem, Forecasts(jobs, dem, fit)
 
 
+@task(name="forecast-cluster-queue", cache_policy=NO_CACHE)
+def forecast_cluster_queue(ws: Workspace, data: WorkspaceData, start: datetime) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The workspace's queue with forecasts (:mod:`pipelines.stages.cluster`).
+
+    The scheduler-history forecaster is fitted on the stored history and predicts each pending job's
+    run time and each running job's remaining time at ``start``.
+    """
+    from forecasters.scheduler import fit_scheduler_model, predict_runtime
+
+    s = load_settings()
+    model = fit_scheduler_model(data.history, timezone=ws.config.cluster.timezone, seed=s.seed)
+    pred = predict_runtime(model, data.queue, now=start)
+    k = ws.config.kinds
+    kinds = cluster_stage.queue_kinds(data.queue, k.qos, k.partition, k.default)
+    prios = cluster_stage.queue_priorities(data.queue, ws.config.priorities.qos, ws.config.priorities.default)
+    jobs, notes = cluster_stage.queue_forecasts(pred, data.queue, kinds, prios, s.step_minutes, start)
+    notes.update(history_records=len(data.history), queue_records=len(data.queue), from_store=data.from_store)
+    return jobs, notes
+
+
+def _cluster_forecast_and_build(ws: Workspace, run: RunCatalog, services: list[ServiceSettings], fit: ProfileFit,
+                                traffic: pd.DataFrame, start: datetime) -> tuple[Problem, Forecasts]:
+    """An operator's workspace: stored queue -> forecasts + demand -> the problem (writes as :func:`_forecast_and_build`)."""
+    with _Stage("queue + forecasts"):
+        data = workspace_data(ws)
+        jobs, notes = forecast_cluster_queue(ws, data, start)
+        dem = demand(services, fit, traffic, start)
+        problem = build_problem(services, jobs, dem, start)
+        run.save("jobs", jobs)
+        run.save("demand", dem)
+        run.save_problem(problem)
+        run.save("queue", cluster_stage.queue_table(jobs, data.queue))
+        run.save("forecasts", outputs.forecasts_table(jobs, dem))
+    return problem, Forecasts(jobs, dem, fit)
+
+
 def _plan_into(rf: RunFolder, run: RunCatalog, problem: Problem, planner: str, start: datetime,
                forecasts: Forecasts | None) -> dict[str, Any]:
     """Solve (task timeout), write the plan, verify, write the outputs."""
@@ -296,7 +359,7 @@ def _plan_into(rf: RunFolder, run: RunCatalog, problem: Problem, planner: str, s
 
 @flow(name="plan", log_prints=False)
 def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: str | None = None,
-              scheduled_at: datetime | None = None) -> dict[str, Any]:
+              scheduled_at: datetime | None = None, workspace: str | None = None) -> dict[str, Any]:
     """Re-plan once: build the current problem (or read ``problem_path``), solve, verify, publish.
 
     The run folder is labelled by the UTC slot of the scheduled time (a late catch-up run keeps
@@ -307,6 +370,7 @@ def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: s
 
     Returns ``{"run_dir", "slot", "latest_moved", "status", "mlflow_run_id"}``.
     """
+    ws = _use_workspace(workspace)
     s = load_settings()
     tracking.init_store(s)
     catalog = Catalog(s)
@@ -318,14 +382,18 @@ def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: s
         forecasts: Forecasts | None = None
         if problem_path is None:
             # plan from the newest data available: the shipped traffic ends before "now"
-            services = catalog.services()
-            ingested = ingest_traffic(services, catalog.raw_traffic(services))
-            start = min(when, realtime.plan_start(ingested.frame))
+            services = ws.services()
+            data = None if ws.is_demo else workspace_data(ws)
+            ingested = ingest_traffic(services, _workspace_traffic(ws, services, data))
+            start = _workspace_start(ingested.frame, when, s.step_minutes)
             _write_realtime(run, ingested, None)
-            models = {k: train_or_load(k) for k in JOB_KINDS}
             fit = fit_profiles(services, ingested.frame, start)
             _write_realtime(run, None, fit)
-            problem, forecasts = _forecast_and_build(catalog, run, services, models, fit, ingested.frame, start)
+            if ws.is_demo:
+                models = {k: train_or_load(k) for k in JOB_KINDS}
+                problem, forecasts = _forecast_and_build(catalog, run, services, models, fit, ingested.frame, start)
+            else:
+                problem, forecasts = _cluster_forecast_and_build(ws, run, services, fit, ingested.frame, start)
         else:
             problem = read_problem_file(Path(problem_path))
             run.save_problem(problem)
@@ -342,7 +410,7 @@ def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: s
 
 @flow(name="train_forecasters", log_prints=False)
 def train_forecasters(scheduled_at: datetime | None = None, kinds: list[str] | None = None,
-                      force: bool = False) -> dict[str, Any]:
+                      force: bool = False, workspace: str | None = None) -> dict[str, Any]:
     """Nightly retraining: refit every job forecaster.
 
     Each is logged to MLflow and registered with the ``champion`` alias. The real-time profiles are refitted on the trailing window at every
@@ -351,8 +419,11 @@ def train_forecasters(scheduled_at: datetime | None = None, kinds: list[str] | N
     One run per local day of ``Settings.nightly_timezone``: a second scheduled run for a local
     day that already retrained (possible around a DST change) is skipped, unless ``force``.
 
+    ``workspace``: whose model store (default ``$GPUPLAN_WORKSPACE``, else the demo's).
+
     Returns ``{"local_day", "skipped", "models": {kind: model folder}}``.
     """
+    _use_workspace(workspace)
     s = load_settings()
     tracking.init_store(s)
     catalog = Catalog(s)
@@ -398,7 +469,8 @@ def benchmark(scenario: str = "all", quick: bool = True, out_dir: str | None = N
 
 
 @flow(name="run_all", log_prints=False)
-def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "milp") -> dict[str, Any]:
+def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "milp",
+            workspace: str | None = None) -> dict[str, Any]:
     """The main job on the shipped real data (DESIGN §7.1, ``gpuplan run``).
 
     ingest traffic -> train or load the job forecasters -> fit the real-time profiles -> build
@@ -406,19 +478,24 @@ def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "m
     move ``latest`` -> log to MLflow.
 
     The plan starts at :func:`pipelines.stages.realtime.plan_start` (the first hour after the shipped
-    traffic; the last shipped day is the actual the forecast is shown against).
+    traffic; the last shipped day is the actual the forecast is shown against), or now when that
+    is earlier. ``workspace``: the operator's workspace (default ``$GPUPLAN_WORKSPACE``, else the
+    shipped demo): its cluster, services, traffic and queue (:mod:`pipelines.workspace`); the demo
+    trains the three LLM job forecasters, an operator's workspace the scheduler-history forecaster.
 
     Returns ``{"run_dir", "latest", "latest_moved", "status", "mlflow_run_id", "tracking_uri",
     "outputs", "wall_s"}``.
     """
     t0 = time.monotonic()
+    ws = _use_workspace(workspace)
     s = load_settings()
     tracking.init_store(s)
     catalog = Catalog(s)
     out = Path(out_dir) if out_dir else s.runs_dir
-    services = catalog.services()
-    ingested = ingest_traffic(services, catalog.raw_traffic(services))
-    start = realtime.plan_start(ingested.frame)
+    services = ws.services()
+    data = None if ws.is_demo else workspace_data(ws)
+    ingested = ingest_traffic(services, _workspace_traffic(ws, services, data))
+    start = _workspace_start(ingested.frame, datetime.now(UTC), s.step_minutes)
     rf = RunFolder.begin(out, start, step_minutes=s.step_minutes)
     try:
         run = catalog.run(rf.tmp_path)
@@ -427,12 +504,15 @@ def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "m
         # (no task timeout here: Prefect cannot interrupt a worker thread, and a flow-level
         # timeout would move the flow off the main thread, where the solve task's alarm-based
         # timeout_seconds works; training is bounded by LightGBM's fixed number of rounds)
-        futures = {k: train_or_load.submit(k, retrain=retrain) for k in JOB_KINDS}
+        futures = {k: train_or_load.submit(k, retrain=retrain) for k in (JOB_KINDS if ws.is_demo else ())}
         fit = fit_profiles.submit(services, ingested.frame, start).result()
         _write_realtime(run, None, fit)
         logged = log_profiles.submit(run, fit, start)
         models = {k: f.result() for k, f in futures.items()}
-        problem, forecasts = _forecast_and_build(catalog, run, services, models, fit, ingested.frame, start)
+        if ws.is_demo:
+            problem, forecasts = _forecast_and_build(catalog, run, services, models, fit, ingested.frame, start)
+        else:
+            problem, forecasts = _cluster_forecast_and_build(ws, run, services, fit, ingested.frame, start)
         res = _plan_into(rf, run, problem, planner, start, forecasts)
         logged.result()
         info, moved = rf.commit()
@@ -442,5 +522,6 @@ def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "m
     rid = log_plan(str(info.path), info.path.name, planner)
     return {"run_dir": str(info.path), "latest": str(out / LATEST), "latest_moved": moved,
             "status": res["status"], "source": res["source"], "fallback": res["fallback"], "mlflow_run_id": rid, "tracking_uri": s.tracking_uri,
+            "workspace": str(ws.root), "n_gpus": s.n_gpus, "nodes": ws.config.cluster.node_names,
             "outputs": {k: str(info.path / Path(v).name) for k, v in res["outputs"].items()},
             "wall_s": round(time.monotonic() - t0, 1)}

@@ -356,3 +356,76 @@ def load_workspace(folder: str | Path | None = None) -> Workspace:
     if not path.is_file():
         raise InputError(f"workspace {root}: no {CONFIG_FILE} (create one with 'gpuplan init {root}')")
     return parse_workspace(path.read_text(encoding="utf-8"), root, path)
+
+
+_INIT_TEMPLATE = '''\
+# gpuplan workspace. Keys: docs/operations.md, "Connect your cluster".
+# After editing: gpuplan ingest --workspace DIR ; gpuplan run --workspace DIR
+{services_block}
+[cluster]
+{cluster_block}
+# IANA zone of the scheduler's clock (sacct prints local times without an offset)
+timezone = "{timezone}"
+step_minutes = 30       # planning step
+horizon_steps = 48      # 48 x 30 min = 24 h
+
+[sources.history]       # finished jobs: what the runtime forecaster learns from
+{history_block}
+
+[sources.queue]         # pending and running jobs: what gets planned (the newest file is the queue)
+{queue_block}
+
+[sources.traffic]       # real-time request rate per service
+{traffic_block}
+
+[store]
+path = "store"          # accumulated records (partitioned parquet), inside the workspace
+
+[tracking]
+# uri = "sqlite:////abs/path/mlflow.db"   # MLflow store; default: the project's mlruns/
+
+# [kinds]               # job kind of a job whose comment does not say gpuplan.kind=...
+# qos = {{ be = "batch_inference" }}
+# partition = {{ quant = "quantization" }}
+# default = "training"
+
+# [priorities]          # planner weight per QoS (case-insensitive); default 1
+# qos = {{ high = 8, normal = 2, low = 1 }}
+'''
+
+
+def init_text(demo: bool = False) -> str:
+    """The commented ``gpuplan.toml`` ``gpuplan init`` writes: a cluster template, or (``demo``) the shipped demo.
+
+    The demo text points at the shipped data by absolute path (the workspace may live anywhere).
+    """
+    if demo:
+        data = (PROJECT_ROOT / "data").resolve()
+        return _INIT_TEMPLATE.format(
+            services_block=f'\nservices_file = "{data / "traffic" / "services.json"}"   # the shipped services\n',
+            cluster_block="n_nodes = 8\ngpus_per_node = 8",
+            timezone="Asia/Shanghai",
+            history_block='format = "demo"        # the shipped generated LLM histories (data/histories)',
+            queue_block='format = "demo"        # Alibaba openb pods + generated LLM jobs (data/traces)',
+            traffic_block=f'format = "csv"\npath = "{data / "traffic"}/servegen_*_hourly.csv"',
+        )
+    return _INIT_TEMPLATE.format(
+        services_block='''
+[[services]]            # one block per real-time service (fields as data/traffic/services.json)
+service = "chat"
+timezone = "UTC"        # the service's users' clock (daily seasonality)
+capacity_per_gpu_per_h = 1000000   # requests one GPU serves per hour
+headroom = 0.1
+min_gpus = 1
+max_gpus = 16
+swap_cap_gpus = 4       # most GPUs it may gain or lose per step
+replica_gpus = 1
+''',
+        cluster_block='nodes = { gpu-001 = 8, gpu-002 = 8 }   # or: n_nodes = 8 and gpus_per_node = 8\ngpu_type = "H100"',
+        timezone="UTC",
+        history_block='format = "slurm-sacct"   # or kueue-json, csv, parquet\npath = "exports/sacct-*.txt"',
+        queue_block='format = "slurm-squeue-json"   # or kueue-json, csv, parquet\npath = "exports/squeue-*.json"',
+        traffic_block='format = "prometheus-json"   # or csv, parquet\npath = "exports/prom-*.json"\n'
+                      'service_label = "service"      # the label naming the service\n'
+                      'value_units = "rate_per_s"     # a rate() query; "per_hour" for hourly counts',
+    )

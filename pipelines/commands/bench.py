@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli_support import check_out_parent, emit_json, run_guarded
+from pipelines.cli_support import WORKSPACE_HELP, check_out_parent, emit_json, run_guarded, use_workspace
 from pipelines.errors import InputError
 
 #: Default output folder of ``gpuplan bench`` (relative to the working directory).
@@ -25,10 +25,12 @@ def bench(
         help="Leave the wall-clock columns solve_s_p50/solve_s_max of bench.csv empty, so the same seed "
              "gives a byte-identical bench.csv (bench.md and bench.json keep the timings).",
     ),
+    workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
 ) -> None:
     """Simulate every planner on the scenarios; write bench.csv, bench.md and plots."""
 
     def body() -> int:
+        use_workspace(workspace)
         # imported here, not at the top: pipelines.bench pulls in pandas and the optimizer (~0.4 s
         # measured on the 2-core machine against ~0.1 s for the whole CLI), which `gpuplan --help`
         # and the other commands need not pay.

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli_support import run_guarded
+from pipelines.cli_support import WORKSPACE_HELP, run_guarded, use_workspace
 
 #: Step 0 of a plan of a problem file (which has no calendar time): the ``ts`` column counts step offsets.
 PLAN_FILE_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -19,10 +19,12 @@ def plan(
     planner: str = typer.Option("milp", "--planner", help="milp | fifo | easy | priority"),
     out: Annotated[Path | None, typer.Option("--out", help="Write the plan parquet here.")] = None,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+    workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
 ) -> None:
     """Plan one problem file with a planner, verify it, and write/print the plan."""
 
     def body() -> int:
+        use_workspace(workspace)
         # imported here, not at the top: the optimizer, pandas and pyarrow cost ~0.5 s (measured on the
         # 2-core machine against ~0.14 s for the whole CLI), which `gpuplan --help` need not pay.
         from optimizer.planners import PLANNERS

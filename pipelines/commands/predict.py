@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from domain.kinds import JOB_KINDS
-from pipelines.cli_support import run_guarded
+from pipelines.cli_support import WORKSPACE_HELP, run_guarded, use_workspace
 from pipelines.errors import InputError
 
 #: Planning step of DESIGN §3 (default 30 min): quantiles below one step are raised to it and flagged.
@@ -50,10 +50,12 @@ def predict(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
     refit: bool = typer.Option(False, "--refit", help="Retrain the saved forecaster on the shipped history "
                                "first (saved and logged, as the nightly retraining does)."),
+    workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
 ) -> None:
     """Print duration P10/P50/P90 and GPU count per job (the saved forecaster; trained first if missing)."""
 
     def body() -> int:
+        use_workspace(workspace)
         from rich.console import Console  # lazily, like the rest of the body (import cost, above)
         from rich.table import Table
 

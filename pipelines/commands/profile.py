@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli_support import run_guarded
+from pipelines.cli_support import WORKSPACE_HELP, run_guarded, use_workspace
 
 #: Keys of the ``diagnostics`` object in the JSON contract (DESIGN §7.1, ``docs/DESIGN.md``), in order.
 DIAGNOSTIC_KEYS = ("rows_in", "hours", "missing_hours", "longest_gap_h", "duplicates_dropped",
@@ -70,10 +70,12 @@ def profile(
     timezone: str | None = typer.Option(None, "--timezone", help="IANA zone of naive stamps; the local clock."),
     horizon_h: int = typer.Option(24, "--horizon-h", help=f"Hours ahead to forecast, 1..{MAX_HORIZON_H} (two weeks)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+    workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
 ) -> None:
     """Forecast P50/P90 per hour from hourly traffic, with diagnostics."""
 
     def body() -> int:
+        use_workspace(workspace)
         from pipelines.catalog import read_traffic_file
         from pipelines.cli_support import emit_json
         from pipelines.errors import InputError

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli_support import run_guarded
+from pipelines.cli_support import WORKSPACE_HELP, run_guarded, use_workspace
 
 #: Default folder of the run folders (relative to the working directory).
 DEFAULT_OUT = Path("runs")
@@ -18,12 +18,15 @@ STAGES = ("ingest traffic", "forecaster training", "forecaster quantization", "f
 
 
 def run(
-    out: Annotated[Path, typer.Option("--out", help="Folder that holds run folders and 'latest' "
-                                      "(created if missing; its parent folder must exist).")] = DEFAULT_OUT,
+    out_opt: Annotated[Path | None, typer.Option("--out", help="Folder that holds run folders and 'latest' "
+                                             "(created if missing; its parent folder must exist; default: ./runs "
+                                             "for the demo, <workspace>/runs for a workspace).")] = None,
+    workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
 ) -> None:
     """Train or load forecasters, forecast, plan, verify, report; print the run folder."""
 
     def body() -> int:
+        ws = use_workspace(workspace)
         import os
         import sys
         import time
@@ -32,6 +35,7 @@ def run(
         from pipelines.config import load_settings
         from pipelines.errors import InputError
 
+        out = out_opt if out_opt is not None else (DEFAULT_OUT if ws.is_demo else ws.root / "runs")
         check_out_parent(out)  # only the last level of --out is created (a typo must not build a tree)
         if out.exists() and not out.is_dir():
             raise InputError(f"--out {out} is a file; give a folder for the run folders")
@@ -76,6 +80,7 @@ def run(
         run_dir = Path(res["run_dir"])
         files = RunCatalog(run_dir)
         lines = [
+            f"workspace:     {res['workspace']} ({len(res['nodes'])} nodes, {res['n_gpus']} GPUs)",
             f"run folder:    {run_dir}",
             f"latest:        {res['latest']} -> {run_dir.name}" + ("" if res["latest_moved"] else
                                                                    " (NOT moved: a newer slot is published)"),

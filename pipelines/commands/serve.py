@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-from pipelines.cli_support import run_guarded
+from pipelines.cli_support import WORKSPACE_HELP, run_guarded, use_workspace
 
 
-def serve() -> None:
+def serve(
+    workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
+) -> None:
     """Serve the Prefect deployments so they appear in the Prefect UI."""
 
     def body() -> int:
+        use_workspace(workspace)
         # imported here, not at the top (the Prefect environment defaults are applied in pipelines.cli): prefect and the
         # flows cost ~2.5 s (measured on the 2-core machine against ~0.14 s for the whole CLI).
         from pipelines import deployments

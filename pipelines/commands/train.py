@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from domain.kinds import JOB_KINDS, REALTIME
-from pipelines.cli_support import run_guarded
+from pipelines.cli_support import WORKSPACE_HELP, run_guarded, use_workspace
 from pipelines.errors import InputError
 
 ALL_KINDS = (*JOB_KINDS, REALTIME, "all")
@@ -113,10 +114,12 @@ def _table(doc: dict) -> None:
 def train(
     kind: str = typer.Option("all", "--kind", help="training | quantization | batch_inference | realtime | all"),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+    workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
 ) -> None:
     """Fit and evaluate forecasters against their baselines; print the metrics."""
 
     def body() -> int:
+        use_workspace(workspace)
         from pipelines.cli_support import emit_json
 
         if kind not in ALL_KINDS:

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -115,3 +116,20 @@ def queue_forecasts(predictions: pd.DataFrame, queue: pd.DataFrame, kinds: Seque
     notes = {"dropped_no_gpus": int((~has_gpus).sum()),
              "rounded_up_gpus": int((has_gpus & (gpus != q["gpus"].to_numpy(int))).sum())}
     return schemas.check_columns(out[has_gpus].reset_index(drop=True), schemas.JOB_FORECASTS, "job forecasts"), notes
+
+
+#: Record fields kept as a queued job's features in ``queue.parquet``.
+FEATURE_FIELDS: tuple[str, ...] = ("user", "account", "partition", "qos", "gpus", "gpu_type", "time_limit_s",
+                                   "job_name", "nodes", "elapsed_s", "annotations")
+
+
+def queue_table(forecasts: pd.DataFrame, queue: pd.DataFrame) -> pd.DataFrame:
+    """The planned queue as :data:`pipelines.schemas.QUEUE_TABLE`: planning columns and the record's fields as JSON text."""
+    q = queue.assign(job_id=queue["job_id"].astype(str)).drop_duplicates("job_id", keep="last")
+    fields = q.set_index("job_id")[list(FEATURE_FIELDS)]
+    feats = [json.dumps({k: (None if pd.isna(v) else (v if isinstance(v, str) else float(v)))
+                         for k, v in fields.loc[j].items()}, sort_keys=True) if j in fields.index else "{}"
+             for j in forecasts["job_id"]]
+    out = forecasts[list(schemas.QUEUE)].copy()
+    out["features"] = feats
+    return schemas.check_columns(out, schemas.QUEUE_TABLE, "queue")
