@@ -34,8 +34,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pipelines.errors import InputError
-
-PROJECT_ROOT: Path = Path(__file__).resolve().parents[1]
+from pipelines.paths import PROJECT_ROOT  # noqa: E402 - re-exported
 
 #: Environment defaults (STACK.md, "Prefect 3.9" and "MLflow 3.17").
 ENV_DEFAULTS: dict[str, str] = {
