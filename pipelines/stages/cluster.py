@@ -25,6 +25,7 @@ import pandas as pd
 from domain.kinds import QOS_PRIORITY
 from domain.units import pow2_ceil_array
 from pipelines import schemas
+from pipelines.sources.prometheus import aggregate_hourly
 from pipelines.stages.realtime import ServiceSettings
 
 
@@ -33,18 +34,15 @@ def hourly_traffic(samples: pd.DataFrame, services: Sequence[ServiceSettings], v
 
     An hour without a finite sample is absent (the real-time ingest imputes it and flags it).
 
-    Raises:
-        KeyError: never; a service without samples gets an empty frame (the ingest then names it).
+    The hour's mean of finite samples (:func:`pipelines.sources.prometheus.aggregate_hourly`); a
+    service without samples gets an empty frame (the real-time ingest then names it).
     """
-    scale = 3600.0 if value_units == "rate_per_s" else 1.0
+    hourly = aggregate_hourly(samples, per_hour=value_units == "rate_per_s")
     out = {}
     for svc in services:
-        s = samples[(samples["service"] == svc.service) & samples["value"].notna()]
-        hours = pd.to_datetime(s["ts"], utc=True).dt.floor("h")
-        agg = s["value"].groupby(hours.to_numpy()).mean() * scale
-        idx = pd.DatetimeIndex(agg.index).tz_localize("UTC") if pd.DatetimeIndex(agg.index).tz is None else agg.index
-        out[svc.service] = pd.DataFrame({"ts": pd.DatetimeIndex(idx).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                                         "value": agg.to_numpy(float)})
+        h = hourly[hourly["service"] == svc.service]
+        out[svc.service] = pd.DataFrame({"ts": pd.DatetimeIndex(h["ts"]).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                         "value": h["value"].to_numpy(float)})
     return out
 
 
