@@ -24,7 +24,7 @@ component are):
 | ``gpus`` | int | GPUs allocated (started jobs) else requested; 0 = a job without GPUs |
 | ``gpu_type`` | str or None | ``a100`` from ``gres/gpu:a100=4``, a Kueue flavor, … |
 | ``nodes`` | str or None | node list as the scheduler printed it |
-X
+| ``user`` / ``account`` / ``partition`` / ``qos`` | str or None | scheduler fields (Kueue: annotation ``gpuplan.user``, namespace, queue name, priority class) |
 | ``priority`` | float | the scheduler's priority number; NaN when unknown |
 | ``job_name`` | str | job (workload) name, ``""`` when absent |
 | ``kind`` | str or None | ``training`` / ``quantization`` / ``batch_inference`` when the job says so (annotation ``gpuplan.kind``) |
