@@ -190,13 +190,13 @@ def test_every_state_with_exact_times_and_gpus():
     assert f["state"].to_dict() == {
         "ml-research/job-sweep-7f2c1": "pending", "ml-research/pytorchjob-llama-ft-4c9d2": "running",
         "inference/job-quantize-awq-88b1e": "completed", "ml-research/job-eval-harness-0a7f3": "failed",
-        "inference/job-batch-embed-51c0d": "timeout", "ml-research/job-pretrain-3b-e41aa": "preempted",
-        "ml-research/job-finetune-mistral-77d10": "preempted", "ml-research/job-finetune-gemma-2b3c4": "running"}
+        "inference/job-batch-embed-51c0d": "timeout", "ml-research/job-pretrain-3b-e41aa": "pending",
+        "ml-research/job-finetune-mistral-77d10": "pending", "ml-research/job-finetune-gemma-2b3c4": "running"}
     assert f["censored"].to_dict() == {
         "ml-research/job-sweep-7f2c1": False, "ml-research/pytorchjob-llama-ft-4c9d2": False,
         "inference/job-quantize-awq-88b1e": False, "ml-research/job-eval-harness-0a7f3": False,
-        "inference/job-batch-embed-51c0d": False, "ml-research/job-pretrain-3b-e41aa": True,
-        "ml-research/job-finetune-mistral-77d10": True, "ml-research/job-finetune-gemma-2b3c4": False}
+        "inference/job-batch-embed-51c0d": False, "ml-research/job-pretrain-3b-e41aa": False,
+        "ml-research/job-finetune-mistral-77d10": False, "ml-research/job-finetune-gemma-2b3c4": False}
     # 2 pods x 4; master 0 + 4 workers x 8 (limits only); 1 x 2; 1 x 1; 3 x 1; 2 x 8; 1 x 4; 1 x 4
     assert f["gpus"].tolist() == [8, 32, 2, 1, 3, 16, 4, 4]
     assert f["gpu_type"].tolist() == [None, "a100-80gb", "h100", "a100-80gb", "l4", None, "a100-80gb", "h100"]
@@ -216,13 +216,18 @@ def test_times_and_elapsed_are_the_condition_transition_times():
         ts("2024-03-20T08:00:00Z"), ts("2024-03-20T08:05:30Z"), ts("2024-03-20T10:35:30Z"))
     assert s["elapsed_s"] == 9000.0  # 08:05:30 -> 10:35:30
     assert f.loc["inference/job-batch-embed-51c0d", "elapsed_s"] == 7200.0
-    # released eviction: start time gone, elapsed from accumulatedPastExexcutionTimeSeconds
+    # evicted and still active: Kueue requeued it, it waits again (pending, planned); the run so far
+    # is Kueue's accumulatedPastExexcutionTimeSeconds
     pre = f.loc["ml-research/job-pretrain-3b-e41aa"]
-    assert pd.isna(pre["started_at"]) and pre["ended_at"] == ts("2024-03-21T15:49:55Z")
-    assert pre["elapsed_s"] == 5395.0
+    assert pd.isna(pre["started_at"]) and pd.isna(pre["ended_at"]) and pre["elapsed_s"] == 5395.0
     ev = f.loc["ml-research/job-finetune-mistral-77d10"]
-    assert ev["started_at"] == ts("2024-03-22T10:00:00Z") and ev["ended_at"] == ts("2024-03-22T11:30:00Z")
-    assert ev["elapsed_s"] == 5400.0
+    assert pd.isna(ev["started_at"]) and pd.isna(ev["ended_at"]) and math.isnan(ev["elapsed_s"])
+    # deactivated (spec.active false) after a preemption: not requeued, a censored run
+    gone = copy.deepcopy(EVICTING)
+    gone["spec"]["active"] = False
+    g = parse_kueue_workloads(json.dumps(gone)).frame.iloc[0]
+    assert (g["state"], bool(g["censored"]), g["elapsed_s"]) == ("preempted", True, 5400.0)
+    assert g["started_at"] == ts("2024-03-22T10:00:00Z") and g["ended_at"] == ts("2024-03-22T11:30:00Z")
     assert str(f["submitted_at"].dtype) == "datetime64[us, UTC]"
 
 
@@ -272,7 +277,7 @@ def test_a_single_workload_object():
     assert result.read == 1 and result.errors == []
     row = result.frame.iloc[0]
     assert (row["job_id"], row["state"], row["gpus"], row["gpu_type"]) == (
-        "ml-research/job-finetune-mistral-77d10", "preempted", 4, "a100-80gb")
+        "ml-research/job-finetune-mistral-77d10", "pending", 4, "a100-80gb")
 
 
 def test_init_and_sidecar_containers_follow_the_effective_pod_request():

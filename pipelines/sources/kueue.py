@@ -33,7 +33,8 @@ State (conditions are ``metav1.Condition``; "X" below means ``type: X, status: "
 | Finished, another reason | unknown | same |
 | Evicted (not re-admitted since), reason ``Deactivated...MaximumExecutionTimeExceeded`` | timeout | see below |
 | Evicted, reason ``Deactivated...`` or ``InactiveWorkload`` (``spec.active`` set false) | cancelled | see below |
-| Evicted for any other reason (``Preempted``, ``PodsReadyTimeout``, ``AdmissionCheck``, queue stopped ...), or Preempted | preempted | see below |
+| Evicted for any other reason (``Preempted``, ``PodsReadyTimeout``, ``AdmissionCheck``, queue stopped ...), or Preempted, ``spec.active`` not false | pending (requeued) | see below |
+| the same with ``spec.active`` false | preempted | see below |
 | Admitted | running | Admitted time / NaN (no clock in a pure parser) |
 | otherwise (no condition, ``QuotaReserved`` False or True without Admitted) | pending | NaT / NaN |
 
@@ -54,8 +55,9 @@ Choices, with their grounds:
   ``accumulatedPastExexcutionTimeSeconds``): the admitted time summed over past runs; NaN when
   absent. Kueue evicts only workloads holding quota (``pkg/workload/evict``), so a preempted
   workload counts as having run and is censored (``domain.records.is_censored``). Kueue requeues
-  most evicted workloads; the record then says ``preempted`` until the next export shows it
-  admitted again (the store updates the same key).
+  an evicted workload that is still active: it waits for GPUs again, so the record says
+  ``pending`` (as Slurm's REQUEUED) with ``elapsed_s`` the accumulated past run time, and gpuplan
+  plans it; only a deactivated one stays ``preempted`` (censored).
 * **Timeout.** Kueue copies the job's failure message into Finished (``Job.Finished`` in
   ``pkg/controller/jobs/job``); a batch/Job past ``activeDeadlineSeconds`` fails with reason
   ``DeadlineExceeded`` and message "Job was active longer than specified deadline". Any
@@ -230,7 +232,8 @@ def _record(item: Any, source: str) -> dict[str, Any]:
     conditions = _conditions(status.get("conditions"))
     assignments = _assignments(status.get("admission"))
     gpus, gpu_type = _gpus(podsets, assignments)
-    state, started, ended, elapsed_s, ran = _lifecycle(conditions, status)
+    requeued = spec.get("active", True) is not False  # an active evicted workload is requeued by Kueue
+    state, started, ended, elapsed_s, ran = _lifecycle(conditions, status, requeued)
     owners = meta.get("ownerReferences")
     owner = owners[0].get("name") if isinstance(owners, list) and owners and isinstance(owners[0], dict) else None
     kind = annotations.get("kind")
@@ -405,7 +408,7 @@ def _gpus(podsets: list[Any], assignments: dict[str, dict[str, Any]]) -> tuple[i
     return total, ",".join(flavors) or None
 
 
-def _lifecycle(conds: dict[str, _Condition], status: dict[str, Any]) -> tuple[
+def _lifecycle(conds: dict[str, _Condition], status: dict[str, Any], requeued: bool = False) -> tuple[
         str, pd.Timestamp | None, pd.Timestamp | None, float, bool]:
     """(state, started_at, ended_at, elapsed_s, ran) from the conditions (module docstring table)."""
     def true(kind: str) -> _Condition | None:
@@ -437,6 +440,10 @@ def _lifecycle(conds: dict[str, _Condition], status: dict[str, Any]) -> tuple[
             state = "timeout"
         elif reason.startswith("Deactivated") or reason == "InactiveWorkload":
             state = "cancelled"
+        elif requeued:
+            # Kueue puts an evicted, still active workload back in its queue (as Slurm's REQUEUED):
+            # it waits for GPUs again; its run so far is not a completion
+            return "pending", None, None, _accumulated_s(status), False
         else:
             state = "preempted"
         ended = max(c.at for c in current if c.at is not None)
