@@ -59,16 +59,18 @@ def parse_job_file(ws: Workspace, role: str, path: Path) -> ParseResult:
 
         frame, is_csv = _table(path)
         side = _table(ws.resolve(src.sidecar))[0] if src.sidecar else None
-        return tabular.parse_jobs(frame, ws.config.cluster.timezone, csv=is_csv, source=source, sidecar=side)
+        return tabular.parse_jobs(frame, ws.source_timezone(role), csv=is_csv, source=source, sidecar=side)
     text = path.read_text(encoding="utf-8", errors="replace")
     if fmt == "slurm-sacct":
         from pipelines.sources import slurm
 
-        return slurm.parse_sacct(text, ws.config.cluster.timezone, source=source)
+        return slurm.parse_sacct(text, ws.source_timezone(role), source=source)
     if fmt == "slurm-squeue-json":
         from pipelines.sources import slurm
 
-        return slurm.parse_squeue_json(text, source=source)
+        # squeue --json has no run-time field: a running job's elapsed time is at the export's mtime
+        exported = pd.Timestamp(path.stat().st_mtime, unit="s", tz="UTC")
+        return slurm.parse_squeue_json(text, source=source, now=exported)
     if fmt == "kueue-json":
         from pipelines.sources import kueue
 
@@ -92,7 +94,7 @@ def parse_traffic_file(ws: Workspace, path: Path) -> ParseResult:
     from pipelines.sources import tabular
 
     frame, is_csv = _table(path)
-    return tabular.parse_traffic(frame, path.name, services, ws.config.cluster.timezone, csv=is_csv)
+    return tabular.parse_traffic(frame, path.name, services, ws.source_timezone("traffic"), csv=is_csv)
 
 
 @dataclass

@@ -160,6 +160,8 @@ class SourceConfig(_Strict):
         value_units: ``rate_per_s`` (a Prometheus ``rate()``: hourly value = mean rate × 3600) or
             ``per_hour`` (values already per hour: hourly value = mean); default by format.
         sidecar: CSV/parquet of LLM fields keyed by ``job_id`` (extra columns become annotations).
+        timezone: IANA zone of the export's naive times when not the cluster's (e.g. ``UTC`` for
+            ``TZ=UTC sacct ...``, the command ``docs/operations.md`` recommends).
     """
 
     format: Format
@@ -167,6 +169,12 @@ class SourceConfig(_Strict):
     service_label: str = "service"
     value_units: Literal["rate_per_s", "per_hour"] | None = None
     sidecar: str | None = None
+    timezone: str | None = None
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, v: str | None) -> str | None:
+        return None if v is None else _check_zone(v)
 
     @model_validator(mode="after")
     def _path(self) -> SourceConfig:
@@ -287,6 +295,10 @@ class Workspace:
     def source(self, role: str) -> SourceConfig:
         """``[sources.<role>]``."""
         return getattr(self.config.sources, role)
+
+    def source_timezone(self, role: str) -> str:
+        """The zone of ``[sources.<role>]``'s naive times: its ``timezone``, else ``[cluster] timezone``."""
+        return self.source(role).timezone or self.config.cluster.timezone
 
     def source_files(self, role: str) -> list[Path]:
         """The files of ``[sources.<role>]``: the path itself, or the glob's matches oldest first (mtime, then name).
