@@ -11,6 +11,11 @@ The report (``gpuplan ingest --json``) per source: ``read`` (records read), ``ad
 message per rejected line, ``<file>: line N: ...``, at most :data:`MAX_ERRORS` listed). A file that
 cannot be read at all is one error (its records count as none read) and the other files are kept.
 ``demo`` sources are read at plan time from the shipped files and report ``"demo": true``.
+
+A job in both the history and the queue export (a pending or running job sacct lists too) is one
+record: the one furthest along its life, the queue's among equals; ``added``/``updated`` count it
+under the source whose record was kept. A stored record is never replaced by an earlier stage of
+its life (:meth:`pipelines.store.Store.upsert`).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import pandas as pd
 from pipelines.csv_sniff import read_operator_csv
 from pipelines.errors import InputError
 from pipelines.sources.records import ParseResult, job_frame, traffic_frame
-from pipelines.store import JOBS, TRAFFIC, Store
+from pipelines.store import JOBS, TRAFFIC, Store, UpsertCount
 from pipelines.workspace import Workspace
 
 #: Error messages listed per source (the count is always complete).
@@ -144,16 +149,29 @@ def ingest(ws: Workspace) -> dict[str, Any]:
     """
     store = Store(ws.store_dir)
     report: dict[str, Any] = {}
+    reads: dict[str, SourceRead] = {}
     for role in ("history", "queue", "traffic"):
         if ws.source(role).format == "demo":
             report[role] = {"demo": True, "read": 0, "added": 0, "updated": 0, "rejected": 0, "errors": []}
-            continue
-        got = read_source(ws, role)
-        count = store.upsert(TRAFFIC if role == "traffic" else JOBS, got.records)
-        if role == "queue" and got.newest is not None:
-            store.set_queue_snapshot(got.newest)
-        report[role] = {"read": got.read, "added": count.added, "updated": count.updated,
+        else:
+            reads[role] = read_source(ws, role)
+    # one upsert of both job sources: a job in the history and the queue exports is one record (the
+    # one furthest along its life; the queue's among equals), so a re-ingest changes nothing
+    job_roles = [r for r in ("history", "queue") if r in reads]
+    counts = {}
+    if job_roles:
+        frames = [reads[r].records for r in job_roles]
+        origin = [r for r, f in zip(job_roles, frames) for _ in range(len(f))]
+        counts.update(store.upsert(JOBS, pd.concat(frames, ignore_index=True), origin))
+    if "traffic" in reads:
+        counts.update(store.upsert(TRAFFIC, reads["traffic"].records, ["traffic"] * len(reads["traffic"].records)))
+    if "queue" in reads and reads["queue"].newest is not None:
+        store.set_queue_snapshot(reads["queue"].newest)
+    for role, got in reads.items():
+        c = counts.get(role, UpsertCount(0, 0))
+        report[role] = {"read": got.read, "added": c.added, "updated": c.updated,
                         "rejected": len(got.errors), "errors": got.errors[:MAX_ERRORS]}
+    report = {r: report[r] for r in ("history", "queue", "traffic")}
     return {"workspace": str(ws.root), "store": str(store.root), "sources": report}
 
 

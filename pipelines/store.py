@@ -114,37 +114,49 @@ class Store:
 
     # ------------------------------------------------------------- write
 
-    def upsert(self, table: Table, records: pd.DataFrame) -> UpsertCount:
-        """Add new records and replace changed ones (by ``table.key``); later rows of ``records`` win.
+    def upsert(self, table: Table, records: pd.DataFrame, origin: Sequence[str] | None = None) -> dict[str, UpsertCount]:
+        """Add new records and replace changed ones (by ``table.key``); returns counts per origin.
 
-        Returns the counts. Raises whatever the filesystem raises; then nothing is changed.
+        Of several rows with one key, the furthest along its life (ended > running > pending,
+        :func:`lifecycle_rank`) wins, later rows among equals. A stored job record is never replaced
+        by one earlier in its life (a stale queue export cannot turn a finished job back into a
+        pending one). ``origin`` (one label per row, e.g. the source role) attributes each added or
+        updated record to the row that was kept; default one group ``""``.
+
+        Raises whatever the filesystem raises; then nothing is changed.
         """
+        labels = list(origin) if origin is not None else [""] * len(records)
+        counts = {lab: [0, 0] for lab in dict.fromkeys(labels)}
         if records.empty:
-            return UpsertCount(0, 0)
-        records = _typed(records[list(table.columns)], table).drop_duplicates(list(table.key), keep="last")
+            return {k: UpsertCount(*v) for k, v in counts.items()}
+        records = _typed(records[list(table.columns)], table).assign(_origin=labels, _rank=0)
+        if table is JOBS:
+            records["_rank"] = lifecycle_rank(records)
+        records = (records.reset_index(drop=True).reset_index().sort_values(["_rank", "index"], kind="stable")
+                   .drop_duplicates(list(table.key), keep="last").drop(columns="index"))
         months = records[table.time_col].dt.strftime("%Y-%m")
-        added = updated = 0
         staged: list[tuple[Path, Path]] = []
         with file_lock(self.root / ".lock"):
             try:
                 for (part, month), new in records.groupby([records[table.part_by].astype(str), months], sort=True):
                     path = self._dir(table) / f"{table.part_by}={_partition_value(part)}" / f"month={month}" / PART_FILE
                     old = _typed(pd.read_parquet(path), table) if path.exists() else _empty(table)
-                    both = old.merge(new[list(table.key)].assign(_new=True), on=list(table.key), how="left")
-                    known = both["_new"].fillna(False).astype(bool).to_numpy()
-                    old_known = old[known]
-                    new_idx = new.set_index(list(table.key))
-                    if len(old_known):
-                        cmp_new = new_idx.loc[pd.MultiIndex.from_frame(old_known[list(table.key)])].reset_index()
-                        changed = int((_row_hash(old_known.reset_index(drop=True), table.columns).to_numpy()
-                                       != _row_hash(cmp_new[list(table.columns)], table.columns).to_numpy()).sum())
-                    else:
-                        changed = 0
-                    added += len(new) - len(old_known)
-                    updated += changed
-                    if len(new) - len(old_known) == 0 and changed == 0:
+                    old = old.assign(_hash=_row_hash(old, table.columns).to_numpy(),
+                                     _old_rank=lifecycle_rank(old) if table is JOBS else 0)
+                    both = new.assign(_new_hash=_row_hash(new, table.columns).to_numpy()).merge(
+                        old[[*table.key, "_hash", "_old_rank"]], on=list(table.key), how="left")
+                    is_new = both["_hash"].isna().to_numpy()
+                    keep_old = (~is_new) & (both["_old_rank"].to_numpy(float) > both["_rank"].to_numpy(float))
+                    changed = (~is_new) & (~keep_old) & (both["_hash"].to_numpy(object) != both["_new_hash"].to_numpy())
+                    for lab, a, u in zip(both["_origin"], is_new, changed):
+                        counts[lab][0] += int(a)
+                        counts[lab][1] += int(u)
+                    if not (is_new.any() or changed.any()):
                         continue
-                    merged = pd.concat([old[~known], new], ignore_index=True)
+                    take = both[is_new | changed][list(table.columns)]
+                    replaced = old.merge(take[list(table.key)].assign(_gone=True), on=list(table.key), how="left")
+                    kept = old[replaced["_gone"].isna().to_numpy()][list(table.columns)]
+                    merged = pd.concat([kept, take], ignore_index=True)
                     merged = merged.sort_values(list(table.key), kind="stable").reset_index(drop=True)
                     path.parent.mkdir(parents=True, exist_ok=True)
                     tmp = temp_sibling(path, "ingest")
@@ -157,7 +169,7 @@ class Store:
                 raise
             for tmp, path in staged:
                 os.replace(tmp, path)
-        return UpsertCount(added, updated)
+        return {k: UpsertCount(*v) for k, v in counts.items()}
 
     def set_queue_snapshot(self, records: pd.DataFrame) -> None:
         """Remember the keys of the newest queue export (the jobs :meth:`queue` returns while still active)."""
@@ -167,6 +179,13 @@ class Store:
         tmp = temp_sibling(path, "ingest")
         keys.to_parquet(tmp, index=False)
         os.replace(tmp, path)
+
+
+def lifecycle_rank(jobs: pd.DataFrame) -> pd.Series:
+    """0 for a pending job, 1 running, 2 ended (any other state): how far along its life a record is."""
+    state = jobs["state"].astype(str)
+    return pd.Series((~state.isin(ACTIVE_STATES)).astype(int) * 2 + (state == "running").astype(int),
+                     index=jobs.index)
 
 
 def _empty(table: Table) -> pd.DataFrame:

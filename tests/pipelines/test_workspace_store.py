@@ -167,12 +167,12 @@ def test_store_upsert_counts_and_partitions(tmp_path):
     recs = tabular.parse_jobs(pd.DataFrame({"job_id": ["a", "b"], "submitted_at": ["2025-01-31T23:00:00Z",
                                                                                    "2025-02-01T01:00:00Z"],
                                             "state": ["PENDING", "PENDING"], "gpus": [1, 2]}), "UTC").frame
-    assert st.upsert(JOBS, recs) == store_mod.UpsertCount(2, 0)
+    assert st.upsert(JOBS, recs) == {"": store_mod.UpsertCount(2, 0)}
     parts = sorted(str(p.relative_to(tmp_path / "s")) for p in (tmp_path / "s").rglob("part.parquet"))
     assert parts == ["jobs/source=table/month=2025-01/part.parquet", "jobs/source=table/month=2025-02/part.parquet"]
-    assert st.upsert(JOBS, recs) == store_mod.UpsertCount(0, 0)
+    assert st.upsert(JOBS, recs) == {"": store_mod.UpsertCount(0, 0)}
     changed = recs.assign(gpus=[1, 4])
-    assert st.upsert(JOBS, changed) == store_mod.UpsertCount(0, 1)
+    assert st.upsert(JOBS, changed) == {"": store_mod.UpsertCount(0, 1)}
     assert list(st.jobs().sort_values("job_id")["gpus"]) == [1, 4]
 
 
@@ -209,3 +209,25 @@ def test_hourly_traffic_rates_and_counts():
     assert list(rate["ts"]) == ["2025-01-01T00:00:00Z", "2025-01-01T02:00:00Z"]
     assert list(rate["value"]) == [2.0 * 3600, 5.0 * 3600]
     assert list(cluster_stage.hourly_traffic(samples, svc, "per_hour")["s"]["value"]) == [2.0, 5.0]
+
+
+def test_one_job_in_both_exports_is_one_record_and_never_goes_back(tmp_path):
+    ws = _ws(tmp_path)
+    # job 9 runs: sacct (history) and squeue (queue) both list it, with different elapsed times
+    _write_sources(tmp_path, hist=HIST + "9,2025-03-02T08:00:00,2025-03-02T08:10:00,,RUNNING,2,ann,,\n",
+                   queue="job_id,submitted_at,started_at,state,gpus,user,elapsed_s\n"
+                         "9,2025-03-02T08:00:00,2025-03-02T08:10:00,RUNNING,2,ann,600\n")
+    first = ingest(ws)["sources"]
+    assert (first["history"]["added"], first["queue"]["added"]) == (3, 1)  # job 9 counted once, as the queue's
+    assert Store(ws.store_dir).jobs().set_index("job_id").loc["9", "elapsed_s"] == 600.0
+    again = ingest(ws)["sources"]
+    assert (again["history"]["updated"], again["queue"]["updated"]) == (0, 0)
+    # it finished (history), but an old queue export still says running: the finished record stays
+    (tmp_path / "hist" / "b.csv").write_text("job_id,submitted_at,started_at,ended_at,state,gpus,user\n"
+                                             "9,2025-03-02T08:00:00,2025-03-02T08:10:00,2025-03-02T09:10:00,"
+                                             "COMPLETED,2,ann\n")
+    third = ingest(ws)["sources"]
+    assert (third["history"]["updated"], third["queue"]["updated"]) == (1, 0)
+    st = Store(ws.store_dir)
+    assert st.jobs().set_index("job_id").loc["9", "state"] == "completed"
+    assert st.queue().empty
