@@ -14,7 +14,7 @@ import pandas as pd
 from forecasters import metrics as M
 from forecasters.errors import InputError
 from forecasters.jobs.evaluation import time_split
-from forecasters.scheduler.features import numeric_column, text_values
+from forecasters.scheduler.features import limit_hours, numeric_column, text_values
 from forecasters.scheduler.fitting import CENSORED, FIT_INPUTS, TARGET, run_buckets
 from forecasters.scheduler.model import SchedulerModel, predict_runtime
 
@@ -69,7 +69,7 @@ def evaluate_scheduler_model(model: SchedulerModel, holdout: pd.DataFrame) -> di
     y = numeric_column(runs, "elapsed_s") / 3600.0
     pred = predict_runtime(model, runs)
     p50, p90 = pred["duration_p50_h"].to_numpy(), pred["duration_p90_h"].to_numpy()
-    limit = numeric_column(runs, "time_limit_s", positive=True) / 3600.0
+    limit = limit_hours(runs)
     has = np.isfinite(limit)
     user_med = model.user_medians_h
     per_user = np.array([user_med.get(u, model.global_median_h) if u is not None else model.global_median_h

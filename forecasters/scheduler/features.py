@@ -87,12 +87,11 @@ def text_values(s: pd.Series) -> np.ndarray:
     return out
 
 
-def numeric_column(frame: pd.DataFrame, col: str, *, positive: bool = False) -> np.ndarray:
-    """float64 ``(n,)`` of a numeric record column (missing -> NaN).
+def numeric_column(frame: pd.DataFrame, col: str) -> np.ndarray:
+    """float64 ``(n,)`` of a non-negative numeric record column (missing -> NaN).
 
     Raises:
-        InputError: a value that is not a number, a negative one, or with ``positive`` a zero
-            (row, column and value named).
+        InputError: a value that is not a number, or a negative one (row, column and value named).
     """
     raw = frame[col]
     vals = pd.to_numeric(raw.astype(object), errors="coerce").to_numpy(dtype=float, na_value=np.nan)
@@ -100,12 +99,22 @@ def numeric_column(frame: pd.DataFrame, col: str, *, positive: bool = False) -> 
     if junk.size:
         i = int(junk[0])
         raise InputError(f"{row_label(frame, i)}, column {col!r}: value {show(raw.iloc[i])} is not a number")
-    bad = np.flatnonzero((vals <= 0) if positive else (vals < 0))
+    bad = np.flatnonzero(vals < 0)
     if bad.size:
         i = int(bad[0])
-        expected = "> 0 (NaN when unlimited)" if positive else ">= 0"
-        raise InputError(f"{row_label(frame, i)}, column {col!r}: value {show(vals[i])} must be {expected}")
+        raise InputError(f"{row_label(frame, i)}, column {col!r}: value {show(vals[i])} must be >= 0")
     return vals
+
+
+def limit_hours(frame: pd.DataFrame) -> np.ndarray:
+    """Requested time limit of each job ``(n,)`` in hours; NaN when unlimited or unknown.
+
+    ``time_limit_s`` NaN (the records' "unlimited or unknown") or 0 (``sbatch --time=0``: "a time
+    limit of zero requests that no time limit be imposed", ``sbatch(1)``) is NaN. Raises what
+    :func:`numeric_column` raises.
+    """
+    limit = numeric_column(frame, "time_limit_s")
+    return np.where(limit > 0, limit, np.nan) / 3600.0
 
 
 def submit_times(frame: pd.DataFrame) -> pd.Series:
@@ -233,7 +242,7 @@ class FeatureSpec:
 
         Raises:
             InputError: a missing input column, an unparsable value (row named), a negative GPU
-                count, a time limit <= 0, annotations that are not a JSON object.
+                count, a annotations that are not a JSON object.
         """
         require_columns(jobs, FEATURE_INPUTS, "job records")
         ann = parse_annotations(jobs)
@@ -244,7 +253,7 @@ class FeatureSpec:
         gpus = numeric_column(jobs, "gpus")
         out["log2_gpus"] = np.where(gpus > 0, np.log2(np.maximum(gpus, 1.0)), LOG2_GPUS_NONE)
         out["log2_gpus"][np.isnan(gpus)] = np.nan
-        out["log_time_limit_h"] = np.log(numeric_column(jobs, "time_limit_s", positive=True) / 3600.0)
+        out["log_time_limit_h"] = np.log(limit_hours(jobs))
         local = submit_times(jobs).dt.tz_convert(self.timezone)
         out["submit_hour"] = local.dt.hour.to_numpy(dtype=float)
         out["submit_weekday"] = local.dt.day_of_week.to_numpy(dtype=float)

@@ -22,6 +22,7 @@ from forecasters.scheduler.features import (
     check_timezone,
     choose_annotation_keys,
     choose_levels,
+    limit_hours,
     numeric_column,
     parse_annotations,
     submit_times,
@@ -98,13 +99,14 @@ def run_buckets(history: pd.DataFrame) -> np.ndarray:
 def target_hours(runs: pd.DataFrame) -> np.ndarray:
     """Runtime target of each run ``(n,)`` in hours: ``min(elapsed_s, time_limit_s) / 3600``.
 
-    Elapsed beyond the limit is Slurm's grace after the limit (``OverTimeLimit``, ``KillWait``:
-    seconds to minutes; ``slurm.conf(5)``), not run time a plan can use, so a TIMEOUT run counts at
-    its limit (its elapsed when that is at most the limit).
+    Elapsed beyond the limit is Slurm's grace after it (``sbatch(1)`` ``--time``: at the limit each
+    task gets SIGTERM, then SIGKILL ``KillWait`` seconds later, and ``OverTimeLimit`` may let the
+    job run longer), not run time a plan can use: a TIMEOUT run counts at its limit (at its
+    elapsed when that is at most the limit). No limit (:func:`limit_hours` NaN): the elapsed.
     """
-    elapsed = numeric_column(runs, "elapsed_s")
-    limit = numeric_column(runs, "time_limit_s", positive=True)
-    return np.where(np.isfinite(limit), np.minimum(elapsed, limit), elapsed) / 3600.0
+    elapsed_h = numeric_column(runs, "elapsed_s") / 3600.0
+    limit_h = limit_hours(runs)
+    return np.where(np.isfinite(limit_h), np.minimum(elapsed_h, limit_h), elapsed_h)
 
 
 def conformal_shift(scores: np.ndarray, tau: float) -> float:
@@ -257,11 +259,11 @@ def fit_scheduler_model(history: pd.DataFrame, timezone: str = "UTC", seed: int 
         q_log, _ = unraised_log_quantiles(model, runs)
         model.p90_raise_log = censored_p90_raise(
             text_values(runs["user"]), value_h, np.exp(q_log[:, 2]),
-            numeric_column(runs, "time_limit_s", positive=True) / 3600.0, is_cens,
+            limit_hours(runs), is_cens,
         )
     states = h["state"].astype(object).to_numpy()
-    limit_t = numeric_column(targets, "time_limit_s", positive=True)
-    elapsed_t = numeric_column(targets, "elapsed_s")
+    limit_t = limit_hours(targets)
+    elapsed_t = numeric_column(targets, "elapsed_s") / 3600.0
     model.info = {
         "mode": mode,
         "fallback_reason": reason,

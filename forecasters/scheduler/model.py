@@ -15,7 +15,7 @@ import pandas as pd
 
 from forecasters.errors import InputError
 from forecasters.frames import row_label
-from forecasters.scheduler.features import FeatureSpec, numeric_column, text_values
+from forecasters.scheduler.features import FeatureSpec, limit_hours, numeric_column, text_values
 
 #: ``mode`` of a model with LightGBM quantile boosters.
 MODE_LIGHTGBM = "lightgbm_quantile"
@@ -139,7 +139,8 @@ def predict_runtime(model: SchedulerModel, jobs: pd.DataFrame, now: datetime | N
     conformal shifts, or the fallback's quantiles), sorted per row; the user's censored-run P90
     raise; hours. Running jobs (state ``running`` with ``started_at``; ``e`` = hours since start at
     ``now``): every quantile ``q`` becomes ``max(q, e + 1 min)``. Then every quantile is capped at
-    the job's time limit ``L`` (``time_limit_s / 3600``; Slurm ends a job at its limit), and
+    the job's time limit ``L`` (:func:`forecasters.scheduler.features.limit_hours`; Slurm ends a job at
+    its limit), and
     ``remaining = max(quantile - e, 0)`` (``e`` = 0 for jobs not running, so remaining = duration).
 
     Args:
@@ -165,7 +166,7 @@ def predict_runtime(model: SchedulerModel, jobs: pd.DataFrame, now: datetime | N
     """
     q_log, unseen = unraised_log_quantiles(model, jobs)
     q = np.exp(_raise_p90(model, jobs, q_log))
-    limit_h = numeric_column(jobs, "time_limit_s", positive=True) / 3600.0
+    limit_h = limit_hours(jobs)
     running, elapsed = running_elapsed_h(jobs, now)
     q[running] = np.maximum(q[running], (elapsed[running] + MIN_REMAINING_H)[:, None])
     capped = np.isfinite(limit_h) & (q[:, 2] > limit_h)

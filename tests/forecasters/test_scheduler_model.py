@@ -148,6 +148,9 @@ def test_no_time_limit_at_all_still_trains():
     assert np.isfinite(p[["duration_p10_h", "duration_p50_h", "duration_p90_h"]].to_numpy()).all()
     assert not p["capped_at_limit"].any()
     assert 2.0 < p.loc[0, "duration_p50_h"] < 4.0  # u2 runs 3 h
+    # sbatch --time=0 means no limit: the same forecast, not capped at 0
+    p0 = S.predict_runtime(m, frame([rec(200, user="u2", limit_h=0.0, state="pending", started=False)]))
+    assert p0.loc[0, "duration_p50_h"] == p.loc[0, "duration_p50_h"] and not p0["capped_at_limit"].any()
 
 
 # --- features -------------------------------------------------------------------------------------------
@@ -365,6 +368,8 @@ def test_bad_input_is_refused_with_a_message():
     bad["annotations"] = ["{}", "not json", "{}"]
     with pytest.raises(InputError, match=r"row 1 \(job_id '1'\), column 'annotations'"):
         S.fit_scheduler_model(bad)
+    with pytest.raises(InputError, match=r"row 2 \(job_id '2'\), column 'time_limit_s': value -3600.0 must be >= 0"):
+        S.fit_scheduler_model(frame(good[:2] + [rec(2, limit_h=-1.0)]))
     with pytest.raises(InputError, match="missing column"):
         S.fit_scheduler_model(frame(good).drop(columns=["time_limit_s"]))
 
