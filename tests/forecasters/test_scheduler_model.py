@@ -349,6 +349,23 @@ def test_quantiles_are_monotone_and_below_the_limit(synthetic):
     assert (q[:, 2] <= test["time_limit_s"].to_numpy() / 3600 + 1e-12).all()
 
 
+def test_time_ordered_calibration_widens_p90_after_a_drift():
+    """The latest 20 % of the runs are far noisier: their split-conformal shift widens P90 (and P10)."""
+    rng = np.random.default_rng(8)
+    sigma = np.where(np.arange(400) < 320, 0.05, 0.6)
+    rows = [rec(i, elapsed_h=float(2.0 * rng.lognormal(0.0, sg)), limit_h=24.0) for i, sg in enumerate(sigma)]
+    m = S.fit_scheduler_model(frame(rows))
+    cal = m.info["calibration"]
+    assert cal["n"] == 80 and cal["coverage_p90_before"] < 0.75
+    assert cal["shift_p90_log"] > 0.3 and cal["shift_p10_log"] < -0.3
+    assert m.shifts_log == (cal["shift_p10_log"], cal["shift_p90_log"])
+    job = frame([rec(900, limit_h=24.0)])
+    x, _ = m.spec.design(job)
+    p = S.predict_runtime(m, job)
+    assert p.loc[0, "duration_p90_h"] == pytest.approx(math.exp(m.boosters[2].predict(x)[0] + cal["shift_p90_log"]))
+    assert p.loc[0, "duration_p10_h"] == pytest.approx(math.exp(m.boosters[0].predict(x)[0] + cal["shift_p10_log"]))
+
+
 def test_conformal_shift_ranks():
     scores = np.arange(1.0, 21.0)[::-1]  # 20 .. 1, any order
     assert S.conformal_shift(scores, 0.9) == 19.0  # ceil(21 * 0.9) = 19th smallest
