@@ -22,8 +22,8 @@ never-started jobs are counted and ignored.
 Features (:mod:`forecasters.scheduler.features`): what every scheduler history has, i.e. user,
 account, partition, qos, GPU type, kind, the job name's first word (categoricals with levels seen
 at least 5 times, rarer ones missing), ``log2`` of the GPUs, ``log`` of the requested time limit
-in hours (NaN when unlimited: ``time_limit_s`` NaN or 0, as ``sbatch --time=0``), submit hour and weekday in the cluster's time zone, and the
-``gpuplan.*`` annotations present in at least 5 % of the runs (numeric ones such as ``params_b``,
+in hours (NaN when unlimited: ``time_limit_s`` NaN or 0, as ``sbatch --time=0``), submit hour and
+weekday in the cluster's time zone, and the ``gpuplan.*`` annotations present in at least 5 % of the runs (numeric ones such as ``params_b``,
 ``tokens_b`` as numbers; text ones such as ``variant`` as categoricals); LightGBM routes missing
 values (NaN) down its learned missing branch.
 
