@@ -23,9 +23,9 @@ Features (:mod:`forecasters.scheduler.features`): what every scheduler history h
 account, partition, qos, GPU type, kind, the job name's first word (categoricals with levels seen
 at least 5 times, rarer ones missing), ``log2`` of the GPUs, ``log`` of the requested time limit
 in hours (NaN when unlimited: ``time_limit_s`` NaN or 0, as ``sbatch --time=0``), submit hour and
-weekday in the cluster's time zone, and the ``gpuplan.*`` annotations present in at least 5 % of the runs (numeric ones such as ``params_b``,
-``tokens_b`` as numbers; text ones such as ``variant`` as categoricals); LightGBM routes missing
-values (NaN) down its learned missing branch.
+weekday in the cluster's time zone, and the ``gpuplan.*`` annotations present in at least 5 % of
+the runs (numeric ones such as ``params_b``, ``tokens_b`` as numbers; text ones such as
+``variant`` as categoricals); LightGBM routes missing values (NaN) down its learned missing branch.
 
 Quantiles. Three LightGBM quantile boosters (objective ``quantile``, alpha 0.1/0.5/0.9; 200
 rounds, 15 leaves, at least 10 rows a leaf, one thread) on log hours, then split-conformal
