@@ -19,6 +19,12 @@ def mae(y, yhat) -> float:
     return float(np.mean(np.abs(y - yhat)))
 
 
+def median_ae(y, yhat) -> float:
+    """Median absolute error, same unit as ``y`` (hours here)."""
+    y, yhat = _pair(y, yhat)
+    return float(np.median(np.abs(y - yhat)))
+
+
 def ape(y, yhat) -> np.ndarray:
     """Absolute percentage errors ``|y - yhat| / y`` as fractions, ``(n,)``; ``y`` must be > 0."""
     y, yhat = _pair(y, yhat)

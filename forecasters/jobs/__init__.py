@@ -16,7 +16,8 @@ Modules (everything public is re-exported here, so ``from forecasters import job
 * :mod:`~forecasters.jobs.priors`: the physics priors (GPU count, analytic duration) and the
   stacked prior features;
 * :mod:`~forecasters.jobs.model`: :class:`JobModel`, :func:`predict`, :func:`predict_for_sizes`;
-* :mod:`~forecasters.jobs.fitting`: :func:`fit` and the LightGBM boosters;
+* :mod:`~forecasters.jobs.fitting`: :func:`fit` and the LightGBM boosters (:func:`train_booster`,
+  :func:`lightgbm_module`, shared with :mod:`forecasters.scheduler`);
 * :mod:`~forecasters.jobs.steps`: hours -> planning steps, one-step minimum, power-of-two requests;
 * :mod:`~forecasters.jobs.baselines` and :mod:`~forecasters.jobs.evaluation`: :func:`time_split`,
   the baselines, :func:`evaluate`.
@@ -62,7 +63,16 @@ flagged ``unseen_category``.
 from forecasters.jobs.baselines import baseline_group_median, baseline_stats, baseline_throughput
 from forecasters.jobs.evaluation import evaluate, time_split
 from forecasters.jobs.features import DERIVED, DERIVED_FEATURES, FEATURES, design_frame
-from forecasters.jobs.fitting import DEFAULT_PARAMS, DEFAULT_ROUNDS, GPU_ROUNDS, OOF_FOLDS, clean_history, fit
+from forecasters.jobs.fitting import (
+    DEFAULT_PARAMS,
+    DEFAULT_ROUNDS,
+    GPU_ROUNDS,
+    OOF_FOLDS,
+    clean_history,
+    fit,
+    lightgbm_module,
+    train_booster,
+)
 from forecasters.jobs.model import FLAG_UNSEEN, PREDICTION_COLUMNS, JobModel, gpus_log2_from, predict, predict_for_sizes
 from forecasters.jobs.priors import (
     ANALYTIC_CLIP_H,
@@ -108,6 +118,7 @@ __all__ = [
     "evaluate",
     "fit",
     "gpus_log2_from",
+    "lightgbm_module",
     "log2_gpus_physics",
     "log_analytic_h",
     "offset_log_h",
@@ -117,4 +128,5 @@ __all__ = [
     "round_requests_pow2",
     "stack",
     "time_split",
+    "train_booster",
 ]

@@ -45,7 +45,7 @@ GPU_ROUNDS = 150  # at most; never more than the duration model's rounds
 OOF_FOLDS = 3
 
 
-def _lightgbm() -> ModuleType:
+def lightgbm_module() -> ModuleType:
     """The ``lightgbm`` module, imported on first use.
 
     A local import on purpose: ``import lightgbm`` costs ~0.9 s (measured with ``python -X importtime``
@@ -57,7 +57,7 @@ def _lightgbm() -> ModuleType:
     return lightgbm
 
 
-def _train_booster(
+def train_booster(
     x: pd.DataFrame,
     y: np.ndarray,
     params: dict[str, Any],
@@ -65,7 +65,7 @@ def _train_booster(
     valid: tuple[pd.DataFrame, np.ndarray] | None = None,
 ) -> Any:
     """Train ``rounds`` LightGBM rounds; with ``valid``, return ``(booster, valid L2 per round (rounds,))``."""
-    lgb = _lightgbm()
+    lgb = lightgbm_module()
     cats = [c for c in x.columns if isinstance(x[c].dtype, pd.CategoricalDtype)]
     ds = lgb.Dataset(x, label=y, categorical_feature=cats, free_raw_data=False)
     if valid is None:
@@ -174,8 +174,8 @@ def fit(
     oof_g = np.empty(len(x))
     for k in range(n_folds):
         tr, te = folds != k, folds == k
-        oof_g[te] = gpus_of(_train_booster(x.loc[tr], g_resid[tr], p, min(GPU_ROUNDS, num_rounds)), x.loc[te])
-    gpu_booster = _train_booster(x, g_resid, p, min(GPU_ROUNDS, num_rounds))
+        oof_g[te] = gpus_of(train_booster(x.loc[tr], g_resid[tr], p, min(GPU_ROUNDS, num_rounds)), x.loc[te])
+    gpu_booster = train_booster(x, g_resid, p, min(GPU_ROUNDS, num_rounds))
     xs = stack(x, kind, oof_g)
     # K-fold on the training rows: the out-of-fold squared error of the correction after each
     # round picks the number of rounds (few when the prior is already right, many when the
@@ -185,7 +185,7 @@ def fit(
     for k in range(n_folds):
         tr, te = folds != k, folds == k
         xte = stack(x.loc[te], kind, gpus_of(gpu_booster, x.loc[te]))
-        b, l2 = _train_booster(
+        b, l2 = train_booster(
             xs.loc[tr], y[tr] - offset_log_h(xs.loc[tr]), p, num_rounds, valid=(xte, y[te] - offset_log_h(xte))
         )
         sq_err += l2 * te.sum()
@@ -195,7 +195,7 @@ def fit(
     for b, xte, te in fold_fits:
         oof[te] = b.predict(xte, num_iteration=rounds) + offset_log_h(xte)
     q10, q50, q90 = (float(v) for v in np.quantile(y - oof, [0.1, 0.5, 0.9]))
-    dur_booster = _train_booster(xs, y - offset_log_h(xs), p, rounds)
+    dur_booster = train_booster(xs, y - offset_log_h(xs), p, rounds)
     info = {
         "n_train": int(len(kept)),
         "n_excluded_nonpositive": n_excluded,
@@ -206,7 +206,7 @@ def fit(
         "oof_mse_log_by_round": [float(v) for v in sq_err / len(x)],
         "oof_folds": int(max(int(oof_folds), 2)),
         "params": p,
-        "lightgbm_version": _lightgbm().__version__,
+        "lightgbm_version": lightgbm_module().__version__,
         "pandas_version": pd.__version__,
     }
     return JobModel(
