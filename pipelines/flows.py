@@ -37,7 +37,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -212,7 +212,8 @@ def write_outputs(run: RunCatalog, run_name: str, problem: Problem, plan: Plan, 
     problem's own demand and jobs (:func:`pipelines.stages.outputs.report_inputs`).
     """
     with _Stage("plan + risk report"):
-        tables = run.save("plan_tables", outputs.plan_tables(problem, plan, start))
+        cluster = load_workspace(load_settings().workspace_dir).config.cluster
+        tables = run.save("plan_tables", outputs.plan_tables(problem, plan, start, cluster.node_names))
         paths = {tables.name: tables}
         if forecasts is not None:
             inp = outputs.report_inputs(problem, plan, start, forecasts.jobs, forecasts.demand, forecasts.fit.bands,
@@ -221,6 +222,8 @@ def write_outputs(run: RunCatalog, run_name: str, problem: Problem, plan: Plan, 
             inp = outputs.report_inputs(problem, plan, start)
         paths.update(write_risk_report(run.folder, inp, run_name))
         doc = outputs.summary(run_name, start, problem, plan, inp.demand, inp.rt_status)
+        doc["cluster"] = {"workspace": str(load_settings().workspace_dir), "nodes": cluster.node_names,
+                          "gpus_per_node": cluster.node_gpus, "n_gpus": cluster.n_gpus}
         summary_path = run.save("summary", doc)
         paths[summary_path.name] = summary_path
         return {k: str(v) for k, v in paths.items()}
@@ -261,9 +264,17 @@ def _workspace_traffic(ws: Workspace, services: list[ServiceSettings],
     return cluster_stage.hourly_traffic(samples, services, ws.source("traffic").units)
 
 
-def _workspace_start(traffic: pd.DataFrame, when: datetime, step_minutes: int) -> datetime:
-    """The plan start: ``when`` floored to the planning step, but not after the end of the traffic data (a replayed export)."""
-    return min(slot_start(when, step_minutes), realtime.plan_start(traffic))
+def _workspace_start(ws: Workspace, traffic: pd.DataFrame, when: datetime, step_minutes: int) -> datetime:
+    """The plan start: ``when`` floored to the planning step, but not after the end of the traffic data (a replayed export).
+
+    Hourly counts (``per_hour``, the demo's) cover their hour: the data ends an hour after the last
+    stamp (:func:`pipelines.stages.realtime.plan_start`). Rate samples (``rate_per_s``, Prometheus)
+    are instants: the data ends at the last hour's start (its partial hour is not fitted).
+    """
+    end = realtime.plan_start(traffic)
+    if ws.source("traffic").units == "rate_per_s":
+        end -= timedelta(hours=1)
+    return min(slot_start(when, step_minutes), end)
 
 
 def _scheduled_time(scheduled_at: datetime | None) -> datetime:
@@ -308,21 +319,10 @@ def _forecast_and_build(catalog: Catalog, run: RunCatalog, services: list[Servic
 
 @task(name="forecast-cluster-queue", cache_policy=NO_CACHE)
 def forecast_cluster_queue(ws: Workspace, data: WorkspaceData, start: datetime) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The workspace's queue with forecasts (:mod:`pipelines.stages.cluster`).
-
-    The scheduler-history forecaster is fitted on the stored history and predicts each pending job's
-    run time and each running job's remaining time at ``start``.
-    """
-    from forecasters.scheduler import fit_scheduler_model, predict_runtime
-
+    """:func:`pipelines.stages.cluster.forecast_cluster_queue`: the workspace's queue with forecasts."""
     s = load_settings()
-    model = fit_scheduler_model(data.history, timezone=ws.config.cluster.timezone, seed=s.seed)
-    pred = predict_runtime(model, data.queue, now=start)
-    k = ws.config.kinds
-    kinds = cluster_stage.queue_kinds(data.queue, k.qos, k.partition, k.default)
-    prios = cluster_stage.queue_priorities(data.queue, ws.config.priorities.qos, ws.config.priorities.default)
-    jobs, notes = cluster_stage.queue_forecasts(pred, data.queue, kinds, prios, s.step_minutes, start)
-    notes.update(history_records=len(data.history), queue_records=len(data.queue), from_store=data.from_store)
+    jobs, notes = cluster_stage.forecast_cluster_queue(data.history, data.queue, ws, start, s.step_minutes, s.seed)
+    notes["from_store"] = data.from_store
     return jobs, notes
 
 
@@ -385,7 +385,7 @@ def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: s
             services = ws.services()
             data = None if ws.is_demo else workspace_data(ws)
             ingested = ingest_traffic(services, _workspace_traffic(ws, services, data))
-            start = _workspace_start(ingested.frame, when, s.step_minutes)
+            start = _workspace_start(ws, ingested.frame, when, s.step_minutes)
             _write_realtime(run, ingested, None)
             fit = fit_profiles(services, ingested.frame, start)
             _write_realtime(run, None, fit)
@@ -495,7 +495,7 @@ def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "m
     services = ws.services()
     data = None if ws.is_demo else workspace_data(ws)
     ingested = ingest_traffic(services, _workspace_traffic(ws, services, data))
-    start = _workspace_start(ingested.frame, datetime.now(UTC), s.step_minutes)
+    start = _workspace_start(ws, ingested.frame, datetime.now(UTC), s.step_minutes)
     rf = RunFolder.begin(out, start, step_minutes=s.step_minutes)
     try:
         run = catalog.run(rf.tmp_path)

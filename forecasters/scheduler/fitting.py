@@ -250,6 +250,7 @@ def fit_scheduler_model(history: pd.DataFrame, timezone: str = "UTC", seed: int 
         p90_raise_log={},
         user_quantiles_h=user_q,
         global_quantiles_h=global_q,
+        runtimes_h=np.sort(np.asarray(y_h, dtype=float)),
     )
     runs_mask = (bucket == TARGET) | ((bucket == CENSORED) & (numeric_column(h, "elapsed_s") > 0))
     runs = h.loc[runs_mask].reset_index(drop=True)

@@ -49,6 +49,8 @@ class SchedulerModel:
         p90_raise_log: user -> log factor raising that user's P90 (the censored-run check).
         user_quantiles_h: user -> ``(p10, p50, p90)`` of that user's training runtimes (hours).
         global_quantiles_h: ``(p10, p50, p90)`` of every training runtime (hours).
+        runtimes_h: every training runtime (hours), sorted: the empirical survival a running job's
+            remaining time is conditioned on (:func:`residual_quantiles_h`).
         info: the fit report (counts per bucket of the history, calibration, parameters, versions).
     """
 
@@ -60,6 +62,7 @@ class SchedulerModel:
     user_quantiles_h: dict[str, tuple[float, float, float]]
     global_quantiles_h: tuple[float, float, float]
     info: dict[str, Any] = field(default_factory=dict)
+    runtimes_h: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def user_medians_h(self) -> dict[str, float]:
@@ -132,13 +135,38 @@ def running_elapsed_h(jobs: pd.DataFrame, now: datetime | None) -> tuple[np.ndar
     return running, np.where(running, np.maximum(delta_s, 0.0) / 3600.0, 0.0)
 
 
+#: Training runs longer than a running job's elapsed time needed to read its remaining time from them.
+MIN_SURVIVORS = 20
+#: Quantile levels of the ``(p10, p50, p90)`` columns.
+LEVELS = np.array([0.1, 0.5, 0.9])
+
+
+def residual_quantiles_h(runtimes_h: np.ndarray, elapsed_h: float) -> np.ndarray:
+    """``(p10, p50, p90)`` of the whole run time of a job that has already run ``elapsed_h`` hours.
+
+    The empirical conditional distribution of the training runtimes longer than ``elapsed_h``
+    when at least :data:`MIN_SURVIVORS` are; else a Pareto tail with index 1 above the elapsed
+    time, ``P(T > t | T > e) = e / t``, i.e. ``t_q = e / (1 - q)``: a job that has run ``e`` hours
+    runs ``e`` more with probability 1/2 (the process-lifetime law of Harchol-Balter and Downey,
+    "Exploiting process lifetime distributions for dynamic load balancing", ACM TOCS 1997). Shape
+    ``(3,)``, hours, each above ``elapsed_h``.
+    """
+    longer = runtimes_h[runtimes_h > elapsed_h]
+    if len(longer) >= MIN_SURVIVORS:
+        return np.quantile(longer, LEVELS)
+    e = max(float(elapsed_h), MIN_REMAINING_H)
+    return e / (1.0 - LEVELS)
+
+
 def predict_runtime(model: SchedulerModel, jobs: pd.DataFrame, now: datetime | None = None) -> pd.DataFrame:
     """Runtime quantiles, GPUs, and remaining time of each job record.
 
     Rules, in order (see :mod:`forecasters.scheduler`): log-hour quantiles (boosters plus
     conformal shifts, or the fallback's quantiles), sorted per row; the user's censored-run P90
     raise; hours. Running jobs (state ``running`` with ``started_at``; ``e`` = hours since start at
-    ``now``): every quantile ``q`` becomes ``max(q, e + 1 min)``. Then every quantile is capped at
+    ``now``): a quantile the job has already outrun (``q <= e + 1 min``) is replaced by the same
+    quantile of its run time given that it has run ``e`` (:func:`residual_quantiles_h`), rows
+    sorted again, and at least ``e + 1 min``. Then every quantile is capped at
     the job's time limit ``L`` (:func:`forecasters.scheduler.features.limit_hours`; Slurm ends a job at
     its limit), and
     ``remaining = max(quantile - e, 0)`` (``e`` = 0 for jobs not running, so remaining = duration).
@@ -168,6 +196,10 @@ def predict_runtime(model: SchedulerModel, jobs: pd.DataFrame, now: datetime | N
     q = np.exp(_raise_p90(model, jobs, q_log))
     limit_h = limit_hours(jobs)
     running, elapsed = running_elapsed_h(jobs, now)
+    for r in np.flatnonzero(running):
+        outrun = q[r] <= elapsed[r] + MIN_REMAINING_H
+        if outrun.any():
+            q[r] = np.sort(np.where(outrun, residual_quantiles_h(model.runtimes_h, elapsed[r]), q[r]))
     q[running] = np.maximum(q[running], (elapsed[running] + MIN_REMAINING_H)[:, None])
     capped = np.isfinite(limit_h) & (q[:, 2] > limit_h)
     q = np.where(np.isfinite(limit_h)[:, None], np.minimum(q, limit_h[:, None]), q)

@@ -4,7 +4,8 @@
   of :func:`pipelines.stages.realtime.ingest_traffic`: the hour's mean sample, × 3600 for a per-second
   rate (``value_units = "rate_per_s"``, a Prometheus ``rate()``), as is for ``per_hour``.
 - :func:`queue_kinds`: the job kind of each queued record: its own (``gpuplan.kind`` in the comment or
-  annotations), else ``[kinds] qos``, else ``[kinds] partition``, else ``[kinds] default``.
+  annotations), else ``[kinds] qos``, else ``[kinds] partition``, else :data:`domain.kinds.QOS_KIND`
+  for the QoS classes it knows (case-insensitive), else ``[kinds] default``.
 - :func:`queue_priorities`: the planner's priority weight: ``[priorities] qos`` (case-insensitive),
   else :data:`domain.kinds.QOS_PRIORITY` for the QoS classes it knows, else ``[priorities] default``.
 - :func:`queue_forecasts`: the scheduler-history forecaster's quantiles per pending/running job as
@@ -15,6 +16,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -22,11 +24,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from domain.kinds import QOS_PRIORITY
+from domain.kinds import QOS_KIND, QOS_PRIORITY
 from domain.units import pow2_ceil_array
 from pipelines import schemas
 from pipelines.sources.prometheus import aggregate_hourly
 from pipelines.stages.realtime import ServiceSettings
+from pipelines.workspace import Workspace
 
 
 def hourly_traffic(samples: pd.DataFrame, services: Sequence[ServiceSettings], value_units: str) -> dict[str, pd.DataFrame]:
@@ -49,6 +52,7 @@ def hourly_traffic(samples: pd.DataFrame, services: Sequence[ServiceSettings], v
 def queue_kinds(queue: pd.DataFrame, qos: Mapping[str, str], partition: Mapping[str, str], default: str) -> list[str]:
     """The job kind of each record of ``queue`` (module docstring)."""
     qos_l = {k.lower(): v for k, v in qos.items()}
+    known = {k.lower(): v for k, v in QOS_KIND.items()}
     part_l = {k.lower(): v for k, v in partition.items()}
     kinds = []
     for own, q, p in zip(queue["kind"], queue["qos"], queue["partition"]):
@@ -58,6 +62,8 @@ def queue_kinds(queue: pd.DataFrame, qos: Mapping[str, str], partition: Mapping[
             kinds.append(qos_l[q.lower()])
         elif isinstance(p, str) and p.lower() in part_l:
             kinds.append(part_l[p.lower()])
+        elif isinstance(q, str) and q.lower() in known:
+            kinds.append(known[q.lower()])
         else:
             kinds.append(default)
     return kinds
@@ -74,8 +80,27 @@ def queue_priorities(queue: pd.DataFrame, qos: Mapping[str, float], default: flo
     return out
 
 
+def node_hints(nodes: pd.Series, node_names: Sequence[str]) -> list[int | None]:
+    """Index in ``node_names`` of each record's node; None when absent or not a configured node.
+
+    The node list's first name counts (Slurm ranges ``gpu-[01-04]`` give ``gpu-01``).
+    """
+    index = {n: i for i, n in enumerate(node_names)}
+    out: list[int | None] = []
+    for v in nodes:
+        if not isinstance(v, str) or not v:
+            out.append(None)
+            continue
+        first = v.split(",")[0]
+        m = re.match(r"^(.*)\[(\d+)", first)
+        name = m.group(1) + m.group(2) if m else first
+        out.append(index.get(name))
+    return out
+
+
 def queue_forecasts(predictions: pd.DataFrame, queue: pd.DataFrame, kinds: Sequence[str], priorities: Sequence[float],
-                    step_minutes: int, start: datetime) -> tuple[pd.DataFrame, dict[str, Any]]:
+                    step_minutes: int, start: datetime,
+                    node_names: Sequence[str] = ()) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Job forecasts (:data:`pipelines.schemas.JOB_FORECASTS`) of the pending and running records of ``queue``.
 
     Args:
@@ -87,6 +112,8 @@ def queue_forecasts(predictions: pd.DataFrame, queue: pd.DataFrame, kinds: Seque
         step_minutes: the planning step; every duration is at least one step.
         start: the plan start; a running job's durations are its elapsed time at ``start`` plus the
             forecast remaining time (the problem stage subtracts the elapsed time again).
+        node_names: the cluster's nodes; a running job on one of them gets its index as
+            ``node_hint`` (the problem stage places it there).
 
     Returns:
         ``(forecasts, notes)``: ``notes`` counts ``dropped_no_gpus`` and ``rounded_up_gpus`` (requests
@@ -111,6 +138,7 @@ def queue_forecasts(predictions: pd.DataFrame, queue: pd.DataFrame, kinds: Seque
     out["gpus_pred"] = gpus
     out["flags"] = predictions["flags"].astype(str).to_numpy() if "flags" in predictions else ""
     out["size_options"] = None
+    out["node_hint"] = pd.array(node_hints(q["nodes"], node_names), dtype="Int64")
     notes = {"dropped_no_gpus": int((~has_gpus).sum()),
              "rounded_up_gpus": int((has_gpus & (gpus != q["gpus"].to_numpy(int))).sum())}
     return schemas.check_columns(out[has_gpus].reset_index(drop=True), schemas.JOB_FORECASTS, "job forecasts"), notes
@@ -131,3 +159,31 @@ def queue_table(forecasts: pd.DataFrame, queue: pd.DataFrame) -> pd.DataFrame:
     out = forecasts[list(schemas.QUEUE)].copy()
     out["features"] = feats
     return schemas.check_columns(out, schemas.QUEUE_TABLE, "queue")
+
+
+def forecast_cluster_queue(history: pd.DataFrame, queue: pd.DataFrame, ws: Workspace, start: datetime,
+                           step_minutes: int, seed: int = 0) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The workspace's queue with forecasts: the scheduler-history forecaster fitted on ``history``.
+
+    It predicts each pending job's run time and each running job's remaining time at ``start``
+    (:func:`forecasters.scheduler.predict_runtime`); kinds, priorities and rows as
+    :func:`queue_forecasts`. Returns ``(forecasts, notes)`` (notes: counts and the fit report's
+    target and censored counts).
+
+    Raises:
+        forecasters.errors.InputError: a history without one finished run to learn from.
+    """
+    from forecasters.scheduler import fit_scheduler_model, predict_runtime
+
+    cluster = ws.config.cluster
+    model = fit_scheduler_model(history, timezone=cluster.timezone, seed=seed)
+    pred = predict_runtime(model, queue, now=start)
+    running = (queue["state"] == "running").to_numpy()
+    for q in ("p10", "p50", "p90"):  # a running job: its remaining time (queue_forecasts adds the elapsed back)
+        pred[f"duration_{q}_h"] = pred[f"duration_{q}_h"].where(~running, pred[f"remaining_{q}_h"])
+    k = ws.config.kinds
+    kinds = queue_kinds(queue, k.qos, k.partition, k.default)
+    prios = queue_priorities(queue, ws.config.priorities.qos, ws.config.priorities.default)
+    jobs, notes = queue_forecasts(pred, queue, kinds, prios, step_minutes, start, cluster.node_names)
+    notes.update(history_records=len(history), queue_records=len(queue))
+    return jobs, notes

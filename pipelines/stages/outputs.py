@@ -25,7 +25,14 @@ PLANNED_METRICS = ("planned_utilization_pct", "planned_value", "jobs_started", "
                    "planned_rt_sla_pct", "idle_gpu_h")
 
 
-def plan_tables(problem: Problem, plan: Plan, start: datetime) -> pd.DataFrame:
+def node_of_gpu(n_gpus: int, gpus_per_node: int, node_names: Sequence[str] | None = None) -> list[str]:
+    """The node name of each GPU index (node ``i`` holds GPUs ``i*gpus_per_node ...``); ``node-XX`` without names."""
+    n_nodes = max(1, n_gpus // gpus_per_node)
+    names = list(node_names) if node_names and len(node_names) == n_nodes else [f"node-{i:02d}" for i in range(n_nodes)]
+    return [names[min(g // gpus_per_node, n_nodes - 1)] for g in range(n_gpus)]
+
+
+def plan_tables(problem: Problem, plan: Plan, start: datetime, node_names: Sequence[str] | None = None) -> pd.DataFrame:
     """``plan.parquet`` of DESIGN §3 as one long table with a ``row_type`` column (:data:`pipelines.schemas.PLAN_TABLES`).
 
     - ``job``: ``job_id, kind, start_step, end_step, block_offset, gpus, running`` (None fields
@@ -35,8 +42,11 @@ def plan_tables(problem: Problem, plan: Plan, start: datetime) -> pd.DataFrame:
       and ``owner_type`` (``job``/``service``/``down``/``idle``); services are counted by the
       model, so they are shown on the highest GPUs left free by batch blocks.
 
-    ``ts`` is the UTC start of the step, step 0 at ``start``.
+    ``ts`` is the UTC start of the step, step 0 at ``start``. ``node`` (job and gpu_step rows) names
+    the node of the GPU (a job: of its block's GPUs, ``,``-joined when the block spans nodes), from
+    ``node_names`` (the workspace's ``[cluster]``).
     """
+    nodes = node_of_gpu(problem.cluster.n_gpus, problem.cluster.gpus_per_node, node_names)
     step = pd.Timedelta(minutes=problem.cluster.step_minutes)
     t0 = pd.Timestamp(start)
     kinds = {j.job_id: j.kind for j in problem.jobs} | {r.job_id: r.kind for r in problem.running}
@@ -44,7 +54,9 @@ def plan_tables(problem: Problem, plan: Plan, start: datetime) -> pd.DataFrame:
     for a in plan.assignments:
         rows.append({"row_type": "job", "job_id": a.job_id, "kind": kinds.get(a.job_id, ""),
                      "start_step": a.start_step, "end_step": a.end_step, "block_offset": a.block_offset,
-                     "gpus": a.gpus, "running": a.running})
+                     "gpus": a.gpus, "running": a.running,
+                     "node": None if a.block_offset is None else
+                     ",".join(dict.fromkeys(nodes[a.block_offset:a.block_offset + a.gpus]))})
     for svc, gpus in plan.service_gpus.items():
         for t, g in enumerate(gpus):
             rows.append({"row_type": "service_step", "service": svc, "step": t, "ts": t0 + t * step, "gpus": int(g)})
@@ -53,13 +65,13 @@ def plan_tables(problem: Problem, plan: Plan, start: datetime) -> pd.DataFrame:
             otype = ("idle" if not owner else "service" if owner.startswith("service:")
                      else "down" if owner == "down" else "job")
             rows.append({"row_type": "gpu_step", "step": t, "ts": t0 + t * step, "gpu": g, "owner": owner,
-                         "owner_type": otype})
+                         "owner_type": otype, "node": nodes[g]})
     df = pd.DataFrame(rows)
     for col in ("start_step", "end_step", "block_offset", "gpus", "step", "gpu"):
         df[col] = df[col].astype("Int64")
     df["running"] = df["running"].astype("boolean")
     df["ts"] = pd.to_datetime(df["ts"], utc=True)
-    for col in ("job_id", "kind", "service", "owner", "owner_type"):
+    for col in ("job_id", "kind", "service", "owner", "owner_type", "node"):
         df[col] = df[col].astype("str").where(df[col].notna(), None)
     return df
 

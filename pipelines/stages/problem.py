@@ -8,8 +8,9 @@ to the solve, the verifier and the outputs; ``problem.json`` is its file form (`
 - Elastic sizes: the requested size first, then each larger forecast size with efficiency = GPU-hours
   at the request ÷ GPU-hours at that size (≤ 1, 4 decimals).
 - Deadlines: whole steps from the plan start, rounded up, at least 1.
-- Running jobs: aligned blocks, first fit, largest first (:func:`assign_running_blocks`); remaining
-  steps from the P50 duration minus the time already run.
+- Running jobs: aligned blocks, first fit, largest first, on the node the scheduler reports when
+  the jobs frame has a ``node_hint`` (node index) and a block is free there
+  (:func:`assign_running_blocks`); remaining steps from the P50 duration minus the time already run.
 """
 
 from __future__ import annotations
@@ -48,17 +49,25 @@ class ClusterShape:
     time_limit_s: float
 
 
-def assign_running_blocks(gpus: list[int], n_gpus: int) -> list[int]:
+def assign_running_blocks(gpus: list[int], n_gpus: int, preferred_node: Sequence[int | None] | None = None,
+                          gpus_per_node: int = 8) -> list[int]:
     """First-fit aligned offsets for running jobs, largest first (buddy layout).
+
+    A job with a ``preferred_node`` (index of the node the scheduler reports it on) is placed on
+    that node's GPUs when an aligned block is free there, else first fit anywhere.
 
     Raises:
         pipelines.errors.InputError: the running jobs do not fit the cluster.
     """
     used = np.zeros(n_gpus, dtype=bool)
     offsets = [0] * len(gpus)
-    for i in sorted(range(len(gpus)), key=lambda k: -gpus[k]):
+    prefs = list(preferred_node) if preferred_node is not None else [None] * len(gpus)
+    for i in sorted(range(len(gpus)), key=lambda k: (-gpus[k], prefs[k] is None)):
         g = gpus[i]
-        for o in range(0, n_gpus - g + 1, g):
+        p = prefs[i]
+        first = list(range(p * gpus_per_node, min(n_gpus, (p + 1) * gpus_per_node) - g + 1, g)) if (
+            p is not None and g <= gpus_per_node) else []
+        for o in first + list(range(0, n_gpus - g + 1, g)):
             if not used[o:o + g].any():
                 used[o:o + g] = True
                 offsets[i] = o
@@ -118,7 +127,9 @@ def problem_document(shape: ClusterShape, services: Sequence[ServiceSettings], j
         out_jobs.append(job)
     running = jobs[jobs["state"] == "running"].sort_values("job_id")
     gpus_run = [int(max(a, b)) for a, b in zip(running["gpus_requested"], running["gpus_pred"])]
-    offsets = assign_running_blocks(gpus_run, shape.n_gpus)
+    hints = ([None if pd.isna(h) else int(h) for h in running["node_hint"]] if "node_hint" in running.columns
+             else None)
+    offsets = assign_running_blocks(gpus_run, shape.n_gpus, hints, shape.gpus_per_node)
     out_running = []
     for r, g, o in zip(running.itertuples(index=False), gpus_run, offsets):
         elapsed_h = (now - pd.Timestamp(r.started_at)) / pd.Timedelta(hours=1)

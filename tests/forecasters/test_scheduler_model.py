@@ -233,13 +233,14 @@ def test_running_job_remaining_time():
         r["started_at"] = pd.Timestamp(s)
     rows.append(rec(103, state="pending", elapsed_h=None, started=False, limit_h=5.0))
     p = S.predict_runtime(m, frame(rows), now=now)
-    minute = 1 / 60
-    # quantiles of [1..5] h: 1.4, 3, 4.6; total = min(max(q, e + 1 min), limit 5)
+    # quantiles of [1..5] h: 1.4, 3, 4.6. Job 0 has run 3.5 h: P10 and P50 are outrun; only 2 training
+    # runs are longer (< MIN_SURVIVORS), so the Pareto tail: 3.5/0.9 and 3.5/0.5 = 7; sorted with
+    # P90 4.6 -> (3.889, 4.6, 7), capped at the 5 h limit
     assert p["elapsed_h"].tolist() == pytest.approx([3.5, 5.0, 5.2, 0.0])
     assert p.loc[0, ["duration_p10_h", "duration_p50_h", "duration_p90_h"]].tolist() == pytest.approx(
-        [3.5 + minute, 3.5 + minute, 4.6])
+        [3.5 / 0.9, 4.6, 5.0])
     assert p.loc[0, ["remaining_p10_h", "remaining_p50_h", "remaining_p90_h"]].tolist() == pytest.approx(
-        [minute, minute, 1.1])
+        [3.5 / 0.9 - 3.5, 1.1, 1.5])
     assert p.loc[1, ["remaining_p10_h", "remaining_p50_h", "remaining_p90_h"]].tolist() == [0.0, 0.0, 0.0]
     assert p.loc[1, "duration_p90_h"] == pytest.approx(5.0) and bool(p.loc[1, "capped_at_limit"])
     assert p.loc[2, ["remaining_p10_h", "remaining_p50_h", "remaining_p90_h"]].tolist() == [0.0, 0.0, 0.0]
@@ -249,6 +250,17 @@ def test_running_job_remaining_time():
         S.predict_runtime(m, frame(rows))
     with pytest.raises(InputError, match="timezone-aware"):
         S.predict_runtime(m, frame(rows), now=datetime(2026, 2, 1, 12, 0))
+
+
+def test_running_job_outliving_its_forecast_uses_the_longer_training_runs():
+    from forecasters.scheduler.model import residual_quantiles_h
+
+    # 40 runs of 1 h and 30 runs of 10..39 h: a job at 8 h is read from the 30 longer runs
+    runtimes = np.sort(np.r_[np.ones(40), np.arange(10.0, 40.0)])
+    assert residual_quantiles_h(runtimes, 8.0).tolist() == pytest.approx(
+        np.quantile(np.arange(10.0, 40.0), [0.1, 0.5, 0.9]).tolist())
+    # at 35 h only 4 are longer: the Pareto tail e / (1 - q)
+    assert residual_quantiles_h(runtimes, 35.0).tolist() == pytest.approx([35 / 0.9, 70.0, 350.0])
 
 
 # --- censored runs and the P90 ----------------------------------------------------------------------------
