@@ -1,0 +1,88 @@
+"""End to end on the real-format fixtures (data/fixtures): ingest a Slurm and a Kueue workspace, plan the cluster.
+
+The fixtures are the Alibaba openb pods replayed on a 64-GPU slice (data/fixtures/README.md): 217
+sacct jobs (209 finished before the export time T, 7 running and 1 pending at T), the same jobs as
+squeue JSON (8) and as a Kueue workload list (205: Kueue deletes a workload cancelled before
+admission), and ServeGen traffic as a Prometheus query_range body (2 series x 2,016 samples).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pipelines.ingest import ingest, workspace_data
+from pipelines.stages import cluster as cluster_stage
+from pipelines.stages import outputs, realtime
+from pipelines.stages.problem import ClusterShape, build_problem
+from pipelines.stages.solve import check_plan, solve
+from pipelines.workspace import load_workspace
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "data" / "fixtures" / "workspaces"
+T = pd.Timestamp("2025-03-16T16:00:00Z")
+
+
+def _copy(name: str, tmp_path: Path):
+    """The example workspace ``name`` with its relative paths made absolute, in ``tmp_path`` (its store there)."""
+    text = (EXAMPLES / name / "gpuplan.toml").read_text()
+    text = text.replace('"../../../traffic/', f'"{ROOT / "data" / "traffic"}/').replace(
+        '"../../', f'"{ROOT / "data" / "fixtures"}/')
+    (tmp_path / "gpuplan.toml").write_text(text)
+    return load_workspace(tmp_path)
+
+
+def test_slurm_workspace_ingest_counts_and_idempotence(tmp_path):
+    ws = _copy("openb-slurm", tmp_path)
+    rep = ingest(ws)["sources"]
+    # sacct: 217 jobs (job steps not counted); the 8 pending/running ones are kept from squeue
+    assert {r: (v["read"], v["added"], v["updated"], v["rejected"]) for r, v in rep.items()} == {
+        "history": (217, 209, 0, 0), "queue": (8, 8, 0, 0), "traffic": (4032, 4032, 0, 0)}
+    again = ingest(ws)["sources"]
+    assert [again[r]["added"] + again[r]["updated"] for r in again] == [0, 0, 0]
+    data = workspace_data(ws)
+    assert data.from_store and len(data.history) == 217
+    assert sorted(data.queue["state"].value_counts().items()) == [("pending", 1), ("running", 7)]
+    finished = data.history[~data.history["state"].isin(("pending", "running"))]
+    assert finished["state"].value_counts().to_dict() == {"failed": 158, "completed": 39, "cancelled": 12}
+
+
+def test_kueue_workspace_ingest_counts(tmp_path):
+    ws = _copy("openb-kueue", tmp_path)
+    rep = ingest(ws)["sources"]
+    # one file is both sources: each workload is one record, counted under the queue (ties go to it)
+    assert {r: (v["read"], v["added"], v["rejected"]) for r, v in rep.items()} == {
+        "history": (205, 0, 0), "queue": (205, 205, 0), "traffic": (4032, 4032, 0)}
+    data = workspace_data(ws)
+    assert sorted(data.queue["state"].value_counts().items()) == [("pending", 1), ("running", 7)]
+
+
+@pytest.mark.parametrize("name", ["openb-slurm", "openb-kueue"])
+def test_plan_of_the_fixture_cluster_is_verified_and_uses_its_nodes(tmp_path, name):
+    ws = _copy(name, tmp_path)
+    ingest(ws)
+    data = workspace_data(ws)
+    services = ws.services()
+    traffic = realtime.ingest_traffic(services, cluster_stage.hourly_traffic(data.traffic, services, "rate_per_s"))
+    start = T.to_pydatetime()
+    fit = realtime.fit_profiles(services, traffic.frame, start)
+    c = ws.config.cluster
+    demand = realtime.demand_frame(services, fit.profiles, traffic.frame, start, c.step_minutes, c.horizon_steps)
+    jobs, notes = cluster_stage.forecast_cluster_queue(data.history, data.queue, ws, start, c.step_minutes)
+    assert notes["dropped_no_gpus"] == 0 and len(jobs) == 8
+    assert jobs.set_index("job_id")["state"].value_counts().to_dict() == {"running": 7, "queued": 1}
+    problem = build_problem(ClusterShape(c.n_gpus, c.node_gpus, c.step_minutes, c.horizon_steps, 20.0), services,
+                            jobs, demand, start)
+    assert (problem.cluster.n_gpus, len(problem.running), len(problem.jobs)) == (64, 7, 1)
+    plan = solve(problem, "milp")
+    assert check_plan(problem, plan) in ("optimal", "feasible")
+    tables = outputs.plan_tables(problem, plan, start, c.node_names)
+    placed = tables[tables["row_type"] == "job"].set_index("job_id")["node"]
+    # every running job sits on the node its scheduler reports (the fixture's 7 ran on openb-node-0026)
+    reported = data.queue.set_index("job_id")["nodes"]
+    running = [r.job_id for r in problem.running]
+    if name == "openb-slurm":
+        assert {j: placed[j] for j in running} == {j: reported[j] for j in running}
+    assert set(tables.loc[tables["row_type"] == "gpu_step", "node"]) == set(c.node_names)
