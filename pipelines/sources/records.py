@@ -156,7 +156,7 @@ def job_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
     frame["gpus"] = pd.to_numeric(frame["gpus"], errors="coerce").fillna(0).astype("int64")
     for col in ("source", "job_id", "state", "job_name"):
-        frame[col] = frame[col].fillna("").astype(str)
+        frame[col] = frame[col].astype(object).where(frame[col].notna(), "").astype(str)
     for col in ("gpu_type", "nodes", "user", "account", "partition", "qos", "kind"):
         frame[col] = frame[col].astype(object).where(frame[col].notna(), None)
     frame["annotations"] = frame["annotations"].map(
