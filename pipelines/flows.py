@@ -37,7 +37,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,7 @@ from optimizer.problem import Problem  # noqa: E402
 from pipelines import bench, model_store, tracking  # noqa: E402
 from pipelines.catalog import Catalog, RunCatalog, read_problem_file  # noqa: E402
 from pipelines.ingest import WorkspaceData, read_source, workspace_data  # noqa: E402
+from pipelines.ingest import ingest as run_ingest  # noqa: E402
 from pipelines.report import write_risk_report  # noqa: E402
 from pipelines.report.plots import plot_profile  # noqa: E402
 from pipelines.run_folder import LATEST, RunFolder, slot_start  # noqa: E402
@@ -257,24 +258,63 @@ def _use_workspace(workspace: str | None) -> Workspace:
     return load_workspace(load_settings().workspace_dir)
 
 
+@dataclass(frozen=True)
+class WorkspaceInputs:
+    """What a plan of a workspace starts from: services, stored records (None for the demo), hourly traffic, start."""
+
+    services: list[ServiceSettings]
+    data: WorkspaceData | None
+    ingested: IngestedTraffic
+    start: datetime
+
+
+def _workspace_inputs(ws: Workspace, when: datetime, replan: bool) -> WorkspaceInputs:
+    """Ingest (an operator's workspace), read the records, the hourly traffic and the plan start.
+
+    The demo: the shipped traffic; the plan starts at ``when`` floored to the step, but not after the
+    first hour past the shipped traffic. An operator's workspace: its sources are ingested
+    (:func:`pipelines.ingest.ingest`, idempotent), then the plan starts at the newest queue export
+    (floored to the step). A re-plan (``replan``) first checks that export and the traffic are at most
+    ``[replan] max_input_age_min`` old at ``when`` (:func:`pipelines.stages.cluster.check_fresh`: a
+    stale input fails the run, the previous plan stays); ``gpuplan run`` plans what it has, from the
+    export's time but not after the end of the traffic.
+
+    Raises:
+        pipelines.stages.cluster.StaleInputError: a re-plan with a stale queue export or traffic.
+    """
+    s = load_settings()
+    services = ws.services()
+    if ws.is_demo:
+        ingested = ingest_traffic(services, _workspace_traffic(ws, services, None))
+        start = min(slot_start(when, s.step_minutes), realtime.plan_start(ingested.frame))
+        return WorkspaceInputs(services, None, ingested, start)
+    with _Stage("ingest sources"):
+        ingest_sources(ws)
+    data = workspace_data(ws)
+    ingested = ingest_traffic(services, _workspace_traffic(ws, services, data))
+    samples = data.traffic["ts"]
+    traffic_end = pd.Timestamp(samples.max()) if len(samples) else pd.Timestamp(realtime.plan_start(ingested.frame))
+    if replan:
+        cluster_stage.check_fresh(data.snapshot_at, data.snapshot_file, traffic_end, when,
+                                  ws.config.replan.max_input_age_min)
+    taken = pd.Timestamp(data.snapshot_at) if data.snapshot_at is not None else pd.Timestamp(when)
+    if not replan:
+        taken = min(taken, traffic_end)
+    start = slot_start(taken.to_pydatetime(), s.step_minutes)
+    return WorkspaceInputs(services, data, ingested, start)
+
+
+@task(name="ingest-sources", cache_policy=NO_CACHE)
+def ingest_sources(ws: Workspace) -> dict[str, Any]:
+    """:func:`pipelines.ingest.ingest`: the workspace's exports into its store (idempotent)."""
+    return run_ingest(ws)
+
+
 def _workspace_traffic(ws: Workspace, services: list[ServiceSettings],
                        data: WorkspaceData | None) -> dict[str, pd.DataFrame]:
     """Each service's hourly raw rows: from the store (``data``) or the traffic source's files."""
     samples = data.traffic if data is not None else read_source(ws, "traffic").records
     return cluster_stage.hourly_traffic(samples, services, ws.source("traffic").units)
-
-
-def _workspace_start(ws: Workspace, traffic: pd.DataFrame, when: datetime, step_minutes: int) -> datetime:
-    """The plan start: ``when`` floored to the planning step, but not after the end of the traffic data (a replayed export).
-
-    Hourly counts (``per_hour``, the demo's) cover their hour: the data ends an hour after the last
-    stamp (:func:`pipelines.stages.realtime.plan_start`). Rate samples (``rate_per_s``, Prometheus)
-    are instants: the data ends at the last hour's start (its partial hour is not fitted).
-    """
-    end = realtime.plan_start(traffic)
-    if ws.source("traffic").units == "rate_per_s":
-        end -= timedelta(hours=1)
-    return min(slot_start(when, step_minutes), end)
 
 
 def _scheduled_time(scheduled_at: datetime | None) -> datetime:
@@ -327,10 +367,11 @@ def forecast_cluster_queue(ws: Workspace, data: WorkspaceData, start: datetime) 
 
 
 def _cluster_forecast_and_build(ws: Workspace, run: RunCatalog, services: list[ServiceSettings], fit: ProfileFit,
-                                traffic: pd.DataFrame, start: datetime) -> tuple[Problem, Forecasts]:
+                                traffic: pd.DataFrame, start: datetime,
+                                data: WorkspaceData | None) -> tuple[Problem, Forecasts]:
     """An operator's workspace: stored queue -> forecasts + demand -> the problem (writes as :func:`_forecast_and_build`)."""
     with _Stage("queue + forecasts"):
-        data = workspace_data(ws)
+        data = data if data is not None else workspace_data(ws)
         jobs, notes = forecast_cluster_queue(ws, data, start)
         dem = demand(services, fit, traffic, start)
         problem = build_problem(services, jobs, dem, start)
@@ -382,10 +423,8 @@ def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: s
         forecasts: Forecasts | None = None
         if problem_path is None:
             # plan from the newest data available: the shipped traffic ends before "now"
-            services = ws.services()
-            data = None if ws.is_demo else workspace_data(ws)
-            ingested = ingest_traffic(services, _workspace_traffic(ws, services, data))
-            start = _workspace_start(ws, ingested.frame, when, s.step_minutes)
+            inp = _workspace_inputs(ws, when, replan=True)
+            services, ingested, start = inp.services, inp.ingested, inp.start
             _write_realtime(run, ingested, None)
             fit = fit_profiles(services, ingested.frame, start)
             _write_realtime(run, None, fit)
@@ -393,7 +432,8 @@ def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: s
                 models = {k: train_or_load(k) for k in JOB_KINDS}
                 problem, forecasts = _forecast_and_build(catalog, run, services, models, fit, ingested.frame, start)
             else:
-                problem, forecasts = _cluster_forecast_and_build(ws, run, services, fit, ingested.frame, start)
+                problem, forecasts = _cluster_forecast_and_build(ws, run, services, fit, ingested.frame, start,
+                                                                 inp.data)
         else:
             problem = read_problem_file(Path(problem_path))
             run.save_problem(problem)
@@ -492,10 +532,8 @@ def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "m
     tracking.init_store(s)
     catalog = Catalog(s)
     out = Path(out_dir) if out_dir else s.runs_dir
-    services = ws.services()
-    data = None if ws.is_demo else workspace_data(ws)
-    ingested = ingest_traffic(services, _workspace_traffic(ws, services, data))
-    start = _workspace_start(ws, ingested.frame, datetime.now(UTC), s.step_minutes)
+    inp = _workspace_inputs(ws, datetime.now(UTC), replan=False)
+    services, ingested, start = inp.services, inp.ingested, inp.start
     rf = RunFolder.begin(out, start, step_minutes=s.step_minutes)
     try:
         run = catalog.run(rf.tmp_path)
@@ -512,7 +550,7 @@ def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "m
         if ws.is_demo:
             problem, forecasts = _forecast_and_build(catalog, run, services, models, fit, ingested.frame, start)
         else:
-            problem, forecasts = _cluster_forecast_and_build(ws, run, services, fit, ingested.frame, start)
+            problem, forecasts = _cluster_forecast_and_build(ws, run, services, fit, ingested.frame, start, inp.data)
         res = _plan_into(rf, run, problem, planner, start, forecasts)
         logged.result()
         info, moved = rf.commit()

@@ -110,6 +110,17 @@ class SourceRead:
     read: int
     errors: list[str]
     newest: pd.DataFrame | None = None
+    newest_file: Path | None = None
+    newest_exported_at: pd.Timestamp | None = None
+
+    @property
+    def newest_at(self) -> pd.Timestamp | None:
+        """When the newest export was taken: what it says (``squeue --json`` ``last_update``), else its file's mtime (UTC)."""
+        if self.newest_exported_at is not None:
+            return pd.Timestamp(self.newest_exported_at).tz_convert("UTC")
+        if self.newest_file is None:
+            return None
+        return pd.Timestamp(self.newest_file.stat().st_mtime, unit="s", tz="UTC").floor("s")
 
 
 def read_source(ws: Workspace, role: str) -> SourceRead:
@@ -123,6 +134,8 @@ def read_source(ws: Workspace, role: str) -> SourceRead:
                                             else (lambda p: parse_job_file(ws, role, p)))
     frames, errors, read = [], [], 0
     newest = None
+    newest_file = None
+    newest_at = None
     for path in files:
         try:
             res = parse(path)
@@ -136,9 +149,11 @@ def read_source(ws: Workspace, role: str) -> SourceRead:
         errors.extend(f"{path.name}: {e}" for e in res.errors)
         frames.append(res.frame)
         newest = res.frame
+        newest_file = path
+        newest_at = res.exported_at
     empty = traffic_frame([]) if role == "traffic" else job_frame([])
     frame = pd.concat(frames, ignore_index=True) if frames else empty
-    return SourceRead(frame, read, errors, newest)
+    return SourceRead(frame, read, errors, newest, newest_file, newest_at)
 
 
 def ingest(ws: Workspace) -> dict[str, Any]:
@@ -166,7 +181,8 @@ def ingest(ws: Workspace) -> dict[str, Any]:
     if "traffic" in reads:
         counts.update(store.upsert(TRAFFIC, reads["traffic"].records, ["traffic"] * len(reads["traffic"].records)))
     if "queue" in reads and reads["queue"].newest is not None:
-        store.set_queue_snapshot(reads["queue"].newest)
+        q = reads["queue"]
+        store.set_queue_snapshot(q.newest, q.newest_at, q.newest_file.name if q.newest_file else "")
     for role, got in reads.items():
         c = counts.get(role, UpsertCount(0, 0))
         report[role] = {"read": got.read, "added": c.added, "updated": c.updated,
@@ -183,6 +199,8 @@ class WorkspaceData:
     queue: pd.DataFrame
     traffic: pd.DataFrame
     from_store: bool
+    snapshot_at: pd.Timestamp | None = None
+    snapshot_file: str = ""
 
 
 def workspace_data(ws: Workspace) -> WorkspaceData:
@@ -193,10 +211,13 @@ def workspace_data(ws: Workspace) -> WorkspaceData:
     """
     store = Store(ws.store_dir)
     if store.exists():
-        return WorkspaceData(store.jobs(), store.queue(), store.traffic(), True)
+        info = store.queue_snapshot_info() or {}
+        at = pd.Timestamp(info["exported_at"]) if info.get("exported_at") else None
+        return WorkspaceData(store.jobs(), store.queue(), store.traffic(), True, at, info.get("file", ""))
     hist = read_source(ws, "history").records
     q = read_source(ws, "queue")
     newest = q.newest if q.newest is not None else job_frame([])
     queue = newest[newest["state"].isin(("pending", "running"))].reset_index(drop=True)
     jobs = pd.concat([hist, q.records], ignore_index=True).drop_duplicates(list(JOBS.key), keep="last")
-    return WorkspaceData(jobs.reset_index(drop=True), queue, read_source(ws, "traffic").records, False)
+    return WorkspaceData(jobs.reset_index(drop=True), queue, read_source(ws, "traffic").records, False,
+                         q.newest_at, q.newest_file.name if q.newest_file else "")

@@ -5,6 +5,7 @@ Layout under the store folder (``[store] path`` of ``gpuplan.toml``)::
     jobs/source=<slurm|kueue|table>/month=<YYYY-MM of submit>/part.parquet   job records (domain.records.JOB_RECORD)
     traffic/service=<name>/month=<YYYY-MM>/part.parquet                     traffic samples (TRAFFIC_RECORD)
     queue_snapshot.parquet                                                  keys of the newest queue export's jobs
+    queue_snapshot.json                                                     that export's file name and time
     .lock                                                                   one writer at a time (fcntl)
 
 Read with :mod:`pyarrow.dataset` (hive partitioning). Writes are upserts by key
@@ -17,6 +18,7 @@ ingest that fails half-way leaves every partition as it was (nothing stored is l
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,12 +30,14 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from domain.records import ACTIVE_STATES, JOB_KEY, JOB_RECORD, TRAFFIC_KEY, TRAFFIC_RECORD
-from pipelines.atomic import fsync_path, temp_sibling
+from pipelines import strict_json
+from pipelines.atomic import atomic_write_text, fsync_path, temp_sibling
 from pipelines.run_folder import file_lock
 from pipelines.sources.records import job_frame, traffic_frame
 
 PART_FILE = "part.parquet"
 SNAPSHOT_FILE = "queue_snapshot.parquet"
+SNAPSHOT_INFO_FILE = "queue_snapshot.json"
 
 
 @dataclass(frozen=True)
@@ -171,14 +175,29 @@ class Store:
                 os.replace(tmp, path)
         return {k: UpsertCount(*v) for k, v in counts.items()}
 
-    def set_queue_snapshot(self, records: pd.DataFrame) -> None:
-        """Remember the keys of the newest queue export (the jobs :meth:`queue` returns while still active)."""
+    def set_queue_snapshot(self, records: pd.DataFrame, exported_at: pd.Timestamp | None = None,
+                           file: str = "") -> None:
+        """Remember the keys of the newest queue export (the jobs :meth:`queue` returns while still active).
+
+        ``exported_at`` (UTC; the export file's modification time) and ``file`` go to
+        ``queue_snapshot.json`` (:meth:`queue_snapshot_info`): the replan's freshness check and plan start.
+        """
         keys = _typed(records[list(JOBS.columns)], JOBS)[list(JOB_KEY)].drop_duplicates()
         path = self.root / SNAPSHOT_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = temp_sibling(path, "ingest")
         keys.to_parquet(tmp, index=False)
+        info = {"file": file, "exported_at": None if exported_at is None else pd.Timestamp(exported_at).isoformat(),
+                "jobs": int(len(keys))}
+        atomic_write_text(self.root / SNAPSHOT_INFO_FILE, json.dumps(info, indent=1))
         os.replace(tmp, path)
+
+    def queue_snapshot_info(self) -> dict | None:
+        """``{"file", "exported_at" (ISO UTC or None), "jobs"}`` of the newest queue export, None before any."""
+        path = self.root / SNAPSHOT_INFO_FILE
+        if not path.exists():
+            return None
+        return strict_json.loads(path.read_text(), str(path))
 
 
 def lifecycle_rank(jobs: pd.DataFrame) -> pd.Series:

@@ -16,6 +16,8 @@ and the file, one line). Keys (``docs/operations.md``, "Connect your cluster"):
 - ``[kinds]``: ``qos = {name = kind}``, ``partition = {name = kind}``, ``default`` — the job kind
   of a record whose comment/annotations do not say (``gpuplan.kind=...``).
 - ``[priorities]``: ``qos = {name = weight}``, ``default`` — the planner's priority weight.
+- ``[replan]``: ``max_input_age_min`` (90) — older queue exports or traffic fail a re-plan.
+- ``[retrain]``: ``holdout_days`` (2), ``min_holdout_runs`` (10) — the nightly promotion gate.
 
 The shipped demo workspace is ``data/demo`` (:data:`DEMO_WORKSPACE`); its history and queue have the
 format ``demo`` (the shipped generated LLM histories and the queue built from the Alibaba openb
@@ -242,6 +244,28 @@ class PrioritiesConfig(_Strict):
     default: float = Field(default=1.0, gt=0)
 
 
+class ReplanConfig(_Strict):
+    """``[replan]``: the re-plan deployment's freshness rule.
+
+    ``max_input_age_min``: the newest queue export and the traffic must be at most this old at the
+    replan's scheduled time, else the replan fails with their age and the previous plan stays.
+    """
+
+    max_input_age_min: float = Field(default=90.0, gt=0)
+
+
+class RetrainConfig(_Strict):
+    """``[retrain]``: the nightly retraining's holdout and promotion rule (``docs/operations.md``).
+
+    ``holdout_days``: the last days of finished runs (by submit time) held out to compare the new
+    version with the champion; ``min_holdout_runs``: fewer runs than this cannot show a version is no
+    worse, so the champion stays.
+    """
+
+    holdout_days: float = Field(default=2.0, gt=0)
+    min_holdout_runs: int = Field(default=10, ge=1)
+
+
 class WorkspaceConfig(_Strict):
     """The whole ``gpuplan.toml``."""
 
@@ -253,6 +277,8 @@ class WorkspaceConfig(_Strict):
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
     kinds: KindsConfig = Field(default_factory=KindsConfig)
     priorities: PrioritiesConfig = Field(default_factory=PrioritiesConfig)
+    replan: ReplanConfig = Field(default_factory=ReplanConfig)
+    retrain: RetrainConfig = Field(default_factory=RetrainConfig)
 
     @model_validator(mode="after")
     def _services(self) -> WorkspaceConfig:
@@ -403,6 +429,13 @@ path = "store"          # accumulated records (partitioned parquet), inside the 
 
 # [priorities]          # planner weight per QoS (case-insensitive); default 1
 # qos = {{ high = 8, normal = 2, low = 1 }}
+
+# [replan]
+# max_input_age_min = 90  # a replan fails (keeping the previous plan) when exports are older
+
+# [retrain]
+# holdout_days = 2        # nightly: the new version must be no worse than the champion on these days
+# min_holdout_runs = 10
 '''
 
 

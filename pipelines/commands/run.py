@@ -15,6 +15,9 @@ DEFAULT_OUT = Path("runs")
 #: stages shown as progress bars (names used by pipelines.flows)
 STAGES = ("ingest traffic", "forecaster training", "forecaster quantization", "forecaster batch_inference",
           "real-time profiles", "queue + forecasts", "solve (milp)", "plan + risk report", "mlflow")
+#: the stages of an operator's workspace (its exports ingested first; one scheduler-history forecaster)
+WORKSPACE_STAGES = ("ingest sources", "real-time profiles", "queue + forecasts", "solve (milp)", "plan + risk report",
+                    "mlflow")
 
 
 def run(
@@ -35,6 +38,7 @@ def run(
         from pipelines.config import load_settings
         from pipelines.errors import InputError
 
+        stages = STAGES if ws.is_demo else WORKSPACE_STAGES
         out = out_opt if out_opt is not None else (DEFAULT_OUT if ws.is_demo else ws.root / "runs")
         check_out_parent(out)  # only the last level of --out is created (a typo must not build a tree)
         if out.exists() and not out.is_dir():
@@ -49,7 +53,7 @@ def run(
         mode = "server " + os.environ["PREFECT_API_URL"] if os.environ.get("PREFECT_API_URL") else "ephemeral"
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                       console=console, transient=False) as prog:
-            overall = prog.add_task("gpuplan run", total=len(STAGES) + 1)
+            overall = prog.add_task("gpuplan run", total=len(stages) + 1)
             boot = prog.add_task(f"Prefect ({mode}) + imports", total=1)
             tasks: dict[str, int] = {}
 
@@ -73,7 +77,7 @@ def run(
                 res = flows.run_all(out_dir=str(out_dir))
             finally:
                 flows.set_progress(None)
-            prog.update(overall, completed=len(STAGES) + 1)
+            prog.update(overall, completed=len(stages) + 1)
         wall = time.monotonic() - t0
         from pipelines.catalog import RunCatalog  # imported with flows above
 

@@ -84,11 +84,14 @@ class ParseResult:
         frame: the valid records (:data:`JOB_RECORD` or :data:`TRAFFIC_RECORD` columns).
         read: records (lines, items, samples) read, valid or not (job steps skipped by design are not counted).
         errors: one message per rejected record, naming its line (or item) and what was expected.
+        exported_at: when the export was taken, if the export says (``squeue --json``'s
+            ``last_update``); None otherwise (the caller then uses the file's modification time).
     """
 
     frame: pd.DataFrame
     read: int
     errors: list[str] = field(default_factory=list)
+    exported_at: pd.Timestamp | None = None
 
     @property
     def rejected(self) -> int:

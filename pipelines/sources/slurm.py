@@ -249,7 +249,11 @@ def parse_squeue_json(text: str, source: str = "slurm", *, now: pd.Timestamp | N
             if isinstance(job, dict) and "job_id" in job:
                 label += f" (job {_plain(job['job_id'])})"
             errors.append(f"{label}: {bad}")
-    return ParseResult(frame=job_frame(rows), read=len(jobs), errors=errors)
+    try:
+        exported_at = _epoch("last_update", doc.get("last_update"))
+    except _Bad:
+        exported_at = None
+    return ParseResult(frame=job_frame(rows), read=len(jobs), errors=errors, exported_at=exported_at)
 
 
 # --- sacct ----------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import pandas as pd
 from domain.kinds import QOS_KIND, QOS_PRIORITY
 from domain.units import pow2_ceil_array
 from pipelines import schemas
+from pipelines.errors import InputError
 from pipelines.sources.prometheus import aggregate_hourly
 from pipelines.stages.realtime import ServiceSettings
 from pipelines.workspace import Workspace
@@ -187,3 +188,36 @@ def forecast_cluster_queue(history: pd.DataFrame, queue: pd.DataFrame, ws: Works
     jobs, notes = queue_forecasts(pred, queue, kinds, prios, step_minutes, start, cluster.node_names)
     notes.update(history_records=len(history), queue_records=len(queue))
     return jobs, notes
+
+
+class StaleInputError(InputError):
+    """The newest queue export or the traffic is older than ``[replan] max_input_age_min``."""
+
+
+def _age_text(delta: pd.Timedelta) -> str:
+    minutes = int(delta.total_seconds() // 60)
+    d, rem = divmod(minutes, 1440)
+    h, m = divmod(rem, 60)
+    return " ".join(p for p in (f"{d} d" if d else "", f"{h} h" if h else "", f"{m} min") if p)
+
+
+def check_fresh(snapshot_at: pd.Timestamp | None, snapshot_file: str, traffic_end: pd.Timestamp,
+                now: datetime, max_age_min: float) -> None:
+    """Refuse a re-plan whose newest queue export or traffic is older than ``max_age_min`` at ``now``.
+
+    Raises:
+        StaleInputError: one line naming the input, its age and time, the limit, and that the previous
+            plan stays published.
+    """
+    now_ts = pd.Timestamp(now).tz_convert("UTC")
+    limit = pd.Timedelta(minutes=max_age_min)
+    if snapshot_at is None:
+        raise StaleInputError("no queue export has been ingested: run 'gpuplan ingest' first; the previous plan stays")
+    for what, at in ((f"queue export {snapshot_file or '(unnamed)'}", pd.Timestamp(snapshot_at)),
+                     ("traffic (newest sample)", pd.Timestamp(traffic_end))):
+        age = now_ts - at.tz_convert("UTC")
+        if age > limit:
+            raise StaleInputError(
+                f"{what} is {_age_text(age)} old (taken {at.tz_convert('UTC'):%Y-%m-%dT%H:%M:%SZ}, now "
+                f"{now_ts:%Y-%m-%dT%H:%M:%SZ}; [replan] max_input_age_min = {max_age_min:g}): export and ingest a "
+                f"fresh one; the previous plan stays published")
