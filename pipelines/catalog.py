@@ -89,6 +89,10 @@ RUN_DATASETS: dict[str, Dataset] = dict([
     _ds("plan_tables", "plan.parquet", "parquet", schemas.PLAN_TABLES,
         description="the plan as job, service-step and GPU-step rows"),
     _ds("summary", "summary.json", "json", description="status, objective, gap, planned metrics"),
+    _ds("commands", "commands.sh", "text",
+        description="an operator's workspace: reviewable scheduler commands for the next interval (never run)"),
+    _ds("commands_table", "commands.tsv", "text",
+        description="the same as rows: job_id, kind, action, start_step, planned start (UTC, local), nodes, gpus"),
     _ds("risk_report_table", "risk_report.parquet", "parquet", description="risk report rows (pipelines.report)"),
     _ds("risk_report_page", "risk_report.md", "text", description="risk report page (pipelines.report)"),
     _ds("gantt_plot", "gantt.png", "png", description="plan Gantt chart (pipelines.report)"),
@@ -102,7 +106,7 @@ RUN_DATASETS: dict[str, Dataset] = dict([
 PLAN_ARTIFACTS: dict[str, str] = {
     "gantt_plot": "plots", "demand_plot": "plots", "bands_plot": "plots", "outlook_plot": "plots",
     "risk_report_page": "report", "risk_report_table": "report", "plan_tables": "plan", "problem": "plan",
-    "summary": "plan",
+    "summary": "plan", "commands": "plan", "commands_table": "plan",
 }
 
 #: Shipped data, relative to ``Settings.data_dir`` (each folder's README describes its files).

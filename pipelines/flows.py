@@ -63,6 +63,7 @@ from pipelines.report.plots import plot_profile  # noqa: E402
 from pipelines.run_folder import LATEST, RunFolder, slot_start  # noqa: E402
 from pipelines.schedules import claim_local_day, local_day  # noqa: E402
 from pipelines.stages import cluster as cluster_stage  # noqa: E402
+from pipelines.stages import commands as commands_stage  # noqa: E402
 from pipelines.stages import models as model_stage  # noqa: E402
 from pipelines.stages import outputs, realtime  # noqa: E402
 from pipelines.stages import problem as problem_stage  # noqa: E402
@@ -112,6 +113,7 @@ class Forecasts:
     jobs: pd.DataFrame
     demand: pd.DataFrame
     fit: ProfileFit
+    users: dict[str, str] | None = None  # an operator's workspace: job id -> user (commands file)
 
 
 # ---------------------------------------------------------------- tasks (one stage each)
@@ -222,12 +224,31 @@ def write_outputs(run: RunCatalog, run_name: str, problem: Problem, plan: Plan, 
         else:
             inp = outputs.report_inputs(problem, plan, start)
         paths.update(write_risk_report(run.folder, inp, run_name))
+        if forecasts is not None and forecasts.users is not None:
+            ws = load_workspace(load_settings().workspace_dir)
+            paths.update(_write_commands(run, run_name, ws, tables, forecasts, start))
         doc = outputs.summary(run_name, start, problem, plan, inp.demand, inp.rt_status)
         doc["cluster"] = {"workspace": str(load_settings().workspace_dir), "nodes": cluster.node_names,
                           "gpus_per_node": cluster.node_gpus, "n_gpus": cluster.n_gpus}
         summary_path = run.save("summary", doc)
         paths[summary_path.name] = summary_path
         return {k: str(v) for k, v in paths.items()}
+
+
+def _write_commands(run: RunCatalog, run_name: str, ws: Workspace, tables_path: Path, forecasts: Forecasts,
+                    start: datetime) -> dict[str, Path]:
+    """``commands.sh`` and ``commands.tsv`` of a workspace's plan (:mod:`pipelines.stages.commands`)."""
+    s = load_settings()
+    tables = run.load("plan_tables")
+    fmt = ws.source("queue").format
+    dialect = "slurm" if fmt.startswith("slurm") else "kueue" if fmt == "kueue-json" else "table"
+    tz = ws.config.cluster.timezone
+    table = commands_stage.commands_table(tables, forecasts.jobs, start, s.step_minutes, s.replan_every_min, tz)
+    text = commands_stage.commands_text(table, tables, forecasts.users or {}, dialect, run_name, start,
+                                        s.replan_every_min, s.step_minutes, tz)
+    a = run.save("commands", text)
+    b = run.save("commands_table", table.to_csv(sep="\t", index=False))
+    return {a.name: a, b.name: b}
 
 
 @task(name="log-plan", retries=2, retry_delay_seconds=3, cache_policy=NO_CACHE)
@@ -380,7 +401,8 @@ def _cluster_forecast_and_build(ws: Workspace, run: RunCatalog, services: list[S
         run.save_problem(problem)
         run.save("queue", cluster_stage.queue_table(jobs, data.queue))
         run.save("forecasts", outputs.forecasts_table(jobs, dem))
-    return problem, Forecasts(jobs, dem, fit)
+    users = {str(j): (u if isinstance(u, str) else "") for j, u in zip(data.queue["job_id"], data.queue["user"])}
+    return problem, Forecasts(jobs, dem, fit, users)
 
 
 def _plan_into(rf: RunFolder, run: RunCatalog, problem: Problem, planner: str, start: datetime,

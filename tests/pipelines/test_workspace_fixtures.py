@@ -8,6 +8,7 @@ admission), and ServeGen traffic as a Prometheus query_range body (2 series x 2,
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +17,7 @@ import pytest
 from pipelines.ingest import ingest, workspace_data
 from pipelines.stages import cluster as cluster_stage
 from pipelines.stages import outputs, realtime
+from pipelines.stages.commands import commands_table, commands_text
 from pipelines.stages.problem import ClusterShape, build_problem
 from pipelines.stages.solve import check_plan, solve
 from pipelines.workspace import load_workspace
@@ -86,3 +88,18 @@ def test_plan_of_the_fixture_cluster_is_verified_and_uses_its_nodes(tmp_path, na
     if name == "openb-slurm":
         assert {j: placed[j] for j in running} == {j: reported[j] for j in running}
     assert set(tables.loc[tables["row_type"] == "gpu_step", "node"]) == set(c.node_names)
+    # the commands file names the real job ids and nodes, and re-read it agrees with the verified plan
+    table = commands_table(tables, jobs, start, c.step_minutes, 30, c.timezone)
+    users = dict(zip(data.queue["job_id"].astype(str), data.queue["user"].fillna("")))
+    text = commands_text(table, tables, users, "slurm" if name == "openb-slurm" else "kueue", "t", start, 30,
+                         c.step_minutes, c.timezone)
+    job_rows = tables[(tables["row_type"] == "job") & ~tables["running"].fillna(False).astype(bool)].set_index("job_id")
+    if name == "openb-slurm":
+        got = {m.group(1): m.group(2) for m in re.finditer(
+            r"^scontrol update JobId=(\S+) ReqNodeList=(\S+) StartTime=now$", text, re.M)}
+        assert got == {j: job_rows.loc[j, "node"] for j in job_rows.index if job_rows.loc[j, "start_step"] == 0}
+        assert set(got) <= set(data.queue["job_id"]) and set(got.values()) <= set(c.node_names)
+        assert got == {"700216": "openb-node-0022"}
+    else:
+        got = re.findall(r"^kubectl patch workloads.kueue.x-k8s.io -n (\S+) (\S+) .*active.:true", text, re.M)
+        assert [f"{ns}/{n}" for ns, n in got] == [j for j in job_rows.index if job_rows.loc[j, "start_step"] == 0]
