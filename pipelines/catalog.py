@@ -80,6 +80,8 @@ RUN_DATASETS: dict[str, Dataset] = dict([
     _ds("rt_status", "rt_status.json", "json", description="service -> [profile status, message]"),
     _ds("rt_metrics", "rt_metrics.json", "json", description="service -> band MAE/MAPE/P90 coverage, level factor"),
     _ds("queue", "queue.parquet", "parquet", schemas.QUEUE_TABLE, description="the current queue, features as JSON"),
+    _ds("queue_notes", "queue_notes.json", "json",
+        description="an operator's workspace: queue counts and the forecaster version that made the job forecasts"),
     _ds("jobs", "jobs.parquet", "parquet", schemas.JOB_FORECASTS, description="per-job forecasts and queue columns"),
     _ds("demand", "demand.parquet", "parquet", schemas.DEMAND, description="GPU demand per service and step"),
     _ds("forecasts", "forecasts.parquet", "parquet", schemas.FORECASTS,

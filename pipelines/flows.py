@@ -54,7 +54,7 @@ from prefect.runtime import flow_run  # noqa: E402
 from domain.kinds import JOB_KINDS  # noqa: E402
 from optimizer.plan import Plan  # noqa: E402
 from optimizer.problem import Problem  # noqa: E402
-from pipelines import bench, model_store, tracking  # noqa: E402
+from pipelines import bench, model_store, scheduler_models, tracking  # noqa: E402
 from pipelines.catalog import Catalog, RunCatalog, read_problem_file  # noqa: E402
 from pipelines.ingest import WorkspaceData, read_source, workspace_data  # noqa: E402
 from pipelines.ingest import ingest as run_ingest  # noqa: E402
@@ -228,6 +228,8 @@ def write_outputs(run: RunCatalog, run_name: str, problem: Problem, plan: Plan, 
             ws = load_workspace(load_settings().workspace_dir)
             paths.update(_write_commands(run, run_name, ws, tables, forecasts, start))
         doc = outputs.summary(run_name, start, problem, plan, inp.demand, inp.rt_status)
+        if run.exists("queue_notes"):
+            doc["models"] = {"scheduler": run.load("queue_notes").get("model")}
         doc["cluster"] = {"workspace": str(load_settings().workspace_dir), "nodes": cluster.node_names,
                           "gpus_per_node": cluster.node_gpus, "n_gpus": cluster.n_gpus}
         summary_path = run.save("summary", doc)
@@ -382,8 +384,15 @@ def _forecast_and_build(catalog: Catalog, run: RunCatalog, services: list[Servic
 def forecast_cluster_queue(ws: Workspace, data: WorkspaceData, start: datetime) -> tuple[pd.DataFrame, dict[str, Any]]:
     """:func:`pipelines.stages.cluster.forecast_cluster_queue`: the workspace's queue with forecasts."""
     s = load_settings()
-    jobs, notes = cluster_stage.forecast_cluster_queue(data.history, data.queue, ws, start, s.step_minutes, s.seed)
+    champion = scheduler_models.load_champion(s)
+    model = None if champion is None else champion[0]
+    jobs, notes = cluster_stage.forecast_cluster_queue(data.history, data.queue, ws, start, s.step_minutes, s.seed,
+                                                       model=model)
     notes["from_store"] = data.from_store
+    notes["model"] = ({"name": tracking.scheduler_model_name(ws.root), "version": champion[1].get("version"),
+                       "alias": "champion", "cutoff": champion[1].get("cutoff")} if champion is not None else
+                      {"name": tracking.scheduler_model_name(ws.root), "version": None,
+                       "alias": None, "note": "no champion yet (no nightly retraining): fitted at plan time"})
     return jobs, notes
 
 
@@ -394,6 +403,7 @@ def _cluster_forecast_and_build(ws: Workspace, run: RunCatalog, services: list[S
     with _Stage("queue + forecasts"):
         data = data if data is not None else workspace_data(ws)
         jobs, notes = forecast_cluster_queue(ws, data, start)
+        run.save("queue_notes", notes)
         dem = demand(services, fit, traffic, start)
         problem = build_problem(services, jobs, dem, start)
         run.save("jobs", jobs)
@@ -485,18 +495,43 @@ def train_forecasters(scheduled_at: datetime | None = None, kinds: list[str] | N
 
     Returns ``{"local_day", "skipped", "models": {kind: model folder}}``.
     """
-    _use_workspace(workspace)
+    ws = _use_workspace(workspace)
     s = load_settings()
     tracking.init_store(s)
     catalog = Catalog(s)
-    day = local_day(_scheduled_time(scheduled_at), s.nightly_timezone)
+    when = _scheduled_time(scheduled_at)
+    day = local_day(when, s.nightly_timezone)
     if not force and not claim_local_day(catalog.nightly_marker(), day):
         return {"local_day": day.isoformat(), "skipped": True, "models": {}}
+    if not ws.is_demo:
+        with _Stage("ingest sources"):
+            ingest_sources(ws)
+        res = nightly_scheduler.with_options(timeout_seconds=s.train_timeout_s)(ws, when)
+        return {"local_day": day.isoformat(), "skipped": False,
+                "models": {"scheduler": str(scheduler_models.model_path(s))}, **res}
     models = {}
     for kind in kinds or JOB_KINDS:
         train_or_load.with_options(timeout_seconds=s.train_timeout_s)(kind, retrain=True)
         models[kind] = str(catalog.model_path(kind))
     return {"local_day": day.isoformat(), "skipped": False, "models": models}
+
+
+@task(name="nightly-scheduler", cache_policy=NO_CACHE)
+def nightly_scheduler(ws: Workspace, cutoff: datetime) -> dict[str, Any]:
+    """A workspace's gated nightly retraining (:func:`pipelines.scheduler_models.nightly_fit`), logged and registered.
+
+    Returns the retraining document plus ``version`` (the new registered version) and
+    ``champion_version`` (the champion after this night).
+    """
+    s = load_settings()
+    with _Stage("nightly retraining"):
+        model, doc = scheduler_models.nightly_fit(s, ws, cutoff)
+        version = tracking.log_scheduler_model_run(s, ws, model, doc,
+                                                   alias="champion" if doc["promoted"] else "challenger")
+        if doc["promoted"]:
+            scheduler_models.save_champion(s, model, {"version": version, "cutoff": doc["cutoff"],
+                                                      "history_rows": doc["history_rows"], "reason": doc["reason"]})
+    return {**doc, "version": version, "champion_version": version if doc["promoted"] else doc["champion_version_before"]}
 
 
 def run_benchmark(settings: Settings, scenario: str, quick: bool, out: Path) -> dict[str, Any]:

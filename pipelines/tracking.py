@@ -31,6 +31,7 @@ import io
 import json
 import logging
 import math
+import pickle
 import posixpath
 import sqlite3
 import tempfile
@@ -63,6 +64,7 @@ EXPERIMENTS: dict[str, str] = {
     "quantization": "gpuplan-forecaster-quantization",
     "batch_inference": "gpuplan-forecaster-batch_inference",
     "realtime": "gpuplan-forecaster-realtime",
+    "scheduler": "gpuplan-forecaster-scheduler",
     "plans": "gpuplan-plans",
     "benchmarks": "gpuplan-benchmarks",
 }
@@ -373,6 +375,49 @@ def log_job_model_run(settings: Settings, kind: str, model: Any, doc: Mapping[st
     return rid
 
 
+def scheduler_model_name(workspace: Path) -> str:
+    """Registered name of a workspace's scheduler forecaster: ``gpuplan-scheduler-<folder name>``."""
+    slug = "".join(c if c.isalnum() or c in "-_" else "-" for c in Path(workspace).name) or "workspace"
+    return f"gpuplan-scheduler-{slug}"
+
+
+def log_scheduler_model_run(settings: Settings, ws: Any, model: Any, doc: Mapping[str, Any], alias: str) -> str:
+    """Log one nightly retraining of a workspace's scheduler forecaster; register it; point ``alias`` at it.
+
+    Run in the ``scheduler`` experiment: params (workspace, cut-off, promoted, reason, the champion
+    version before), metrics (history/train/holdout rows, the candidate's and the champion's holdout
+    evaluations, flattened), the model as a pyfunc (:mod:`pipelines.scheduler_models`) registered as a
+    new version of :func:`scheduler_model_name` with ``alias`` (``champion`` or ``challenger``).
+
+    Returns the registered version (text).
+    """
+    import mlflow  # lazily: import cost, see the top of the module
+    import mlflow.pyfunc
+
+    from pipelines import scheduler_models
+
+    params = {"workspace": str(ws.root), "cutoff": doc.get("cutoff"), "promoted": doc.get("promoted"),
+              "reason": doc.get("reason"), "alias": alias, "champion_version_before": doc.get("champion_version_before"),
+              "mode": getattr(model, "mode", None)}
+    metrics = {k: doc.get(k) for k in ("history_rows", "train_rows", "holdout_rows")}
+    for key in ("candidate", "champion"):
+        if doc.get(key):
+            metrics.update(flatten(doc[key], f"{key}."))
+    rid = log_run(settings, "scheduler", f"nightly-{Path(ws.root).name}", params=params, metrics=metrics,
+                  tags={"gpuplan.stage": "nightly", "gpuplan.workspace": str(ws.root)})
+    mlflow.set_tracking_uri(settings.tracking_uri)
+    mlflow.set_registry_uri(settings.tracking_uri)
+    name = scheduler_model_name(ws.root)
+    with tempfile.TemporaryDirectory() as td, _quiet_mlflow(), mlflow.start_run(run_id=rid):
+        pkl = Path(td) / scheduler_models.MODEL_FILE
+        pkl.write_bytes(pickle.dumps(model))
+        info = mlflow.pyfunc.log_model(name="forecaster", python_model=scheduler_models.SchedulerModelPyfunc(),
+                                       artifacts={"model": str(pkl)}, pip_requirements=model_pip_requirements())
+        mv = mlflow.register_model(info.model_uri, name)
+    _client(settings).set_registered_model_alias(name, alias, mv.version)
+    return str(mv.version)
+
+
 def log_plan_run(settings: Settings, run_dir: Path, run_name: str, planner: str, summary: Mapping[str, Any],
                  rt_metrics: Mapping[str, Mapping[str, Any]] | None, artifacts: Mapping[str, Path]) -> str:
     """Log a published run folder to the ``plans`` experiment; returns the MLflow run id.
@@ -394,6 +439,11 @@ def log_plan_run(settings: Settings, run_dir: Path, run_name: str, planner: str,
               "fallback": summary["fallback"], "run_dir": str(run_dir),
               **{f"model_{k}": v for k, v in model.items()}}
     params.update({f"rt_status.{k}": v[0] for k, v in summary["rt_status"].items()})
+    for kind, m in (summary.get("models") or {}).items():  # which forecaster versions made the forecasts
+        params.update({f"forecaster.{kind}.{k}": v for k, v in (m or {}).items()})
+    cluster = summary.get("cluster") or {}
+    if cluster:
+        params.update({"workspace": cluster.get("workspace"), "n_gpus": cluster.get("n_gpus")})
     return log_run(settings, "plans", run_name, params=params, metrics=metrics,
                    tags={"gpuplan.status": summary["status"]}, artifacts=artifacts)
 

@@ -163,8 +163,8 @@ def queue_table(forecasts: pd.DataFrame, queue: pd.DataFrame) -> pd.DataFrame:
 
 
 def forecast_cluster_queue(history: pd.DataFrame, queue: pd.DataFrame, ws: Workspace, start: datetime,
-                           step_minutes: int, seed: int = 0) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The workspace's queue with forecasts: the scheduler-history forecaster fitted on ``history``.
+                           step_minutes: int, seed: int = 0, model: Any = None) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The workspace's queue with forecasts: ``model`` (the champion), else the forecaster fitted on ``history`` now.
 
     It predicts each pending job's run time and each running job's remaining time at ``start``
     (:func:`forecasters.scheduler.predict_runtime`); kinds, priorities and rows as
@@ -177,7 +177,8 @@ def forecast_cluster_queue(history: pd.DataFrame, queue: pd.DataFrame, ws: Works
     from forecasters.scheduler import fit_scheduler_model, predict_runtime
 
     cluster = ws.config.cluster
-    model = fit_scheduler_model(history, timezone=cluster.timezone, seed=seed)
+    if model is None:
+        model = fit_scheduler_model(history, timezone=cluster.timezone, seed=seed)
     pred = predict_runtime(model, queue, now=start)
     running = (queue["state"] == "running").to_numpy()
     for q in ("p10", "p50", "p90"):  # a running job: its remaining time (queue_forecasts adds the elapsed back)
