@@ -111,16 +111,58 @@ def _table(doc: dict) -> None:
     Console().print(t)
 
 
+def workspace_report(ws) -> dict:
+    """An operator's workspace: the scheduler-history forecaster scored on the latest jobs of its store.
+
+    The stored history (ingest it first) split by submit time (the latest 20 % of jobs held out,
+    :func:`forecasters.scheduler.time_split`), fitted on the rest and evaluated against the time
+    limit, per-user and global medians
+    (:func:`forecasters.scheduler.evaluate_scheduler_model`); nothing is saved or logged (the nightly
+    retraining does that).
+
+    Raises:
+        InputError: nothing ingested, or no finished run to train on or to score.
+    """
+    from forecasters.scheduler import evaluate_scheduler_model, fit_scheduler_model, time_split
+    from pipelines.store import Store
+
+    jobs = Store(ws.store_dir).jobs()
+    if jobs.empty:
+        raise InputError(f"workspace {ws.root}: the store is empty; run 'gpuplan ingest --workspace {ws.root}' first")
+    train_rows, holdout = time_split(jobs, 0.2)
+    model = fit_scheduler_model(train_rows, timezone=ws.config.cluster.timezone)
+    return {"kind": "scheduler", "workspace": str(ws.root), **evaluate_scheduler_model(model, holdout)}
+
+
+def _workspace_text(doc: dict) -> str:
+    m = doc["metrics"]
+    lines = [f"scheduler forecaster of {doc['workspace']}: trained on the earliest {doc['n_train']} jobs, scored "
+             f"on the latest {doc['n_test']} (by submit time)",
+             f"  {'forecast':<22}{'runs':>6}{'MAE h':>10}{'pinball P50':>13}{'pinball P90':>13}{'P90 cover':>11}",
+             f"  {'model':<22}{m['n']:>6}{m['mae_h']:>10.3f}{m['pinball_p50_h']:>13.3f}{m['pinball_p90_h']:>13.3f}"
+             f"{m['coverage_p90']:>11.2f}"]
+    for name, b in doc["baselines"].items():
+        if b and "mae_h" in b:
+            lines.append(f"  {name:<22}{b['n']:>6}{b['mae_h']:>10.3f}{b['pinball_p50_h']:>13.3f}"
+                         f"{b['pinball_p90_h']:>13.3f}{b['coverage_p90']:>11.2f}")
+    return "\n".join(lines)
+
+
 def train(
     kind: str = typer.Option("all", "--kind", help="training | quantization | batch_inference | realtime | all"),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
     workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
 ) -> None:
-    """Fit and evaluate forecasters against their baselines; print the metrics."""
+    """Fit and evaluate forecasters against their baselines; print the metrics (an operator's workspace: its scheduler-history forecaster)."""
 
     def body() -> int:
-        use_workspace(workspace)
+        ws = use_workspace(workspace)
         from pipelines.cli_support import emit_json
+
+        if not ws.is_demo:  # an operator's workspace: its scheduler-history forecaster on the store
+            doc = workspace_report(ws)
+            emit_json(doc) if json_out else typer.echo(_workspace_text(doc))
+            return 0
 
         if kind not in ALL_KINDS:
             raise InputError(f"--kind must be one of {', '.join(ALL_KINDS)}; got {kind!r}")
