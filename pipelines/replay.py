@@ -108,7 +108,9 @@ def replay(ws_root: Path, days: int, scheduler: Scheduler = "slurm",
         InputError: ``days`` outside 1..the replayed days, or an existing workspace config that is invalid.
     """
     from pipelines import flows
+    from pipelines.catalog import RunCatalog
     from pipelines.sources import exports
+    from pipelines.stages.solve import check_plan
 
     jobs, body = load_inputs()
     n_days = exports.replay_days(jobs)
@@ -127,11 +129,17 @@ def replay(ws_root: Path, days: int, scheduler: Scheduler = "slurm",
             notify(f"day {d}: exports at {when:%Y-%m-%dT%H:%MZ}; ingest, nightly retraining, replan")
         night = flows.train_forecasters(scheduled_at=when, workspace=str(ws_root), force=True)
         plan = flows.plan_flow(scheduled_at=when, workspace=str(ws_root))
-        summary = strict_json.loads((Path(plan["run_dir"]) / "summary.json").read_text(), "summary.json")
+        folder = RunCatalog(Path(plan["run_dir"]))
+        summary = folder.load("summary")
+        try:  # the published plan, re-read and checked by the independent verifier
+            check_plan(folder.load_problem(), folder.load_plan())
+            verified = True
+        except RuntimeError:
+            verified = False
         out.append({"day": d, "T": when.isoformat(), "history_rows": night.get("history_rows"),
                     "champion_version": night.get("champion_version"), "version": night.get("version"),
                     "promoted": night.get("promoted"), "reason": night.get("reason"),
                     "plan_start_ts": summary.get("plan_start"), "plan_status": plan["status"],
-                    "verified": True, "run_dir": plan["run_dir"], "latest_moved": plan["latest_moved"]})
+                    "verified": verified, "run_dir": plan["run_dir"], "latest_moved": plan["latest_moved"]})
     return {"workspace": str(ws_root), "scheduler": scheduler, "days": out}
 
