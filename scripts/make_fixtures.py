@@ -45,8 +45,11 @@ from pipelines.atomic import atomic_write_text  # noqa: E402
 from pipelines.errors import InputError  # noqa: E402
 from pipelines.sources.exports import (  # noqa: E402
     REPLAY_COLUMNS,
+    REPLAY_END,
+    job_states_at,
     kueue_list_text,
     prometheus_text,
+    replay_csv_text,
     replay_jobs,
     sacct_text,
     squeue_json_text,
@@ -78,6 +81,11 @@ STEP_S = 600
 #: The Prometheus query's range (days): the aggregate's 2,016 ten-minute windows per model.
 PROM_DAYS = 14
 PROM_QUERY = "sum by (service) (rate(llm_requests_total[10m]))"
+#: Replayed week: this many consecutive trace days of pod creations, the busiest such span (most
+#: non-LS GPU pods) of the full pod list; job ids from WEEK_BASE_JOB_ID (apart from the window's).
+WEEK_DAYS = 7
+WEEK_BASE_JOB_ID = 800001
+DAY_S = 86400
 
 
 @dataclass(frozen=True)
@@ -382,6 +390,75 @@ def jobs_table(jobs: list[Job], clock: Clock) -> pd.DataFrame:
     return replay_jobs(pd.DataFrame(rows, columns=list(REPLAY_COLUMNS)))
 
 
+# ---------------------------------------------------------------- replayed week
+
+
+def choose_week(pods: pd.DataFrame, days: int = WEEK_DAYS) -> int:
+    """First trace day of the ``days`` consecutive creation days with the most non-LS GPU pods (earliest on a tie).
+
+    ``pods``: the pod list with ``creation_s`` (trace seconds), ``qos``, ``num_gpu``. Day k is
+    ``[k * 86400, (k + 1) * 86400)`` trace seconds.
+    """
+    batch = pods[(pods["qos"] != "LS") & (pods["num_gpu"] >= 1)]
+    per_day = (batch["creation_s"] // DAY_S).astype(int).value_counts()
+    last = int(per_day.index.max())
+    spans = [(sum(int(per_day.get(d, 0)) for d in range(first, first + days)), -first)
+             for first in range(int(per_day.index.min()), last - days + 2)]
+    return -max(spans)[1]
+
+
+def write_replay_week(shared: Path, out: Path, nodes: list[Node]) -> int | None:
+    """Write ``<out>/openb/replay_week.csv``: a week of openb pods replayed FIFO on the slice; return its first trace day.
+
+    From ``<shared>/alibaba-openb-gpu-2023/openb_pod_list_default.csv``: the non-LS GPU pods created
+    in the :data:`WEEK_DAYS` trace days from :func:`choose_week`, as jobs (:func:`build_jobs`, the
+    trace end = the list's last deletion time, ids from :data:`WEEK_BASE_JOB_ID`) replayed with
+    :func:`replay` on ``nodes``; the end of the last day (trace second ``(first + 7) * 86400``) is
+    ``pipelines.sources.exports.REPLAY_END`` (2025-03-16T16:00:00Z), one trace second one second.
+    The table is written by ``pipelines.sources.exports.replay_csv_text``. Without the shared file
+    the committed CSV is copied (returns None). Raises InputError when neither is there.
+    """
+    src = shared / OPENB_DIR / "openb_pod_list_default.csv"
+    dst = out / "openb" / "replay_week.csv"
+    if not src.is_file():
+        snap = COMMITTED / "openb" / "replay_week.csv"
+        if not snap.is_file():
+            raise InputError(f"replayed week: neither {src} nor the committed {snap} exists")
+        if snap.resolve() != dst.resolve():
+            atomic_write_text(dst, snap.read_text(), make_parents=True)
+        return None
+    pl = pd.read_csv(src).rename(columns={"creation_time": "creation_s", "scheduled_time": "scheduled_s",
+                                          "deletion_time": "deletion_s"})
+    first = choose_week(pl)
+    week = pl[(pl["creation_s"] >= first * DAY_S) & (pl["creation_s"] < (first + WEEK_DAYS) * DAY_S)]
+    requests = {str(r.name): (int(r.cpu_milli), int(r.memory_mib)) for r in week.itertuples(index=False)}
+    jobs = build_jobs(week, requests, trace_end=int(pl["deletion_s"].max()), base_id=WEEK_BASE_JOB_ID, every=1)
+    replay(jobs, nodes)
+    clock = Clock((first + WEEK_DAYS) * DAY_S, int(REPLAY_END.timestamp()))
+    atomic_write_text(dst, replay_csv_text(jobs_table(jobs, clock)), make_parents=True)
+    return first
+
+
+def summarize_week(path: Path) -> dict:
+    """Per-day counts of the replayed week (for the README): jobs submitted in each day ``(T_d - 1 day, T_d]``,
+    their GPUs, and the jobs pending/running/ended at each day's T_d (``T_d = REPLAY_END - (6 - d)`` days)."""
+    table = replay_jobs(pd.read_csv(path, dtype=str, keep_default_na=False))
+    days = []
+    for d in range(WEEK_DAYS):
+        t = REPLAY_END - pd.Timedelta(days=WEEK_DAYS - 1 - d)
+        mine = table[(table["submitted_at"] > t - pd.Timedelta(days=1)) & (table["submitted_at"] <= t)]
+        states = job_states_at(table, t)
+        days.append({"T": t.strftime("%Y-%m-%dT%H:%M:%SZ"), "submitted": len(mine), "gpus": int(mine["gpus"].sum()),
+                     "pending": int((states == "pending").sum()), "running": int((states == "running").sum()),
+                     "ended": int((states == "ended").sum()),
+                     "running_ids": [int(i) for i in states.index[states == "running"]]})
+    started = table[table["started_at"].notna()]
+    return {"jobs": len(table), "final_states": {k: int(v) for k, v in table["final_state"].value_counts().items()},
+            "waited": int((started["started_at"] > started["submitted_at"]).sum()),
+            "first_submit": table["submitted_at"].min().strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "last_submit": table["submitted_at"].max().strftime("%Y-%m-%dT%H:%M:%SZ"), "days": days}
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -457,6 +534,10 @@ def main(argv: list[str] | None = None) -> int:
     summary["prometheus_zero_samples"] = {s["metric"]["service"]: sum(v[1] == "0" for v in s["values"])
                                           for s in doc["data"]["result"]}
     summary["window_start_plus"] = str(timedelta(seconds=t))
+    first_day = write_replay_week(args.shared, args.out, nodes)
+    if first_day is not None:
+        summary["replay_week_trace_days"] = [first_day, first_day + WEEK_DAYS - 1]
+    summary["replay_week"] = summarize_week(openb / "replay_week.csv")
     print(json.dumps(summary, indent=1))
     return 0
 

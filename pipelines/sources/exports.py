@@ -135,7 +135,7 @@ def replay_jobs(frame: pd.DataFrame) -> pd.DataFrame:
     for col in ("pod", "qos", "final_state"):
         out[col] = src[col].astype(str)
     for col in ("node", "node_model"):
-        out[col] = [None if _blank(v) else str(v) for v in src[col]]
+        out[col] = pd.Series([None if _blank(v) else str(v) for v in src[col]], dtype=object)
     for col in ("submitted_at", "started_at", "ended_at"):
         out[col] = _times(src[col], col)
     if out["job_id"].duplicated().any():
