@@ -14,7 +14,7 @@ from ``pd.read_csv(path, dtype=str, keep_default_na=False)`` of ``data/fixtures/
 
 | column | type | meaning |
 |---|---|---|
-| ``job_id`` | int | Slurm job id (positive, unique) |
+| ``job_id`` | int | Slurm job id (unique) |
 | ``pod`` | str | the pod's name: JobName, the Kueue owner Job's name |
 | ``qos`` | str | ``Guaranteed``, ``Burstable`` or ``BE`` (openb QoS; priority :data:`QOS_PRIORITY`) |
 | ``gpus`` | int | whole GPUs |
