@@ -14,27 +14,27 @@ committed ``servegen/prometheus.json``, so that every output is reproduced byte 
 Outputs (``--out``, default ``data/fixtures``; every rule is in ``data/fixtures/README.md``):
 ``openb/sacct.txt``, ``openb/squeue.json``, ``openb/workloads.json``, ``openb/nodes.csv``,
 ``openb/pod_requests.csv``, ``servegen/prometheus.json``. The measured counts are printed (JSON) on
-stdout. Nothing is random; a re-run writes identical bytes (``tests/test_fixtures.py``).
+stdout. Nothing is random; a re-run writes identical bytes (``tests/sources/test_fixtures.py``).
+
+The export texts are written by the pure writers of :mod:`pipelines.sources.exports` from the
+replayed job table (:func:`jobs_table`); this script derives the jobs, replays them and picks T.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import hashlib
 import heapq
 import io
 import json
 import math
 import sys
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,6 +43,17 @@ if str(ROOT) not in sys.path:
 
 from pipelines.atomic import atomic_write_text  # noqa: E402
 from pipelines.errors import InputError  # noqa: E402
+from pipelines.sources.exports import (  # noqa: E402
+    REPLAY_COLUMNS,
+    REPLAY_END,
+    job_states_at,
+    kueue_list_text,
+    prometheus_text,
+    replay_csv_text,
+    replay_jobs,
+    sacct_text,
+    squeue_json_text,
+)
 from pipelines.trace_io import read_pod_window  # noqa: E402
 
 WINDOW = ROOT / "data" / "traces" / "alibaba_openb_window.csv"
@@ -63,21 +74,18 @@ MIN_HISTORY = 200
 BASE_JOB_ID = 700001
 #: The cluster's local clock (the ServeGen services' zone, data/traffic/services.json).
 TZ_NAME = "Asia/Shanghai"
-USER = ACCOUNT = NAMESPACE = "openb"
-PARTITION = QUEUE_NAME = "gpu"
-CLUSTER_QUEUE = "openb-gpu"
-CLUSTER_NAME = "openb"
-#: Priority by QoS: 1000 x the benchmark's QoS weight (domain.kinds.QOS_PRIORITY: Guaranteed 4,
-#: Burstable 2, BE 1), used as the Slurm Priority and the Kueue workload priority.
-QOS_PRIORITY = {"Guaranteed": 4000, "Burstable": 2000, "BE": 1000}
-#: Slurm sets the end_time of a running job without a time limit to start + one year (slurmctld).
-UNLIMITED_END_S = 365 * 24 * 3600
+#: ``sacct -S`` of the fixture export (local): without it sacct lists only jobs since midnight.
+SACCT_START_LOCAL = "2025-03-15T00:00:00"
 #: The ServeGen aggregate's window (s); the Prometheus step.
 STEP_S = 600
+#: The Prometheus query's range (days): the aggregate's 2,016 ten-minute windows per model.
+PROM_DAYS = 14
 PROM_QUERY = "sum by (service) (rate(llm_requests_total[10m]))"
-SACCT_FIELDS = ("JobID", "JobName", "User", "Account", "Partition", "QOS", "Priority", "Submit", "Eligible",
-                "Start", "End", "Elapsed", "Timelimit", "State", "ReqTRES", "AllocTRES", "NodeList", "Comment")
-UID_NS = uuid.UUID("6f1d7f3e-3c55-5b8e-9a57-6a3c1f0e2b11")
+#: Replayed week: this many consecutive trace days of pod creations, the busiest such span (most
+#: non-LS GPU pods) of the full pod list; job ids from WEEK_BASE_JOB_ID (apart from the window's).
+WEEK_DAYS = 7
+WEEK_BASE_JOB_ID = 800001
+DAY_S = 86400
 
 
 @dataclass(frozen=True)
@@ -97,7 +105,8 @@ class Job:
 
     ``run_s`` is the pod's real run time (deletion - scheduled), None when it was still running at
     the trace end (unknown); ``held`` marks a pod the trace never scheduled (deleted while pending).
-    ``start_s``/``end_s``/``node`` are the replay's (None: not started / not ended).
+    ``start_s``/``end_s``/``node`` are the replay's (None: not started / not ended); a held job's
+    ``end_s`` is its deletion (None when deleted at the trace end).
     """
 
     job_id: int
@@ -178,20 +187,6 @@ def load_pod_requests(shared: Path, out: Path, names: list[str]) -> dict[str, tu
     return req
 
 
-def go_float(value: float) -> str:
-    """A sample value as Prometheus prints it: Go ``strconv.FormatFloat(v, 'f', -1, 64)``.
-
-    Source: prometheus ``util/jsonutil/marshal.go`` (``MarshalFloat``: format 'e' only below 1e-6
-    or from 1e21 on). Shortest round-trip digits, positional, no trailing ``.0``.
-    """
-    if not math.isfinite(value):
-        raise InputError(f"prometheus value {value!r} is not finite")
-    a = abs(value)
-    if a != 0 and (a < 1e-6 or a >= 1e21):
-        raise InputError(f"prometheus value {value!r} would print in exponent form (not expected here)")
-    return np.format_float_positional(value, unique=True, trim="-")
-
-
 def write_prometheus(shared: Path, out: Path) -> int:
     """Write ``<out>/servegen/prometheus.json`` and return its last sample time (unix s), i.e. T.
 
@@ -221,9 +216,10 @@ def write_prometheus(shared: Path, out: Path) -> int:
             bad = [t for t, _ in mine if t % STEP_S]
             if bad:
                 raise InputError(f"{src}: t_s {bad[0]} of {svc['source_model']} is not on the {STEP_S} s grid")
-            vals = ",".join(f'[{t0 + t + STEP_S},"{go_float(v)}"]' for t, v in mine)
-            series.append(f'{{"metric":{{"service":"{svc["service"]}"}},"values":[{vals}]}}')
-        body = '{"status":"success","data":{"resultType":"matrix","result":[' + ",".join(series) + "]}}"
+            series.append({"metric": {"service": svc["service"]}, "values": [[t0 + t + STEP_S, v] for t, v in mine]})
+        last = max(v[0] for s in series for v in s["values"])
+        doc = {"status": "success", "data": {"resultType": "matrix", "result": series}}
+        body = prometheus_text(doc, pd.Timestamp(last, unit="s", tz="UTC"), PROM_DAYS)
         atomic_write_text(dst, body, make_parents=True)
     else:
         snap = COMMITTED / "servegen" / "prometheus.json"
@@ -232,32 +228,38 @@ def write_prometheus(shared: Path, out: Path) -> int:
         body = snap.read_text()
         if snap.resolve() != dst.resolve():
             atomic_write_text(dst, body, make_parents=True)
-    doc = json.loads(body)
-    return int(max(v[0] for s in doc["data"]["result"] for v in s["values"]))
+    parsed = json.loads(body)
+    return int(max(v[0] for s in parsed["data"]["result"] for v in s["values"]))
 
 
 # ---------------------------------------------------------------- replay
 
 
-def build_jobs(window: pd.DataFrame, requests: dict[str, tuple[int, int]]) -> list[Job]:
-    """The non-LS GPU pods of the window (every :data:`SUBSET_EVERY`-th by creation time) as jobs.
+def build_jobs(pods: pd.DataFrame, requests: dict[str, tuple[int, int]], *, trace_end: int | None = None,
+               base_id: int = BASE_JOB_ID, every: int = SUBSET_EVERY) -> list[Job]:
+    """The non-LS GPU pods of ``pods`` (every ``every``-th by creation time) as jobs, ids from ``base_id``.
 
-    Run time = ``deletion_s - scheduled_s``; None for a pod still alive at the trace end (its
-    ``deletion_s`` equals the window file's last deletion time, the trace end). A pod without
-    ``scheduled_s`` is ``held``: the trace never ran it (it was deleted while pending).
+    ``pods`` has the window's columns (name, qos, num_gpu, pod_phase, creation_s, scheduled_s,
+    deletion_s); ``trace_end`` defaults to its last deletion time. Run time = ``deletion_s -
+    scheduled_s``; None for a pod still alive at the trace end (its ``deletion_s`` is the trace end).
+    A pod without ``scheduled_s`` is ``held``: the trace never ran it; it ends (is cancelled) at its
+    deletion, never when that is the trace end. Raises InputError for a pod wider than one node.
     """
-    trace_end = int(window["deletion_s"].max())
-    pods = window[(window["qos"] != "LS") & (window["num_gpu"] >= 1)].sort_values(["creation_s", "name"])
-    pods = pods.iloc[::SUBSET_EVERY]
+    trace_end = int(pods["deletion_s"].max()) if trace_end is None else trace_end
+    chosen = pods[(pods["qos"] != "LS") & (pods["num_gpu"] >= 1)].sort_values(["creation_s", "name"])
+    chosen = chosen.iloc[::every]
     jobs = []
-    for i, r in enumerate(pods.itertuples(index=False)):
+    for i, r in enumerate(chosen.itertuples(index=False)):
         if int(r.num_gpu) > GPUS_PER_NODE:
             raise InputError(f"pod {r.name}: {r.num_gpu} GPUs do not fit one {GPUS_PER_NODE}-GPU node")
         held = pd.isna(r.scheduled_s)
         run = None if held or int(r.deletion_s) >= trace_end else int(r.deletion_s) - int(r.scheduled_s)
         cpu, mem = requests[str(r.name)]
-        jobs.append(Job(BASE_JOB_ID + i, str(r.name), str(r.qos), int(r.num_gpu), str(r.pod_phase), cpu, mem,
-                        int(r.creation_s), int(r.deletion_s), run, held))
+        job = Job(base_id + i, str(r.name), str(r.qos), int(r.num_gpu), str(r.pod_phase), cpu, mem,
+                  int(r.creation_s), int(r.deletion_s), run, held)
+        if held and job.deletion_s < trace_end:
+            job.end_s = job.deletion_s
+        jobs.append(job)
     return jobs
 
 
@@ -306,7 +308,7 @@ def status_at(job: Job, t: int) -> str | None:
     if job.submit_s > t:
         return None
     if job.held:
-        return "pending" if job.deletion_s > t else "ended"
+        return "pending" if job.end_s is None or job.end_s > t else "ended"
     if job.start_s is None or job.start_s > t:
         return "pending"
     return "running" if job.end_s is None or job.end_s > t else "ended"
@@ -333,69 +335,11 @@ def choose_export_time(scan: list[tuple[int, int, int, int]]) -> int:
     return max(keys)[2]
 
 
-# ---------------------------------------------------------------- formatting helpers
-
-
-def elapsed_str(seconds: int) -> str:
-    """Slurm's ``[D-]HH:MM:SS`` (sacct ``_elapsed_time``: days prefix only when >= 1 day)."""
-    d, rest = divmod(int(seconds), 86400)
-    h, rest = divmod(rest, 3600)
-    m, s = divmod(rest, 60)
-    return f"{d}-{h:02d}:{m:02d}:{s:02d}" if d else f"{h:02d}:{m:02d}:{s:02d}"
-
-
-def mem_str(mib: int) -> str:
-    """A TRES memory count as Slurm prints it (exact unit conversion only): 16384 -> 16G, 5600 -> 5600M."""
-    return f"{mib // 1024}G" if mib % 1024 == 0 else f"{mib}M"
-
-
-def cpus(job: Job) -> int:
-    """Whole CPUs for a pod's ``cpu_milli`` (Slurm allocates whole CPUs): ceil(milli / 1000), at least 1."""
-    return max(1, -(-job.cpu_milli // 1000))
-
-
-def tres(job: Job, *, alloc: bool, billing: bool = True) -> dict[str, str]:
-    """The job's TRES as name -> count text (mem left out when the pod requests 0 MiB)."""
-    out = {"cpu": str(cpus(job)), "node": "1", "gres/gpu": str(job.gpus)}
-    if billing:
-        out["billing"] = str(cpus(job))
-    if job.memory_mib > 0:
-        out["mem"] = mem_str(job.memory_mib)
-    if alloc and job.node is not None:
-        out[f"gres/gpu:{job.node.model.lower()}"] = str(job.gpus)
-    return out
-
-
-def sacct_tres(items: dict[str, str]) -> str:
-    """sacct's ReqTRES/AllocTRES text: ``name=count`` sorted as sacct prints them (by that text)."""
-    return ",".join(sorted(f"{k}={v}" for k, v in items.items()))
-
-
-#: TRES ids (slurmdb: cpu 1, mem 2, node 4, billing 5, GRES after): squeue's tres_*_str order.
-_TRES_ORDER = {"cpu": 0, "mem": 1, "node": 2, "billing": 3}
-
-
-def squeue_tres(items: dict[str, str]) -> str:
-    """squeue's tres_req_str/tres_alloc_str text: cpu, mem, node, billing, then GRES (untyped first)."""
-    keys = sorted(items, key=lambda k: (_TRES_ORDER.get(k, 9), k))
-    return ",".join(f"{k}={items[k]}" for k in keys)
-
-
-def k8s_cpu(milli: int) -> str:
-    """A CPU quantity in Kubernetes canonical form: 4000 -> "4", 3152 -> "3152m"."""
-    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
-
-
-def k8s_mem(mib: int) -> str:
-    """A memory quantity in Kubernetes canonical form: 16384 -> "16Gi", 5600 -> "5600Mi"."""
-    return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
-
-
-# ---------------------------------------------------------------- writers
+# ---------------------------------------------------------------- job table
 
 
 class Clock:
-    """Replay seconds -> cluster clock: ``T`` (replay) is ``t_export`` (unix s) in zone :data:`TZ_NAME`."""
+    """Replay seconds -> unix seconds: replay second ``t_rel`` is unix ``t_export``; local text in :data:`TZ_NAME`."""
 
     def __init__(self, t_rel: int, t_export: int) -> None:
         """Map replay second ``t_rel`` onto unix second ``t_export``."""
@@ -414,247 +358,105 @@ class Clock:
         """RFC 3339 UTC with ``Z``, as Kubernetes prints timestamps."""
         return datetime.fromtimestamp(self.epoch(rel), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
+    def stamp(self, rel: int | None) -> pd.Timestamp:
+        """The UTC timestamp of replay second ``rel`` (NaT for None)."""
+        return pd.NaT if rel is None else pd.Timestamp(self.epoch(rel), unit="s", tz="UTC")
 
-def sacct_lines(jobs: list[Job], t: int, clock: Clock) -> list[str]:
-    """The sacct ``--parsable2`` lines (header first) of every job submitted by T.
 
-    Field rules follow Slurm's ``src/sacct/print.c``: steps print no User, Partition, QOS,
-    Priority, Timelimit, ReqTRES or Comment; a step's Submit and Eligible are its start; the batch
-    step's AllocTRES has no billing; unknown times print ``Unknown``; CANCELLED without a known
-    requester prints no ``by <uid>``. A job ended while pending has Start = End (slurmctld sets
-    both to the cancel time), no node and no steps.
+def final_state(job: Job) -> str:
+    """How a replayed job ends (``pipelines.sources.exports.FINAL_STATES``).
+
+    Never scheduled: CANCELLED at its deletion (PENDING when that is the trace end, ``run_s`` None
+    is then irrelevant); never ending (``run_s`` None): RUNNING; pod_phase Failed: FAILED; else COMPLETED.
     """
-    lines = ["|".join(SACCT_FIELDS)]
-    for job in jobs:
-        st = status_at(job, t)
-        if st is None:
-            continue
-        prio = str(QOS_PRIORITY[job.qos])
-        submit = clock.local(job.submit_s)
-        base = [str(job.job_id), job.pod, USER, ACCOUNT, PARTITION, job.qos.lower(), prio, submit, submit]
-        req = sacct_tres(tres(job, alloc=False))
-        if job.held or st == "pending":
-            if st == "pending":
-                start = end = "Unknown"
-                state = "PENDING"
-            else:
-                start = end = clock.local(job.deletion_s)
-                state = "CANCELLED"
-            lines.append("|".join([*base, start, end, "00:00:00", "UNLIMITED", state, req, "", "None assigned", ""]))
-            continue
-        assert job.start_s is not None and job.node is not None
-        start = clock.local(job.start_s)
-        if st == "running":
-            end, el, state, step_state = "Unknown", elapsed_str(t - job.start_s), "RUNNING", ("RUNNING", "RUNNING")
-        else:
-            assert job.end_s is not None
-            end, el = clock.local(job.end_s), elapsed_str(job.end_s - job.start_s)
-            if job.phase == "Failed":
-                state, step_state = "FAILED", ("FAILED", "COMPLETED")
-            else:
-                state, step_state = "COMPLETED", ("COMPLETED", "COMPLETED")
-        alloc = sacct_tres(tres(job, alloc=True))
-        lines.append("|".join([*base, start, end, el, "UNLIMITED", state, req, alloc, job.node.name, ""]))
-        batch_alloc = sacct_tres(tres(job, alloc=True, billing=False))
-        for step, step_alloc, sst in (("batch", batch_alloc, step_state[0]), ("extern", alloc, step_state[1])):
-            lines.append("|".join([f"{job.job_id}.{step}", step, "", ACCOUNT, "", "", "", start, start, start, end,
-                                   el, "", sst, "", step_alloc, job.node.name, ""]))
-    return lines
+    if job.held:
+        return "CANCELLED" if job.end_s is not None else "PENDING"
+    if job.end_s is None:
+        return "RUNNING"
+    return "FAILED" if job.phase == "Failed" else "COMPLETED"
 
 
-def _num(n: int | float, *, is_set: bool = True, infinite: bool = False) -> dict:
-    return {"set": is_set, "infinite": infinite, "number": n}
+def jobs_table(jobs: list[Job], clock: Clock) -> pd.DataFrame:
+    """The replayed jobs as the export writers' job table (``pipelines.sources.exports.REPLAY_COLUMNS``).
 
-
-def _exit(status: str = "SUCCESS") -> dict:
-    return {"status": [status], "return_code": _num(0), "signal": {"id": _num(0, is_set=False), "name": ""}}
-
-
-def squeue_job(job: Job, t: int, clock: Clock) -> dict:
-    """One job of ``squeue --json`` (data_parser v0.0.40, Slurm 23.11) at T, fields in Slurm's order.
-
-    Field names and shapes: a real 23.11.1 ``/slurm/v0.0.40/jobs`` response and slurmrestd 24.05 output
-    (same job fields, v0.0.40 ``job_resources`` shape). Values the trace does not have are neutral
-    (empty text, ``set: false``) or the placeholders listed in data/fixtures/README.md.
+    A held job's ``ended_at`` is its deletion (its cancel time), NaT when deleted at the trace end.
     """
-    running = status_at(job, t) == "running"
-    ncpu = cpus(job)
-    submit = clock.epoch(job.submit_s)
-    start = clock.epoch(job.start_s) if running and job.start_s is not None else 0
-    node = job.node.name if running and job.node is not None else ""
-    if running:
-        resources = {"allocated_cores": ncpu, "allocated_cpus": 0, "allocated_hosts": 1,
-                     "allocated_nodes": [{"nodename": node, "cpus_used": 0, "memory_used": 0,
-                                          "memory_allocated": job.memory_mib}],
-                     "nodes": node}
-    else:
-        resources = {}
-    return {
-        "account": ACCOUNT, "accrue_time": _num(submit), "admin_comment": "", "allocating_node": "",
-        "array_job_id": _num(0), "array_task_id": _num(0, is_set=False), "array_max_tasks": _num(0),
-        "array_task_string": "", "association_id": 0, "batch_features": "", "batch_flag": True, "batch_host": node,
-        "flags": [], "burst_buffer": "", "burst_buffer_state": "", "cluster": CLUSTER_NAME, "cluster_features": "",
-        "command": "", "comment": "", "container": "", "container_id": "", "contiguous": False, "core_spec": 0,
-        "thread_spec": 32766, "cores_per_socket": _num(0, is_set=False), "billable_tres": _num(float(ncpu)),
-        "cpus_per_task": _num(1), "cpu_frequency_minimum": _num(0, is_set=False),
-        "cpu_frequency_maximum": _num(0, is_set=False), "cpu_frequency_governor": _num(0, is_set=False),
-        "cpus_per_tres": "", "cron": "", "deadline": _num(0), "delay_boot": _num(0), "dependency": "",
-        "derived_exit_code": _exit(), "eligible_time": _num(submit),
-        "end_time": _num(start + UNLIMITED_END_S if running else 0), "excluded_nodes": "", "exit_code": _exit(),
-        "extra": "", "failed_node": "", "features": "", "federation_origin": "", "federation_siblings_active": "",
-        "federation_siblings_viable": "", "gres_detail": [], "group_id": 1000, "group_name": USER,
-        "het_job_id": _num(0), "het_job_id_set": "", "het_job_offset": _num(0), "job_id": job.job_id,
-        "job_resources": resources, "job_size_str": [], "job_state": ["RUNNING" if running else "PENDING"],
-        "last_sched_evaluation": _num(start if running else clock.epoch(t)), "licenses": "", "mail_type": [],
-        "mail_user": "", "max_cpus": _num(0), "max_nodes": _num(0), "mcs_label": "", "memory_per_tres": "",
-        "name": job.pod, "network": "", "nodes": node, "nice": 0,
-        "tasks_per_core": _num(0, is_set=False, infinite=True), "tasks_per_tres": _num(0), "tasks_per_node": _num(0),
-        "tasks_per_socket": _num(0, is_set=False, infinite=True), "tasks_per_board": _num(0), "cpus": _num(ncpu),
-        "node_count": _num(1), "tasks": _num(1), "partition": PARTITION, "prefer": "",
-        "memory_per_cpu": _num(0, is_set=False), "memory_per_node": _num(job.memory_mib),
-        "minimum_cpus_per_node": _num(ncpu), "minimum_tmp_disk_per_node": _num(0), "power": {"flags": []},
-        "preempt_time": _num(0), "preemptable_time": _num(0), "pre_sus_time": _num(0),
-        "priority": _num(QOS_PRIORITY[job.qos]), "profile": ["NOT_SET"], "qos": job.qos.lower(), "reboot": False,
-        "required_nodes": "", "minimum_switches": 0, "requeue": False, "resize_time": _num(0), "restart_cnt": 0,
-        "resv_name": "", "scheduled_nodes": "", "selinux_context": "", "shared": [], "exclusive": [],
-        "oversubscribe": False, "show_flags": ["DETAIL", "LOCAL"], "sockets_per_board": 0,
-        "sockets_per_node": _num(0, is_set=False), "start_time": _num(start), "state_description": "",
-        "state_reason": "None", "standard_error": "", "standard_input": "/dev/null", "standard_output": "",
-        "submit_time": _num(submit), "suspend_time": _num(0), "system_comment": "",
-        "time_limit": _num(0, is_set=False, infinite=True), "time_minimum": _num(0),
-        "threads_per_core": _num(0, is_set=False), "tres_bind": "", "tres_freq": "", "tres_per_job": "",
-        "tres_per_node": f"gres/gpu:{job.gpus}", "tres_per_socket": "", "tres_per_task": "",
-        "tres_req_str": squeue_tres(tres(job, alloc=False)),
-        "tres_alloc_str": squeue_tres(tres(job, alloc=True)) if running else "",
-        "user_id": 1000, "user_name": USER, "maximum_switch_wait_time": 0, "wckey": "",
-        "current_working_directory": "",
-    }
+    rows = []
+    for j in jobs:
+        rows.append({"job_id": j.job_id, "pod": j.pod, "qos": j.qos, "gpus": j.gpus, "cpu_milli": j.cpu_milli,
+                     "memory_mib": j.memory_mib, "node": None if j.node is None else j.node.name,
+                     "node_model": None if j.node is None else j.node.model, "submitted_at": clock.stamp(j.submit_s),
+                     "started_at": clock.stamp(j.start_s), "ended_at": clock.stamp(j.end_s), "final_state": final_state(j)})
+    return replay_jobs(pd.DataFrame(rows, columns=list(REPLAY_COLUMNS)))
 
 
-def slurm_json(value: object, indent: int = 0) -> str:
-    """JSON as Slurm's serializer/json prints it (pretty): 2-space indent, ``"key": value``, empty
-    lists/objects opened and closed on their own lines, ``/`` escaped as ``\\/`` (real squeue/slurmrestd output).
+# ---------------------------------------------------------------- replayed week
+
+
+def choose_week(pods: pd.DataFrame, days: int = WEEK_DAYS) -> int:
+    """First trace day of the ``days`` consecutive creation days with the most non-LS GPU pods (earliest on a tie).
+
+    ``pods``: the pod list with ``creation_s`` (trace seconds), ``qos``, ``num_gpu``. Day k is
+    ``[k * 86400, (k + 1) * 86400)`` trace seconds.
     """
-    pad, inner = "  " * indent, "  " * (indent + 1)
-    if isinstance(value, dict):
-        if not value:
-            return "{\n" + pad + "}"
-        items = [f"{inner}{slurm_json(str(k))}: {slurm_json(v, indent + 1)}" for k, v in value.items()]
-        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
-    if isinstance(value, list):
-        if not value:
-            return "[\n" + pad + "]"
-        return "[\n" + ",\n".join(inner + slurm_json(v, indent + 1) for v in value) + "\n" + pad + "]"
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False).replace("/", "\\/")
-    return json.dumps(value)
+    batch = pods[(pods["qos"] != "LS") & (pods["num_gpu"] >= 1)]
+    per_day = (batch["creation_s"] // DAY_S).astype(int).value_counts()
+    last = int(per_day.index.max())
+    spans = [(sum(int(per_day.get(d, 0)) for d in range(first, first + days)), -first)
+             for first in range(int(per_day.index.min()), last - days + 2)]
+    return -max(spans)[1]
 
 
-def squeue_doc(jobs: list[Job], t: int, clock: Clock) -> str:
-    """The whole ``squeue --json`` output at T (pending and running jobs, job id order)."""
-    active = [j for j in jobs if status_at(j, t) in ("pending", "running")]
-    doc = {
-        "jobs": [squeue_job(j, t, clock) for j in active],
-        "last_backfill": _num(clock.epoch(t)),
-        "last_update": _num(clock.epoch(t)),
-        "meta": {
-            "plugin": {"type": "", "name": "", "data_parser": "data_parser/v0.0.40",
-                       "accounting_storage": "accounting_storage/slurmdbd"},
-            "client": {"source": "/dev/pts/0", "user": USER, "group": USER},
-            "command": ["squeue", "--json"],
-            "slurm": {"version": {"major": "23", "micro": "4", "minor": "11"}, "release": "23.11.4",
-                      "cluster": CLUSTER_NAME},
-        },
-        "errors": [],
-        "warnings": [],
-    }
-    return slurm_json(doc) + "\n"
+def write_replay_week(shared: Path, out: Path, nodes: list[Node]) -> int | None:
+    """Write ``<out>/openb/replay_week.csv``: a week of openb pods replayed FIFO on the slice; return its first trace day.
 
-
-def _uid(kind: str, pod: str) -> str:
-    return str(uuid.uuid5(UID_NS, f"{kind}/{pod}"))
-
-
-def workload_name(pod: str, job_uid: str) -> str:
-    """Kueue's Workload name for a batch/v1 Job: ``job-<name>-<first 5 hex of sha1(Kind, Group, name, uid)>``.
-
-    Source: kueue ``pkg/controller/jobframework`` ``GetWorkloadNameForOwnerWithGVK`` / ``getHash``.
+    From ``<shared>/alibaba-openb-gpu-2023/openb_pod_list_default.csv``: the non-LS GPU pods created
+    in the :data:`WEEK_DAYS` trace days from :func:`choose_week`, as jobs (:func:`build_jobs`, the
+    trace end = the list's last deletion time, ids from :data:`WEEK_BASE_JOB_ID`) replayed with
+    :func:`replay` on ``nodes``; the end of the last day (trace second ``(first + 7) * 86400``) is
+    ``pipelines.sources.exports.REPLAY_END`` (2025-03-16T16:00:00Z), one trace second one second.
+    The table is written by ``pipelines.sources.exports.replay_csv_text``. Without the shared file
+    the committed CSV is copied (returns None). Raises InputError when neither is there.
     """
-    digest = hashlib.sha1(f"Job\nbatch\n{pod}\n{job_uid}".encode()).hexdigest()
-    return f"job-{pod}-{digest[:5]}"
+    src = shared / OPENB_DIR / "openb_pod_list_default.csv"
+    dst = out / "openb" / "replay_week.csv"
+    if not src.is_file():
+        snap = COMMITTED / "openb" / "replay_week.csv"
+        if not snap.is_file():
+            raise InputError(f"replayed week: neither {src} nor the committed {snap} exists")
+        if snap.resolve() != dst.resolve():
+            atomic_write_text(dst, snap.read_text(), make_parents=True)
+        return None
+    pl = pd.read_csv(src).rename(columns={"creation_time": "creation_s", "scheduled_time": "scheduled_s",
+                                          "deletion_time": "deletion_s"})
+    first = choose_week(pl)
+    week = pl[(pl["creation_s"] >= first * DAY_S) & (pl["creation_s"] < (first + WEEK_DAYS) * DAY_S)]
+    requests = {str(r.name): (int(r.cpu_milli), int(r.memory_mib)) for r in week.itertuples(index=False)}
+    jobs = build_jobs(week, requests, trace_end=int(pl["deletion_s"].max()), base_id=WEEK_BASE_JOB_ID, every=1)
+    replay(jobs, nodes)
+    clock = Clock((first + WEEK_DAYS) * DAY_S, int(REPLAY_END.timestamp()))
+    atomic_write_text(dst, replay_csv_text(jobs_table(jobs, clock)), make_parents=True)
+    return first
 
 
-def workload(job: Job, t: int, clock: Clock, rv: int) -> dict:
-    """One ``kueue.x-k8s.io/v1beta1`` Workload as ``kubectl get -o json`` prints it at T.
-
-    Conditions and messages: Kueue docs "Troubleshooting Jobs" (QuotaReserved/Admitted) and the job
-    reconciler (Finished, reason Succeeded/Failed). A pending workload has an empty status (not
-    yet attempted; the trace gives no reason). API: kueue ``apis/kueue/v1beta1/workload_types.go``.
-    """
-    st = status_at(job, t)
-    job_uid = _uid("job", job.pod)
-    requests = {"cpu": k8s_cpu(job.cpu_milli), "nvidia.com/gpu": str(job.gpus)}
-    if job.memory_mib > 0:
-        requests["memory"] = k8s_mem(job.memory_mib)
-    meta: dict = {
-        "creationTimestamp": clock.utc(job.submit_s), "generation": 1,
-        "labels": {"kueue.x-k8s.io/job-uid": job_uid},
-        "name": workload_name(job.pod, job_uid), "namespace": NAMESPACE,
-        "ownerReferences": [{"apiVersion": "batch/v1", "blockOwnerDeletion": True, "controller": True, "kind": "Job",
-                             "name": job.pod, "uid": job_uid}],
-        "resourceVersion": str(rv), "uid": _uid("workload", job.pod),
-    }
-    status: dict = {}
-    if st in ("running", "ended"):
-        assert job.start_s is not None and job.node is not None
-        flavor = job.node.model.lower()
-        status["admission"] = {"clusterQueue": CLUSTER_QUEUE, "podSetAssignments": [
-            {"count": 1, "flavors": {k: flavor for k in requests}, "name": "main", "resourceUsage": dict(requests)}]}
-        conds = [
-            {"lastTransitionTime": clock.utc(job.start_s), "message": f"Quota reserved in ClusterQueue {CLUSTER_QUEUE}",
-             "observedGeneration": 1, "reason": "QuotaReserved", "status": "True", "type": "QuotaReserved"},
-            {"lastTransitionTime": clock.utc(job.start_s), "message": "The workload is admitted",
-             "observedGeneration": 1, "reason": "Admitted", "status": "True", "type": "Admitted"},
-        ]
-        if st == "ended":
-            assert job.end_s is not None
-            failed = job.phase == "Failed"
-            conds.append({"lastTransitionTime": clock.utc(job.end_s),
-                          "message": "Job has reached the specified backoff limit" if failed
-                          else "Job finished successfully",
-                          "observedGeneration": 1, "reason": "Failed" if failed else "Succeeded", "status": "True",
-                          "type": "Finished"})
-        else:
-            meta["finalizers"] = ["kueue.x-k8s.io/resource-in-use"]
-        status["conditions"] = conds
-    return {
-        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload", "metadata": meta,
-        "spec": {
-            "active": True,
-            "podSets": [{"count": 1, "name": "main", "template": {"metadata": {}, "spec": {
-                "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": str(job.gpus)},
-                                                              "requests": requests}}],
-                "restartPolicy": "Never"}}}],
-            "priority": QOS_PRIORITY[job.qos], "priorityClassName": job.qos.lower(),
-            "priorityClassSource": "kueue.x-k8s.io/workloadpriorityclass", "queueName": QUEUE_NAME,
-        },
-        "status": status,
-    }
-
-
-def workloads_doc(jobs: list[Job], t: int, clock: Clock) -> str:
-    """``kubectl get workloads.kueue.x-k8s.io -A -o json`` at T: a v1 List, keys sorted, 4-space indent.
-
-    Jobs deleted while pending are absent (their Workload is garbage-collected with the Job).
-    """
-    items = []
-    for job in jobs:
-        st = status_at(job, t)
-        if st is None or (job.held and st == "ended"):
-            continue
-        items.append(workload(job, t, clock, 1_000_000 + len(items)))
-    doc = {"apiVersion": "v1", "items": items, "kind": "List", "metadata": {"resourceVersion": ""}}
-    return json.dumps(doc, indent=4, sort_keys=True, ensure_ascii=False) + "\n"
+def summarize_week(path: Path) -> dict:
+    """Per-day counts of the replayed week (for the README): jobs submitted in each day ``(T_d - 1 day, T_d]``,
+    their GPUs, and the jobs pending/running/ended at each day's T_d (``T_d = REPLAY_END - (6 - d)`` days)."""
+    table = replay_jobs(pd.read_csv(path, dtype=str, keep_default_na=False))
+    days = []
+    for d in range(WEEK_DAYS):
+        t = REPLAY_END - pd.Timedelta(days=WEEK_DAYS - 1 - d)
+        mine = table[(table["submitted_at"] > t - pd.Timedelta(days=1)) & (table["submitted_at"] <= t)]
+        states = job_states_at(table, t)
+        days.append({"T": t.strftime("%Y-%m-%dT%H:%M:%SZ"), "submitted": len(mine), "gpus": int(mine["gpus"].sum()),
+                     "pending": int((states == "pending").sum()), "running": int((states == "running").sum()),
+                     "ended": int((states == "ended").sum()),
+                     "running_ids": [int(i) for i in states.index[states == "running"]]})
+    started = table[table["started_at"].notna()]
+    return {"jobs": len(table), "final_states": {k: int(v) for k, v in table["final_state"].value_counts().items()},
+            "waited": int((started["started_at"] > started["submitted_at"]).sum()),
+            "first_submit": table["submitted_at"].min().strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "last_submit": table["submitted_at"].max().strftime("%Y-%m-%dT%H:%M:%SZ"), "days": days}
 
 
 # ---------------------------------------------------------------- main
@@ -670,7 +472,7 @@ def summarize(jobs: list[Job], t: int, clock: Clock, nodes: list[Node], scan: li
     started_hist = [j for j in by["ended"] if not j.held]
     waits = [j.start_s - j.submit_s for j in jobs if j.start_s is not None]
     events = sorted([(j.start_s, 1, j.gpus) for j in jobs if j.start_s is not None]
-                    + [(j.end_s, -1, -j.gpus) for j in jobs if j.end_s is not None])
+                    + [(j.end_s, -1, -j.gpus) for j in jobs if j.start_s is not None and j.end_s is not None])
     busy_jobs = busy_gpus = peak_jobs = peak_gpus = 0
     for _, dj, dg in events:  # ends sort before starts at the same second
         busy_jobs, busy_gpus = busy_jobs + dj, busy_gpus + dg
@@ -716,10 +518,13 @@ def main(argv: list[str] | None = None) -> int:
     t = choose_export_time(scan)
     clock = Clock(t, t_export)
 
+    table = jobs_table(jobs, clock)
+    at = clock.stamp(t)
     openb = args.out / "openb"
-    atomic_write_text(openb / "sacct.txt", "\n".join(sacct_lines(jobs, t, clock)) + "\n", make_parents=True)
-    atomic_write_text(openb / "squeue.json", squeue_doc(jobs, t, clock), make_parents=True)
-    atomic_write_text(openb / "workloads.json", workloads_doc(jobs, t, clock), make_parents=True)
+    sacct_start = pd.Timestamp(SACCT_START_LOCAL).tz_localize(TZ_NAME)
+    atomic_write_text(openb / "sacct.txt", sacct_text(table, at, sacct_start, TZ_NAME), make_parents=True)
+    atomic_write_text(openb / "squeue.json", squeue_json_text(table, at), make_parents=True)
+    atomic_write_text(openb / "workloads.json", kueue_list_text(table, at), make_parents=True)
     summary = summarize(jobs, t, clock, nodes, scan)
     summary["prometheus_end_utc"] = datetime.fromtimestamp(t_export, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     doc = json.loads((args.out / "servegen" / "prometheus.json").read_text())
@@ -729,6 +534,10 @@ def main(argv: list[str] | None = None) -> int:
     summary["prometheus_zero_samples"] = {s["metric"]["service"]: sum(v[1] == "0" for v in s["values"])
                                           for s in doc["data"]["result"]}
     summary["window_start_plus"] = str(timedelta(seconds=t))
+    first_day = write_replay_week(args.shared, args.out, nodes)
+    if first_day is not None:
+        summary["replay_week_trace_days"] = [first_day, first_day + WEEK_DAYS - 1]
+    summary["replay_week"] = summarize_week(openb / "replay_week.csv")
     print(json.dumps(summary, indent=1))
     return 0
 

@@ -22,9 +22,10 @@ ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "data" / "fixtures"
 SHARED = Path(os.environ.get("GPUPLAN_SHARED_DATA", ROOT.parent / "shared" / "data"))
 OUTPUTS = ("openb/sacct.txt", "openb/squeue.json", "openb/workloads.json", "openb/nodes.csv",
-           "openb/pod_requests.csv", "servegen/prometheus.json")
+           "openb/pod_requests.csv", "servegen/prometheus.json", "openb/replay_week.csv")
 SHIPPED_INPUTS = (ROOT / "data" / "traces" / "alibaba_openb_window.csv", ROOT / "data" / "traffic" / "services.json",
-                  FIX / "openb" / "nodes.csv", FIX / "openb" / "pod_requests.csv", FIX / "servegen" / "prometheus.json")
+                  FIX / "openb" / "nodes.csv", FIX / "openb" / "pod_requests.csv", FIX / "servegen" / "prometheus.json",
+                  FIX / "openb" / "replay_week.csv")
 SHARED_INPUTS = (SHARED / "alibaba-openb-gpu-2023" / "openb_node_list_gpu_node.csv",
                  SHARED / "alibaba-openb-gpu-2023" / "openb_pod_list_default.csv",
                  SHARED / "servegen-bailian-llm-2025" / "aggregate_10min.csv")
@@ -56,6 +57,14 @@ def test_rederivation_from_committed_snapshots_is_byte_identical(tmp_path, capsy
     assert (summary["history_completed"], summary["history_failed"], summary["history_cancelled_pending"]) == (39, 158, 12)
     assert (summary["replay_jobs_that_waited"], summary["replay_peak_gpus_busy"]) == (0, 13)
     assert (summary["max_pending_any_minute"], summary["max_active_with_history"]) == (1, 10)
+    week = summary["replay_week"]
+    assert (week["jobs"], week["waited"]) == (916, 0)
+    assert week["final_states"] == {"FAILED": 627, "COMPLETED": 203, "CANCELLED": 85, "RUNNING": 1}
+    days = week["days"]
+    assert [d["T"] for d in days] == [f"2025-03-{10 + d}T16:00:00Z" for d in range(7)]
+    assert [d["submitted"] for d in days] == [135, 116, 152, 83, 123, 210, 97]
+    assert [(d["pending"], d["running"], d["ended"]) for d in days] == [
+        (0, 4, 131), (0, 3, 248), (0, 5, 398), (0, 3, 483), (0, 7, 602), (0, 5, 814), (0, 8, 908)]
 
 
 @pytest.mark.skipif(not all(p.is_file() for p in SHARED_INPUTS),
@@ -64,6 +73,23 @@ def test_rederivation_from_shared_data_is_byte_identical(tmp_path, capsys):
     summary = _rederive(tmp_path, SHARED, capsys)
     assert summary["prometheus_series"] == {"m-mid": 2016, "m-small": 2016}
     assert summary["prometheus_zero_samples"] == {"m-mid": 84, "m-small": 37}
+    assert summary["replay_week_trace_days"] == [118, 124]  # the 7 creation days with the most non-LS GPU pods
+
+
+def test_replay_week_hand_checked_rows():
+    with (FIX / "openb" / "replay_week.csv").open() as fh:
+        rows = {r["pod"]: r for r in csv.DictReader(fh)}
+    # openb-pod-0432: created 1538 s into trace day 118 (= 2025-03-09T16:00Z, day 124's end is 2025-03-16T16:00Z),
+    # ran 10197213 - 10196739 = 474 s; pod_phase Running but deleted before the trace end -> COMPLETED.
+    assert rows["openb-pod-0432"] == {
+        "job_id": "800001", "pod": "openb-pod-0432", "qos": "Guaranteed", "gpus": "1", "cpu_milli": "12000",
+        "memory_mib": "24576", "node": "openb-node-0026", "node_model": "G2", "submitted_at": "2025-03-09T16:25:38Z",
+        "started_at": "2025-03-09T16:25:38Z", "ended_at": "2025-03-09T16:33:32Z", "final_state": "COMPLETED"}
+    # openb-pod-0436: never scheduled, deleted 60 s after creation -> cancelled while pending, no node.
+    assert [rows["openb-pod-0436"][k] for k in ("node", "started_at", "ended_at", "final_state")] == [
+        "", "", "2025-03-09T16:32:17Z", "CANCELLED"]
+    # openb-pod-1556 is still running at the trace end: it never ends.
+    assert [rows["openb-pod-1556"][k] for k in ("ended_at", "final_state")] == ["", "RUNNING"]
 
 
 def _sacct() -> list[list[str]]:
