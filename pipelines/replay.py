@@ -9,6 +9,7 @@ ServeGen traffic (``data/fixtures/servegen/prometheus.json``). For each day ``d`
    them at ``T_d`` (:func:`pipelines.sources.exports.day_exports`): the ``sacct`` text of the last
    day, the ``squeue --json`` snapshot, the Kueue workload list and the Prometheus ``query_range``
    body, each file's modification time set to ``T_d``;
+   The first day's ``sacct`` covers the 7 days before it, so the first retraining has history.
 2. runs the nightly retraining at ``T_d`` (:func:`pipelines.flows.train_forecasters`: ingest, then the
    gated retraining on the store up to ``T_d``);
 3. runs the replan at ``T_d`` (:func:`pipelines.flows.plan_flow`: ingest, freshness check, plan,
@@ -39,6 +40,11 @@ REPLAY_JOBS: Path = FIXTURES / "openb" / "replay_week.csv"
 PROMETHEUS: Path = FIXTURES / "servegen" / "prometheus.json"
 NODES: tuple[str, ...] = ("openb-node-0022", "openb-node-0023", "openb-node-0024", "openb-node-0026",
                           "openb-node-0027", "openb-node-0028", "openb-node-0029", "openb-node-0030")
+#: The last replayed day's export time: 19 h 20 min before the end of the shipped traces
+#: (2025-03-15T20:40Z, 04:40 on the cluster's clock). The openb pods hardly queue on the 64-GPU slice
+#: (at most 1 pending job at any time of day); at this time of day a pending job is in the exports on
+#: 2 of the 7 days (the third replay day of ``--days 5``), so a replay shows commands for real jobs.
+REPLAY_CLOCK_END = pd.Timestamp("2025-03-15T20:40:00Z")
 #: The scheduler's clock of the openb slice (the fixture's sacct prints Asia/Shanghai wall time).
 TIMEZONE = "Asia/Shanghai"
 
@@ -93,8 +99,14 @@ def load_inputs() -> tuple[pd.DataFrame, Any]:
     for p in (REPLAY_JOBS, PROMETHEUS):
         if not p.is_file():
             raise InputError(f"replay input {p} is missing (see data/fixtures/README.md)")
-    return exports.read_replay(pd.read_csv(REPLAY_JOBS, dtype=str)), strict_json.loads(PROMETHEUS.read_text(),
-                                                                                        str(PROMETHEUS))
+    frame = pd.read_csv(REPLAY_JOBS, dtype=str, keep_default_na=False)
+    return exports.replay_jobs(frame), strict_json.loads(PROMETHEUS.read_text(), str(PROMETHEUS))
+
+
+def replay_days(jobs: pd.DataFrame) -> int:
+    """Whole days the replayed table covers before :data:`REPLAY_CLOCK_END` (6 for the shipped week)."""
+    first = pd.to_datetime(jobs["submitted_at"], utc=True).min()
+    return max(1, int((REPLAY_CLOCK_END - first) // pd.Timedelta(days=1)))
 
 
 def replay(ws_root: Path, days: int, scheduler: Scheduler = "slurm",
@@ -113,7 +125,7 @@ def replay(ws_root: Path, days: int, scheduler: Scheduler = "slurm",
     from pipelines.stages.solve import check_plan
 
     jobs, body = load_inputs()
-    n_days = exports.replay_days(jobs)
+    n_days = replay_days(jobs)
     if not 1 <= days <= n_days:
         raise InputError(f"--days {days}: the replayed week has {n_days} days (expected 1..{n_days})")
     ws_root = Path(ws_root).expanduser().resolve()
@@ -121,8 +133,8 @@ def replay(ws_root: Path, days: int, scheduler: Scheduler = "slurm",
     if not (ws_root / CONFIG_FILE).exists():
         atomic_write_text(ws_root / CONFIG_FILE, replay_config_text(scheduler))
     out = []
-    for d in range(n_days - days, n_days):  # the last `days` days, so the first one has history behind it
-        day_ex = exports.day_exports(jobs, d, n_days, body, TIMEZONE)
+    for d in range(days):  # the last `days` days of the week; the first one's sacct covers the week before it
+        day_ex = exports.day_exports(jobs, d, days, body, TIMEZONE, end=REPLAY_CLOCK_END)
         when = pd.Timestamp(day_ex["T"]).tz_convert("UTC").to_pydatetime().astimezone(UTC)
         write_day(ws_root, day_ex, scheduler)
         if notify:

@@ -34,6 +34,7 @@ import math
 import pickle
 import posixpath
 import sqlite3
+import sys
 import tempfile
 import threading
 import time
@@ -51,6 +52,7 @@ from forecasters.jobs import predict as job_predict
 from pipelines import job_models
 from pipelines.catalog import MODEL_RUN_FILES
 from pipelines.config import Settings
+from pipelines.errors import InputError
 from pipelines.report.plots import plot_pred_vs_actual
 from pipelines.run_folder import file_lock
 
@@ -88,6 +90,38 @@ def _init_lock(settings: Settings):
     return file_lock((db.parent if db is not None else settings.mlruns_dir) / ".init.lock")
 
 
+class StoreError(InputError):
+    """The MLflow store cannot be used (old schema, locked, read-only, missing folder): one line with the fix."""
+
+
+def store_error(settings: Settings, exc: BaseException) -> StoreError:
+    """The one-line :class:`StoreError` for an exception raised while opening or writing the MLflow store.
+
+    Recognised: an out-of-date schema (MLflow's "Detected out-of-date database schema": the exact
+    ``mlflow db upgrade`` command of this environment), a locked database, a read-only database or
+    folder, a missing folder; anything else is named with its first line.
+    """
+    uri = settings.tracking_uri
+    text = " ".join(str(exc).split())
+    low = text.lower()
+    mlflow_bin = Path(sys.executable).parent / "mlflow"
+    db = sqlite_path(uri)
+    if "out-of-date database schema" in low or "alembic" in low and "revision" in low:
+        return StoreError(f"MLflow store {uri} has an older database schema than the installed MLflow: back up "
+                          f"{db or 'the database'}, then run '{mlflow_bin} db upgrade {uri}'")
+    if "database is locked" in low:
+        return StoreError(f"MLflow store {uri} is locked by another process: wait for it to finish (or stop it) "
+                          f"and retry")
+    if "readonly" in low or "read-only" in low or isinstance(exc, PermissionError):
+        return StoreError(f"MLflow store {uri} is read-only ({text[:120]}): make {db or 'it'} and its folder "
+                          f"writable, or set GPUPLAN_TRACKING_URI to a writable store")
+    if "unable to open database file" in low or isinstance(exc, FileNotFoundError):
+        where = db.parent if db is not None else uri
+        return StoreError(f"MLflow store {uri} cannot be opened: folder {where} is missing or not writable; create "
+                          f"it or set GPUPLAN_TRACKING_URI")
+    return StoreError(f"MLflow store {uri} cannot be used: {type(exc).__name__}: {text[:200]}")
+
+
 def init_store(settings: Settings) -> dict[str, str]:
     """Create the tracking database (schema), WAL mode and every experiment; idempotent.
 
@@ -96,7 +130,42 @@ def init_store(settings: Settings) -> dict[str, str]:
 
     Returns:
         experiment key -> experiment id.
+
+    Raises:
+        StoreError: the store cannot be used (:func:`store_error`: one line naming the store and the fix).
     """
+    try:
+        _preflight_sqlite(settings)
+        return _init_store(settings)
+    except StoreError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the store boundary: one line, never a traceback
+        raise store_error(settings, exc) from None
+
+
+def _preflight_sqlite(settings: Settings) -> None:
+    """Open a SQLite store directly first (2 s timeout): MLflow retries a failing engine for ~100 s before it gives up.
+
+    Raises the :mod:`sqlite3` error of a path that is a folder, a file that is not a database, a
+    database locked by another writer or read-only; a missing database is fine (MLflow creates it).
+    """
+    db = sqlite_path(settings.tracking_uri)
+    if db is None:
+        return
+    if db.exists() and not db.is_file():
+        raise sqlite3.OperationalError("unable to open database file (the path is a folder)")
+    if not db.exists():
+        return
+    con = sqlite3.connect(db, timeout=2)
+    try:
+        con.execute("PRAGMA schema_version").fetchone()
+        con.execute("BEGIN IMMEDIATE")  # needs the write lock: a locked or read-only database fails here
+        con.execute("ROLLBACK")
+    finally:
+        con.close()
+
+
+def _init_store(settings: Settings) -> dict[str, str]:
     import mlflow  # lazily: import cost, see the top of the module
 
     mlflow.set_tracking_uri(settings.tracking_uri)
