@@ -419,7 +419,8 @@ def log_profile_run(settings: Settings, service: str, profile: Any, metrics: Map
 
 
 def log_job_model_run(settings: Settings, kind: str, model: Any, doc: Mapping[str, Any], test: pd.DataFrame,
-                      held_out: tuple[pd.DataFrame, np.ndarray, np.ndarray], source: str) -> str:
+                      held_out: tuple[pd.DataFrame, np.ndarray, np.ndarray], source: str,
+                      alias: str = "champion") -> str:
     """Log a trained ``kind`` forecaster to its experiment; returns the run id.
 
     Params: kind, history path (``source``), level-list version, train/test sizes, model info.
@@ -440,7 +441,7 @@ def log_job_model_run(settings: Settings, kind: str, model: Any, doc: Mapping[st
         rid = log_run(settings, kind, f"train-{kind}", params=params, metrics=flatten(doc),
                       artifacts={f"plots/{png.name}": png, "model_meta/levels.json": levels},
                       tags={"gpuplan.stage": "train"})
-    log_job_model(settings, rid, model, test.head(5))
+    log_job_model(settings, rid, model, test.head(5), alias=alias)
     return rid
 
 

@@ -45,6 +45,9 @@ def run(
             raise InputError(f"--out {out} is a file; give a folder for the run folders")
         out_dir = out.resolve()  # environment defaults: applied once for every command in pipelines.cli
         settings = load_settings(runs_dir=out_dir)
+        from pipelines import tracking
+
+        tracking.init_store(settings)  # an unusable MLflow store fails here in one line, before any output
         from rich.console import Console
         from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 

@@ -16,9 +16,11 @@ ALL_KINDS = (*JOB_KINDS, REALTIME, "all")
 
 
 def train_job_kind(kind: str) -> dict:
-    """Fit ``kind`` on the earliest 80 % of its shipped history and evaluate on the latest 20 %.
+    """Fit ``kind`` on the earliest 80 % of its shipped history and evaluate on the latest 20 %; log it to MLflow.
 
-    The stage is (:func:`pipelines.stages.models.train`; nothing is saved or logged).
+    The stage is :func:`pipelines.stages.models.train`; the run (metrics, plot, model) is logged to the
+    kind's experiment and the model registered with the alias ``challenger`` (the planner's model,
+    ``champion``, is not replaced: the saved model folder is untouched).
 
     Returns the document of :func:`forecasters.jobs.evaluate`. Logs the number of rows excluded
     for a non-positive duration (case C21) to standard error.
@@ -26,10 +28,17 @@ def train_job_kind(kind: str) -> dict:
     # imported here, not at the top: the catalog and the forecasters pull in pandas, the optimizer and
     # lightgbm (~1.3 s measured on the 2-core machine against ~0.14 s for the whole CLI), which
     # `gpuplan --help` and the other commands need not pay.
-    from pipelines.catalog import shipped_history
-    from pipelines.stages.models import train
+    from pipelines import tracking
+    from pipelines.catalog import history_path, shipped_history
+    from pipelines.config import load_settings
+    from pipelines.stages.models import held_out, train
 
+    settings = load_settings()
+    tracking.init_store(settings)  # a store that cannot be used fails here, in one line, before training
     trained = train(kind, shipped_history(kind))
+    rid = tracking.log_job_model_run(settings, kind, trained.model, trained.doc, trained.test, held_out(trained),
+                                     str(history_path(kind)), alias="challenger")
+    print(f"{kind}: logged to MLflow run {rid} ({settings.tracking_uri})", file=sys.stderr)
     n_bad_test = int((trained.test["duration_h"] <= 0).sum())
     print(
         f"{kind}: excluded {trained.model.info['n_excluded_nonpositive']} training and {n_bad_test} test rows "
@@ -49,14 +58,19 @@ def realtime_report(data_dir: Path | None = None) -> dict:
         pipelines.errors.InputError, FileNotFoundError: ``data/traffic/services.json`` or a traffic
             file missing or bad (the message names the file and field; exit 2 in the CLI).
     """
+    from pipelines import tracking
     from pipelines.catalog import Catalog  # lazily: import cost, see train_job_kind
     from pipelines.config import load_settings
     from pipelines.stages.realtime import backtest_report
 
     settings = load_settings(**({"data_dir": Path(data_dir).resolve()} if data_dir is not None else {}))
+    tracking.init_store(settings)
     catalog = Catalog(settings)
     services = catalog.services()
-    return backtest_report(services, catalog.raw_traffic(services))
+    doc = backtest_report(services, catalog.raw_traffic(services))
+    tracking.log_run(settings, "realtime", "backtest", metrics=tracking.flatten(doc),
+                     params={"services": ",".join(s.service for s in services)}, tags={"gpuplan.stage": "train"})
+    return doc
 
 
 def _realtime_table(doc: dict) -> None:
@@ -117,8 +131,8 @@ def workspace_report(ws) -> dict:
     The stored history (ingest it first) split by submit time (the latest 20 % of jobs held out,
     :func:`forecasters.scheduler.time_split`), fitted on the rest and evaluated against the time
     limit, per-user and global medians
-    (:func:`forecasters.scheduler.evaluate_scheduler_model`); nothing is saved or logged (the nightly
-    retraining does that).
+    (:func:`forecasters.scheduler.evaluate_scheduler_model`); the scores are logged to the
+    ``scheduler`` MLflow experiment; no version is registered (the nightly retraining does that).
 
     Raises:
         InputError: nothing ingested, or no finished run to train on or to score.
@@ -129,9 +143,18 @@ def workspace_report(ws) -> dict:
     jobs = Store(ws.store_dir).jobs()
     if jobs.empty:
         raise InputError(f"workspace {ws.root}: the store is empty; run 'gpuplan ingest --workspace {ws.root}' first")
+    from pipelines import tracking
+    from pipelines.config import load_settings
+
+    settings = load_settings()
+    tracking.init_store(settings)
     train_rows, holdout = time_split(jobs, 0.2)
     model = fit_scheduler_model(train_rows, timezone=ws.config.cluster.timezone)
-    return {"kind": "scheduler", "workspace": str(ws.root), **evaluate_scheduler_model(model, holdout)}
+    doc = {"kind": "scheduler", "workspace": str(ws.root), **evaluate_scheduler_model(model, holdout)}
+    tracking.log_run(settings, "scheduler", f"train-{ws.root.name}", params={"workspace": str(ws.root)},
+                     metrics=tracking.flatten({k: v for k, v in doc.items() if isinstance(v, (int, float, dict))}),
+                     tags={"gpuplan.stage": "train"})
+    return doc
 
 
 def _workspace_text(doc: dict) -> str:
