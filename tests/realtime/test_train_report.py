@@ -22,8 +22,18 @@ SERVICE_KEYS = {"status", "messages", "method", "units", "n_hours", "n_days", "h
 METRIC_KEYS = {"mae", "mase_snaive168", "mase_naive24", "mape", "p90_coverage"}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def isolated_mlflow(tmp_path_factory):
+    """`gpuplan train` logs to MLflow: this module's runs go to a store of its own."""
+    with pytest.MonkeyPatch.context() as mp:
+        root = tmp_path_factory.mktemp("train_mlflow")
+        mp.setenv("GPUPLAN_TRACKING_URI", f"sqlite:///{root / 'mlflow.db'}")
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        yield root
+
+
 @pytest.fixture(scope="module")
-def report() -> dict:
+def report(isolated_mlflow) -> dict:
     return train_report()
 
 
