@@ -132,6 +132,9 @@ PUBLIC_TRACE_SOURCES: dict[str, str] = {
 #: Artifacts of a job-model run (MLflow, written to a temporary folder): the held-out plot, the level lists.
 MODEL_RUN_FILES: dict[str, str] = {"pred_vs_actual_plot": "pred_vs_actual_{kind}.png", "levels": "levels.json"}
 
+#: Suffix of the file beside a saved forecaster that records its registered version.
+MODEL_VERSION_SUFFIX = ".version.json"
+
 #: The model store's marker of the local days the nightly retraining claimed.
 NIGHTLY_MARKER = "nightly_days.json"
 
@@ -379,6 +382,18 @@ class Catalog:
     def save_model(self, kind: str, model: Any) -> Path:
         """Write ``model`` as the current ``kind`` forecaster (atomic folder swap, :func:`pipelines.job_models.save_model`)."""
         return job_models.save_model(model, self.model_path(kind))
+
+    def save_model_version(self, kind: str, doc: dict[str, Any]) -> Path:
+        """Record which registered version the saved ``kind`` forecaster is (``<model folder>.version.json``)."""
+        path = self.model_path(kind).with_name(f"{kind}{MODEL_VERSION_SUFFIX}")
+        return atomic_write_text(path, json.dumps(doc, indent=1))
+
+    def model_version(self, kind: str) -> dict[str, Any] | None:
+        """The record of :meth:`save_model_version`, or None."""
+        path = self.model_path(kind).with_name(f"{kind}{MODEL_VERSION_SUFFIX}")
+        if not path.exists():
+            return None
+        return strict_json.loads(path.read_text(), str(path))
 
     def nightly_marker(self) -> Path:
         """The model store's file of local days the nightly retraining claimed."""

@@ -230,6 +230,8 @@ def write_outputs(run: RunCatalog, run_name: str, problem: Problem, plan: Plan, 
         doc = outputs.summary(run_name, start, problem, plan, inp.demand, inp.rt_status)
         if run.exists("queue_notes"):
             doc["models"] = {"scheduler": run.load("queue_notes").get("model")}
+        elif forecasts is not None:  # the demo: the three saved job forecasters
+            doc["models"] = {k: model_store.model_version(load_settings(), k) for k in JOB_KINDS}
         doc["cluster"] = {"workspace": str(load_settings().workspace_dir), "nodes": cluster.node_names,
                           "gpus_per_node": cluster.node_gpus, "n_gpus": cluster.n_gpus}
         summary_path = run.save("summary", doc)

@@ -47,6 +47,19 @@ def train_or_load(settings: Settings, kind: str, retrain: bool = False,
     history, source = catalog.history(kind)
     trained = models.train(kind, history, seed=settings.seed)
     catalog.save_model(kind, trained.model)
-    tracking.log_job_model_run(settings, kind, trained.model, trained.doc, trained.test, models.held_out(trained),
-                               source)
+    rid = tracking.log_job_model_run(settings, kind, trained.model, trained.doc, trained.test,
+                                     models.held_out(trained), source)
+    name = tracking.registered_model_name(kind)
+    version = tracking.alias_version(settings, name, "champion")
+    catalog.save_model_version(kind, {"name": name, "version": version, "alias": "champion", "run_id": rid})
     return trained.model
+
+
+def model_version(settings: Settings, kind: str) -> dict[str, Any]:
+    """Which registered version the saved ``kind`` forecaster is (``{"name", "version", "alias", "run_id"}``).
+
+    ``{"version": None, "note": ...}`` for a model saved before versions were recorded.
+    """
+    return Catalog(settings).model_version(kind) or {
+        "name": tracking.registered_model_name(kind), "version": None,
+        "note": f"saved model {Catalog(settings).model_path(kind)} has no recorded registry version"}

@@ -383,6 +383,14 @@ def log_job_model(
     return {**uris, "registered_name": name, "version": str(mv.version)}
 
 
+def alias_version(settings: Settings, name: str, alias: str) -> str | None:
+    """The version (text) a registered model's ``alias`` points at, or None when it has none."""
+    try:
+        return str(_client(settings).get_model_version_by_alias(name, alias).version)
+    except Exception:  # noqa: BLE001 - MLflow raises a RestException for a missing alias or model
+        return None
+
+
 def finished_runs(settings: Settings, experiment: str) -> list[Any]:
     """Finished runs of one experiment (newest first)."""
     client = _client(settings)

@@ -37,7 +37,7 @@ def test_store_in_fresh_cwd_logs_runs_and_models_without_strays(tmp_path, monkey
         warnings.simplefilter("always")
         ids = tracking.init_store(s)
         assert ids == tracking.init_store(s)  # idempotent
-        assert set(ids) == {"training", "quantization", "batch_inference", "realtime", "plans", "benchmarks"}
+        assert set(ids) == {"training", "quantization", "batch_inference", "realtime", "scheduler", "plans", "benchmarks"}
         rid = tracking.log_run(s, "plans", "p1", params={"planner": "milp"},
                                metrics={"objective": 12.5, "mip_gap": 0.05, "bad": float("nan"), "none": None})
         from forecasters import jobs
