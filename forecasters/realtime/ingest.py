@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from forecasters.errors import InputError
+from forecasters.realtime.shift import ShiftSettings, detect_level_shift
 from forecasters.realtime.zones import (
     NO_ZONE,
     ZoneFinding,
@@ -40,12 +41,17 @@ class IngestSettings:
         outlier_z: an hour is an outlier when its deviation from the median of the same hour-of-day over
             the surrounding ±3 days exceeds ``outlier_z`` robust standard deviations (1.4826 × MAD of
             all such deviations) (default 6.0). Outliers are listed and masked out of the profile fit;
-            their values are kept in the series.
+            their values are kept in the series. The rule runs on the level-adjusted series: hours from the
+            start of a detected level shift on are divided by its factor first, so a new level is followed,
+            not flagged hour by hour, and a spike inside it is still flagged.
+        level_shift: :class:`forecasters.realtime.shift.ShiftSettings` of the level-shift test (F09), or
+            None to skip it.
     """
 
     max_missing_share: float = 0.10
     interp_max_gap_h: int = 2
     outlier_z: float = 6.0
+    level_shift: ShiftSettings | None = ShiftSettings()
 
 
 def ingest(
@@ -79,7 +85,8 @@ def ingest(
         ``imputation``; ``timezone`` (the seasonal clock to use: the given zone, else the file's, else
         ``"UTC"``), ``timezone_given``, ``zone`` (what the stamps carry,
         :meth:`forecasters.realtime.zones.ZoneFinding.to_dict`, plus ``clock``, ``status`` ``ok``/``degraded``
-        and ``message`` (None or one sentence)).
+        and ``message`` (None or one sentence)); ``level_shift`` (None or
+        :meth:`forecasters.realtime.shift.LevelShift.to_dict` plus ``message``).
 
     Raises:
         forecasters.errors.InputError: missing column, non-numeric/negative value, naive stamps without a
@@ -153,7 +160,11 @@ def ingest(
     series = _impute(series, st.interp_max_gap_h)
     observed = series[~missing]
     constant = bool(observed.max() == observed.min())
-    outliers = [] if constant else _outliers(series, missing, st.outlier_z)
+    shift = None if constant or st.level_shift is None else detect_level_shift(series, clock, st.level_shift)
+    adjusted = series
+    if shift is not None:  # follow the new level: compare hours on the old level's scale
+        adjusted = series.where(series.index < shift.since, series / shift.factor)
+    outliers = [] if constant else _outliers(adjusted, missing, st.outlier_z)
 
     diagnostics = {
         "rows_in": rows_in,
@@ -173,6 +184,7 @@ def ingest(
         "timezone": clock,
         "timezone_given": timezone,
         "zone": {**found.to_dict(), "clock": clock, "status": zone_status, "message": zone_message},
+        "level_shift": None if shift is None else {**shift.to_dict(), "message": shift.describe()},
     }
     return series, diagnostics
 

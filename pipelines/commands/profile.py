@@ -12,7 +12,7 @@ from pipelines.cli_support import WORKSPACE_HELP, run_guarded, use_workspace
 #: Keys of the ``diagnostics`` object in the JSON contract (DESIGN §7.1, ``docs/DESIGN.md``), in order.
 DIAGNOSTIC_KEYS = ("rows_in", "hours", "missing_hours", "longest_gap_h", "duplicates_dropped",
                    "ambiguous_hours", "nonexistent_hours", "off_grid_stamps", "outliers", "constant",
-                   "components", "timezone", "zone")
+                   "components", "timezone", "zone", "level_shift")
 
 #: Longest forecast ``gpuplan profile`` prints, in hours: two weeks. DESIGN forecasts real-time
 #: demand 24–168 h ahead; a weekly profile fitted from 1–2 weeks of history says nothing useful
@@ -25,7 +25,7 @@ def profile_document(df, timezone: str | None, horizon_h: int) -> dict:
 
     ``{"method", "status", "messages", "forecast": [{"ts", "p50", "p90"}], "diagnostics": {...}}``;
     ``ts`` ISO 8601 UTC (``Z``), values in the file's units per hour, the forecast starting at the first
-    hour after the history. ``messages`` explains a ``"degraded"`` status and states
+    hour after the history. ``messages`` explains a ``"degraded"`` or ``"level_shift"`` status and states
     the level correction (:func:`forecasters.realtime.recalibrate` from the last actual hour, as a planning
     run does).
 
@@ -35,8 +35,10 @@ def profile_document(df, timezone: str | None, horizon_h: int) -> dict:
     no IANA zone (one non-zero offset throughout, or a pattern no zone has) gets that fixed offset as
     the clock and status ``"degraded"`` with a message naming it. ``diagnostics.timezone`` is the clock
     used; ``diagnostics.zone`` what the stamps carry (``kind``, ``zone``, ``candidates``, ``offsets``,
-    ``switches``, ``found``, ``clock``, ``status``, ``message``).
-    Status: ``"degraded"`` if the profile or the zone is degraded, else the profile's.
+    ``switches``, ``found``, ``clock``, ``status``, ``message``); ``diagnostics.level_shift`` the level
+    shift at the end of the history (None, or ``since``, ``factor``, ``hours``, ``share``, ``message``).
+    Status: ``"degraded"`` if the profile or the zone is degraded, else ``"level_shift"`` when the
+    profile follows a new level, else ``"ok"``.
     """
     import pandas as pd
 

@@ -13,6 +13,10 @@ Choices (documented settings, not hidden constants):
   traffic stamps carry (a tz-aware column, or ISO offsets that switch at DST dates) is only reported in
   the ingest diagnostics (``zone``), with a message when it disagrees. ``gpuplan profile`` without
   ``--timezone`` is where the file's zone sets the clock (:func:`forecasters.realtime.ingest`).
+- **Level shifts (F09)**: one rule, :func:`forecasters.realtime.shift.detect_level_shift`, runs in
+  :func:`forecasters.realtime.ingest` (the new level's hours are not outliers) and in every
+  :func:`forecasters.realtime.fit_profile` (the forecast follows the new level; status ``level_shift``,
+  shown in the risk report's real-time section).
 """
 
 from __future__ import annotations
@@ -112,7 +116,8 @@ class ProfileFit:
     Attributes:
         profiles: service -> fitted, recalibrated profile (:mod:`forecasters.realtime`).
         bands: :data:`pipelines.schemas.BANDS` frame (last day, traffic units per hour).
-        status: service -> ``[status, "; "-joined messages]``.
+        status: service -> ``[status, "; "-joined messages]``; status ``ok``, ``level_shift`` (a new level
+            at the end of the history, followed by the forecast) or ``degraded``.
         metrics: service -> ``band_mae``, ``band_mape`` (fraction), ``band_p90_coverage`` (fraction),
             ``level_factor``, ``history_hours``.
     """
@@ -132,7 +137,8 @@ def ingest_traffic(services: Sequence[ServiceSettings], raw: Mapping[str, pd.Dat
 
     Each service's configured ``timezone`` is the seasonal clock, whatever zone its stamps carry
     (module docstring: zone precedence); the diagnostics' ``zone`` says what the stamps carry and its
-    ``message`` notes a disagreement.
+    ``message`` notes a disagreement. Hours of a level shift at the end of the history are not
+    outliers (``level_shift`` in the diagnostics).
 
     Returns:
         The :data:`pipelines.schemas.TRAFFIC` frame (``excluded`` marks imputed hours and outliers)
