@@ -11,6 +11,15 @@ import numpy as np
 import pandas as pd
 
 from forecasters.errors import InputError
+from forecasters.realtime.shift import ShiftSettings, detect_level_shift
+from forecasters.realtime.zones import (
+    NO_ZONE,
+    ZoneFinding,
+    parse_offsets_s,
+    resolve_clock,
+    zone_from_dtype,
+    zone_from_offsets,
+)
 
 #: Off-grid bucketing rules (``offgrid_rule``). ``max`` is the default: capacity planning must not
 #: average away peaks (cases C05).
@@ -32,12 +41,17 @@ class IngestSettings:
         outlier_z: an hour is an outlier when its deviation from the median of the same hour-of-day over
             the surrounding ±3 days exceeds ``outlier_z`` robust standard deviations (1.4826 × MAD of
             all such deviations) (default 6.0). Outliers are listed and masked out of the profile fit;
-            their values are kept in the series.
+            their values are kept in the series. The rule runs on the level-adjusted series: hours from the
+            start of a detected level shift on are divided by its factor first, so a new level is followed,
+            not flagged hour by hour, and a spike inside it is still flagged.
+        level_shift: :class:`forecasters.realtime.shift.ShiftSettings` of the level-shift test (F09), or
+            None to skip it.
     """
 
     max_missing_share: float = 0.10
     interp_max_gap_h: int = 2
     outlier_z: float = 6.0
+    level_shift: ShiftSettings | None = ShiftSettings()
 
 
 def ingest(
@@ -52,8 +66,10 @@ def ingest(
         df: rows with ``ts`` (text, datetime64 or tz-aware datetime; naive stamps need ``timezone``),
             ``value`` (traffic per hour, >= 0, NaN = missing) and optional ``service`` (one service only).
             Extra columns are ignored.
-        timezone: IANA zone of naive stamps (also the service's local clock; for aware stamps it is not
-            needed). ``None`` with naive stamps is refused.
+        timezone: IANA zone of naive stamps and the service's local clock (seasonal clock). Precedence:
+            a given zone always wins; with ``None``, the zone the stamps carry sets the clock (an IANA zone
+            of a tz-aware column, or one inferred from ISO offsets that switch at DST dates,
+            :mod:`forecasters.realtime.zones`), else UTC. ``None`` with naive stamps is refused.
         offgrid_rule: how several stamps in one UTC hour combine: ``"max"`` (default), ``"mean"`` or
             ``"last"`` (latest stamp).
         settings: :class:`IngestSettings`; defaults when ``None``.
@@ -66,7 +82,11 @@ def ingest(
         file order: first occurrence = earlier UTC instant), ``nonexistent_hours`` (always 0: such rows
         are rejected), ``off_grid_stamps``, ``outliers`` (ISO UTC stamps), ``constant``; plus
         ``missing_share``, ``imputed`` (ISO UTC stamps of imputed hours), ``offgrid_rule``,
-        ``imputation``, ``timezone``.
+        ``imputation``; ``timezone`` (the seasonal clock to use: the given zone, else the file's, else
+        ``"UTC"``), ``timezone_given``, ``zone`` (what the stamps carry,
+        :meth:`forecasters.realtime.zones.ZoneFinding.to_dict`, plus ``clock``, ``status`` ``ok``/``degraded``
+        and ``message`` (None or one sentence)); ``level_shift`` (None or
+        :meth:`forecasters.realtime.shift.LevelShift.to_dict` plus ``message``).
 
     Raises:
         forecasters.errors.InputError: missing column, non-numeric/negative value, naive stamps without a
@@ -90,7 +110,8 @@ def ingest(
         raise InputError("traffic: no rows")
 
     values = _numeric_values(df["value"])
-    ts_utc, ambiguous = _to_utc(df["ts"], timezone)
+    ts_utc, ambiguous, found = _to_utc(df["ts"], timezone)
+    clock, zone_status, zone_message = resolve_clock(timezone, found)
 
     frame = pd.DataFrame({"ts": ts_utc, "value": values, "order": np.arange(rows_in)})
     # Exact duplicates (same instant): identical values (or NaN beside a value) are dropped and counted;
@@ -139,7 +160,11 @@ def ingest(
     series = _impute(series, st.interp_max_gap_h)
     observed = series[~missing]
     constant = bool(observed.max() == observed.min())
-    outliers = [] if constant else _outliers(series, missing, st.outlier_z)
+    shift = None if constant or st.level_shift is None else detect_level_shift(series, clock, st.level_shift)
+    adjusted = series
+    if shift is not None:  # follow the new level: compare hours on the old level's scale
+        adjusted = series.where(series.index < shift.since, series / shift.factor)
+    outliers = [] if constant else _outliers(adjusted, missing, st.outlier_z)
 
     diagnostics = {
         "rows_in": rows_in,
@@ -156,7 +181,10 @@ def ingest(
         "imputed": [_iso(t) for t in imputed_idx],
         "offgrid_rule": offgrid_rule,
         "imputation": f"linear for gaps <= {st.interp_max_gap_h} h, else mean of the same hour +-24 h",
-        "timezone": timezone,
+        "timezone": clock,
+        "timezone_given": timezone,
+        "zone": {**found.to_dict(), "clock": clock, "status": zone_status, "message": zone_message},
+        "level_shift": None if shift is None else {**shift.to_dict(), "message": shift.describe()},
     }
     return series, diagnostics
 
@@ -181,13 +209,17 @@ def _numeric_values(col: pd.Series) -> np.ndarray:
     return arr
 
 
-def _to_utc(col: pd.Series, timezone: str | None) -> tuple[pd.Series, int]:
-    """Parse ``ts`` to UTC; returns (UTC timestamps, number of rows with an ambiguous local time)."""
+def _to_utc(col: pd.Series, timezone: str | None) -> tuple[pd.Series, int, ZoneFinding]:
+    """Parse ``ts`` to UTC.
+
+    Returns (UTC timestamps, number of rows with an ambiguous local time, the zone the stamps carry).
+    """
     if col.isna().any():
         i = int(np.flatnonzero(col.isna().to_numpy())[0])
         raise InputError(f"traffic row {i}: ts is missing")
     if isinstance(col.dtype, pd.DatetimeTZDtype):
-        return col.dt.tz_convert("UTC").reset_index(drop=True), 0
+        utc = col.dt.tz_convert("UTC").reset_index(drop=True)
+        return utc, 0, zone_from_dtype(col.dtype.tz, pd.DatetimeIndex(utc))
     if pd.api.types.is_datetime64_dtype(col.dtype):
         naive = pd.Series(col.to_numpy(), dtype=col.dtype)
     else:
@@ -195,9 +227,10 @@ def _to_utc(col: pd.Series, timezone: str | None) -> tuple[pd.Series, int]:
         aware = text.str.contains(_AWARE_RE, regex=True)
         if aware.all():
             try:
-                return pd.Series(pd.to_datetime(text, utc=True, format="ISO8601")).reset_index(drop=True), 0
+                utc = pd.Series(pd.to_datetime(text, utc=True, format="ISO8601")).reset_index(drop=True)
             except (ValueError, TypeError) as exc:
                 raise InputError(f"traffic: ts not ISO 8601 ({exc})") from exc
+            return utc, 0, zone_from_offsets(pd.DatetimeIndex(utc), parse_offsets_s(text.reset_index(drop=True)))
         if aware.any():
             i = int(np.flatnonzero(~aware.to_numpy())[0])
             raise InputError(f"traffic row {i}: ts {text.iloc[i]!r} has no zone while other rows do; "
@@ -228,7 +261,7 @@ def _to_utc(col: pd.Series, timezone: str | None) -> tuple[pd.Series, int]:
         amb_idx = np.flatnonzero(amb)
         later = amb_idx[occ >= 1]
         out.iloc[later] = second.iloc[later]
-    return out.dt.tz_convert("UTC").reset_index(drop=True), int(amb.sum())
+    return out.dt.tz_convert("UTC").reset_index(drop=True), int(amb.sum()), NO_ZONE
 
 
 def _longest_run(mask: np.ndarray) -> int:

@@ -31,6 +31,13 @@ and unlike MSTL it keeps the weekly component with one full week of history):
   cannot be estimated at all: status ``"degraded"``, components without ``weekly_168h``, and a message
   saying so (or an error with ``on_short_history="error"``). Never a silent loss.
 * statsmodels warnings raised during a fit are recorded as messages and make the status ``"degraded"``.
+* Level shift (field case F09): before the fit, :func:`forecasters.realtime.shift.detect_level_shift` (the
+  same rule ingest uses) tests the end of the history for a lasting new level. When one is found, the
+  regression gets a step term ``1[t >= since]`` (a level-shift intervention: the step's coefficient is
+  the new level, estimated from the hours since the change only, while the daily/weekly shape is fitted
+  on the whole history) and forecasts carry it. The status is ``"level_shift"`` (unless already
+  ``"degraded"``) and a message gives the factor and the start. Too few usable hours on either side of
+  the change to estimate the step: status ``"degraded"`` and a message (never the old level silently).
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from forecasters.errors import InputError
+from forecasters.realtime.shift import LevelShift, ShiftSettings, detect_level_shift
 
 try:  # optional: installed with scikit-learn; without it BLAS keeps its default thread count
     from threadpoolctl import threadpool_limits
@@ -74,6 +82,8 @@ class ProfileSettings:
         calib_origins: number of inner rolling origins (days) used to calibrate the band (7).
         trailing_window_h: refit on at most this many most recent hours (672 = 4 weeks); None = all.
         on_short_history: ``"degraded"`` or ``"error"`` below ``min_weekly_points``.
+        level_shift: settings of the level-shift test (module docstring), or None to skip it.
+        min_shift_fit_h: usable hours at the new level needed to estimate the step term (24).
     """
 
     daily_order: int = 4
@@ -88,6 +98,8 @@ class ProfileSettings:
     calib_origins: int = 7
     trailing_window_h: int | None = 4 * HOURS_PER_WEEK
     on_short_history: str = "degraded"
+    level_shift: ShiftSettings | None = ShiftSettings()
+    min_shift_fit_h: int = HOURS_PER_DAY
 
 
 @dataclass(frozen=True)
@@ -96,7 +108,8 @@ class Profile:
 
     Attributes:
         method: human-readable method name.
-        status: ``"ok"`` or ``"degraded"`` (see ``messages``).
+        status: ``"ok"``, ``"level_shift"`` (a new level detected and followed) or ``"degraded"`` (see
+            ``messages``).
         messages: reasons for a degraded status and other notes.
         components: e.g. ``("level", "trend", "daily_24h", "weekly_168h")`` or ``("constant",)``.
         timezone: IANA zone of the local clock the seasonality is on.
@@ -116,6 +129,8 @@ class Profile:
             calibrated on the same inner rolling origins as ``q90_``.
         weekly: whether the weekly terms are in the model.
         settings: the :class:`ProfileSettings` used.
+        shift: the level shift detected at the end of the history (None = none).
+        shift_since_: start of the step term in the regression (None = no step term).
     """
 
     method: str
@@ -136,6 +151,8 @@ class Profile:
     anchor_: pd.Timestamp | None = None
     phi_: float = 0.0
     q90_1h_: float = 0.0
+    shift: LevelShift | None = None
+    shift_since_: pd.Timestamp | None = None
 
     @property
     def constant(self) -> bool:
@@ -178,10 +195,15 @@ def _method(s: ProfileSettings, weekly: bool, transform: str) -> str:
     return f"statsmodels OLS: {'trend+' if s.trend else ''}{terms}, local clock, {transform} scale"
 
 
-def _features(idx: pd.DatetimeIndex, timezone: str, t0: pd.Timestamp, s: ProfileSettings, weekly: bool):
+def _features(idx: pd.DatetimeIndex, timezone: str, t0: pd.Timestamp, s: ProfileSettings, weekly: bool,
+              shift_since: pd.Timestamp | None = None):
+    """:func:`_design` at UTC stamps ``idx``, plus the step column ``1[t >= shift_since]`` (last) when given."""
     hod, how = _local_hours(idx, timezone)
     t_weeks = ((idx - t0) / pd.Timedelta(hours=1)).to_numpy(dtype=float) / HOURS_PER_WEEK
-    return _design(hod, how, t_weeks, s, weekly)
+    X = _design(hod, how, t_weeks, s, weekly)
+    if shift_since is None:
+        return X
+    return np.column_stack([X, (idx >= shift_since).astype(float)])
 
 
 def _check_series(series: pd.Series) -> pd.Series:
@@ -253,15 +275,18 @@ def _one_blas_thread() -> contextlib.AbstractContextManager[object]:
 
 def _fit_profile(series: pd.Series, timezone: str, exclude, s: ProfileSettings) -> Profile:
     series = _check_series(series)
+    try:
+        _local_hours(series.index[:1], timezone)
+    except Exception as exc:  # noqa: BLE001
+        raise InputError(f"timezone {timezone!r}: not a known IANA zone ({exc})") from exc
+    full_max = float(series.max()) if len(series) else 0.0
+    shift = (detect_level_shift(series, timezone, s.level_shift)
+             if s.level_shift is not None and len(series) and full_max != float(series.min()) else None)
     if s.trailing_window_h is not None and len(series) > s.trailing_window_h:
         series = series.iloc[-s.trailing_window_h:]
     n = len(series)
     if n < s.min_points:
         raise InputError(f"series: {n} hourly points; the profile needs at least {s.min_points}")
-    try:
-        _local_hours(series.index[:1], timezone)
-    except Exception as exc:  # noqa: BLE001
-        raise InputError(f"timezone {timezone!r}: not a known IANA zone ({exc})") from exc
     use = np.ones(n, dtype=bool)
     ex = list(exclude) if exclude is not None else []
     if ex:
@@ -294,6 +319,10 @@ def _fit_profile(series: pd.Series, timezone: str, exclude, s: ProfileSettings) 
         messages.append(msg)
         status = "degraded"
 
+    shift_since, shift_msg, shift_status = _shift_term(shift, series.index, use, s)
+    if shift_msg:
+        messages.append(shift_msg)
+
     transform = s.transform
     if transform == "auto":
         transform = "log" if (vals[use] > 0).all() else "none"
@@ -304,8 +333,8 @@ def _fit_profile(series: pd.Series, timezone: str, exclude, s: ProfileSettings) 
     z = np.log(np.where(use, vals, 1.0)) if transform == "log" else vals.astype(float)
 
     if weekly and s.order_candidates:
-        s = _select_orders(series.index, timezone, t0, z, use, s)
-    X = _features(series.index, timezone, t0, s, weekly)
+        s = _select_orders(series.index, timezone, t0, z, use, s, shift_since)
+    X = _features(series.index, timezone, t0, s, weekly, shift_since)
     if np.linalg.matrix_rank(X[use]) < X.shape[1]:
         raise InputError(f"series: {int(use.sum())} usable hours cannot identify {X.shape[1]} profile terms "
                          "(too many masked hours); give a longer history")
@@ -316,7 +345,8 @@ def _fit_profile(series: pd.Series, timezone: str, exclude, s: ProfileSettings) 
 
     resid = z - X @ params
     phi = _lag1_corr(resid, use)
-    q = _calibrate_q90(X, z, use, s, n, weekly, transform)
+    step = None if shift_since is None else (series.index >= shift_since)
+    q = _calibrate_q90(X, z, use, s, n, weekly, transform, step)
     if q is None:
         dof = max(int(use.sum()) - X.shape[1], 1)
         q90 = float(np.quantile(resid[use], s.p90_quantile)) * np.sqrt(use.sum() / dof)
@@ -324,14 +354,46 @@ def _fit_profile(series: pd.Series, timezone: str, exclude, s: ProfileSettings) 
         messages.append("P90 band from in-sample residuals (history too short for rolling-origin calibration)")
     else:
         q90, q90_1h = q
-    return Profile(method=_method(s, weekly, transform), status=status, messages=tuple(messages),
-                   components=_components(s, weekly), timezone=timezone, transform=transform,
+    if shift_status == "degraded":
+        status = "degraded"
+    elif shift_status == "level_shift" and status == "ok":
+        status = "level_shift"
+    method = _method(s, weekly, transform) + (f"+step({shift_since:%Y-%m-%dT%H:%MZ})" if shift_since is not None
+                                              else "")
+    return Profile(method=method, status=status, messages=tuple(messages),
+                   components=_components(s, weekly) + (("level_shift",) if shift_since is not None else ()),
+                   timezone=timezone, transform=transform,
                    params_=params, t0_=t0, end_=end, n_points=n, q90_=max(float(q90), 0.0),
                    constant_value=None, weekly=weekly, settings=s, phi_=phi,
-                   q90_1h_=max(float(q90_1h), 0.0))
+                   q90_1h_=max(float(q90_1h), 0.0), shift=shift, shift_since_=shift_since)
 
 
-def _select_orders(idx, timezone, t0, z, use, s: ProfileSettings) -> ProfileSettings:
+def _shift_term(shift: LevelShift | None, idx: pd.DatetimeIndex, use: np.ndarray,
+                s: ProfileSettings) -> tuple[pd.Timestamp | None, str | None, str]:
+    """Whether a detected shift enters the regression: ``(step start or None, message, status)``.
+
+    The step needs ``min_shift_fit_h`` usable hours from ``since`` on and ``min_points`` usable hours
+    before it inside the fitted window; otherwise it is not modelled and the status is ``"degraded"``
+    (unless the fitted window starts at or after the change, when the fit is on the new level anyway).
+    Status ``"ok"`` when there is no shift, ``"level_shift"`` when it is followed.
+    """
+    if shift is None:
+        return None, None, "ok"
+    after = idx >= shift.since
+    n_after, n_before = int((use & after).sum()), int((use & ~after).sum())
+    if n_before == 0:
+        return None, (f"{shift.describe()}: the fitted window starts at the new level; the profile follows "
+                      "it"), "level_shift"
+    if n_after >= s.min_shift_fit_h and n_before >= s.min_points:
+        return shift.since, (f"{shift.describe()}: the forecast follows the new level (a step term from "
+                             f"{shift.since:%Y-%m-%dT%H:%MZ} in the regression, estimated on {n_after} h)"), \
+            "level_shift"
+    return None, (f"{shift.describe()}: NOT modelled ({n_after} usable hours after the change, "
+                  f"{n_before} before; need {s.min_shift_fit_h} and {s.min_points}); the forecast may "
+                  "still be at the old level"), "degraded"
+
+
+def _select_orders(idx, timezone, t0, z, use, s: ProfileSettings, shift_since=None) -> ProfileSettings:
     """Pick (daily, weekly) Fourier orders by BIC = n log(RSS/n) + p log(n) on the usable hours.
 
     Candidates with more than ``max_params_share`` × n parameters are skipped; RSS is floored at
@@ -342,10 +404,10 @@ def _select_orders(idx, timezone, t0, z, use, s: ProfileSettings) -> ProfileSett
     best, best_bic = None, np.inf
     for d, w in s.order_candidates:
         cand = dataclasses.replace(s, daily_order=d, weekly_order=w)
-        p = _n_cols(cand, weekly=True)
+        p = _n_cols(cand, weekly=True) + (shift_since is not None)
         if p > s.max_params_share * n:
             continue
-        X = _features(idx, timezone, t0, cand, True)[use]
+        X = _features(idx, timezone, t0, cand, True, shift_since)[use]
         beta, *_ = np.linalg.lstsq(X, z[use], rcond=None)
         rss = max(float(np.sum((z[use] - X @ beta) ** 2)), 1e-12 * tss)
         bic = n * np.log(rss / n) + p * np.log(n)
@@ -363,7 +425,7 @@ def _lag1_corr(resid: np.ndarray, use: np.ndarray) -> float:
     return float(np.clip(np.corrcoef(a, b)[0, 1], 0.0, 0.99))
 
 
-def _calibrate_q90(X, z, use, s: ProfileSettings, n: int, weekly: bool, transform: str):
+def _calibrate_q90(X, z, use, s: ProfileSettings, n: int, weekly: bool, transform: str, step=None):
     """P90 offsets from inner rolling origins: ``(q90_day, q90_1h)`` or None (fewer than 24 errors).
 
     Origins are the last ``calib_origins`` day boundaries ``o = n-24, n-48, ...`` with at least
@@ -373,22 +435,33 @@ def _calibrate_q90(X, z, use, s: ProfileSettings, n: int, weekly: bool, transfor
     ``q90_1h`` = 0.9 quantile of the one-hour-ahead errors after the :func:`recalibrate` correction from
     the previous hour's actual (``window_h = 1``, AR(1) decay ``phi`` of that inner fit's residuals).
     Errors are on the transformed scale (log or raw).
+
+    With a level-shift step (``step``: boolean ``(n,)``, True from the change on; its column is the last
+    of ``X``) an inner fit carries the step term only when its training hours include some at the new
+    level; otherwise it scores only its test hours before the change (the forecast being calibrated
+    knows the change, so errors from not knowing it are not its errors).
     """
     day, hour = [], []
+    n_base, n_all = _n_cols(s, weekly=False), _n_cols(s, weekly=weekly)
     for j in range(1, s.calib_origins + 1):
         o = n - HOURS_PER_DAY * j
         if o < s.min_points:
             break
-        cols = X.shape[1] if (weekly and o >= HOURS_PER_WEEK) else _n_cols(s, weekly=False)
-        Xo = X[:, :cols]
+        cols = list(range(n_all if (weekly and o >= HOURS_PER_WEEK) else n_base))
         train = use[:o]
-        if np.linalg.matrix_rank(Xo[:o][train]) < cols:
+        with_step = step is not None and bool(step[:o][train].any())
+        if with_step:
+            cols.append(X.shape[1] - 1)
+        Xo = X[:, cols]
+        if np.linalg.matrix_rank(Xo[:o][train]) < len(cols):
             continue
         beta, *_ = np.linalg.lstsq(Xo[:o][train], z[:o][train], rcond=None)
         zhat = Xo @ beta
         phi = _lag1_corr(z[:o] - zhat[:o], train)
         test = np.arange(o, min(o + HOURS_PER_DAY, n))
         ok = use[test]
+        if step is not None and not with_step:
+            ok = ok & ~step[test]
         day.append((z[test] - zhat[test])[ok])
         prev = test - 1
         okp = ok & use[prev]
@@ -419,7 +492,7 @@ def _base(profile: Profile, idx: pd.DatetimeIndex) -> tuple[np.ndarray, np.ndarr
     if profile.constant_value is not None:  # a constant profile
         v = np.full(len(idx), float(profile.constant_value))
         return v, v.copy()
-    X = _features(idx, profile.timezone, profile.t0_, profile.settings, profile.weekly)
+    X = _features(idx, profile.timezone, profile.t0_, profile.settings, profile.weekly, profile.shift_since_)
     zhat = X @ profile.params_
     if profile.transform == "log":
         return np.exp(zhat), np.exp(zhat + profile.q90_)
@@ -522,7 +595,7 @@ def recalibrate(
 def hour_of_week_profile(profile: Profile) -> np.ndarray:
     """P50 per local hour of week, shape ``(168,)``, index 0 = Monday 00:00 local.
 
-    At the trend level of the last history hour, times the level factor. A constant profile
+    At the trend level (and level-shift step) of the last history hour, times the level factor. A constant profile
     returns that constant exactly.
     """
     if profile.constant_value is not None:  # a constant profile
@@ -530,6 +603,9 @@ def hour_of_week_profile(profile: Profile) -> np.ndarray:
     how = np.arange(HOURS_PER_WEEK, dtype=float)
     hod = how % HOURS_PER_DAY
     t_weeks = np.full(HOURS_PER_WEEK, (profile.end_ - profile.t0_) / pd.Timedelta(hours=1) / HOURS_PER_WEEK)
-    zhat = _design(hod, how, t_weeks, profile.settings, profile.weekly) @ profile.params_
+    X = _design(hod, how, t_weeks, profile.settings, profile.weekly)
+    if profile.shift_since_ is not None:  # the end of the history is at the new level
+        X = np.column_stack([X, np.ones(HOURS_PER_WEEK)])
+    zhat = X @ profile.params_
     p50 = np.exp(zhat) if profile.transform == "log" else np.maximum(zhat, 0.0)
     return p50 * profile.level_factor

@@ -12,7 +12,7 @@ from pipelines.cli_support import WORKSPACE_HELP, run_guarded, use_workspace
 #: Keys of the ``diagnostics`` object in the JSON contract (DESIGN §7.1, ``docs/DESIGN.md``), in order.
 DIAGNOSTIC_KEYS = ("rows_in", "hours", "missing_hours", "longest_gap_h", "duplicates_dropped",
                    "ambiguous_hours", "nonexistent_hours", "off_grid_stamps", "outliers", "constant",
-                   "components")
+                   "components", "timezone", "zone", "level_shift")
 
 #: Longest forecast ``gpuplan profile`` prints, in hours: two weeks. DESIGN forecasts real-time
 #: demand 24–168 h ahead; a weekly profile fitted from 1–2 weeks of history says nothing useful
@@ -25,9 +25,20 @@ def profile_document(df, timezone: str | None, horizon_h: int) -> dict:
 
     ``{"method", "status", "messages", "forecast": [{"ts", "p50", "p90"}], "diagnostics": {...}}``;
     ``ts`` ISO 8601 UTC (``Z``), values in the file's units per hour, the forecast starting at the first
-    hour after the history. ``messages`` explains a ``"degraded"`` status and states the level correction
-    (:func:`forecasters.realtime.recalibrate` from the last actual hour, as a planning run does). The
-    local clock for the seasonality is ``timezone`` (default UTC).
+    hour after the history. ``messages`` explains a ``"degraded"`` or ``"level_shift"`` status and states
+    the level correction (:func:`forecasters.realtime.recalibrate` from the last actual hour, as a planning
+    run does).
+
+    Seasonal clock, in order of precedence: ``timezone`` (``--timezone``); else the zone the stamps carry
+    (a tz-aware parquet column's IANA zone, or the IANA zone whose UTC offsets match the file's ISO
+    offsets at every stamp, :mod:`forecasters.realtime.zones`); else UTC. A file whose offsets identify
+    no IANA zone (one non-zero offset throughout, or a pattern no zone has) gets that fixed offset as
+    the clock and status ``"degraded"`` with a message naming it. ``diagnostics.timezone`` is the clock
+    used; ``diagnostics.zone`` what the stamps carry (``kind``, ``zone``, ``candidates``, ``offsets``,
+    ``switches``, ``found``, ``clock``, ``status``, ``message``); ``diagnostics.level_shift`` the level
+    shift at the end of the history (None, or ``since``, ``factor``, ``hours``, ``share``, ``message``).
+    Status: ``"degraded"`` if the profile or the zone is degraded, else ``"level_shift"`` when the
+    profile follows a new level, else ``"ok"``.
     """
     import pandas as pd
 
@@ -36,20 +47,22 @@ def profile_document(df, timezone: str | None, horizon_h: int) -> dict:
 
     check_horizon_h(horizon_h, InputError)
     series, diag = ingest(df, timezone)
-    tz = timezone or "UTC"
+    tz = diag["timezone"]
     prof = fit_profile(series, tz, exclude=diag["imputed"] + diag["outliers"])
     prof = recalibrate(prof, series.drop(index=pd.DatetimeIndex(pd.to_datetime(diag["imputed"], utc=True))))
     fc = forecast(prof, horizon_h)
-    notes = list(prof.messages)
+    zone = diag["zone"]
+    notes = ([zone["message"]] if zone["message"] else []) + list(prof.messages)
     if not prof.constant:
         notes.append(f"level correction x{prof.level_factor:.3f} from the last actual hour, decaying "
                      f"as phi^h with phi={prof.phi_:.2f}")
+    status = "degraded" if zone["status"] == "degraded" else prof.status
     diagnostics = {k: diag[k] for k in DIAGNOSTIC_KEYS if k != "components"}
     diagnostics["constant"] = bool(diag["constant"] or prof.constant)
     diagnostics["components"] = list(prof.components)
     return {
         "method": prof.method,
-        "status": prof.status,
+        "status": status,
         "messages": notes,
         "forecast": [
             {"ts": t.strftime("%Y-%m-%dT%H:%M:%SZ"), "p50": float(a), "p90": float(b)}
@@ -67,7 +80,8 @@ def check_horizon_h(horizon_h: int, error: type[ValueError]) -> None:
 
 def profile(
     traffic: Annotated[Path, typer.Option("--traffic", help="Hourly traffic file (ts, value[, service]).")],
-    timezone: str | None = typer.Option(None, "--timezone", help="IANA zone of naive stamps; the local clock."),
+    timezone: str | None = typer.Option(None, "--timezone", help="IANA zone of naive stamps; the local clock "
+                                        "(default: the zone the stamps carry, else UTC)."),
     horizon_h: int = typer.Option(24, "--horizon-h", help=f"Hours ahead to forecast, 1..{MAX_HORIZON_H} (two weeks)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
     workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,

@@ -69,6 +69,8 @@ def _pct(frac: float) -> str:
 #: Plain-words explanation of a degraded real-time profile, keyed by the start of the message that
 #: :func:`forecasters.realtime.fit_profile` gives (C03 history rule).
 _SHORT_WEEKLY = "weekly seasonality needs more than"
+#: Start of the message of a level shift (:meth:`forecasters.realtime.shift.LevelShift.describe`, F09).
+_LEVEL_SHIFT = "level shift x"
 
 
 def explain_rt_status(status: str, message: str) -> str | None:
@@ -77,11 +79,43 @@ def explain_rt_status(status: str, message: str) -> str | None:
     A ``"degraded"`` profile from a history of 168..336 hourly points (the shipped ServeGen series
     are exactly 336 h) has its weekly shape fitted without a second week to confirm it; below 168
     points there is no weekly shape at all. Other degraded causes get a generic explanation.
+    ``"level_shift"`` (F09): traffic moved to a new level at the end of the history and the forecast
+    follows it; the explanation gives the factor and the start (from the profile's message) and what to
+    check; a degraded profile whose message also reports a level shift gets both explanations.
     """
     if status == "ok":
         return None
     if status == "given":
         return None
+    shift = _explain_level_shift(message)
+    if status == "level_shift":
+        return shift
+    why = _explain_degraded(message)
+    return f"{shift} {why}" if shift else why
+
+
+def _explain_level_shift(message: str) -> str | None:
+    """The level-shift part of the explanation (F09), or None when the message has none."""
+    m = re.search(r"level shift x([0-9.]+) since (\S+) \((\d+) h", message)
+    if not m:
+        return None
+    factor, since, hours = float(m.group(1)), m.group(2), int(m.group(3))
+    way = "fell" if factor < 1 else "rose"
+    followed = "NOT modelled" not in message
+    return (f"Traffic {way} to {factor:.2f}× its usual level for each hour of the week from {since} on "
+            f"({hours} h so far), and stayed there: this is a new level, not a run of outliers. "
+            + ("The forecast (and the GPUs planned for this service) follows the new level. " if followed else
+               "The forecast could NOT be moved to the new level (too few hours on one side of the change); "
+               "it may still be at the old level. ")
+            + ("If the change is temporary (an outage upstream, a holiday, a routing change being rolled "
+               "back), demand will come back to the old level: keep extra real-time headroom (a higher "
+               "`min_gpus`) until you know." if factor < 1 else
+               "Check that the new demand is real (a launch, a new client) and that the service's "
+               "`max_gpus` allows it."))
+
+
+def _explain_degraded(message: str) -> str:
+    """The explanation of a degraded profile (short history, or a generic one)."""
     if _SHORT_WEEKLY in message:
         got = re.search(r"got (\d+)", message)
         n_txt = f"{got.group(1)} hourly points" if got else "too few hourly points"
@@ -135,7 +169,7 @@ def render_page(inp: ReportInputs, table: pd.DataFrame, plots: Mapping[str, str]
                    f"baseline plan.")
     out.append("\nReal-time profiles:\n")
     for svc, (status, msg) in inp.rt_status.items():
-        flag = "**DEGRADED** — " if status not in ("ok", "given") else ""
+        flag = {"ok": "", "given": "", "level_shift": "**LEVEL SHIFT** — "}.get(status, "**DEGRADED** — ")
         out.append(f"- `{svc}`: {flag}{status}{(': ' + msg) if msg else ''}")
         why = explain_rt_status(status, msg or "")
         if why:

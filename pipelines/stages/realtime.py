@@ -9,6 +9,14 @@ Choices (documented settings, not hidden constants):
   (the bands; their MAE and P90 coverage are the profile run's metrics).
 - **Real-time demand in the problem**: the P90 GPU demand (``DEMAND_QUANTILE``), each hour repeated
   over its planning steps; ``current_gpus`` is the GPU need of the last actual hour.
+- **Seasonal clock (zone precedence)**: a service's configured ``timezone`` always wins; the zone its
+  traffic stamps carry (a tz-aware column, or ISO offsets that switch at DST dates) is only reported in
+  the ingest diagnostics (``zone``), with a message when it disagrees. ``gpuplan profile`` without
+  ``--timezone`` is where the file's zone sets the clock (:func:`forecasters.realtime.ingest`).
+- **Level shifts (F09)**: one rule, :func:`forecasters.realtime.shift.detect_level_shift`, runs in
+  :func:`forecasters.realtime.ingest` (the new level's hours are not outliers) and in every
+  :func:`forecasters.realtime.fit_profile` (the forecast follows the new level; status ``level_shift``,
+  shown in the risk report's real-time section).
 """
 
 from __future__ import annotations
@@ -50,7 +58,8 @@ class ServiceSettings:
 
     Attributes:
         service: name; ``file``: its hourly traffic file (relative to the traffic folder);
-        timezone: IANA zone of its local clock (seasonality);
+        timezone: IANA zone of its local clock (seasonality); it takes precedence over any zone the
+            traffic stamps carry;
         capacity_per_gpu_per_h: traffic one GPU serves per hour (file units); ``headroom``: fraction;
         min_gpus / max_gpus / swap_cap_gpus / replica_gpus: GPU bounds, largest change per step, replica size;
         units: the file's traffic units (e.g. ``requests/h``).
@@ -107,7 +116,8 @@ class ProfileFit:
     Attributes:
         profiles: service -> fitted, recalibrated profile (:mod:`forecasters.realtime`).
         bands: :data:`pipelines.schemas.BANDS` frame (last day, traffic units per hour).
-        status: service -> ``[status, "; "-joined messages]``.
+        status: service -> ``[status, "; "-joined messages]``; status ``ok``, ``level_shift`` (a new level
+            at the end of the history, followed by the forecast) or ``degraded``.
         metrics: service -> ``band_mae``, ``band_mape`` (fraction), ``band_p90_coverage`` (fraction),
             ``level_factor``, ``history_hours``.
     """
@@ -124,6 +134,11 @@ def ingest_traffic(services: Sequence[ServiceSettings], raw: Mapping[str, pd.Dat
     Args:
         services: the service settings.
         raw: service name -> its raw traffic rows (``ts``, ``value``) as read from its file.
+
+    Each service's configured ``timezone`` is the seasonal clock, whatever zone its stamps carry
+    (module docstring: zone precedence); the diagnostics' ``zone`` says what the stamps carry and its
+    ``message`` notes a disagreement. Hours of a level shift at the end of the history are not
+    outliers (``level_shift`` in the diagnostics).
 
     Returns:
         The :data:`pipelines.schemas.TRAFFIC` frame (``excluded`` marks imputed hours and outliers)

@@ -196,3 +196,27 @@ def test_reasons_pluralise_one_gpu_and_one_step():
     assert idle["reason"].tolist() == ["1 GPU free for 0.5 h"]
     cov = t[t["section"] == "coverage_risk"]
     assert cov["reason"].tolist() == ["1 GPU short of P90 but 1 free: covered by re-planning within the swap cap"]
+
+
+def test_page_real_time_section_states_a_level_shift():
+    # F09: the profile's message (forecasters.realtime.fit_profile) for a drop to half, and for one whose
+    # step could not be estimated (degraded): the section says the level changed, by how much, since when
+    from dataclasses import replace
+
+    from pipelines.report import explain_rt_status, render_page
+
+    msg = ("level shift x0.50 since 2025-09-22T00:00Z (72 h, 100% of hours moved the same way): the forecast "
+           "follows the new level (a step term from 2025-09-22T00:00Z in the regression, estimated on 72 h)")
+    inp = replace(_inputs(), rt_status={"chat": ("level_shift", msg)})
+    page = render_page(inp, build_report_table(inp), {}, "run-s")
+    assert f"- `chat`: **LEVEL SHIFT** — level_shift: {msg}" in page and "**DEGRADED**" not in page
+    assert ("  - What this means: Traffic fell to 0.50× its usual level for each hour of the week from "
+            "2025-09-22T00:00Z on (72 h so far), and stayed there: this is a new level, not a run of outliers. "
+            "The forecast (and the GPUs planned for this service) follows the new level.") in page
+    rise = explain_rt_status("level_shift", msg.replace("x0.50", "x1.60"))
+    assert rise.startswith("Traffic rose to 1.60×") and "`max_gpus`" in rise
+    stuck = explain_rt_status("degraded", "level shift x0.50 since 2025-09-22T00:00Z (72 h, 100% of hours moved "
+                                          "the same way): NOT modelled (10 usable hours after the change)")
+    assert "could NOT be moved to the new level" in stuck and stuck.endswith("check the forecast-against-actual "
+                                                                             "plot.")
+    assert explain_rt_status("ok", "") is None

@@ -13,7 +13,8 @@ from pipelines.cli import app
 ROOT = Path(__file__).resolve().parents[2]
 M_SMALL = ROOT / "data" / "traffic" / "servegen_m-small_hourly.csv"
 DIAG_KEYS = {"rows_in", "hours", "missing_hours", "longest_gap_h", "duplicates_dropped", "ambiguous_hours",
-             "nonexistent_hours", "off_grid_stamps", "outliers", "constant", "components"}
+             "nonexistent_hours", "off_grid_stamps", "outliers", "constant", "components", "timezone", "zone",
+             "level_shift"}
 
 
 def test_profile_json_contract_on_shipped_m_small():
@@ -28,6 +29,9 @@ def test_profile_json_contract_on_shipped_m_small():
     assert set(d) == DIAG_KEYS
     assert d["rows_in"] == 335 and d["hours"] == 336 and d["missing_hours"] == 1 and d["longest_gap_h"] == 1
     assert "weekly_168h" in d["components"] and "daily_24h" in d["components"]
+    # the given zone is the clock; the file's stamps are UTC (Z); no level shift in the shipped week
+    assert d["timezone"] == "Asia/Shanghai" and d["zone"]["kind"] == "utc" and d["zone"]["message"] is None
+    assert d["level_shift"] is None
     fc = doc["forecast"]
     assert len(fc) == 24
     last = pd.read_csv(M_SMALL)["ts"].iloc[-1]
