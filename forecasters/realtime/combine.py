@@ -23,10 +23,13 @@ Pure (no file IO). One forecast per service and origin ``o`` (the first hour aft
 ``outliers`` (ingest's flags), as before. Everything else -- the other candidates' inputs, the backtest
 scoring, the level correction and the hourly anchor -- reads an hour as it is only when
 :meth:`AnchorRule.accepts` it: its change from the last read hour, both divided by their same-hour
-reference (mean of the clean hours 1..7 days before, :func:`same_hour_mean`), lies within the range of
-the one-hour changes of the clean hour pairs in the week before it; or it lies within the range guard's
-bounds and its change from the hour just before it (read or not) does (the second hour of a settled
-new level). An hour the rule cannot judge is read unless ingest flagged it. An outage's zero is never
+reference (mean of the clean hours 1..7 days before, :func:`same_hour_mean`), is an ordinary one-hour
+change: within ``exp(median +- 6 x 1.4826 x MAD)`` of the log one-hour changes of the clean hour pairs of
+the week before its day (ingest's robust outlier threshold, ``change_z`` = 6, applied to one-hour
+changes), and for an hour ingest flagged within the smallest..largest of those changes (the flag is
+evidence; it needs a change seen before to be overruled); or it lies within the range guard's bounds
+and its change from the hour just before it (read or not) meets the same test (the second hour of a
+settled new level). An hour the rule cannot judge is read unless ingest flagged it. An outage's zero is never
 read, flagged or not (ingest's outlier rule does not flag a zero under a weekly pattern: its reference
 is the same hour of the days around, whose spread the weekly pattern widens); a real step is read from
 its second hour on (ingest flags every hour of a new level until the 48 h level-shift test accepts it:
@@ -120,6 +123,8 @@ class CombineSettings:
         hourly_weights: grid of the hourly anchor weight ``w``.
         hourly_se_rule: standard errors the best hourly option must beat persistence by (1.0).
         range_multiple: the range guard's ``m`` (2.0).
+        change_z: robust z of a one-hour change beyond which an hour is not read as it is (6.0, ingest's
+            ``outlier_z``; :class:`AnchorRule`).
         guard_horizon_h: hours checked by the range guard at fit time (168).
         profile: :class:`forecasters.realtime.ProfileSettings` of the profile candidate.
     """
@@ -137,6 +142,7 @@ class CombineSettings:
     hourly_weights: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(11))
     hourly_se_rule: float = 1.0
     range_multiple: float = 2.0
+    change_z: float = 6.0
     guard_horizon_h: int = HOURS_PER_WEEK
     profile: ProfileSettings = field(default_factory=ProfileSettings)
 
@@ -155,31 +161,38 @@ class Seasonal:
 
 @dataclass(frozen=True)
 class AnchorRule:
-    """When a flagged (outlier) hour may still be read as it is (module docstring, "flagged hours").
+    """When an hour is read as it is (module docstring, "readable hours").
 
     Attributes:
-        change_lo / change_hi: range of the one-hour seasonally adjusted changes ``(y_t / S_t) / (y_{t-1} /
-            S_{t-1})`` of the clean (observed, unflagged) hour pairs of the last ``n_origins`` days.
+        ordinary_lo / ordinary_hi: ordinary one-hour seasonally adjusted changes ``(y_t / S_t) / (y_{t-1} /
+            S_{t-1})``: ``exp(median +- change_z x 1.4826 x MAD)`` of their logs over the clean (observed,
+            unflagged) hour pairs of the week before (ingest's robust threshold, ``change_z`` = 6).
+        seen_lo / seen_hi: the smallest and largest of those clean one-hour changes (the stricter range a
+            flagged hour must meet).
         value_lo / value_hi: the range guard's bounds (clean history min / ``range_multiple`` .. max x
             ``range_multiple``; series units per hour).
     """
 
-    change_lo: float
-    change_hi: float
+    ordinary_lo: float
+    ordinary_hi: float
+    seen_lo: float
+    seen_hi: float
     value_lo: float
     value_hi: float
 
-    def accepts(self, z_a: float, y_a: float, z_last: float | None, z_prev: float | None) -> bool:
-        """Whether flagged hour ``a`` (adjusted ``z_a``, value ``y_a``) may be read.
+    def accepts(self, z_a: float, y_a: float, z_last: float | None, z_prev: float | None, flagged: bool) -> bool:
+        """Whether hour ``a`` (adjusted ``z_a``, value ``y_a``; ``flagged`` by ingest) may be read.
 
-        (i) its change from the last hour read, ``z_a / z_last``, is within the one-hour range, or
-        (ii) its value is within the clean range and its change from the hour just before it (read or
-        not), ``z_a / z_prev``, is within the one-hour range: the second hour of a settled new level.
+        (i) its change from the last hour read, ``z_a / z_last``, is within the ordinary range (the seen
+        range when flagged), or (ii) its value is within the bounds and its change from the hour just before
+        it (read or not), ``z_a / z_prev``, is: the second hour of a settled new level.
         """
+        lo, hi = (self.seen_lo, self.seen_hi) if flagged else (self.ordinary_lo, self.ordinary_hi)
+
         def within(z_b: float | None) -> bool:
             if z_b is None or not (math.isfinite(z_a) and math.isfinite(z_b)) or z_b <= 0:
                 return False
-            return self.change_lo <= z_a / z_b <= self.change_hi
+            return lo <= z_a / z_b <= hi
 
         return within(z_last) or (self.value_lo <= y_a <= self.value_hi and within(z_prev))
 
@@ -446,49 +459,52 @@ def _adjusted(y: np.ndarray, ref: np.ndarray) -> np.ndarray:
     return np.where(good, y / np.where(good, ref, 1.0), np.nan)
 
 
-def _anchor_rule(z: np.ndarray, clean: np.ndarray, lo: int, hi: int, bounds: tuple[float, float]) -> AnchorRule | None:
-    """The :class:`AnchorRule` from the clean hour pairs in ``[lo, hi)`` and ``bounds`` (None without a pair)."""
-    t = np.arange(max(lo, 1), hi)
-    if t.size == 0:
-        return None
-    ok = clean[t] & clean[t - 1] & np.isfinite(z[t]) & np.isfinite(z[t - 1]) & (z[t - 1] > 0)
-    if not ok.any():
-        return None
-    r = z[t][ok] / z[t - 1][ok]
-    return AnchorRule(float(r.min()), float(r.max()), float(bounds[0]), float(bounds[1]))
+def _anchor_rule(z: np.ndarray, clean: np.ndarray, lo: int, hi: int, bounds: tuple[float, float],
+                 change_z: float) -> AnchorRule | None:
+    """The :class:`AnchorRule` from the clean hour pairs ending in ``[lo, hi)`` (None with fewer than 24 pairs).
 
-
-def _pair_ratios(z: np.ndarray, clean: np.ndarray) -> np.ndarray:
-    """``z[t] / z[t-1]`` where both hours are clean and finite (``z[t-1] > 0``), else NaN; shape ``(n,)``."""
-    r = np.full(len(z), np.nan)
-    ok = clean[1:] & clean[:-1] & np.isfinite(z[1:]) & np.isfinite(z[:-1]) & (z[:-1] > 0)
-    r[1:][ok] = z[1:][ok] / z[:-1][ok]
-    return r
+    The change range is ``exp(median +- change_z * 1.4826 * MAD)`` of the log one-hour changes ``log(z[t] /
+    z[t-1])``: ingest's robust outlier threshold applied to one-hour changes.
+    """
+    lo = max(lo, 1)
+    if hi <= lo:
+        return None
+    t = np.arange(lo, hi)
+    ok = clean[t] & clean[t - 1] & np.isfinite(z[t]) & np.isfinite(z[t - 1]) & (z[t - 1] > 0) & (z[t] > 0)
+    if ok.sum() < HOURS_PER_DAY:
+        return None
+    lr = np.log(z[t][ok] / z[t - 1][ok])
+    med = float(np.median(lr))
+    spread = change_z * 1.4826 * float(np.median(np.abs(lr - med)))
+    return AnchorRule(math.exp(med - spread), math.exp(med + spread), math.exp(float(lr.min())),
+                      math.exp(float(lr.max())), float(bounds[0]), float(bounds[1]))
 
 
 def _plausible(y: np.ndarray, obs: np.ndarray, flagged: np.ndarray, z: np.ndarray, window_h: int,
-               bounds: tuple[float, float]) -> np.ndarray:
-    """Hours the candidates, scoring and anchors read as they are (module docstring, "plausible hours").
+               bounds: tuple[float, float], change_z: float) -> np.ndarray:
+    """Hours the candidates, scoring and anchors read as they are (module docstring, "readable hours").
 
-    Every observed hour is judged by :meth:`AnchorRule.accepts`, with the rule built from the clean
-    (observed, unflagged) hour pairs of the ``window_h`` hours before it: an outage's zero or a spike is
-    not read, flagged by ingest or not. With nothing to judge by (no clean pair in the window, or no
-    same-hour reference) an hour is read unless ingest flagged it.
+    Every observed hour is judged by :meth:`AnchorRule.accepts`, with the rule of its day: built from the
+    clean (observed, unflagged) hour pairs of the ``window_h`` hours before the day (days counted back from
+    the end of the history, so the last rule is the one :func:`reanchor` applies after it): an outage's
+    zero or a spike is not read, flagged by ingest or not. With nothing to judge by (fewer than 24 clean
+    pairs in the window, or no same-hour reference) an hour is read unless ingest flagged it.
     """
+    n = len(y)
     clean = obs & ~flagged
-    r = pd.Series(_pair_ratios(z, clean))
-    # the window before hour a: pairs ending in [a - window_h, a)
-    lo = r.rolling(window_h, min_periods=1).min().shift(1).to_numpy()
-    hi = r.rolling(window_h, min_periods=1).max().shift(1).to_numpy()
-    kept = np.zeros(len(y), dtype=bool)
+    kept = np.zeros(n, dtype=bool)
+    rules: dict[int, AnchorRule | None] = {}
     last = -1
-    for a in range(len(y)):
+    for a in range(n):
         if not obs[a]:
             continue
-        if np.isfinite(lo[a]) and np.isfinite(z[a]):
-            rule = AnchorRule(float(lo[a]), float(hi[a]), float(bounds[0]), float(bounds[1]))
+        day_start = n - HOURS_PER_DAY * ((n - a - 1) // HOURS_PER_DAY + 1)
+        if day_start not in rules:
+            rules[day_start] = _anchor_rule(z, clean, day_start - window_h, day_start, bounds, change_z)
+        rule = rules[day_start]
+        if rule is not None and math.isfinite(float(z[a])):
             kept[a] = rule.accepts(float(z[a]), float(y[a]), float(z[last]) if last >= 0 else None,
-                                   float(z[a - 1]) if a >= 1 and obs[a - 1] else None)
+                                   float(z[a - 1]) if a >= 1 and obs[a - 1] else None, bool(flagged[a]))
         else:
             kept[a] = not flagged[a]
         if kept[a]:
@@ -589,8 +605,8 @@ def fit_combined(series: pd.Series, timezone: str = "UTC", exclude=None, outlier
                          np.concatenate([fit_use, np.zeros(HOURS_PER_DAY, dtype=bool)]), s.mean_days)
     z = _adjusted(y, ref[:n])
     bounds = _range(y, fit_use, s)
-    use = _plausible(y, obs, flagged, z, window, bounds)
-    rule = _anchor_rule(z, fit_use, n - window, n, bounds)
+    use = _plausible(y, obs, flagged, z, window, bounds, s.change_z)
+    rule = _anchor_rule(z, fit_use, n - window, n, bounds, s.change_z)
     last_obs = int(np.flatnonzero(obs)[-1]) if obs.any() else None
     last: dict[str, Any] = {"anchor_rule": rule, "bounds": bounds, "last_ts": None if last_obs is None else series.index[last_obs],
             "last_value": None if last_obs is None else float(y[last_obs]),
@@ -881,7 +897,7 @@ def reanchor(comb: Combined, actuals: pd.Series, exclude=(), outliers=()) -> Com
         z_prev = zp if prev_ts is not None and t - prev_ts == pd.Timedelta(hours=1) else None
         prev_ts, zp = t, float(z[i])
         if rule is not None and math.isfinite(float(z[i])):
-            ok = rule.accepts(float(z[i]), float(v), za if ts is not None else None, z_prev)
+            ok = rule.accepts(float(z[i]), float(v), za if ts is not None else None, z_prev, bool(flagged[i]))
         else:
             ok = not flagged[i]
         if ok:

@@ -69,8 +69,8 @@ def test_weights_are_inverse_mae_and_p50_is_their_combination():
     hod = IDX.hour.to_numpy()
     y = 100 * (1 + 0.4 * np.sin(2 * np.pi * hod / 24)) * np.exp(np.random.default_rng(2).normal(0, 0.08, len(IDX)))
     comb = fit_combined(pd.Series(y, index=IDX), "UTC")
-    # 7 x 24 backtest hours less one whose one-hour change is beyond the week's range (not read, not scored)
-    assert list(comb.weights) == list(CANDIDATES) and comb.n_inner_origins == 7 and comb.n_scored_h == 167
+    # 7 x 24 backtest hours, all readable (no one-hour change beyond 6 robust SDs in 8 % log-normal noise)
+    assert list(comb.weights) == list(CANDIDATES) and comb.n_inner_origins == 7 and comb.n_scored_h == 168
     inv = {c: 1 / m for c, m in comb.scores.items()}
     for c, w in comb.weights.items():
         assert w == pytest.approx(inv[c] / sum(inv.values()), rel=1e-12)
