@@ -12,6 +12,7 @@ import pytest
 
 from forecasters.realtime import ProfileSettings, fit_profile, forecast, ingest
 from forecasters.realtime.combine import fit_combined, forecast_combined, reanchor
+from pipelines.stages.realtime import ServiceSettings, demand_frame, fit_profiles, ingest_traffic, plan_start
 
 HOW = np.arange(168)
 PATTERN = 100.0 * (1 + 0.4 * np.sin(2 * np.pi * (HOW % 24 - 8) / 24)) * (1 + 0.2 * np.cos(2 * np.pi * HOW / 168))
@@ -69,6 +70,20 @@ def test_outage_zero_inside_the_day_is_not_an_anchor_of_the_hourly_mode():
     back = pd.Series(_pattern_at(later), index=later)
     back.iloc[2] = 0.0
     assert reanchor(comb, back).anchor_ts == later[3]
+
+
+def test_pipeline_demand_after_an_outage_hour_is_not_halved():
+    svc = ServiceSettings(service="chat", file="chat.csv", timezone="UTC", capacity_per_gpu_per_h=10.0,
+                          headroom=0.0, min_gpus=0, max_gpus=100, swap_cap_gpus=8)
+    ing = ingest_traffic([svc], {"chat": _weeks(last_hours=[0.0])})
+    start = plan_start(ing.frame)
+    fit = fit_profiles([svc], ing.frame, start, ing.diagnostics)
+    dem = demand_frame([svc], fit.profiles, ing.frame, start, step_minutes=60, horizon_steps=24)
+    truth = _pattern_at(pd.DatetimeIndex(dem["ts"]))
+    assert dem["traffic_p50"].iat[0] / truth[0] == pytest.approx(1.0, abs=0.1)
+    assert dem["traffic_p50"].sum() / truth.sum() == pytest.approx(1.0, abs=0.05)
+    # current_gpus is the need of the last actual hour (the outage), as before: what runs now
+    assert dem["current_gpus"].iat[0] == 0
 
 
 # --- fault 2: the only week of history lacks the forecast weekday --------------------------------------------
