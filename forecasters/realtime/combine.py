@@ -21,23 +21,25 @@ Pure (no file IO). One forecast per service and origin ``o`` (the first hour aft
 
 **Readable hours** (the outage rule): the profile is fitted without ``exclude`` (imputed) and
 ``outliers`` (ingest's flags), as before. Everything else -- the other candidates' inputs, the backtest
-scoring, the level correction and the hourly anchor -- reads an hour as it is only when
-:meth:`AnchorRule.accepts` it: its change from the last read hour, both divided by their same-hour
-reference (mean of the clean hours 1..7 days before, :func:`same_hour_mean`), is an ordinary one-hour
-change: within ``exp(median +- 6 x 1.4826 x MAD)`` of the log one-hour changes of the clean hour pairs of
-the week before its day (ingest's robust outlier threshold, ``change_z`` = 6, applied to one-hour
-changes), and for an hour ingest flagged within the smallest..largest of those changes (the flag is
-evidence; it needs a change seen before to be overruled); or it lies within the range guard's bounds
-and its change from the hour just before it (read or not) meets the same test (the second hour of a
-settled new level). An hour the rule cannot judge is read unless ingest flagged it. An outage's zero is never
-read, flagged or not (ingest's outlier rule does not flag a zero under a weekly pattern: its reference
-is the same hour of the days around, whose spread the weekly pattern widens); a real step is read from
-its second hour on (ingest flags every hour of a new level until the 48 h level-shift test accepts it:
-on the Philly series, at a planning run after 2017-11-02, 11 of that day's 24 hours, when the cluster
-grew from 420 to 552 nodes). Unread hours are re-imputed by ingest's
-method (:func:`forecasters.realtime.ingest.impute_hours`) for the candidates, are not scored and do not
-anchor. When the profile fit detects a level shift (:mod:`forecasters.realtime.shift`), the hours before
-it are scaled by its factor for the other candidates too, so every candidate follows the new level.
+scoring, the level correction and the hourly anchor -- reads an observed hour as it is unless
+:meth:`AnchorRule.accepts` refuses it. With ``z`` the value divided by its same-hour reference (mean of
+the clean hours 1..7 days before, :func:`same_hour_mean`) and "seen range" the smallest..largest
+one-hour change ``z_t / z_{t-1}`` of the clean (observed, unflagged) hour pairs of the week before its
+day: an hour whose change from the last hour read is within the seen range is read; otherwise an hour
+outside the range guard's bounds (below the clean history's minimum / 2 or above its maximum x 2) is
+not (an outage's zero); an unflagged hour inside them is; an hour ingest flagged inside them is read
+only when its change from the hour before it is within the seen range, or when that hour, also inside
+the bounds, moved the same way beyond it (a move confirmed by a second hour: the start of a new level).
+An hour the rule cannot judge (no 24 clean pairs in the week, no reference) is read unless flagged.
+So an outage's zero is never read, flagged or not (ingest's outlier rule does not flag a zero under a
+weekly pattern: its reference is the same hour of the days around, whose spread the weekly pattern
+widens), and a real step at the end is read from its second hour on (ingest flags every hour of a new
+level until the 48 h level-shift test accepts it: on the Philly series, at a planning run after
+2017-11-02, 11 of that day's 24 hours, when the cluster grew from 420 to 552 nodes). Unread hours are
+re-imputed by ingest's method (:func:`forecasters.realtime.ingest.impute_hours`) for the candidates, are
+not scored and do not anchor. When the profile fit detects a level shift (:mod:`forecasters.realtime.shift`),
+the hours before it are scaled by its factor for the other candidates too, so every candidate follows
+the new level.
 
 **Choose by backtest, combine** (the rule): the candidates are refitted at the ``n_origins`` (7) previous
 origins ``o - 24 j`` (``j = 1..7``; those with at least ``min_history_h`` hours of history) and scored
@@ -123,8 +125,6 @@ class CombineSettings:
         hourly_weights: grid of the hourly anchor weight ``w``.
         hourly_se_rule: standard errors the best hourly option must beat persistence by (1.0).
         range_multiple: the range guard's ``m`` (2.0).
-        change_z: robust z of a one-hour change beyond which an hour is not read as it is (6.0, ingest's
-            ``outlier_z``; :class:`AnchorRule`).
         guard_horizon_h: hours checked by the range guard at fit time (168).
         profile: :class:`forecasters.realtime.ProfileSettings` of the profile candidate.
     """
@@ -142,7 +142,6 @@ class CombineSettings:
     hourly_weights: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(11))
     hourly_se_rule: float = 1.0
     range_multiple: float = 2.0
-    change_z: float = 6.0
     guard_horizon_h: int = HOURS_PER_WEEK
     profile: ProfileSettings = field(default_factory=ProfileSettings)
 
@@ -164,37 +163,49 @@ class AnchorRule:
     """When an hour is read as it is (module docstring, "readable hours").
 
     Attributes:
-        ordinary_lo / ordinary_hi: ordinary one-hour seasonally adjusted changes ``(y_t / S_t) / (y_{t-1} /
-            S_{t-1})``: ``exp(median +- change_z x 1.4826 x MAD)`` of their logs over the clean (observed,
-            unflagged) hour pairs of the week before (ingest's robust threshold, ``change_z`` = 6).
-        seen_lo / seen_hi: the smallest and largest of those clean one-hour changes (the stricter range a
-            flagged hour must meet).
+        change_lo / change_hi: the smallest and largest one-hour seasonally adjusted change ``(y_t / S_t) /
+            (y_{t-1} / S_{t-1})`` of the clean (observed, unflagged) hour pairs of the week before.
         value_lo / value_hi: the range guard's bounds (clean history min / ``range_multiple`` .. max x
             ``range_multiple``; series units per hour).
     """
 
-    ordinary_lo: float
-    ordinary_hi: float
-    seen_lo: float
-    seen_hi: float
+    change_lo: float
+    change_hi: float
     value_lo: float
     value_hi: float
 
-    def accepts(self, z_a: float, y_a: float, z_last: float | None, z_prev: float | None, flagged: bool) -> bool:
+    def accepts(self, z_a: float, y_a: float, z_last: float | None, z_prev: float | None, y_prev: float | None,
+                flagged: bool) -> bool:
         """Whether hour ``a`` (adjusted ``z_a``, value ``y_a``; ``flagged`` by ingest) may be read.
 
-        (i) its change from the last hour read, ``z_a / z_last``, is within the ordinary range (the seen
-        range when flagged), or (ii) its value is within the bounds and its change from the hour just before
-        it (read or not), ``z_a / z_prev``, is: the second hour of a settled new level.
+        ``z_last``: the last hour read; ``z_prev`` / ``y_prev``: the hour just before ``a`` (read or not;
+        None when missing). Read when (i) its change from the last hour read is within the seen range;
+        else not when its value is outside the bounds (an outage's zero); else when it is not flagged; else
+        (a flagged hour inside the bounds) when (ii) its change from the hour before is within the seen
+        range, or (iii) the hour before, also inside the bounds, moved the same way beyond that range from
+        the last hour read: a move confirmed by a second hour, the start of a new level.
         """
-        lo, hi = (self.seen_lo, self.seen_hi) if flagged else (self.ordinary_lo, self.ordinary_hi)
-
-        def within(z_b: float | None) -> bool:
+        def ratio(z_b: float | None) -> float | None:
             if z_b is None or not (math.isfinite(z_a) and math.isfinite(z_b)) or z_b <= 0:
-                return False
-            return lo <= z_a / z_b <= hi
+                return None
+            return z_a / z_b
 
-        return within(z_last) or (self.value_lo <= y_a <= self.value_hi and within(z_prev))
+        lo, hi = self.change_lo, self.change_hi
+        r_last = ratio(z_last)
+        if r_last is not None and lo <= r_last <= hi:
+            return True
+        if not self.value_lo <= y_a <= self.value_hi:
+            return False
+        if not flagged:
+            return True
+        r_prev = ratio(z_prev)
+        if r_prev is not None and lo <= r_prev <= hi:
+            return True
+        if r_last is None or z_last is None or z_prev is None or y_prev is None or not math.isfinite(z_prev):
+            return False
+        p_last = z_prev / z_last
+        inside = self.value_lo <= y_prev <= self.value_hi
+        return inside and ((r_last < lo and p_last < lo) or (r_last > hi and p_last > hi))
 
 
 @dataclass(frozen=True)
@@ -459,52 +470,55 @@ def _adjusted(y: np.ndarray, ref: np.ndarray) -> np.ndarray:
     return np.where(good, y / np.where(good, ref, 1.0), np.nan)
 
 
-def _anchor_rule(z: np.ndarray, clean: np.ndarray, lo: int, hi: int, bounds: tuple[float, float],
-                 change_z: float) -> AnchorRule | None:
-    """The :class:`AnchorRule` from the clean hour pairs ending in ``[lo, hi)`` (None with fewer than 24 pairs).
-
-    The change range is ``exp(median +- change_z * 1.4826 * MAD)`` of the log one-hour changes ``log(z[t] /
-    z[t-1])``: ingest's robust outlier threshold applied to one-hour changes.
-    """
+def _anchor_rule(z: np.ndarray, read: np.ndarray, lo: int, hi: int, bounds: tuple[float, float]) -> AnchorRule | None:
+    """The :class:`AnchorRule` from the read hour pairs ending in ``[lo, hi)`` (None with fewer than 24 pairs)."""
     lo = max(lo, 1)
     if hi <= lo:
         return None
     t = np.arange(lo, hi)
-    ok = clean[t] & clean[t - 1] & np.isfinite(z[t]) & np.isfinite(z[t - 1]) & (z[t - 1] > 0) & (z[t] > 0)
+    ok = read[t] & read[t - 1] & np.isfinite(z[t]) & np.isfinite(z[t - 1]) & (z[t - 1] > 0) & (z[t] > 0)
     if ok.sum() < HOURS_PER_DAY:
         return None
-    lr = np.log(z[t][ok] / z[t - 1][ok])
-    med = float(np.median(lr))
-    spread = change_z * 1.4826 * float(np.median(np.abs(lr - med)))
-    return AnchorRule(math.exp(med - spread), math.exp(med + spread), math.exp(float(lr.min())),
-                      math.exp(float(lr.max())), float(bounds[0]), float(bounds[1]))
+    r = z[t][ok] / z[t - 1][ok]
+    return AnchorRule(float(r.min()), float(r.max()), float(bounds[0]), float(bounds[1]))
 
 
 def _plausible(y: np.ndarray, obs: np.ndarray, flagged: np.ndarray, z: np.ndarray, window_h: int,
-               bounds: tuple[float, float], change_z: float) -> np.ndarray:
+               multiple: float) -> np.ndarray:
     """Hours the candidates, scoring and anchors read as they are (module docstring, "readable hours").
 
-    Every observed hour is judged by :meth:`AnchorRule.accepts`, with the rule of its day: built from the
-    clean (observed, unflagged) hour pairs of the ``window_h`` hours before the day (days counted back from
-    the end of the history, so the last rule is the one :func:`reanchor` applies after it): an outage's
-    zero or a spike is not read, flagged by ingest or not. With nothing to judge by (fewer than 24 clean
-    pairs in the window, or no same-hour reference) an hour is read unless ingest flagged it.
+    Every observed hour is judged by :meth:`AnchorRule.accepts`, with the rule of its day, built from the
+    hours read before the day (days counted back from the end of the history, so the last rule is the one
+    :func:`reanchor` applies after it): the one-hour changes of read hour pairs in the ``window_h`` hours
+    before it, the bounds from every read hour before it (min / ``multiple`` .. max x ``multiple``). With
+    nothing to judge by (fewer than 24 read pairs in the window, or no same-hour reference) an hour is
+    read unless ingest flagged it.
     """
     n = len(y)
-    clean = obs & ~flagged
     kept = np.zeros(n, dtype=bool)
-    rules: dict[int, AnchorRule | None] = {}
+    rule: AnchorRule | None = None
+    day = None
+    lo_v, hi_v = math.inf, -math.inf  # min / max of the hours read before the current day
+    folded = 0  # hours [0, folded) are in lo_v / hi_v
     last = -1
     for a in range(n):
+        day_start = n - HOURS_PER_DAY * ((n - a - 1) // HOURS_PER_DAY + 1)
+        if day_start != day:
+            upto = max(day_start, 0)
+            vals = y[folded:upto][kept[folded:upto]]
+            if vals.size:
+                lo_v, hi_v = min(lo_v, float(vals.min())), max(hi_v, float(vals.max()))
+            folded = max(folded, upto)
+            day = day_start
+            rule = (_anchor_rule(z, kept, day_start - window_h, day_start, (lo_v / multiple, hi_v * multiple))
+                    if math.isfinite(lo_v) else None)
         if not obs[a]:
             continue
-        day_start = n - HOURS_PER_DAY * ((n - a - 1) // HOURS_PER_DAY + 1)
-        if day_start not in rules:
-            rules[day_start] = _anchor_rule(z, clean, day_start - window_h, day_start, bounds, change_z)
-        rule = rules[day_start]
         if rule is not None and math.isfinite(float(z[a])):
+            before = a >= 1 and bool(obs[a - 1])
             kept[a] = rule.accepts(float(z[a]), float(y[a]), float(z[last]) if last >= 0 else None,
-                                   float(z[a - 1]) if a >= 1 and obs[a - 1] else None, bool(flagged[a]))
+                                   float(z[a - 1]) if before else None, float(y[a - 1]) if before else None,
+                                   bool(flagged[a]))
         else:
             kept[a] = not flagged[a]
         if kept[a]:
@@ -604,9 +618,9 @@ def fit_combined(series: pd.Series, timezone: str = "UTC", exclude=None, outlier
     ref = same_hour_mean(np.concatenate([y, np.full(HOURS_PER_DAY, np.nan)]),
                          np.concatenate([fit_use, np.zeros(HOURS_PER_DAY, dtype=bool)]), s.mean_days)
     z = _adjusted(y, ref[:n])
-    bounds = _range(y, fit_use, s)
-    use = _plausible(y, obs, flagged, z, window, bounds, s.change_z)
-    rule = _anchor_rule(z, fit_use, n - window, n, bounds, s.change_z)
+    use = _plausible(y, obs, flagged, z, window, s.range_multiple)
+    bounds = _range(y, use, s)
+    rule = _anchor_rule(z, use, n - window, n, bounds)
     last_obs = int(np.flatnonzero(obs)[-1]) if obs.any() else None
     last: dict[str, Any] = {"anchor_rule": rule, "bounds": bounds, "last_ts": None if last_obs is None else series.index[last_obs],
             "last_value": None if last_obs is None else float(y[last_obs]),
@@ -891,13 +905,14 @@ def reanchor(comb: Combined, actuals: pd.Series, exclude=(), outliers=()) -> Com
     ts: pd.Timestamp | None = comb.anchor_ts
     val: float | None = comb.anchor_value
     za = comb.anchor_z
-    prev_ts, zp = comb.last_ts, comb.last_z
+    prev_ts, zp, yp = comb.last_ts, comb.last_z, comb.last_value
     rule = comb.anchor_rule
     for i, (t, v) in enumerate(r.items()):
-        z_prev = zp if prev_ts is not None and t - prev_ts == pd.Timedelta(hours=1) else None
-        prev_ts, zp = t, float(z[i])
+        consecutive = prev_ts is not None and t - prev_ts == pd.Timedelta(hours=1)
+        z_prev, y_prev = (zp, yp) if consecutive else (None, None)
+        prev_ts, zp, yp = t, float(z[i]), float(v)
         if rule is not None and math.isfinite(float(z[i])):
-            ok = rule.accepts(float(z[i]), float(v), za if ts is not None else None, z_prev, bool(flagged[i]))
+            ok = rule.accepts(float(z[i]), float(v), za if ts is not None else None, z_prev, y_prev, bool(flagged[i]))
         else:
             ok = not flagged[i]
         if ok:
