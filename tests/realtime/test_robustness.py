@@ -149,3 +149,23 @@ def test_range_guard_is_silent_inside_the_range():
     comb = fit_combined(s, "UTC", exclude=d["imputed"], outliers=d["outliers"])
     fc = forecast_combined(comb, 168)
     assert not fc["clipped"].any() and not any(m.startswith("range guard") for m in comb.messages)
+
+
+def test_profile_command_level_correction_skips_hours_ingest_flagged():
+    from pipelines.commands.profile import profile_document
+
+    df = _weeks()
+    spiked = df.copy()
+    spiked.loc[spiked.index[-3:], "value"] *= 4.0  # the last three hours x4: ingest flags them
+    doc = profile_document(spiked, "UTC", 24)
+    assert doc["diagnostics"]["outliers"] == ["2025-09-21T21:00:00Z", "2025-09-21T22:00:00Z", "2025-09-21T23:00:00Z"]
+    note = next(m for m in doc["messages"] if m.startswith("level correction"))
+    factor = float(note.split()[2].lstrip("x"))
+    assert 0.9 < factor < 1.1  # from 20:00, an ordinary hour (reading the spike: the x2.0 cap)
+    # negative control: the correction reading the last hour (x4) is capped at x2.0
+    from forecasters.realtime import recalibrate
+    s, d = ingest(spiked, "UTC")
+    assert recalibrate(fit_profile(s, "UTC", exclude=d["outliers"]), s).level_factor == 2.0
+    plain = profile_document(df, "UTC", 24)
+    first = [r["p50"] for r in doc["forecast"][:3]]
+    assert first == pytest.approx([r["p50"] for r in plain["forecast"][:3]], rel=0.1)
