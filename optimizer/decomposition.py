@@ -246,13 +246,14 @@ def count_picks(cm: CountModel, x: np.ndarray) -> tuple[dict[str, tuple[int, int
 
 def pack_offsets(
     occ: np.ndarray, picks: dict[str, tuple[int, int, int]], time_limit_s: float = 5.0, seed: int = 0,
-    threads: int = 1, mip_work_limit: int | None = None, log: list | None = None,
+    threads: int = 1, mip_work_limit: int | None = None, log: list | None = None, milp: bool = True,
 ) -> dict[str, int] | None:
     """Aligned offsets for fixed (start, gpus, duration) so that no GPU is used twice at a step.
 
     ``occ`` (H, N) fixed occupancy. First fit by decreasing size (then start, then id); if that
-    fails, a feasibility MILP over all aligned offsets. Returns ``job_id -> offset`` or None when
-    no packing exists (or none was found within ``time_limit_s`` or ``mip_work_limit``).
+    fails and ``milp`` is True, a feasibility MILP over all aligned offsets. Returns
+    ``job_id -> offset`` or None when no packing exists (or none was found within
+    ``time_limit_s`` or ``mip_work_limit``, or first fit failed with ``milp`` False).
     The MILP's :class:`~optimizer.solver.SolveOutcome` is appended to ``log`` when given.
     """
     H, N = occ.shape
@@ -268,6 +269,8 @@ def pack_offsets(
         out[jid] = o
     else:
         return out
+    if not milp:
+        return None
     return _pack_milp(occ, picks, time_limit_s, seed, threads, mip_work_limit, log)
 
 
