@@ -212,10 +212,11 @@ class Service:
     def __post_init__(self) -> None:
         name = as_str(self.service, "service", "service")
         w = f"service {name!r}"
-        dem = tuple(
-            as_int(v, w, f"demand_gpus[{i}]", lo=0)
-            for i, v in enumerate(as_list(self.demand_gpus, w, "demand_gpus"))
-        )
+        raw = as_list(self.demand_gpus, w, "demand_gpus")
+        if all(type(v) is int for v in raw) and (not raw or min(raw) >= 0):
+            dem = tuple(raw)  # the common case, checked in bulk: a long horizon is read in milliseconds (F05)
+        else:
+            dem = tuple(as_int(v, w, f"demand_gpus[{i}]", lo=0) for i, v in enumerate(raw))
         lo = as_int(self.min_gpus, w, "min_gpus", lo=0)
         hi = as_int(self.max_gpus, w, "max_gpus", lo=0)
         if hi < lo:
