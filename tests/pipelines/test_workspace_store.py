@@ -231,3 +231,34 @@ def test_one_job_in_both_exports_is_one_record_and_never_goes_back(tmp_path):
     st = Store(ws.store_dir)
     assert st.jobs().set_index("job_id").loc["9", "state"] == "completed"
     assert st.queue().empty
+
+
+def test_a_corrected_timezone_replaces_records_instead_of_duplicating_them(tmp_path):
+    ws = _ws(tmp_path)
+    _write_sources(tmp_path)
+    ingest(ws)
+    # the operator fixes [cluster] timezone: every naive time shifts by Berlin's offset (+1 h in March)
+    ws2 = _ws(tmp_path, BASE.replace("Europe/Berlin", "UTC"))
+    rep = ingest(ws2)["sources"]
+    assert (rep["history"]["added"], rep["history"]["updated"]) == (0, 3)
+    jobs = Store(ws2.store_dir).jobs().set_index("job_id")
+    assert len(jobs) == 5  # 3 history + 2 queue, none twice
+    assert jobs.loc["1", "submitted_at"] == pd.Timestamp("2025-03-01T10:00:00Z")
+
+
+def test_an_export_with_fewer_columns_keeps_what_a_richer_one_recorded(tmp_path):
+    st = Store(tmp_path / "s")
+    rich = tabular.parse_jobs(pd.DataFrame({
+        "job_id": ["a"], "submitted_at": ["2025-01-01T00:00:00Z"], "state": ["RUNNING"],
+        "started_at": ["2025-01-01T00:05:00Z"], "gpus": [4], "user": ["ann"], "qos": ["high"],
+        "gpu_type": ["a100"], "variant": ["lora"]}), "UTC").frame
+    st.upsert(JOBS, rich)
+    poor = tabular.parse_jobs(pd.DataFrame({
+        "job_id": ["a"], "submitted_at": ["2025-01-01T00:00:00Z"], "state": ["COMPLETED"],
+        "started_at": ["2025-01-01T00:05:00Z"], "ended_at": ["2025-01-01T01:05:00Z"], "gpus": [4]}), "UTC").frame
+    assert st.upsert(JOBS, poor) == {"": store_mod.UpsertCount(0, 1)}
+    row = st.jobs().iloc[0]
+    assert (row["state"], row["user"], row["qos"], row["gpu_type"], row["elapsed_s"]) == (
+        "completed", "ann", "high", "a100", 3600.0)
+    assert json.loads(row["annotations"]) == {"variant": "lora"}
+    assert st.upsert(JOBS, poor) == {"": store_mod.UpsertCount(0, 0)}  # and again: nothing changes
