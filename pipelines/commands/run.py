@@ -48,6 +48,17 @@ def run(
         from pipelines import tracking
 
         tracking.init_store(settings)  # an unusable MLflow store fails here in one line, before any output
+        if not ws.is_demo:  # an operator's exports: checked here, outside Prefect, so bad input is one line
+            from pipelines.ingest import ingest as run_ingest
+            from pipelines.ingest import workspace_data
+            from pipelines.stages.cluster import check_services_have_traffic
+
+            report = run_ingest(ws)
+            for role, r in report["sources"].items():
+                for name in r.get("unreadable_files", []):
+                    sys.stderr.write(f"warning: {role} export {name} could not be read; planning from the store "
+                                     f"('gpuplan ingest --workspace {ws.root}' shows why)\n")
+            check_services_have_traffic(workspace_data(ws).traffic, ws.services(), ws.source("traffic").service_label)
         from rich.console import Console
         from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 

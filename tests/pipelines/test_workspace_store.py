@@ -262,3 +262,16 @@ def test_an_export_with_fewer_columns_keeps_what_a_richer_one_recorded(tmp_path)
         "completed", "ann", "high", "a100", 3600.0)
     assert json.loads(row["annotations"]) == {"variant": "lora"}
     assert st.upsert(JOBS, poor) == {"": store_mod.UpsertCount(0, 0)}  # and again: nothing changes
+
+
+def test_only_this_clusters_partitions_and_nodes_are_planned():
+    q = tabular.parse_jobs(pd.DataFrame({
+        "job_id": ["1", "2", "3", "4"], "submitted_at": ["2025-03-02T08:00:00Z"] * 4,
+        "started_at": [None, "2025-03-02T09:00:00Z", "2025-03-02T09:00:00Z", None],
+        "state": ["PENDING", "RUNNING", "RUNNING", "PENDING"], "gpus": [1, 2, 2, 1],
+        "partition": ["gpu", "gpu", "gpu", "cpu"], "nodes": [None, "a1", "other-07", None]}), "UTC").frame
+    kept, dropped = cluster_stage.on_this_cluster(q, ["a1", "a2"], ["GPU"])
+    assert list(kept["job_id"]) == ["1", "2"]
+    assert dropped == {"dropped_other_partition": 1, "dropped_running_elsewhere": 1}
+    kept, dropped = cluster_stage.on_this_cluster(q, ["a1", "a2"], None)
+    assert list(kept["job_id"]) == ["1", "2", "4"] and dropped["dropped_running_elsewhere"] == 1
