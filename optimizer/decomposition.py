@@ -59,7 +59,7 @@ def free_blocks(occ: np.ndarray, size: int) -> np.ndarray:
 def add_count_starts(b: ModelBuilder, ctx: Context, occ: np.ndarray) -> list[StartVars]:
     """Start counts y[g, s, t] in 0..|g| (offsets -1): release, batch room and "some aligned block is free of fixed occupancy for the whole run" prune the starts.
 
-    Objective: the §5 reward.
+    Objective: the §5 reward in units of the largest priority (as :func:`optimizer.milp.add_power_of_two_blocks`).
     """
     p = ctx.problem
     H = p.horizon_steps
@@ -86,7 +86,8 @@ def add_count_starts(b: ModelBuilder, ctx: Context, occ: np.ndarray) -> list[Sta
             T, te = T[keep], te[keep]
             if not len(T):
                 continue
-            reward = job.priority * s.efficiency * s.gpus * (ctx.decay_cum[te] - ctx.decay_cum[T])
+            q = job.priority / ctx.priority_scale  # in (0, 1]: units of the largest priority
+            reward = q * s.efficiency * s.gpus * (ctx.decay_cum[te] - ctx.decay_cum[T])
             # integer count of this group's jobs starting at t with this size (0..group size)
             cols = b.add_cols(reward, 0.0, float(len(members)), integer=True)
             out.append(StartVars(gi, s.gpus, s.duration_steps, s.efficiency, np.full(len(T), -1), T, cols))
@@ -145,6 +146,11 @@ class CountModel:
     def size(self) -> dict[str, int]:
         """{rows, cols, binaries, integers} (start counts of a group of k > 1 jobs are 0..k integers)."""
         return model_size(self.model)
+
+    @property
+    def objective_scale(self) -> float:
+        """The master's objective unit in the user's (the largest priority, DESIGN §5)."""
+        return self.ctx.priority_scale
 
 
 def build_count_model(problem: Problem) -> CountModel:

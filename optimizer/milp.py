@@ -15,8 +15,11 @@ step, and batch + real-time GPUs <= GPUs up per step), ``add_demand_band`` (2: b
 ``a + u >= D``), ``add_start_once`` (2: each job at most once, at or after release, one size),
 ``add_swap_cap`` (4: ``|a_t - a_{t-1}| <= c`` from ``current_gpus``).
 
-Objective (maximise), exactly DESIGN §5:
-``Σ x · p_j · e_{j,s} · s · Σ_{τ=t}^{min(t+d,H)-1} γ^τ − Σ w · u``, ``w = κ · max_j p_j``.
+Objective (maximise), exactly DESIGN §5 in units of the largest priority ``P = max_j p_j``
+(case F01: the coefficients do not depend on the priorities' units):
+``Σ x · (p_j / P) · e_{j,s} · s · Σ_{τ=t}^{min(t+d,H)-1} γ^τ − Σ κ · u`` (``w / P = κ``).
+The model's objective and bound times ``P`` (:attr:`BuiltModel.objective_scale`) are the §5
+objective in the user's units.
 With ``settings.max_wait_steps`` set, :func:`add_max_wait` adds the no-overtaking rows (the
 objective stays exactly §5).
 
@@ -140,6 +143,7 @@ class Context:
     L: np.ndarray  # (S, H) smallest valid service allocation
     U: np.ndarray  # (S, H) largest valid service allocation
     decay_cum: np.ndarray  # (H+1,) prefix sums of gamma^tau
+    priority_scale: float  # P = max priority: the model's objective unit (DESIGN §5)
 
 
 def make_context(problem: Problem) -> Context:
@@ -154,7 +158,8 @@ def make_context(problem: Problem) -> Context:
     room = up_gpus(problem) - running_gpus_per_step(problem) - (L.sum(axis=0) if len(L) else 0)
     g = problem.settings.decay_per_step
     decay_cum = np.concatenate([[0.0], np.cumsum(g ** np.arange(H, dtype=np.float64))])
-    return Context(problem, groups, unit, n_cells, blocked, np.asarray(room), L, U, decay_cum)
+    return Context(problem, groups, unit, n_cells, blocked, np.asarray(room), L, U, decay_cum,
+                   problem.max_priority())
 
 
 # ----------------------------------------------------------------------------- families
@@ -192,7 +197,8 @@ def add_power_of_two_blocks(b: ModelBuilder, ctx: Context) -> list[StartVars]:
             Os, T, te = Os[keep], T[keep], te[keep]
             if not len(Os):
                 continue
-            reward = job.priority * s.efficiency * s.gpus * (ctx.decay_cum[te] - ctx.decay_cum[T])
+            q = job.priority / ctx.priority_scale  # in (0, 1]: units of the largest priority
+            reward = q * s.efficiency * s.gpus * (ctx.decay_cum[te] - ctx.decay_cum[T])
             cols = b.add_cols(reward, 0.0, 1.0, integer=True)
             out.append(StartVars(gi, s.gpus, s.duration_steps, s.efficiency, Os, T, cols))
     return out
@@ -237,7 +243,7 @@ def add_no_preemption(ctx: Context, xs: list[StartVars]) -> Coverage:
 
 
 def add_demand_band(b: ModelBuilder, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
-    """Constraint 2 for services: integer ``a[i,t]`` in the band (tightened to the valid range ``[L, U]``), integer ``u[i,t] in [0, D]`` with cost ``-w``, and rows ``a + u >= D``.
+    """Constraint 2 for services: integer ``a[i,t]`` in the band (tightened to the valid range ``[L, U]``), integer ``u[i,t] in [0, D]`` with cost ``-w / P = -κ`` (model units), and rows ``a + u >= D``.
 
     With ``demand_hard`` the unmet slack is fixed at 0. Returns (a_cols, u_cols), each (S, H).
     """
@@ -248,7 +254,7 @@ def add_demand_band(b: ModelBuilder, ctx: Context) -> tuple[np.ndarray, np.ndarr
         return e, e
     D = np.array([s.demand_gpus for s in p.services], dtype=np.float64)
     a = b.add_cols(np.zeros(S * H), ctx.L.ravel(), ctx.U.ravel(), integer=True).reshape(S, H)
-    w = p.unmet_penalty()
+    w = p.unmet_penalty() / ctx.priority_scale  # = κ: the penalty stays relative to the largest priority
     u_hi = np.zeros_like(D) if p.settings.demand_hard else D
     # u is declared integer (exact: D and a are integers). As a continuous column singleton,
     # HiGHS 1.16 presolve mishandled a start solution with a > D (it priced u = D - a < 0 and
@@ -378,6 +384,11 @@ class BuiltModel:
     def size(self) -> dict[str, int]:
         """{rows, cols, binaries, integers} of the built model (see :func:`model_size`)."""
         return model_size(self.model)
+
+    @property
+    def objective_scale(self) -> float:
+        """The model's objective unit in the user's: model objective (and bound) × this = DESIGN §5 objective."""
+        return self.ctx.priority_scale
 
 
 def model_size(m: SparseModel) -> dict[str, int]:

@@ -94,9 +94,21 @@ def best_baseline(problem: Problem) -> Plan:
     return max(plans, key=lambda p: p.objective)  # max keeps the first of equals
 
 
+def _below(a: float, b: float, scale: float, rel: float = 1e-9) -> bool:
+    """True when objective ``a`` is below ``b`` by more than ``rel`` in units of the largest priority ``scale``.
+
+    Objectives are compared as ``a / scale`` and ``b / scale`` with the tolerance ``rel · max(1, |b| / scale)``,
+    so the test does not depend on the priorities' units (case F01: an absolute 1e-9 swamps an objective
+    of 1e-8 when priorities are 1e-9).
+    """
+    a_, b_ = a / scale, b / scale
+    return a_ < b_ - rel * max(1.0, abs(b_))
+
+
 def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]) -> Plan:
     t0 = time.perf_counter()
     st = problem.settings
+    scale = problem.max_priority()  # the models' objective unit (DESIGN §5, case F01)
     check_size(problem)
     base = best_baseline(problem)
     seeds = [base] + [g for g in greedy_plans(problem) if not verify(g, problem)]
@@ -136,14 +148,15 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
     def finish(out, starts, svc, size, source: PlanSource) -> tuple[Plan | None, str]:
         status = SolveStatus.OPTIMAL if out.status == "optimal" else SolveStatus.TIME_LIMIT
         hit = clocked()
+        # the model is in units of the largest priority (DESIGN §5): its bound times P is in the user's
         p = assemble_plan(problem, "milp", status, starts, svc, time.perf_counter() - t0,
-                          bound=out.bound, gap=out.gap, model=size, message=out.message, notes=tuple(extra),
+                          bound=None if out.bound is None else out.bound * scale, gap=out.gap, model=size, message=out.message, notes=tuple(extra),
                           solver_status=out.status, source=source)
         p = replace(p, wall_clock_limited=hit)
         v = verify(p, problem)
         if v:
             return None, "its plan failed verification (" + "; ".join(v[:3]) + ")"
-        if p.objective < base.objective - 1e-9 * max(1.0, abs(base.objective)) and st.max_wait_steps is None:
+        if _below(p.objective, base.objective, scale) and st.max_wait_steps is None:
             return None, f"its plan ({p.objective:.6g}) is below the best baseline's ({base.objective:.6g})"
         return p, ""
 
@@ -182,8 +195,9 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
                 return fallback(out.status, "its starts could not be packed into aligned blocks and no verified "
                                 "placement satisfies the master's rows", size)
             best = admitted[0]
-            bound = out.bound if out.bound is not None and best.objective <= out.bound + 1e-6 * max(
-                1.0, abs(out.bound)) else None
+            master_bound = None if out.bound is None else out.bound * scale
+            bound = master_bound if master_bound is not None and not _below(
+                master_bound, best.objective, scale, rel=1e-6) else None
             extra.append(
                 f"decomposition: the master's starts could not be packed into aligned blocks and the full "
                 f"model ({binaries} binaries) is above full_model_max_binaries={st.full_model_max_binaries}: "
