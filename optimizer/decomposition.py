@@ -33,6 +33,7 @@ from optimizer.capacity import fixed_occupancy
 from optimizer.milp import (
     Context,
     Coverage,
+    GuardCols,
     ModelBuilder,
     StartVars,
     add_demand_band,
@@ -41,6 +42,7 @@ from optimizer.milp import (
     add_start_once,
     add_swap_cap,
     assign_group_members,
+    complete_guard,
     make_context,
     model_size,
     set_service_values,
@@ -141,6 +143,7 @@ class CountModel:
     u_cols: np.ndarray
     occ: np.ndarray
     build_s: float
+    guard: GuardCols | None = None
 
     @property
     def size(self) -> dict[str, int]:
@@ -166,8 +169,8 @@ def build_count_model(problem: Problem) -> CountModel:
     add_block_levels(b, ctx, occ, ys)
     add_start_once(b, ctx, ys)
     add_swap_cap(b, ctx, a_cols)
-    add_max_wait(b, ctx, ys)
-    return CountModel(ctx, b.model(), ys, a_cols, u_cols, occ, time.perf_counter() - t0)
+    guard = add_max_wait(b, ctx, ys)
+    return CountModel(ctx, b.model(), ys, a_cols, u_cols, occ, time.perf_counter() - t0, guard)
 
 
 def count_vector(cm: CountModel, plan: Plan) -> np.ndarray | None:
@@ -186,7 +189,9 @@ def count_vector(cm: CountModel, plan: Plan) -> np.ndarray | None:
         if c is None:
             return None
         x[c] += 1.0
-    return x if set_service_values(cm.ctx, cm.a_cols, cm.u_cols, plan, x) else None
+    if not set_service_values(cm.ctx, cm.a_cols, cm.u_cols, plan, x):
+        return None
+    return complete_guard(cm.model, cm.guard, x)
 
 
 def count_picks(cm: CountModel, x: np.ndarray) -> tuple[dict[str, tuple[int, int, int]], np.ndarray]:
@@ -320,7 +325,7 @@ def master_admits(cm: CountModel, plan: Plan) -> bool:
     """True when ``plan``'s starts and service allocations are a feasible point of the master (every row: demand band, start once, swap cap, max-wait, block levels; column bounds).
 
     The master is a relaxation of the full model, so its dual bound bounds exactly these plans.
-    A verified plan can still fail here: the verifier does not check ``max_wait_steps``.
+    The starvation guard's auxiliary columns are filled from the plan (:func:`optimizer.milp.complete_guard`).
     """
     x = count_vector(cm, plan)
     if x is None:

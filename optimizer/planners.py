@@ -89,8 +89,14 @@ def plan(problem: Problem, planner: str = "milp", warm_start: Plan | None = None
 
 
 def best_baseline(problem: Problem) -> Plan:
-    """The verified baseline plan with the highest objective (ties: fifo, easy, priority order)."""
+    """The verified baseline plan with the highest objective (ties: fifo, easy, priority order).
+
+    With ``settings.max_wait_steps`` set, only baseline plans that also satisfy the starvation
+    guard count (:func:`optimizer.verify.max_wait_violations`); FIFO never overtakes, so one always does.
+    """
     plans = [_verified(baseline_plan(problem, b), problem) for b in BASELINES]
+    if problem.settings.max_wait_steps is not None:
+        plans = [p for p in plans if not verify(p, problem, guard=True)]
     return max(plans, key=lambda p: p.objective)  # max keeps the first of equals
 
 
@@ -117,8 +123,8 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
     seeds.sort(key=lambda p: p.objective, reverse=True)
     extra = list(notes)
     if st.max_wait_steps is not None:
-        extra.append(f"max_wait_steps={st.max_wait_steps}: no job overtakes one that has waited that long "
-                     "(the MILP may then score below a baseline that overtakes)")
+        extra.append(f"max_wait_steps={st.max_wait_steps}: a job that has waited that long gets EASY's reservation "
+                     "(later jobs may run before it only where it has no room; DESIGN §5)")
 
     work = st.mip_work_limit is not None
     solves: list[SolveOutcome] = []  # every SolveOutcome behind this plan, to report wall-clock stops
@@ -156,7 +162,7 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
         v = verify(p, problem)
         if v:
             return None, "its plan failed verification (" + "; ".join(v[:3]) + ")"
-        if _below(p.objective, base.objective, scale) and st.max_wait_steps is None:
+        if _below(p.objective, base.objective, scale):  # base satisfies the guard too (best_baseline)
             return None, f"its plan ({p.objective:.6g}) is below the best baseline's ({base.objective:.6g})"
         return p, ""
 
@@ -188,8 +194,8 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
             seeds.sort(key=lambda p: p.objective, reverse=True)
         binaries = estimate_size(problem).binaries
         if binaries > st.full_model_max_binaries:
-            # only placements the master admits (max-wait rows, demand band, swap cap): the
-            # verifier does not check max_wait_steps, and the master's bound covers only these
+            # only placements the master admits (guard rows, demand band, swap cap, block levels):
+            # the master's bound covers only these
             admitted = [s for s in seeds if master_admits(cm, s)]
             if not admitted:
                 return fallback(out.status, "its starts could not be packed into aligned blocks and no verified "

@@ -117,9 +117,11 @@ class PlanSettings:
       per GPU-step (DESIGN §5).
     - ``time_limit_s``, ``mip_rel_gap``, ``threads``, ``random_seed``: HiGHS options.
     - ``max_binaries``: refuse to build a model whose estimated start binaries exceed it (C17a).
-    - ``max_wait_steps`` W: starvation guard of the MILP (case C19): once a queued job has waited
-      W steps, no job after it in arrival order may start until it has started (EASY's
-      reservation rule, hard; see :func:`optimizer.milp.add_max_wait`). None = off.
+    - ``max_wait_steps`` W: starvation guard of the MILP (cases C19, F03), EASY's reservation: the
+      first job in arrival order (release_step, job_id) that has waited W steps and not started
+      is reserved; a later job started at or after that point may run only at steps where the
+      reserved job has no room for its requested size anyway (DESIGN §5 "Starvation guard"; hard;
+      :func:`optimizer.milp.add_max_wait`, checked by :func:`optimizer.verify.verify`). None = off.
     - ``demand_hard``: when True, real-time demand must be served in full (no unmet slack);
       demand above capacity is then reported as infeasible before solving (case C14a).
     - ``multi_node_blocks``: when False, no batch block may span more than one node.
