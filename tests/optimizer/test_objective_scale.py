@@ -184,3 +184,14 @@ def test_objective_that_would_overflow_is_refused():
                                    "reach priority x 8e+07 GPU-steps, above 1e+306; priorities here must be at "
                                    "most 1.25e+298")
     Problem(Cluster(8, 8, 30, 4), PlanSettings(), (svc,), (replace(jobs[0], priority=1e298),), ())  # accepted
+
+
+def test_simulator_aging_keeps_tiny_priorities_positive():
+    """The simulator's age factor (case C19 adapter) was rounded in priority units: 1e-9 after 3
+    waited steps (W = 6) became round(1.43e-9, 6) = 0, which validation refuses. The factor is
+    rounded instead: 1e-9 x 1.428571."""
+    from optimizer.simulate import aged_priority
+
+    assert aged_priority(1e-9, 3, 6) == pytest.approx(1.428571e-9, rel=1e-15)
+    assert aged_priority(1.0, 3, 6) == 1.428571 and aged_priority(2.0, 0, 6) == 2.0
+    assert aged_priority(1e-9, 3, None) == 1e-9
