@@ -375,12 +375,12 @@ def add_max_wait(b: ModelBuilder, ctx: Context, xs: list[StartVars]) -> GuardCol
     so never grows after t. For a group of several jobs ``T_g(t) = {t}`` (``job_groups`` keeps
     groups only where ``c_g`` does not drop after ``π_g``), where ``G_{g+1}`` counts exactly its
     jobs started by t. Never infeasible (a plan that starts nothing, or FIFO's, satisfies it); the
-    objective is unchanged. Returns None when W is not set (nothing added).
+    objective is unchanged. Returns None (nothing added) when W is not set or there is one group.
     """
     p = ctx.problem
     W = p.settings.max_wait_steps
-    if W is None or not ctx.groups:
-        return None
+    if W is None or len(ctx.groups) < 2:
+        return None  # off, or no job that could be overtaken
     H = p.horizon_steps
     first = [p.jobs[m[0]] for m in ctx.groups]
     order = sorted(range(len(ctx.groups)), key=lambda g: (first[g].release_step, first[g].job_id))
