@@ -36,6 +36,7 @@ from optimizer.capacity import fixed_occupancy
 from optimizer.milp import (
     Context,
     Coverage,
+    GuardCols,
     ModelBuilder,
     StartVars,
     add_demand_band,
@@ -44,6 +45,7 @@ from optimizer.milp import (
     add_start_once,
     add_swap_cap,
     assign_group_members,
+    complete_guard,
     make_context,
     model_size,
     set_service_values,
@@ -62,7 +64,7 @@ def free_blocks(occ: np.ndarray, size: int) -> np.ndarray:
 def add_count_starts(b: ModelBuilder, ctx: Context, occ: np.ndarray) -> list[StartVars]:
     """Start counts y[g, s, t] in 0..|g| (offsets -1): release, batch room and "some aligned block is free of fixed occupancy for the whole run" prune the starts.
 
-    Objective: the §5 reward.
+    Objective: the §5 reward in units of the largest priority (as :func:`optimizer.milp.add_power_of_two_blocks`).
     """
     p = ctx.problem
     H = p.horizon_steps
@@ -89,7 +91,8 @@ def add_count_starts(b: ModelBuilder, ctx: Context, occ: np.ndarray) -> list[Sta
             T, te = T[keep], te[keep]
             if not len(T):
                 continue
-            reward = job.priority * s.efficiency * s.gpus * (ctx.decay_cum[te] - ctx.decay_cum[T])
+            q = job.priority / ctx.priority_scale  # in (0, 1]: units of the largest priority
+            reward = q * s.efficiency * s.gpus * (ctx.decay_cum[te] - ctx.decay_cum[T])
             # integer count of this group's jobs starting at t with this size (0..group size)
             cols = b.add_cols(reward, 0.0, float(len(members)), integer=True)
             out.append(StartVars(gi, s.gpus, s.duration_steps, s.efficiency, np.full(len(T), -1), T, cols))
@@ -186,11 +189,17 @@ class CountModel:
     occ: np.ndarray
     build_s: float
     runs: list[RunningCount] = field(default_factory=list)
+    guard: GuardCols | None = None
 
     @property
     def size(self) -> dict[str, int]:
         """{rows, cols, binaries, integers} (start counts of a group of k > 1 jobs are 0..k integers)."""
         return model_size(self.model)
+
+    @property
+    def objective_scale(self) -> float:
+        """The master's objective unit in the user's (the largest priority, DESIGN §5)."""
+        return self.ctx.priority_scale
 
 
 def build_count_model(problem: Problem) -> CountModel:
@@ -206,8 +215,8 @@ def build_count_model(problem: Problem) -> CountModel:
     add_block_levels(b, occ, ys, runs)
     add_start_once(b, ctx, ys)
     add_swap_cap(b, ctx, a_cols)
-    add_max_wait(b, ctx, ys)
-    return CountModel(ctx, b.model(), ys, a_cols, u_cols, occ, time.perf_counter() - t0, runs)
+    guard = add_max_wait(b, ctx, ys)
+    return CountModel(ctx, b.model(), ys, a_cols, u_cols, occ, time.perf_counter() - t0, runs=runs, guard=guard)
 
 
 def count_vector(cm: CountModel, plan: Plan) -> np.ndarray | None:
@@ -228,7 +237,9 @@ def count_vector(cm: CountModel, plan: Plan) -> np.ndarray | None:
         x[c] += 1.0
     for v, run in zip(cm.ys, cm.runs, strict=True):
         x[run.cols] = running_values(v, run, x[v.cols])
-    return x if set_service_values(cm.ctx, cm.a_cols, cm.u_cols, plan, x) else None
+    if not set_service_values(cm.ctx, cm.a_cols, cm.u_cols, plan, x):
+        return None
+    return complete_guard(cm.model, cm.guard, x)
 
 
 def count_picks(cm: CountModel, x: np.ndarray) -> tuple[dict[str, tuple[int, int, int]], np.ndarray]:
@@ -365,7 +376,7 @@ def master_admits(cm: CountModel, plan: Plan) -> bool:
     """True when ``plan``'s starts and service allocations are a feasible point of the master (every row: demand band, start once, swap cap, max-wait, block levels; column bounds).
 
     The master is a relaxation of the full model, so its dual bound bounds exactly these plans.
-    A verified plan can still fail here: the verifier does not check ``max_wait_steps``.
+    The starvation guard's auxiliary columns are filled from the plan (:func:`optimizer.milp.complete_guard`).
     """
     x = count_vector(cm, plan)
     if x is None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from optimizer.capacity import running_gpus_per_step, service_bounds, up_gpus
+from optimizer.capacity import running_gpus_per_step, service_bounds, service_need, up_gpus
 from optimizer.errors import InputError
 from optimizer.problem import Problem
 
@@ -155,12 +155,44 @@ def job_groups(problem: Problem) -> list[list[int]]:
     Interchangeable jobs share one set of start variables with "start at most k times"
     (removes symmetric solutions); job ids are assigned to the chosen starts afterwards.
     Groups are ordered by their first job's position; members keep file order.
+
+    With ``settings.max_wait_steps`` set (the starvation guard, DESIGN §5, stated per job in
+    arrival order (release_step, job_id)): a group is a run of interchangeable jobs that are
+    adjacent in arrival order, listed in arrival order (the earliest start goes to the earliest
+    arrival), and groups are in arrival order. A run is split into single jobs when it becomes
+    protected (``release + W``) before the last step at which the GPUs left by running jobs and the
+    services' need (:func:`optimizer.capacity.service_need`) drop: only where that capacity does
+    not drop is the guard exact on a shared count (:func:`optimizer.milp.add_max_wait`).
     """
+    W = problem.settings.max_wait_steps
+    if W is not None:
+        return _arrival_runs(problem, W)
     groups: dict[tuple, list[int]] = {}
     for k, j in enumerate(problem.jobs):
         key = (j.priority, j.release_step, j.sizes)
         groups.setdefault(key, []).append(k)
     return list(groups.values())
+
+
+def _arrival_runs(problem: Problem, wait_steps: int) -> list[list[int]]:
+    """Groups under ``max_wait_steps`` (see :func:`job_groups`)."""
+    H = problem.horizon_steps
+    free = up_gpus(problem) - running_gpus_per_step(problem) - service_need(problem).sum(axis=0)
+    drops = np.flatnonzero(free[1:] < free[:-1]) + 1
+    last_drop = int(drops.max()) if len(drops) else 0
+    order = sorted(range(len(problem.jobs)), key=lambda k: (problem.jobs[k].release_step, problem.jobs[k].job_id))
+    out: list[list[int]] = []
+    prev = None
+    for k in order:
+        j = problem.jobs[k]
+        key = (j.priority, j.release_step, j.sizes)
+        shareable = j.release_step + wait_steps >= min(last_drop, H)
+        if out and key == prev and shareable:
+            out[-1].append(k)
+        else:
+            out.append([k])
+        prev = key
+    return out
 
 
 def estimate_size(problem: Problem) -> SizeEstimate:
@@ -216,8 +248,19 @@ def estimate_size(problem: Problem) -> SizeEstimate:
     svc_nz = 5 * S * H
     cols = binaries + svc_cols
     rows = (N // min_size) * H + H + len(groups) + 3 * S * H
+    guard_cols = 0
+    W = problem.settings.max_wait_steps
+    if W is not None and groups:
+        # starvation guard (optimizer.milp.add_max_wait): σ, Q, G per group and step, and per
+        # protected step up to two binaries ("no room", "group started"; in cols, not in the start
+        # binaries), a room row and a reservation row
+        guarded = sum(max(0, H - problem.jobs[g[0]].release_step - W) for g in groups[:-1])
+        guard_cols = 3 * len(groups) * H + 2 * guarded
+        cols += guard_cols
+        rows += 3 * len(groups) * H + 3 * guarded
     return SizeEstimate(binaries=binaries, cols=cols, rows=rows, nonzeros=nz_full + svc_nz,
-                        master_cols=2 * y_cols + svc_cols, master_nonzeros=nz_master + svc_nz, service_cols=svc_cols)
+                        master_cols=2 * y_cols + svc_cols + guard_cols, master_nonzeros=nz_master + svc_nz,
+                        service_cols=svc_cols)
 
 
 def check_size(problem: Problem) -> SizeEstimate:

@@ -128,13 +128,31 @@ def plan(problem: Problem, planner: str = "milp", warm_start: Plan | None = None
 
 
 def best_baseline(problem: Problem) -> Plan:
-    """The verified baseline plan with the highest objective (ties: fifo, easy, priority order)."""
+    """The verified baseline plan with the highest objective (ties: fifo, easy, priority order).
+
+    With ``settings.max_wait_steps`` set, only baseline plans that also satisfy the starvation
+    guard count (:func:`optimizer.verify.max_wait_violations`); FIFO never overtakes, so one always does.
+    """
     plans = [_verified(baseline_plan(problem, b), problem) for b in BASELINES]
+    if problem.settings.max_wait_steps is not None:
+        plans = [p for p in plans if not verify(p, problem, guard=True)]
     return max(plans, key=lambda p: p.objective)  # max keeps the first of equals
+
+
+def _below(a: float, b: float, scale: float, rel: float = 1e-9) -> bool:
+    """True when objective ``a`` is below ``b`` by more than ``rel`` in units of the largest priority ``scale``.
+
+    Objectives are compared as ``a / scale`` and ``b / scale`` with the tolerance ``rel · max(1, |b| / scale)``,
+    so the test does not depend on the priorities' units (case F01: an absolute 1e-9 swamps an objective
+    of 1e-8 when priorities are 1e-9).
+    """
+    a_, b_ = a / scale, b / scale
+    return a_ < b_ - rel * max(1.0, abs(b_))
 
 
 def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...], t0: float) -> Plan:
     st = problem.settings
+    scale = problem.max_priority()  # the models' objective unit (DESIGN §5, case F01)
     deadline = t0 + st.time_limit_s
     spent: dict[str, float] = {}  # seconds per step, for the message when the budget runs out
     mark = [time.perf_counter()]
@@ -153,8 +171,8 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
     took("greedy warm starts")
     extra = list(notes)
     if st.max_wait_steps is not None:
-        extra.append(f"max_wait_steps={st.max_wait_steps}: no job overtakes one that has waited that long "
-                     "(the MILP may then score below a baseline that overtakes)")
+        extra.append(f"max_wait_steps={st.max_wait_steps}: a job that has waited that long gets EASY's reservation "
+                     "(later jobs may run before it only where it has no room; DESIGN §5)")
 
     work = st.mip_work_limit is not None
     solves: list[SolveOutcome] = []  # every SolveOutcome behind this plan, to report wall-clock stops
@@ -192,14 +210,15 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
     def finish(out, starts, svc, size, source: PlanSource) -> tuple[Plan | None, str]:
         status = SolveStatus.OPTIMAL if out.status == "optimal" else SolveStatus.TIME_LIMIT
         hit = clocked()
+        # the model is in units of the largest priority (DESIGN §5): its bound times P is in the user's
         p = assemble_plan(problem, "milp", status, starts, svc, time.perf_counter() - t0,
-                          bound=out.bound, gap=out.gap, model=size, message=out.message, notes=tuple(extra),
+                          bound=None if out.bound is None else out.bound * scale, gap=out.gap, model=size, message=out.message, notes=tuple(extra),
                           solver_status=out.status, source=source)
         p = replace(p, wall_clock_limited=hit)
         v = verify(p, problem)
         if v:
             return None, "its plan failed verification (" + "; ".join(v[:3]) + ")"
-        if p.objective < base.objective - 1e-9 * max(1.0, abs(base.objective)) and st.max_wait_steps is None:
+        if _below(p.objective, base.objective, scale):  # base satisfies the guard too (best_baseline)
             return None, f"its plan ({p.objective:.6g}) is below the best baseline's ({base.objective:.6g})"
         return p, ""
 
@@ -246,15 +265,16 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
         binaries = est.binaries
         too_big = est.nonzeros > MAX_MODEL_NONZEROS or est.cols > MAX_MODEL_COLUMNS
         if binaries > st.full_model_max_binaries or too_big or left() < MIN_SOLVE_S:
-            # only placements the master admits (max-wait rows, demand band, swap cap): the
-            # verifier does not check max_wait_steps, and the master's bound covers only these
+            # only placements the master admits (guard rows, demand band, swap cap, block levels):
+            # the master's bound covers only these
             admitted = [s for s in seeds if master_admits(cm, s)]
             if not admitted:
                 return fallback(out.status, "its starts could not be packed into aligned blocks and no verified "
                                 "placement satisfies the master's rows", size)
             best = admitted[0]
-            bound = out.bound if out.bound is not None and best.objective <= out.bound + 1e-6 * max(
-                1.0, abs(out.bound)) else None
+            master_bound = None if out.bound is None else out.bound * scale
+            bound = master_bound if master_bound is not None and not _below(
+                master_bound, best.objective, scale, rel=1e-6) else None
             if binaries > st.full_model_max_binaries:
                 why = f"is above full_model_max_binaries={st.full_model_max_binaries}"
             elif too_big:
