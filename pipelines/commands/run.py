@@ -58,7 +58,16 @@ def run(
                 for name in r.get("unreadable_files", []):
                     sys.stderr.write(f"warning: {role} export {name} could not be read; planning from the store "
                                      f"('gpuplan ingest --workspace {ws.root}' shows why)\n")
-            check_services_have_traffic(workspace_data(ws).traffic, ws.services(), ws.source("traffic").service_label)
+            data = workspace_data(ws)
+            check_services_have_traffic(data.traffic, ws.services(), ws.source("traffic").service_label)
+            if data.snapshot_at is not None:
+                import pandas as pd
+
+                age_h = (pd.Timestamp.now(tz="UTC") - pd.Timestamp(data.snapshot_at)).total_seconds() / 3600
+                if age_h * 60 > ws.config.replan.max_input_age_min:
+                    sys.stderr.write(f"note: the newest queue export ({data.snapshot_file}) was taken "
+                                     f"{pd.Timestamp(data.snapshot_at):%Y-%m-%dT%H:%MZ}, {age_h:,.1f} h ago: this run "
+                                     f"plans as of then (a replan would refuse it)\n")
         from rich.console import Console
         from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
