@@ -275,3 +275,15 @@ def test_only_this_clusters_partitions_and_nodes_are_planned():
     assert dropped == {"dropped_other_partition": 1, "dropped_running_elsewhere": 1}
     kept, dropped = cluster_stage.on_this_cluster(q, ["a1", "a2"], None)
     assert list(kept["job_id"]) == ["1", "2", "4"] and dropped["dropped_running_elsewhere"] == 1
+
+
+def test_a_stored_ended_job_is_never_turned_back_by_a_later_stale_export(tmp_path):
+    st = Store(tmp_path / "s")
+    base = {"job_id": ["a"], "submitted_at": ["2025-01-01T00:00:00Z"], "started_at": ["2025-01-01T00:05:00Z"],
+            "gpus": [2]}
+    done = tabular.parse_jobs(pd.DataFrame({**base, "state": ["COMPLETED"], "ended_at": ["2025-01-01T01:05:00Z"]}),
+                              "UTC").frame
+    stale = tabular.parse_jobs(pd.DataFrame({**base, "state": ["RUNNING"]}), "UTC").frame
+    assert st.upsert(JOBS, done) == {"": store_mod.UpsertCount(1, 0)}
+    assert st.upsert(JOBS, stale) == {"": store_mod.UpsertCount(0, 0)}
+    assert st.jobs().iloc[0]["state"] == "completed"
