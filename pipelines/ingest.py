@@ -114,17 +114,8 @@ class SourceRead:
     errors: list[str]
     newest: pd.DataFrame | None = None
     newest_file: Path | None = None
-    newest_exported_at: pd.Timestamp | None = None
+    newest_at: pd.Timestamp | None = None  # when that export was taken (its own time, else its file's mtime; UTC)
     unreadable: list[str] = field(default_factory=list)
-
-    @property
-    def newest_at(self) -> pd.Timestamp | None:
-        """When the newest export was taken: what it says (``squeue --json`` ``last_update``), else its file's mtime (UTC)."""
-        if self.newest_exported_at is not None:
-            return pd.Timestamp(self.newest_exported_at).tz_convert("UTC")
-        if self.newest_file is None:
-            return None
-        return pd.Timestamp(self.newest_file.stat().st_mtime, unit="s", tz="UTC").floor("s")
 
 
 def read_source(ws: Workspace, role: str) -> SourceRead:
@@ -139,7 +130,6 @@ def read_source(ws: Workspace, role: str) -> SourceRead:
     frames, errors, read = [], [], 0
     newest = None
     newest_file = None
-    newest_at = None
     best: tuple[pd.Timestamp, str] | None = None
     unreadable: list[str] = []
     for path in files:
@@ -158,13 +148,13 @@ def read_source(ws: Workspace, role: str) -> SourceRead:
         frames.append(res.frame)
         # the current export: the one taken last (what it says, else its mtime), not the last in name order
         taken = (pd.Timestamp(res.exported_at).tz_convert("UTC") if res.exported_at is not None
-                 else pd.Timestamp(path.stat().st_mtime, unit="s", tz="UTC"))
+                 else pd.Timestamp(path.stat().st_mtime, unit="s", tz="UTC").floor("s"))
         if best is None or (taken, path.name) >= best:
             best = (taken, path.name)
-            newest, newest_file, newest_at = res.frame, path, res.exported_at
+            newest, newest_file = res.frame, path
     empty = traffic_frame([]) if role == "traffic" else job_frame([])
     frame = pd.concat(frames, ignore_index=True) if frames else empty
-    return SourceRead(frame, read, errors, newest, newest_file, newest_at, unreadable)
+    return SourceRead(frame, read, errors, newest, newest_file, None if best is None else best[0], unreadable)
 
 
 def ingest(ws: Workspace) -> dict[str, Any]:
