@@ -29,8 +29,11 @@ Choices worth knowing:
   Slurm/Kubernetes operator would), reached within the swap cap; the MILP follows demand.
 - Unmet real-time demand is a penalised slack (w = κ · max p); ``settings.demand_hard`` makes
   demand a hard constraint, and demand above capacity is then reported before solving.
-- ``settings.max_wait_steps`` is a hard no-overtaking rule (EASY's reservation), never
-  infeasible, objective unchanged.
+- ``settings.max_wait_steps`` is EASY's reservation for the first job that has waited that
+  long: later jobs may overtake it only where it has no room anyway (DESIGN §5), hard, never
+  infeasible, objective unchanged; the verifier checks it on every non-baseline plan.
+- The MILP is built in units of the largest priority (case F01); objectives and bounds are
+  reported in the user's units.
 - A job started near the horizon's end earns its in-horizon steps only; occupancy after the
   horizon is not modelled (the next replan sees it as a running job).
 - Running jobs add nothing to the objective (fixed occupancy, the same in every plan).

@@ -53,33 +53,42 @@ def reserved_service_gpus(problem: Problem, target: np.ndarray | None = None) ->
             [[min(max(max(s.demand_gpus), s.min_gpus), s.max_gpus)] * H for s in problem.services],
             dtype=np.int64,
         )
-    avail = up_gpus(problem) - running_gpus_per_step(problem)
-    a = np.zeros((S, H), dtype=np.int64)
-    prev = np.array([s.current_gpus for s in problem.services], dtype=np.int64)
-    caps = np.array([s.swap_cap_gpus for s in problem.services], dtype=np.int64)
+    avail = (up_gpus(problem) - running_gpus_per_step(problem)).tolist()
+    # plain int lists: the walk is sequential, and numpy scalars in it cost about 1.5 s per 100,000 steps
+    lows, highs, targets = L.tolist(), U.tolist(), np.asarray(target).tolist()
+    caps = [s.swap_cap_gpus for s in problem.services]
+    prev = [s.current_gpus for s in problem.services]
+    rows: list[list[int]] = [[0] * H for _ in range(S)]
     for t in range(H):
-        lo = np.maximum(L[:, t], prev - caps)
-        hi = np.minimum(U[:, t], prev + caps)
-        want = np.clip(target[:, t], lo, hi)
-        excess = int(want.sum() - avail[t])
+        lo = [max(lows[i][t], prev[i] - caps[i]) for i in range(S)]
+        want = [min(max(targets[i][t], lo[i]), min(highs[i][t], prev[i] + caps[i])) for i in range(S)]
+        excess = sum(want) - avail[t]
         for i in range(S - 1, -1, -1):
             if excess <= 0:
                 break
-            cut = min(excess, int(want[i] - lo[i]))
+            cut = min(excess, want[i] - lo[i])
             want[i] -= cut
             excess -= cut
         if excess > 0:  # the greedy walked into a corner: the smallest trajectory always fits
             return L.copy()
-        a[:, t] = want
+        for i in range(S):
+            rows[i][t] = want[i]
         prev = want
-    return a
+    return np.array(rows, dtype=np.int64).reshape(S, H)
 
 
 class Board:
     """Occupancy of the horizon for baseline placement.
 
     A (horizon_steps, n_gpus) bool grid plus a per-step count of GPUs left for batch work after
-    real-time reservations and running jobs.
+    real-time reservations and running jobs, and the steps where room frees up.
+
+    Earliest-fit search is event-driven: a block that fits at step t > t0 also fits at t - 1
+    unless some GPU or some GPU count frees up at t (``frees[t]``: a GPU busy at t - 1 is free at t,
+    or the count left for batch work rises), because the window [t - 1, t - 1 + d) is then no
+    more occupied than [t, t + d). So only t0 and the steps with ``frees`` set are tried, and the
+    answer is the one a scan of every step gives. ``frees`` is kept up to date by :meth:`place`
+    (a block changes it only at its first step and the step after its last).
     """
 
     def __init__(self, problem: Problem, service_gpus: np.ndarray) -> None:
@@ -88,6 +97,14 @@ class Board:
         self.occ = fixed_occupancy(problem)
         rt = service_gpus.sum(axis=0) if len(service_gpus) else np.zeros(H, dtype=np.int64)
         self.free_count = up_gpus(problem) - running_gpus_per_step(problem) - rt
+        self.version = 0  # bumped by every place(): cached searches are valid for one version
+        self.frees = np.zeros(H, dtype=bool)
+        if H > 1:
+            self.frees[1:] = (self.occ[:-1] & ~self.occ[1:]).any(axis=1) | (self.free_count[1:] > self.free_count[:-1])
+
+    def _update_frees(self, t: int) -> None:
+        if 0 < t < self.H:
+            self.frees[t] = bool((self.occ[t - 1] & ~self.occ[t]).any() or self.free_count[t] > self.free_count[t - 1])
 
     def fit_at(self, t: int, gpus: int, duration: int) -> int | None:
         """Lowest aligned offset where ``gpus`` GPUs are free over steps [t, min(t+duration, H)), or None."""
@@ -98,9 +115,24 @@ class Board:
         free = np.flatnonzero(~blocked)
         return int(free[0]) * gpus if len(free) else None
 
+    def next_frees(self, t: int) -> int:
+        """The first step > t where room frees up (``frees``), or H when there is none."""
+        hit = np.flatnonzero(self.frees[t + 1 :])
+        return t + 1 + int(hit[0]) if len(hit) else self.H
+
     def earliest(self, t0: int, gpus: int, duration: int) -> tuple[int, int] | None:
-        """Earliest (step, offset) with step >= t0 where the block fits, or None inside the horizon."""
-        for t in range(max(0, t0), self.H):
+        """Earliest (step, offset) with step >= t0 where the block fits, or None inside the horizon.
+
+        Tries t0 and then only the steps where room frees up (see the class docstring): the same
+        answer as trying every step, in O(events) fit checks instead of O(H).
+        """
+        t0 = max(0, t0)
+        if t0 >= self.H:
+            return None
+        o = self.fit_at(t0, gpus, duration)
+        if o is not None:
+            return t0, o
+        for t in (np.flatnonzero(self.frees[t0 + 1 :]) + (t0 + 1)).tolist():
             o = self.fit_at(t, gpus, duration)
             if o is not None:
                 return t, o
@@ -111,15 +143,25 @@ class Board:
         te = min(t + duration, self.H)
         self.occ[t:te, o : o + gpus] = sign > 0
         self.free_count[t:te] -= sign * gpus
+        self.version += 1
+        self._update_frees(t)
+        self._update_frees(te)
 
 
 Placement = dict[str, tuple[int, int]]  # job_id -> (start_step, block_offset)
 
 
-def _fifo(problem: Problem, board: Board) -> Placement:
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.perf_counter() > deadline
+
+
+def _fifo(problem: Problem, board: Board, deadline: float | None = None) -> tuple[Placement, bool]:
+    """FIFO placement; returns (placement, stopped) with ``stopped`` True when ``deadline`` cut it short."""
     out: Placement = {}
     prev = 0
     for j in sorted(problem.jobs, key=lambda j: (j.release_step, j.job_id)):
+        if _past(deadline):
+            return out, True
         s = j.requested
         hit = board.earliest(max(j.release_step, prev), s.gpus, s.duration_steps)
         if hit is None:
@@ -127,13 +169,33 @@ def _fifo(problem: Problem, board: Board) -> Placement:
         board.place(hit[0], hit[1], s.gpus, s.duration_steps)
         out[j.job_id] = hit
         prev = hit[0]
-    return out
+    return out, False
 
 
-def _backfill(problem: Problem, board: Board, key: Callable[[Job], tuple]) -> Placement:
+def _backfill(
+    problem: Problem, board: Board, key: Callable[[Job], tuple], deadline: float | None = None
+) -> tuple[Placement, bool]:
+    """EASY/priority backfill walking the steps; returns (placement, stopped) as :func:`_fifo`.
+
+    The walk visits only the steps where its outcome can change: a job's release, a step where
+    room frees up on the board (:attr:`Board.frees`), and the step after one where something was
+    placed. At any other step t nothing starts: the head did not fit at t - 1 and the board is
+    no freer at t; a job that did not fit at t - 1 does not fit at t; and one refused at t - 1
+    for delaying the head would delay it again (occupancy after the current step only shrinks
+    with time, so it would take the same lowest block, one step later). The plan is therefore
+    the one a walk over every step gives.
+    """
     out: Placement = {}
     order = sorted(problem.jobs, key=key)
-    for t in range(board.H):
+    H = board.H
+    releases = sorted({j.release_step for j in order if j.release_step < H})
+    ri = 0
+    cached: tuple[str, int, tuple[int, int] | None] | None = None  # (head id, board version, earliest)
+    t = releases[0] if releases else H
+    while t < H and len(out) < len(order):
+        if _past(deadline):
+            return out, True
+        placed = False
         queue = [j for j in order if j.job_id not in out and j.release_step <= t]
         while queue:  # start heads for as long as they fit
             hs = queue[0].requested
@@ -142,25 +204,38 @@ def _backfill(problem: Problem, board: Board, key: Callable[[Job], tuple]) -> Pl
                 break
             board.place(t, o, hs.gpus, hs.duration_steps)
             out[queue.pop(0).job_id] = (t, o)
-        if not queue:
-            continue
-        # the head does not fit: reserve its earliest start; backfill what does not delay it.
-        # One pass suffices: backfilling only removes space, so a job refused here stays refused.
-        hs = queue[0].requested
-        res = board.earliest(t + 1, hs.gpus, hs.duration_steps)
-        for j in queue[1:]:
-            s = j.requested
-            o = board.fit_at(t, s.gpus, s.duration_steps)
-            if o is None:
-                continue
-            board.place(t, o, s.gpus, s.duration_steps)
-            if res is not None:
-                again = board.earliest(t + 1, hs.gpus, hs.duration_steps)
-                if again is None or again[0] > res[0]:
+            placed = True
+        if queue:
+            # the head does not fit: reserve its earliest start; backfill what does not delay it.
+            # One pass suffices: backfilling only removes space, so a job refused here stays refused.
+            head = queue[0]
+            hs = head.requested
+            if (cached is not None and cached[:2] == (head.job_id, board.version)
+                    and (cached[2] is None or cached[2][0] >= t + 1)):
+                res = cached[2]
+            else:
+                res = board.earliest(t + 1, hs.gpus, hs.duration_steps)
+                cached = (head.job_id, board.version, res)
+            for j in queue[1:]:
+                s = j.requested
+                o = board.fit_at(t, s.gpus, s.duration_steps)
+                if o is None:
+                    continue
+                board.place(t, o, s.gpus, s.duration_steps)
+                # nothing fitted the head in [t+1, res) and the board only grew, so the head's
+                # earliest start moves later exactly when it no longer fits at res
+                if res is not None and board.fit_at(res[0], hs.gpus, hs.duration_steps) is None:
                     board.place(t, o, s.gpus, s.duration_steps, sign=-1)
                     continue
-            out[j.job_id] = (t, o)
-    return out
+                out[j.job_id] = (t, o)
+                placed = True
+        while ri < len(releases) and releases[ri] <= t:
+            ri += 1
+        nxt = board.next_frees(t)
+        if ri < len(releases):
+            nxt = min(nxt, releases[ri])
+        t = t + 1 if placed else nxt
+    return out, False
 
 
 def _arrival(j: Job) -> tuple:
@@ -215,25 +290,29 @@ def assemble_plan(
     return replace(plan, objective=objective_value(plan, problem))
 
 
-def baseline_plan(problem: Problem, planner: str) -> Plan:
+def baseline_plan(problem: Problem, planner: str, deadline: float | None = None) -> Plan:
     """Plan ``problem`` with baseline ``planner`` in {"fifo", "easy", "priority"}.
 
-    The plan is unverified (:func:`optimizer.planners.plan` verifies). Raises ValueError for
-    another name.
+    ``deadline`` (a ``time.perf_counter()`` value) stops the placement when passed: jobs not yet
+    placed stay unstarted (still a valid plan) and the plan's message says so. The plan is
+    unverified (:func:`optimizer.planners.plan` verifies). Raises ValueError for another name.
     """
     t0 = time.perf_counter()
     svc = reserved_service_gpus(problem)
     board = Board(problem, svc)
     if planner == "fifo":
-        placed = _fifo(problem, board)
+        placed, stopped = _fifo(problem, board, deadline)
     elif planner == "easy":
-        placed = _backfill(problem, board, _arrival)
+        placed, stopped = _backfill(problem, board, _arrival, deadline)
     elif planner == "priority":
-        placed = _backfill(problem, board, _by_priority)
+        placed, stopped = _backfill(problem, board, _by_priority, deadline)
     else:
         raise ValueError(f"unknown baseline planner {planner!r}; expected fifo, easy or priority")
-    starts = {jid: (t, o, problem.job(jid).requested.gpus) for jid, (t, o) in placed.items()}
-    return assemble_plan(problem, planner, SolveStatus.FEASIBLE, starts, svc, time.perf_counter() - t0)
+    jobs = {j.job_id: j for j in problem.jobs}
+    starts = {jid: (t, o, jobs[jid].requested.gpus) for jid, (t, o) in placed.items()}
+    msg = (f"{planner} stopped at the time limit after placing {len(placed)} of {len(problem.jobs)} jobs; "
+           "the rest are not started" if stopped else "")
+    return assemble_plan(problem, planner, SolveStatus.FEASIBLE, starts, svc, time.perf_counter() - t0, message=msg)
 
 
 BASELINES: tuple[str, ...] = ("fifo", "easy", "priority")
@@ -248,18 +327,24 @@ def demand_following_target(problem: Problem) -> np.ndarray:
     out = np.zeros((len(problem.services), H), dtype=np.int64)
     for i, s in enumerate(problem.services):
         nxt = 0
+        row = [0] * H
+        demand, c, lo, hi = s.demand_gpus, s.swap_cap_gpus, s.min_gpus, s.max_gpus
         for t in range(H - 1, -1, -1):
-            nxt = max(s.demand_gpus[t], nxt - s.swap_cap_gpus)
-            out[i, t] = min(max(nxt, s.min_gpus), s.max_gpus)
+            nxt = max(demand[t], nxt - c)
+            row[t] = min(max(nxt, lo), hi)
+        out[i] = row
     return out
 
 
-def greedy_place(problem: Problem, service_gpus: np.ndarray, jobs: list[Job], planner: str = "greedy") -> Plan:
+def greedy_place(
+    problem: Problem, service_gpus: np.ndarray, jobs: list[Job], planner: str = "greedy", deadline: float | None = None
+) -> Plan:
     """Place ``jobs`` one by one, in the given order, each at its earliest fitting start.
 
     Each job starts after its release with the size of highest §5 reward there; services are
     fixed at ``service_gpus`` (S, H). A warm-start candidate for the MILP (unverified; the
-    planner verifies).
+    planner verifies). Past ``deadline`` (a ``time.perf_counter()`` value) the jobs not yet
+    placed stay unstarted.
     """
     t0 = time.perf_counter()
     g = problem.settings.decay_per_step
@@ -267,6 +352,8 @@ def greedy_place(problem: Problem, service_gpus: np.ndarray, jobs: list[Job], pl
     board = Board(problem, service_gpus)
     starts: dict[str, tuple[int, int, int]] = {}
     for j in jobs:
+        if _past(deadline):
+            break
         best = None
         for s in j.sizes:
             hit = board.earliest(j.release_step, s.gpus, s.duration_steps)
@@ -282,12 +369,13 @@ def greedy_place(problem: Problem, service_gpus: np.ndarray, jobs: list[Job], pl
     return assemble_plan(problem, planner, SolveStatus.FEASIBLE, starts, service_gpus, time.perf_counter() - t0)
 
 
-def greedy_plans(problem: Problem) -> list[Plan]:
+def greedy_plans(problem: Problem, deadline: float | None = None) -> list[Plan]:
     """Warm-start candidates for the MILP (not baselines).
 
     Services follow their demand (:func:`demand_following_target`) instead of holding the peak,
     and :func:`greedy_place` puts jobs in three orders: priority (then release), reward per
-    GPU-step (priority x efficiency), and size x duration (largest first).
+    GPU-step (priority x efficiency), and size x duration (largest first). Past ``deadline`` (a
+    ``time.perf_counter()`` value) no further order is started (fewer candidates come back).
     """
     svc = reserved_service_gpus(problem, demand_following_target(problem))
     orders = (
@@ -295,4 +383,9 @@ def greedy_plans(problem: Problem) -> list[Plan]:
         lambda j: (-j.priority * max(s.efficiency for s in j.sizes), j.release_step, j.job_id),
         lambda j: (-max(s.gpus * s.duration_steps for s in j.sizes), -j.priority, j.job_id),
     )
-    return [greedy_place(problem, svc, sorted(problem.jobs, key=key)) for key in orders]
+    out: list[Plan] = []
+    for key in orders:
+        if _past(deadline):
+            break
+        out.append(greedy_place(problem, svc, sorted(problem.jobs, key=key), deadline=deadline))
+    return out

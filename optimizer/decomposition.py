@@ -6,7 +6,10 @@ The §5 objective does not depend on block offsets, only on each job's start and
    size s, no offset) instead of ``x[g, s, o, t]``. The one-task-per-GPU rows are replaced by
    relaxations that hold for every valid placement: per step, batch GPUs + real-time GPUs <= GPUs
    up (exact, as in the full model); and per step and block size b > 1, jobs of size >= b use
-   at most as many aligned b-blocks as are free of running jobs and down GPUs. Starts for which
+   at most as many aligned b-blocks as are free of running jobs and down GPUs. Both count a job
+   through running-count columns ``r`` (how many starts of a group and size cover a step,
+   :func:`add_running_counts`), so the nonzeros grow with the horizon, not with horizon x
+   duration. Starts for which
    no aligned block is free of fixed occupancy over the whole run are not created. Every other
    family (demand band, start once, swap cap, max-wait rows) is the same function as in
    :mod:`optimizer.milp`. Its optimum is therefore an upper bound on the full model's.
@@ -24,7 +27,7 @@ master's bound.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -33,6 +36,7 @@ from optimizer.capacity import fixed_occupancy
 from optimizer.milp import (
     Context,
     Coverage,
+    GuardCols,
     ModelBuilder,
     StartVars,
     add_demand_band,
@@ -41,6 +45,7 @@ from optimizer.milp import (
     add_start_once,
     add_swap_cap,
     assign_group_members,
+    complete_guard,
     make_context,
     model_size,
     set_service_values,
@@ -59,7 +64,7 @@ def free_blocks(occ: np.ndarray, size: int) -> np.ndarray:
 def add_count_starts(b: ModelBuilder, ctx: Context, occ: np.ndarray) -> list[StartVars]:
     """Start counts y[g, s, t] in 0..|g| (offsets -1): release, batch room and "some aligned block is free of fixed occupancy for the whole run" prune the starts.
 
-    Objective: the §5 reward.
+    Objective: the §5 reward in units of the largest priority (as :func:`optimizer.milp.add_power_of_two_blocks`).
     """
     p = ctx.problem
     H = p.horizon_steps
@@ -86,43 +91,86 @@ def add_count_starts(b: ModelBuilder, ctx: Context, occ: np.ndarray) -> list[Sta
             T, te = T[keep], te[keep]
             if not len(T):
                 continue
-            reward = job.priority * s.efficiency * s.gpus * (ctx.decay_cum[te] - ctx.decay_cum[T])
+            q = job.priority / ctx.priority_scale  # in (0, 1]: units of the largest priority
+            reward = q * s.efficiency * s.gpus * (ctx.decay_cum[te] - ctx.decay_cum[T])
             # integer count of this group's jobs starting at t with this size (0..group size)
             cols = b.add_cols(reward, 0.0, float(len(members)), integer=True)
             out.append(StartVars(gi, s.gpus, s.duration_steps, s.efficiency, np.full(len(T), -1), T, cols))
     return out
 
 
-def count_coverage(ctx: Context, ys: list[StartVars]) -> Coverage:
-    """No preemption in the master: a start covers the d consecutive steps of its run."""
+@dataclass
+class RunningCount:
+    """Running-count columns of one start-variable set: ``r[tau]`` for ``tau`` in ``steps`` (n,), the number of its starts whose run covers step tau (``cols`` (n,))."""
+
+    steps: np.ndarray
+    cols: np.ndarray
+
+
+def add_running_counts(b: ModelBuilder, ctx: Context, ys: list[StartVars]) -> list[RunningCount]:
+    """No preemption in the master: a start covers the d consecutive steps of its run, counted once per step.
+
+    For each start-variable set (one group, one size, duration d) a column ``r[tau]`` per step of
+    its span (first start .. last start + d, within the horizon) and the row
+    ``r[tau] - r[tau-1] - y[tau] + y[tau-d] = 0`` (terms for starts that do not exist are left
+    out), so ``r[tau] = Σ_{t in (tau-d, tau]} y[t]`` exactly. The capacity rows then hold one
+    coefficient per set and step instead of d per start: the nonzeros grow with the horizon, not
+    with horizon x duration (the master of ``day_1min_steps``, 30 jobs of 30–480 one-minute
+    steps, went from 19.1 million nonzeros, which HiGHS presolve took over 60 s on whatever its
+    time limit, to 0.24 million; case F05). The projection on ``y`` is the same polytope, so the
+    LP bound and the optimum do not change. ``r`` is continuous in [0, group size].
+    """
     H = ctx.problem.horizon_steps
-    sr, sc, sv = [], [], []
+    out: list[RunningCount] = []
     for v in ys:
-        steps = v.starts[:, None] + np.arange(v.duration)[None, :]
-        ok = steps < H
-        sr.append(steps[ok])
-        sc.append(np.broadcast_to(v.cols[:, None], steps.shape)[ok])
-        sv.append(np.full(int(ok.sum()), float(v.gpus)))
-    cat = lambda a: np.concatenate(a) if a else np.zeros(0)  # noqa: E731
+        k = len(ctx.groups[v.group])
+        t0, t1 = int(v.starts[0]), min(int(v.starts[-1]) + v.duration, H)
+        n = t1 - t0
+        r = b.add_cols(np.zeros(n), 0.0, float(k), integer=False)
+        rows = b.add_rows(np.zeros(n), np.zeros(n), "running_count")
+        b.add_coeffs(rows, r, 1.0)
+        b.add_coeffs(rows[1:], r[:-1], -1.0)
+        b.add_coeffs(rows[v.starts - t0], v.cols, -1.0)
+        ends = v.starts + v.duration
+        inside = ends < t1
+        b.add_coeffs(rows[ends[inside] - t0], v.cols[inside], 1.0)
+        out.append(RunningCount(np.arange(t0, t1), r))
+    return out
+
+
+def running_values(v: StartVars, run: RunningCount, y: np.ndarray) -> np.ndarray:
+    """``r`` (n,) implied by start counts ``y`` (k,) of ``v``: how many runs cover each step of ``run.steps``."""
+    n = len(run.steps)
+    t0 = int(run.steps[0]) if n else 0
+    diff = np.zeros(n + 1)
+    np.add.at(diff, v.starts - t0, y)
+    ends = np.minimum(v.starts + v.duration - t0, n)
+    np.add.at(diff, ends, -y)
+    return np.cumsum(diff[:n])
+
+
+def count_coverage(ys: list[StartVars], runs: list[RunningCount]) -> Coverage:
+    """Batch GPUs per step in the master: ``gpus`` times each running count (for :func:`optimizer.milp.add_gpu_count`)."""
     z = np.zeros(0, dtype=np.int64)
-    return Coverage(z, z, cat(sr).astype(np.int64), cat(sc).astype(np.int64), cat(sv))
+    if not ys:
+        return Coverage(z, z, z, z, np.zeros(0))
+    return Coverage(z, z, np.concatenate([r.steps for r in runs]).astype(np.int64),
+                    np.concatenate([r.cols for r in runs]).astype(np.int64),
+                    np.concatenate([np.full(len(r.steps), float(v.gpus)) for v, r in zip(ys, runs, strict=True)]))
 
 
-def add_block_levels(b: ModelBuilder, ctx: Context, occ: np.ndarray, ys: list[StartVars]) -> None:
-    """Relaxed one-task-per-GPU: for each step and block size b > 1 used by some job, Σ_{starts of size s >= b covering the step} (s / b) · y <= aligned b-blocks free at that step."""
-    H = ctx.problem.horizon_steps
+def add_block_levels(b: ModelBuilder, occ: np.ndarray, ys: list[StartVars], runs: list[RunningCount]) -> None:
+    """Relaxed one-task-per-GPU: for each step and block size b > 1 used by some job, Σ_{sets of size s >= b} (s / b) · r[step] <= aligned b-blocks free at that step."""
     sizes = sorted({v.gpus for v in ys if v.gpus > 1})
     for bs in sizes:
         nfree = free_blocks(occ, bs).sum(axis=1).astype(np.float64)
         rr, cc, vv = [], [], []
-        for v in ys:
+        for v, run in zip(ys, runs, strict=True):
             if v.gpus < bs:
                 continue
-            steps = v.starts[:, None] + np.arange(v.duration)[None, :]
-            ok = steps < H
-            rr.append(steps[ok])
-            cc.append(np.broadcast_to(v.cols[:, None], steps.shape)[ok])
-            vv.append(np.full(int(ok.sum()), float(v.gpus // bs)))
+            rr.append(run.steps)
+            cc.append(run.cols)
+            vv.append(np.full(len(run.steps), float(v.gpus // bs)))
         if not rr:
             continue
         rows = b.add_rows(-np.inf, nfree, f"blocks_of_{bs}")
@@ -131,7 +179,7 @@ def add_block_levels(b: ModelBuilder, ctx: Context, occ: np.ndarray, ys: list[St
 
 @dataclass
 class CountModel:
-    """The master model with maps to read a solution back."""
+    """The master model with maps to read a solution back (``runs[i]`` are the running counts of ``ys[i]``)."""
 
     ctx: Context
     model: SparseModel
@@ -140,11 +188,18 @@ class CountModel:
     u_cols: np.ndarray
     occ: np.ndarray
     build_s: float
+    runs: list[RunningCount] = field(default_factory=list)
+    guard: GuardCols | None = None
 
     @property
     def size(self) -> dict[str, int]:
         """{rows, cols, binaries, integers} (start counts of a group of k > 1 jobs are 0..k integers)."""
         return model_size(self.model)
+
+    @property
+    def objective_scale(self) -> float:
+        """The master's objective unit in the user's (the largest priority, DESIGN §5)."""
+        return self.ctx.priority_scale
 
 
 def build_count_model(problem: Problem) -> CountModel:
@@ -154,14 +209,14 @@ def build_count_model(problem: Problem) -> CountModel:
     occ = fixed_occupancy(problem)
     b = ModelBuilder()
     ys = add_count_starts(b, ctx, occ)
-    cov = count_coverage(ctx, ys)
+    runs = add_running_counts(b, ctx, ys)
     a_cols, u_cols = add_demand_band(b, ctx)
-    add_gpu_count(b, ctx, cov, a_cols)
-    add_block_levels(b, ctx, occ, ys)
+    add_gpu_count(b, ctx, count_coverage(ys, runs), a_cols)
+    add_block_levels(b, occ, ys, runs)
     add_start_once(b, ctx, ys)
     add_swap_cap(b, ctx, a_cols)
-    add_max_wait(b, ctx, ys)
-    return CountModel(ctx, b.model(), ys, a_cols, u_cols, occ, time.perf_counter() - t0)
+    guard = add_max_wait(b, ctx, ys)
+    return CountModel(ctx, b.model(), ys, a_cols, u_cols, occ, time.perf_counter() - t0, runs=runs, guard=guard)
 
 
 def count_vector(cm: CountModel, plan: Plan) -> np.ndarray | None:
@@ -180,7 +235,11 @@ def count_vector(cm: CountModel, plan: Plan) -> np.ndarray | None:
         if c is None:
             return None
         x[c] += 1.0
-    return x if set_service_values(cm.ctx, cm.a_cols, cm.u_cols, plan, x) else None
+    for v, run in zip(cm.ys, cm.runs, strict=True):
+        x[run.cols] = running_values(v, run, x[v.cols])
+    if not set_service_values(cm.ctx, cm.a_cols, cm.u_cols, plan, x):
+        return None
+    return complete_guard(cm.model, cm.guard, x)
 
 
 def count_picks(cm: CountModel, x: np.ndarray) -> tuple[dict[str, tuple[int, int, int]], np.ndarray]:
@@ -198,13 +257,14 @@ def count_picks(cm: CountModel, x: np.ndarray) -> tuple[dict[str, tuple[int, int
 
 def pack_offsets(
     occ: np.ndarray, picks: dict[str, tuple[int, int, int]], time_limit_s: float = 5.0, seed: int = 0,
-    threads: int = 1, mip_work_limit: int | None = None, log: list | None = None,
+    threads: int = 1, mip_work_limit: int | None = None, log: list | None = None, milp: bool = True,
 ) -> dict[str, int] | None:
     """Aligned offsets for fixed (start, gpus, duration) so that no GPU is used twice at a step.
 
     ``occ`` (H, N) fixed occupancy. First fit by decreasing size (then start, then id); if that
-    fails, a feasibility MILP over all aligned offsets. Returns ``job_id -> offset`` or None when
-    no packing exists (or none was found within ``time_limit_s`` or ``mip_work_limit``).
+    fails and ``milp`` is True, a feasibility MILP over all aligned offsets. Returns
+    ``job_id -> offset`` or None when no packing exists (or none was found within
+    ``time_limit_s`` or ``mip_work_limit``, or first fit failed with ``milp`` False).
     The MILP's :class:`~optimizer.solver.SolveOutcome` is appended to ``log`` when given.
     """
     H, N = occ.shape
@@ -220,6 +280,8 @@ def pack_offsets(
         out[jid] = o
     else:
         return out
+    if not milp:
+        return None
     return _pack_milp(occ, picks, time_limit_s, seed, threads, mip_work_limit, log)
 
 
@@ -314,7 +376,7 @@ def master_admits(cm: CountModel, plan: Plan) -> bool:
     """True when ``plan``'s starts and service allocations are a feasible point of the master (every row: demand band, start once, swap cap, max-wait, block levels; column bounds).
 
     The master is a relaxation of the full model, so its dual bound bounds exactly these plans.
-    A verified plan can still fail here: the verifier does not check ``max_wait_steps``.
+    The starvation guard's auxiliary columns are filled from the plan (:func:`optimizer.milp.complete_guard`).
     """
     x = count_vector(cm, plan)
     if x is None:

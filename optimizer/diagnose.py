@@ -6,9 +6,11 @@
 - :func:`diagnose` returns those reasons as sentences naming the step and the numbers (case
   C14a: "real-time demand (hard) plus running jobs exceed the cluster at step 18: 72 > 64 ...");
   :func:`check_feasible` raises :class:`InfeasibleProblemError` with them.
-- :func:`estimate_size` counts start binaries (and rows, columns) from the problem alone, in
-  O(jobs x sizes), and :func:`check_size` refuses a model above ``settings.max_binaries``
-  (case C17a) before anything is allocated.
+- :func:`estimate_size` counts start binaries, columns, rows and nonzeros of the full model and
+  of the decomposed master from the problem alone, in O(jobs x sizes), and :func:`check_size`
+  refuses a model above ``settings.max_binaries`` (case C17a) or above :data:`MAX_MODEL_COLUMNS`
+  columns or :data:`MAX_MODEL_NONZEROS` nonzeros, every column counted (case F05), before
+  anything is allocated.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from optimizer.capacity import running_gpus_per_step, service_bounds, up_gpus
+from optimizer.capacity import running_gpus_per_step, service_bounds, service_need, up_gpus
 from optimizer.errors import InputError
 from optimizer.problem import Problem
 
@@ -102,17 +104,49 @@ def coverage_shortfalls(problem: Problem) -> list[str]:
     ]
 
 
+#: Largest model (all columns: start counts or start binaries, running counts, service GPUs and
+#: unmet demand) the MILP planner builds; above it the problem is refused before anything is
+#: built (DESIGN §5, budget and size). Basis, measured with benchmarks/bench_model_size.py on the
+#: 2-core machine: the master costs 1.5–3.5 µs and 1.2–1.6 kB per column to build and HiGHS
+#: 2.5–6 µs per column to load and presolve it and return the warm start, so 150,000 columns are
+#: about 0.5 s, 250 MB and 1 s before the solve starts; but the root LP relaxation alone took
+#: 12 s for 65,000 columns (30 jobs, 1,440 one-minute steps) and over 90 s for 190,000 (90
+#: jobs), so a larger model returns no more than its warm start inside the default 30-s budget.
+#: A 100,000-step horizon with one service (200,000 columns) is refused.
+MAX_MODEL_COLUMNS = 150_000
+
+#: Largest number of constraint-matrix nonzeros the MILP planner builds (same benchmark). The full
+#: x[j, s, o, t] model holds up to d x (s + 1) nonzeros per column: 8.4 million nonzeros (30 jobs,
+#: 120 steps) took 2.0 s and 650 MB to build and 4.3 s for HiGHS to return the warm start; HiGHS
+#: presolve does not always check its time limit (HiGHS issues #885, #1501: the old master of
+#: ``day_1min_steps``, 19 million nonzeros, stayed 61 s in presolve under a 5-s limit). 2,000,000
+#: nonzeros keep build and presolve to about a second each.
+MAX_MODEL_NONZEROS = 2_000_000
+
+
 @dataclass(frozen=True)
 class SizeEstimate:
-    """Upper bound on the MILP's size before pruning against running jobs.
+    """Upper bounds on the MILP's size, from the problem alone (before pruning against running jobs).
 
-    ``binaries``: start variables x_{j,s,o,t} (identical jobs aggregated); ``cols`` all columns;
-    ``rows`` all constraints.
+    ``binaries``: start variables x_{j,s,o,t} of the full model (identical jobs aggregated);
+    ``cols`` its columns (binaries + service GPUs and unmet demand); ``rows`` its rows;
+    ``nonzeros`` its constraint-matrix entries. ``master_cols`` and ``master_nonzeros``: the same
+    for the decomposed master (start counts y_{g,s,t}, running counts, services;
+    :mod:`optimizer.decomposition`). ``service_cols``: the 2 x services x steps columns of the
+    services alone (part of both).
     """
 
     binaries: int
     cols: int
     rows: int
+    nonzeros: int = 0
+    master_cols: int = 0
+    master_nonzeros: int = 0
+    service_cols: int = 0
+
+    def for_method(self, method: str) -> tuple[int, int]:
+        """(columns, nonzeros) of the model ``method`` ("decomposed" or "full") builds first."""
+        return (self.master_cols, self.master_nonzeros) if method == "decomposed" else (self.cols, self.nonzeros)
 
 
 def job_groups(problem: Problem) -> list[list[int]]:
@@ -121,7 +155,18 @@ def job_groups(problem: Problem) -> list[list[int]]:
     Interchangeable jobs share one set of start variables with "start at most k times"
     (removes symmetric solutions); job ids are assigned to the chosen starts afterwards.
     Groups are ordered by their first job's position; members keep file order.
+
+    With ``settings.max_wait_steps`` set (the starvation guard, DESIGN §5, stated per job in
+    arrival order (release_step, job_id)): a group is a run of interchangeable jobs that are
+    adjacent in arrival order, listed in arrival order (the earliest start goes to the earliest
+    arrival), and groups are in arrival order. A run is split into single jobs when it becomes
+    protected (``release + W``) before the last step at which the GPUs left by running jobs and the
+    services' need (:func:`optimizer.capacity.service_need`) drop: only where that capacity does
+    not drop is the guard exact on a shared count (:func:`optimizer.milp.add_max_wait`).
     """
+    W = problem.settings.max_wait_steps
+    if W is not None:
+        return _arrival_runs(problem, W)
     groups: dict[tuple, list[int]] = {}
     for k, j in enumerate(problem.jobs):
         key = (j.priority, j.release_step, j.sizes)
@@ -129,43 +174,130 @@ def job_groups(problem: Problem) -> list[list[int]]:
     return list(groups.values())
 
 
+def _arrival_runs(problem: Problem, wait_steps: int) -> list[list[int]]:
+    """Groups under ``max_wait_steps`` (see :func:`job_groups`)."""
+    H = problem.horizon_steps
+    free = up_gpus(problem) - running_gpus_per_step(problem) - service_need(problem).sum(axis=0)
+    drops = np.flatnonzero(free[1:] < free[:-1]) + 1
+    last_drop = int(drops.max()) if len(drops) else 0
+    order = sorted(range(len(problem.jobs)), key=lambda k: (problem.jobs[k].release_step, problem.jobs[k].job_id))
+    out: list[list[int]] = []
+    prev = None
+    for k in order:
+        j = problem.jobs[k]
+        key = (j.priority, j.release_step, j.sizes)
+        shareable = j.release_step + wait_steps >= min(last_drop, H)
+        if out and key == prev and shareable:
+            out[-1].append(k)
+        else:
+            out.append([k])
+        prev = key
+    return out
+
+
 def estimate_size(problem: Problem) -> SizeEstimate:
-    """Count the model's binaries, columns and rows from the problem alone (no allocation)."""
+    """Count the models' columns, rows and nonzeros from the problem alone, in O(jobs x sizes) (no allocation).
+
+    Per group of interchangeable jobs and size s with duration d and n = H - release possible
+    starts: the full model has (aligned blocks free of down GPUs) x n binaries, each with at most
+    d x (s / smallest size + 1) + 1 nonzeros (GPU cells, GPU count, start once); the master has n
+    start counts and n running counts with about (4 + 1 + block levels + 1) x n nonzeros
+    (:func:`optimizer.decomposition.add_running_counts`). Services add 2 x S x H columns and
+    about 5 x S x H nonzeros (band, GPU count, swap cap) to both; with ``max_wait_steps`` the
+    no-overtaking rows add, per group, the later groups' starts and each own start once per
+    step after it (:func:`optimizer.milp.add_max_wait`).
+    """
     H, N = problem.horizon_steps, problem.n_gpus
     down = np.zeros(N, dtype=bool)
     down[list(problem.down_gpus)] = True
     ok_blocks: dict[int, int] = {}
-    binaries = 0
-    min_size = N
+    binaries = nz_full = 0
+    y_cols = nz_master = 0
     groups = job_groups(problem)
+    used_sizes = sorted({s.gpus for j in problem.jobs for s in j.sizes})
+    min_size = min(used_sizes, default=N)
+    W = problem.settings.max_wait_steps
+    y_of: list[int] = []  # start columns per group (master; full model: times aligned blocks)
+    x_of: list[int] = []
     for g in groups:
         j = problem.jobs[g[0]]
         starts = max(0, H - j.release_step)
+        y_of.append(starts * len(j.sizes))
+        x_of.append(0)
         for s in j.sizes:
             if s.gpus not in ok_blocks:
                 ok_blocks[s.gpus] = int((~down.reshape(-1, s.gpus).any(axis=1)).sum())
             binaries += ok_blocks[s.gpus] * starts
-            min_size = min(min_size, s.gpus)
+            x_of[-1] += ok_blocks[s.gpus] * starts
+            nz_full += ok_blocks[s.gpus] * starts * (min(s.duration_steps, H) * (s.gpus // min_size + 1) + 1)
+            levels = sum(1 for b in used_sizes if 1 < b <= s.gpus)
+            y_cols += starts
+            nz_master += starts * (4 + 1 + levels + 1)
+    if W is not None:  # add_max_wait: rows tau >= release + W of each group; later groups' starts once,
+        # each own start t once per row from max(t, release + W): W x n + n (n + 1) / 2 per size, n rows
+        for gi, g in enumerate(groups):
+            j = problem.jobs[g[0]]
+            n = H - (j.release_step + W)
+            if n <= 0:
+                continue
+            own = W * n + n * (n + 1) // 2
+            nz_master += sum(y_of) - y_of[gi] + own * len(j.sizes)
+            nz_full += sum(x_of) - x_of[gi] + own * sum(ok_blocks[s.gpus] for s in j.sizes)
     S = len(problem.services)
-    cols = binaries + 2 * S * H
+    svc_cols = 2 * S * H
+    svc_nz = 5 * S * H
+    cols = binaries + svc_cols
     rows = (N // min_size) * H + H + len(groups) + 3 * S * H
-    return SizeEstimate(binaries=binaries, cols=cols, rows=rows)
+    guard_cols = 0
+    W = problem.settings.max_wait_steps
+    if W is not None and groups:
+        # starvation guard (optimizer.milp.add_max_wait): σ, Q, G per group and step, and per
+        # protected step up to two binaries ("no room", "group started"; in cols, not in the start
+        # binaries), a room row and a reservation row
+        guarded = sum(max(0, H - problem.jobs[g[0]].release_step - W) for g in groups[:-1])
+        guard_cols = 3 * len(groups) * H + 2 * guarded
+        cols += guard_cols
+        rows += 3 * len(groups) * H + 3 * guarded
+    return SizeEstimate(binaries=binaries, cols=cols, rows=rows, nonzeros=nz_full + svc_nz,
+                        master_cols=2 * y_cols + svc_cols + guard_cols, master_nonzeros=nz_master + svc_nz,
+                        service_cols=svc_cols)
 
 
 def check_size(problem: Problem) -> SizeEstimate:
-    """Raise :class:`ModelTooLargeError` when the estimate exceeds ``settings.max_binaries``.
+    """Refuse a MILP too large to build and solve usefully, before anything is built.
 
-    The message gives the estimate, the limit and what to change (case C17a).
+    Raises :class:`ModelTooLargeError` (one line: the count, the limit, what to change) when the
+    full model's start binaries exceed ``settings.max_binaries`` (case C17a), or when the model
+    ``settings.milp_method`` builds (the decomposed master, or the full model) has more than
+    :data:`MAX_MODEL_COLUMNS` columns or :data:`MAX_MODEL_NONZEROS` nonzeros, every column
+    counted: start variables, running counts, service GPUs and unmet demand (case F05: a
+    1,000,000-step horizon with one service and no job is 2,000,000 columns). O(jobs x sizes).
     """
     est = estimate_size(problem)
     limit = problem.settings.max_binaries
+    H = problem.horizon_steps
     if est.binaries > limit:
-        H = problem.horizon_steps
         raise ModelTooLargeError(
             f"model too large: about {est.binaries:,} start binaries ({len(problem.jobs)} jobs x up to "
             f"{H} start steps x aligned blocks on {problem.n_gpus} GPUs) exceed max_binaries {limit:,}; "
             f"use a shorter horizon (e.g. {max(1, H // 4)} steps), coarser steps (e.g. "
             f"{problem.cluster.step_minutes * 2}-minute), GPU units of the smallest job size, or "
             "aggregate small jobs into larger ones"
+        )
+    method = problem.settings.milp_method
+    cols, nonzeros = est.for_method(method)
+    what = "master" if method == "decomposed" else "full model"
+    for count, cap, unit in ((cols, MAX_MODEL_COLUMNS, "columns"), (nonzeros, MAX_MODEL_NONZEROS, "nonzeros")):
+        if count <= cap:
+            continue
+        k = -(-count // cap)  # columns and nonzeros grow about linearly with the horizon
+        sm = problem.cluster.step_minutes
+        n_j, n_s = len(problem.jobs), len(problem.services)
+        detail = (f"{n_j} job{'s' * (n_j != 1)} and {n_s} service{'s' * (n_s != 1)} over {H:,} steps"
+                  + (f", {est.service_cols:,} of them service columns" if unit == "columns" else ""))
+        raise ModelTooLargeError(
+            f"model too large: the MILP {what} would have about {count:,} {unit} ({detail}), above the limit "
+            f"of {cap:,} {unit}; use horizon_steps of at most {max(1, H * cap // count):,} or step_minutes of "
+            f"{sm * k} instead of {sm} ({-(-H // k):,} steps for the same span)"
         )
     return est

@@ -15,10 +15,13 @@ step, and batch + real-time GPUs <= GPUs up per step), ``add_demand_band`` (2: b
 ``a + u >= D``), ``add_start_once`` (2: each job at most once, at or after release, one size),
 ``add_swap_cap`` (4: ``|a_t - a_{t-1}| <= c`` from ``current_gpus``).
 
-Objective (maximise), exactly DESIGN §5:
-``Σ x · p_j · e_{j,s} · s · Σ_{τ=t}^{min(t+d,H)-1} γ^τ − Σ w · u``, ``w = κ · max_j p_j``.
-With ``settings.max_wait_steps`` set, :func:`add_max_wait` adds the no-overtaking rows (the
-objective stays exactly §5).
+Objective (maximise), exactly DESIGN §5 in units of the largest priority ``P = max_j p_j``
+(case F01: the coefficients do not depend on the priorities' units):
+``Σ x · (p_j / P) · e_{j,s} · s · Σ_{τ=t}^{min(t+d,H)-1} γ^τ − Σ κ · u`` (``w / P = κ``).
+The model's objective and bound times ``P`` (:attr:`BuiltModel.objective_scale`) are the §5
+objective in the user's units.
+With ``settings.max_wait_steps`` set, :func:`add_max_wait` adds the starvation guard, EASY's
+reservation for the first job that has waited that long (DESIGN §5; the objective stays §5).
 
 Pruning (exact, nothing optimal is lost):
 - starts ``t < release_step`` are not created; starts after the last step (job not started in
@@ -41,8 +44,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import sparse
+from scipy.sparse.linalg import spsolve_triangular
 
-from optimizer.capacity import fixed_occupancy, running_gpus_per_step, service_bounds, up_gpus
+from optimizer.capacity import fixed_occupancy, running_gpus_per_step, service_bounds, service_need, up_gpus
 from optimizer.diagnose import job_groups
 from optimizer.plan import Plan
 from optimizer.problem import Problem
@@ -140,6 +144,7 @@ class Context:
     L: np.ndarray  # (S, H) smallest valid service allocation
     U: np.ndarray  # (S, H) largest valid service allocation
     decay_cum: np.ndarray  # (H+1,) prefix sums of gamma^tau
+    priority_scale: float  # P = max priority: the model's objective unit (DESIGN §5)
 
 
 def make_context(problem: Problem) -> Context:
@@ -154,7 +159,8 @@ def make_context(problem: Problem) -> Context:
     room = up_gpus(problem) - running_gpus_per_step(problem) - (L.sum(axis=0) if len(L) else 0)
     g = problem.settings.decay_per_step
     decay_cum = np.concatenate([[0.0], np.cumsum(g ** np.arange(H, dtype=np.float64))])
-    return Context(problem, groups, unit, n_cells, blocked, np.asarray(room), L, U, decay_cum)
+    return Context(problem, groups, unit, n_cells, blocked, np.asarray(room), L, U, decay_cum,
+                   problem.max_priority())
 
 
 # ----------------------------------------------------------------------------- families
@@ -192,7 +198,8 @@ def add_power_of_two_blocks(b: ModelBuilder, ctx: Context) -> list[StartVars]:
             Os, T, te = Os[keep], T[keep], te[keep]
             if not len(Os):
                 continue
-            reward = job.priority * s.efficiency * s.gpus * (ctx.decay_cum[te] - ctx.decay_cum[T])
+            q = job.priority / ctx.priority_scale  # in (0, 1]: units of the largest priority
+            reward = q * s.efficiency * s.gpus * (ctx.decay_cum[te] - ctx.decay_cum[T])
             cols = b.add_cols(reward, 0.0, 1.0, integer=True)
             out.append(StartVars(gi, s.gpus, s.duration_steps, s.efficiency, Os, T, cols))
     return out
@@ -237,7 +244,7 @@ def add_no_preemption(ctx: Context, xs: list[StartVars]) -> Coverage:
 
 
 def add_demand_band(b: ModelBuilder, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
-    """Constraint 2 for services: integer ``a[i,t]`` in the band (tightened to the valid range ``[L, U]``), integer ``u[i,t] in [0, D]`` with cost ``-w``, and rows ``a + u >= D``.
+    """Constraint 2 for services: integer ``a[i,t]`` in the band (tightened to the valid range ``[L, U]``), integer ``u[i,t] in [0, D]`` with cost ``-w / P = -κ`` (model units), and rows ``a + u >= D``.
 
     With ``demand_hard`` the unmet slack is fixed at 0. Returns (a_cols, u_cols), each (S, H).
     """
@@ -248,7 +255,7 @@ def add_demand_band(b: ModelBuilder, ctx: Context) -> tuple[np.ndarray, np.ndarr
         return e, e
     D = np.array([s.demand_gpus for s in p.services], dtype=np.float64)
     a = b.add_cols(np.zeros(S * H), ctx.L.ravel(), ctx.U.ravel(), integer=True).reshape(S, H)
-    w = p.unmet_penalty()
+    w = p.unmet_penalty() / ctx.priority_scale  # = κ: the penalty stays relative to the largest priority
     u_hi = np.zeros_like(D) if p.settings.demand_hard else D
     # u is declared integer (exact: D and a are integers). As a continuous column singleton,
     # HiGHS 1.16 presolve mishandled a start solution with a > D (it priced u = D - a < 0 and
@@ -308,55 +315,241 @@ def add_swap_cap(b: ModelBuilder, ctx: Context, a_cols: np.ndarray) -> None:
             b.add_coeffs(rows, a_cols[i, :-1], -1.0)
 
 
-def add_max_wait(b: ModelBuilder, ctx: Context, xs: list[StartVars]) -> int:
-    """Starvation guard (case C19), when ``settings.max_wait_steps = W`` is set: no overtaking after W steps of waiting, the reservation rule of EASY backfill inside the MILP.
+@dataclass
+class GuardCols:
+    """The starvation guard's auxiliary columns (:func:`add_max_wait`) and how to fill them from start columns.
 
-    For each job j that can start somewhere in the horizon and each step τ >= release_j + W:
-    jobs after j in arrival order (release_step, then job_id) may start at τ only if j has
-    started at or before τ::
+    ``def_rows`` (m,) are equality rows in dependency order, each defining the auxiliary column
+    ``def_cols`` (m,) (coefficient +1) from columns defined before it. ``full_cols`` (f,) are the
+    binaries "all ``full_n`` (f,) jobs of a group started", 1 exactly when the started count in
+    ``full_of`` (f,) reaches ``full_n``. ``room_rows`` (r,) are the "no room" rows
+    ``board GPUs - (c + 1) · b >= 0`` with their binary ``room_cols`` (r,) and ``c + 1`` in
+    ``room_need`` (r,). :func:`complete_guard` uses them to turn a vector of start and service
+    columns into a full model point (warm starts; :func:`optimizer.decomposition.master_admits`).
+    """
 
-        Σ_{k after j} Σ_{s,o} x[k, s, o, τ]  <=  M · Σ_{s,o,t <= τ} x[j, s, o, t]
+    def_rows: np.ndarray
+    def_cols: np.ndarray
+    full_cols: np.ndarray
+    full_of: np.ndarray
+    full_n: np.ndarray
+    room_rows: np.ndarray
+    room_cols: np.ndarray
+    room_need: np.ndarray
 
-    with M the most jobs that can start at one step (later jobs, at most GPUs / smallest size).
-    Hard, yet never infeasible (a plan that starts nothing satisfies it), and it leaves the
-    objective exactly DESIGN §5. For a group of interchangeable jobs, one member started lifts
-    the barrier (members are released together). Returns the number of rows added.
+
+def add_max_wait(b: ModelBuilder, ctx: Context, xs: list[StartVars]) -> GuardCols | None:
+    """Starvation guard (cases C19, F03), when ``settings.max_wait_steps = W`` is set: EASY's reservation for the first job that has waited W steps (DESIGN §5, "Starvation guard").
+
+    Groups ``g`` (:func:`optimizer.diagnose.job_groups`: runs of interchangeable jobs adjacent in
+    arrival order ≺ = (release_step, job_id), ``n_g`` jobs, most of them single jobs) in arrival
+    order; ``π_g = r_g + W``; ``s_g, d_g`` the requested size and duration. ``C_g(t)``: starts of
+    later groups' jobs before ``π_g`` that cover step t (on g's board). Auxiliary columns, all
+    defined by equality rows:
+
+    - ``σ_g(t)`` = jobs of g started by t; ``Q_g(t)`` = Σ_{g' ≺ g} σ_{g'}(t);
+    - ``G_g(t)`` = GPUs at t of the jobs of groups before g, so ``G_last+1(t)`` is all batch GPUs;
+    - ``full_g(t)``: ``σ_g(t)`` itself for a single job, else a binary with ``n_g · full <= σ_g``;
+    - binary ``b_g(τ)``, τ >= π_g, 1 only if g's reserved job has no room at τ (rows (ii))::
+
+          board_g(τ) + Σ_{C_g(τ)} s · x  >=  (c_g(τ) + 1) · b_g(τ),
+          c_g(τ) = up - running(τ) - Σ_i need_i(τ) - s_g
+
+      with ``board_g = G_g`` for a single job (it is not on its own board) and ``G_{g+1}`` for a
+      group (its jobs started by τ are ahead of its reserved one); ``need`` from
+      :func:`optimizer.capacity.service_need`. When ``c_g(τ) < 0`` the data alone leave no room:
+      no ``b_g(τ)``, and the rows (i) whose window holds τ are not needed.
+
+    Rows (i), for every group with a later group and every step t >= π_g, with ``M_t`` the most
+    batch GPUs at t (GPUs up - running - the services' smallest allocation)::
+
+        G_last+1(t) - G_{g+1}(t) - Σ_{C_g(t)} s · x
+            <=  M_t · ( Σ_{τ ∈ T_g(t)} b_g(τ)  +  full_g(t)  +  (#jobs before g - Q_g(t)) )
+
+    The left side is the GPUs at t of the overtakers (later jobs started at or after π_g; later
+    jobs of g itself never start before earlier ones, :func:`assign_group_members`); the right side
+    is 0 exactly when g holds the reserved job at t (every earlier job started, one of g's waits)
+    and that job has room at every step of ``[t, t + d_g)``. ``T_g(t)``: t and each later step of
+    that window whose ``c_g`` is below every earlier one of it; a step with no smaller ``c_g`` than
+    an earlier one adds nothing, because a reserved job's board holds only jobs started by t and
+    so never grows after t. For a group of several jobs ``T_g(t) = {t}`` (``job_groups`` keeps
+    groups only where ``c_g`` does not drop after ``π_g``), where ``G_{g+1}`` counts exactly its
+    jobs started by t. Never infeasible (a plan that starts nothing, or FIFO's, satisfies it); the
+    objective is unchanged. Returns None (nothing added) when W is not set or there is one group.
     """
     p = ctx.problem
     W = p.settings.max_wait_steps
-    if W is None or not xs:
-        return 0
+    if W is None or len(ctx.groups) < 2:
+        return None  # off, or no job that could be overtaken
     H = p.horizon_steps
-    key = [(p.jobs[m[0]].release_step, min(p.jobs[k].job_id for k in m)) for m in ctx.groups]
-    count = [len(m) for m in ctx.groups]
-    unit = min(v.gpus for v in xs)
-    by_group: dict[int, list[StartVars]] = {}
+    first = [p.jobs[m[0]] for m in ctx.groups]
+    order = sorted(range(len(ctx.groups)), key=lambda g: (first[g].release_step, first[g].job_id))
+    J = len(order)
+    n = np.array([len(ctx.groups[g]) for g in order], dtype=np.int64)
+    pos_of = {g: a for a, g in enumerate(order)}
+    by_a: list[list[StartVars]] = [[] for _ in range(J)]
     for v in xs:
-        by_group.setdefault(v.group, []).append(v)
-    added = 0
-    for gj in by_group:
-        r = key[gj][0]
-        first = r + W
-        if first >= H:
+        by_a[pos_of[v.group]].append(v)
+    steps = np.arange(H)
+    free = (up_gpus(p) - running_gpus_per_step(p) - service_need(p).sum(axis=0)).astype(np.float64)
+    # most batch GPUs at a step (the rows' big M): up - running - the services' smallest allocation
+    big_m = np.maximum(ctx.batch_room, 0).astype(np.float64)
+
+    def cover(v: StartVars, sel: np.ndarray | None = None, t_min: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, cols) of every step in [t_min, H) covered by the selected starts of ``v``."""
+        st_, cl = (v.starts, v.cols) if sel is None else (v.starts[sel], v.cols[sel])
+        t = st_[:, None] + np.arange(v.duration)[None, :]
+        ok = (t < H) & (t >= t_min)
+        return t[ok], np.broadcast_to(cl[:, None], t.shape)[ok]
+
+    def_rows: list[np.ndarray] = []
+    def_cols: list[np.ndarray] = []
+    # σ_a(t) - σ_a(t-1) - Σ x_a(start t) = 0
+    sigma = b.add_cols(np.zeros(J * H), 0.0, np.repeat(n, H).astype(np.float64), integer=False).reshape(J, H)
+    rows = b.add_rows(np.zeros(J * H), np.zeros(J * H), "max_wait_def").reshape(J, H)
+    b.add_coeffs(rows, sigma, 1.0)
+    b.add_coeffs(rows[:, 1:], sigma[:, :-1], -1.0)
+    for a in range(J):
+        for v in by_a[a]:
+            b.add_coeffs(rows[a, v.starts], v.cols, -1.0)
+    def_rows.append(rows.ravel())
+    def_cols.append(sigma.ravel())
+    # Q_a(t) = Q_{a-1}(t) + σ_{a-1}(t), a = 1..J-1 (Q_0 = 0)
+    q = np.full((J, H), -1, dtype=np.int64)
+    if J > 1:
+        q[1:] = b.add_cols(np.zeros((J - 1) * H), 0.0, float(n.sum()), integer=False).reshape(J - 1, H)
+        rows = b.add_rows(np.zeros((J - 1) * H), np.zeros((J - 1) * H), "max_wait_def").reshape(J - 1, H)
+        b.add_coeffs(rows, q[1:], 1.0)
+        b.add_coeffs(rows[1:], q[1:-1], -1.0)
+        b.add_coeffs(rows, sigma[:-1], -1.0)
+        def_rows.append(rows.ravel())
+        def_cols.append(q[1:].ravel())
+    # G_a(t) = G_{a-1}(t) + GPUs of group a-1 running at t, a = 1..J (G_0 = 0)
+    g = np.full((J + 1, H), -1, dtype=np.int64)
+    g[1:] = b.add_cols(np.zeros(J * H), 0.0, float(p.n_gpus), integer=False).reshape(J, H)
+    rows = b.add_rows(np.zeros(J * H), np.zeros(J * H), "max_wait_def").reshape(J, H)
+    b.add_coeffs(rows, g[1:], 1.0)
+    b.add_coeffs(rows[1:], g[1:-1], -1.0)
+    for a in range(J):
+        for v in by_a[a]:
+            t, c = cover(v)
+            b.add_coeffs(rows[a, t], c, -float(v.gpus))
+    def_rows.append(rows.ravel())
+    def_cols.append(g[1:].ravel())
+
+    full_cols: list[np.ndarray] = []
+    full_of: list[np.ndarray] = []
+    full_n: list[np.ndarray] = []
+    room_rows: list[np.ndarray] = []
+    room_cols: list[np.ndarray] = []
+    room_need: list[np.ndarray] = []
+    ahead = np.concatenate([[0], np.cumsum(n)])  # jobs before group a
+    for a in range(J - 1):  # the last group in arrival order has no one to be overtaken by
+        job = first[order[a]]
+        pi = job.release_step + W
+        if pi >= H:
             continue
-        later = [g for g in by_group if key[g] > key[gj]]
-        if not later:
-            continue
-        big_m = float(min(sum(count[g] for g in later), p.n_gpus // unit))
-        taus = np.arange(first, H)
-        rows = b.add_rows(-np.inf, np.zeros(len(taus)), "max_wait")
-        for g in later:
-            for v in by_group[g]:
-                sel = v.starts >= first
+        s_g, d_g = job.requested.gpus, job.requested.duration_steps
+        taus = steps[pi:]
+        need = free[pi:] - s_g + 1.0  # c_g(τ) + 1
+        fixed = need <= 0  # the data alone leave no room at τ
+        live = np.flatnonzero(~fixed)
+        bcols = b.add_cols(np.zeros(len(live)), 0.0, 1.0, integer=True)
+        bcol_at = np.full(H, -1, dtype=np.int64)
+        bcol_at[taus[live]] = bcols
+        # C_g: later groups' starts before π_g still running at t >= π_g
+        c_steps, c_cols, c_vals = [], [], []
+        for a2 in range(a + 1, J):
+            if first[order[a2]].release_step >= pi:
+                break  # arrival order is by release: no later job can start before π_g
+            for v in by_a[a2]:
+                sel = v.starts < pi
                 if sel.any():
-                    b.add_coeffs(rows[v.starts[sel] - first], v.cols[sel], 1.0)
-        for v in by_group[gj]:
-            # x[j, t] counts in every row τ >= max(t, first)
-            for t, c in zip(v.starts.tolist(), v.cols.tolist(), strict=True):
-                k0 = max(t, first) - first
-                b.add_coeffs(rows[k0:], c, -big_m)
-        added += len(taus)
-    return added
+                    t, c = cover(v, sel, t_min=pi)
+                    c_steps.append(t)
+                    c_cols.append(c)
+                    c_vals.append(np.full(len(t), float(v.gpus)))
+        cs = np.concatenate(c_steps) if c_steps else np.zeros(0, dtype=np.int64)
+        cc = np.concatenate(c_cols) if c_cols else np.zeros(0, dtype=np.int64)
+        cv = np.concatenate(c_vals) if c_vals else np.zeros(0)
+        board = a if n[a] == 1 else a + 1  # G index of the board: a single job is not on its own
+        # room rows (ii): board(τ) + Σ_C s x - (c + 1) b >= 0
+        if len(live):
+            rr = b.add_rows(np.zeros(len(live)), np.full(len(live), np.inf), "max_wait_room")
+            at = np.full(H, -1, dtype=np.int64)
+            at[taus[live]] = rr
+            b.add_coeffs(rr, bcols, -need[live])
+            if board > 0:
+                b.add_coeffs(rr, g[board, taus[live]], 1.0)
+            on = at[cs] >= 0
+            b.add_coeffs(at[cs[on]], cc[on], cv[on])
+            room_rows.append(rr)
+            room_cols.append(bcols)
+            room_need.append(need[live])
+        # reservation rows (i), for t >= π_g whose window [t, t + d_g) holds no fixed step
+        nfix = np.concatenate([[0], np.cumsum(fixed)])  # over taus
+        end = np.minimum(np.arange(len(taus)) + d_g, len(taus))
+        ts = taus[nfix[end] - nfix[np.arange(len(taus))] == 0]
+        if not len(ts):
+            continue
+        if n[a] == 1:
+            full = sigma[a, ts]
+        else:
+            full = b.add_cols(np.zeros(len(ts)), 0.0, 1.0, integer=True)
+            fr = b.add_rows(np.full(len(ts), -np.inf), np.zeros(len(ts)), "max_wait_full")
+            b.add_coeffs(fr, full, float(n[a]))
+            b.add_coeffs(fr, sigma[a, ts], -1.0)
+            full_cols.append(full)
+            full_of.append(sigma[a, ts])
+            full_n.append(np.full(len(ts), float(n[a])))
+        ri = b.add_rows(np.full(len(ts), -np.inf), big_m[ts] * ahead[a], "max_wait")
+        at = np.full(H, -1, dtype=np.int64)
+        at[ts] = ri
+        b.add_coeffs(ri, g[J, ts], 1.0)
+        b.add_coeffs(ri, g[a + 1, ts], -1.0)
+        on = at[cs] >= 0
+        b.add_coeffs(at[cs[on]], cc[on], -cv[on])
+        b.add_coeffs(ri, full, -big_m[ts])
+        if a > 0:
+            b.add_coeffs(ri, q[a, ts], big_m[ts])
+        b.add_coeffs(ri, bcol_at[ts], -big_m[ts])  # T_g(t): t, then each new low of c over the window
+        low = need[ts - pi]
+        for dt in range(1, d_g):
+            tau = ts + dt
+            val = need[np.minimum(tau, H - 1) - pi]
+            keep = (tau < H) & (val < low)
+            if keep.any() and n[a] > 1:
+                raise AssertionError("job_groups kept a group where the guard's capacity drops")
+            b.add_coeffs(ri[keep], bcol_at[tau[keep]], -big_m[ts[keep]])
+            low = np.where(keep, val, low)
+    cat = lambda xs_, dt=np.int64: np.concatenate(xs_).astype(dt) if xs_ else np.zeros(0, dtype=dt)  # noqa: E731
+    return GuardCols(cat(def_rows), cat(def_cols), cat(full_cols), cat(full_of), cat(full_n, np.float64),
+                     cat(room_rows), cat(room_cols), cat(room_need, np.float64))
+
+
+def complete_guard(model: SparseModel, guard: GuardCols | None, x: np.ndarray) -> np.ndarray:
+    """Fill the guard's auxiliary columns of ``x`` (n,) from its start columns, in place; returns ``x``.
+
+    Defined columns come from one triangular solve over their rows; each ``full`` and ``b`` binary
+    is set to 1 exactly when its rows allow it. The result is a model point iff the plan behind
+    ``x`` satisfies the starvation guard (DESIGN §5).
+    """
+    if guard is None or not len(guard.def_rows):
+        return x
+    A = sparse.csr_matrix(model.A)
+    x[guard.def_cols] = 0.0
+    x[guard.full_cols] = 0.0
+    x[guard.room_cols] = 0.0
+    # the definitions, restricted to the columns they define, are lower triangular with a unit
+    # diagonal (each row uses only columns defined by earlier rows): one triangular solve
+    D = A[guard.def_rows]
+    tri = sparse.csr_matrix(D[:, guard.def_cols])
+    x[guard.def_cols] = spsolve_triangular(tri, -(D @ x), lower=True)
+    x[guard.full_cols] = (x[guard.full_of] >= guard.full_n - 1e-9).astype(np.float64)
+    if len(guard.room_rows):
+        act = A[guard.room_rows] @ x  # board GPUs (b = 0 here)
+        x[guard.room_cols] = (act >= guard.room_need - 1e-9).astype(np.float64)
+    return x
 
 
 # ----------------------------------------------------------------------------- build / solve
@@ -373,11 +566,17 @@ class BuiltModel:
     u_cols: np.ndarray
     build_s: float
     row_families: dict[str, int]
+    guard: GuardCols | None = None
 
     @property
     def size(self) -> dict[str, int]:
         """{rows, cols, binaries, integers} of the built model (see :func:`model_size`)."""
         return model_size(self.model)
+
+    @property
+    def objective_scale(self) -> float:
+        """The model's objective unit in the user's: model objective (and bound) × this = DESIGN §5 objective."""
+        return self.ctx.priority_scale
 
 
 def model_size(m: SparseModel) -> dict[str, int]:
@@ -398,9 +597,9 @@ def build_model(problem: Problem) -> BuiltModel:
     add_one_task_per_gpu(b, ctx, cov, a_cols)
     add_start_once(b, ctx, xs)
     add_swap_cap(b, ctx, a_cols)
-    add_max_wait(b, ctx, xs)
+    guard = add_max_wait(b, ctx, xs)
     model = b.model()
-    return BuiltModel(ctx, model, xs, a_cols, u_cols, time.perf_counter() - t0, dict(b.row_families))
+    return BuiltModel(ctx, model, xs, a_cols, u_cols, time.perf_counter() - t0, dict(b.row_families), guard)
 
 
 def plan_to_vector(bm: BuiltModel, plan: Plan) -> np.ndarray | None:
@@ -419,7 +618,9 @@ def plan_to_vector(bm: BuiltModel, plan: Plan) -> np.ndarray | None:
         if c is None:
             return None
         x[c] = 1.0
-    return x if set_service_values(bm.ctx, bm.a_cols, bm.u_cols, plan, x) else None
+    if not set_service_values(bm.ctx, bm.a_cols, bm.u_cols, plan, x):
+        return None
+    return complete_guard(bm.model, bm.guard, x)
 
 
 def set_service_values(ctx: Context, a_cols: np.ndarray, u_cols: np.ndarray, plan: Plan, x: np.ndarray) -> bool:

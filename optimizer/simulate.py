@@ -274,12 +274,14 @@ def aged_priority(priority: float, waited_steps: int, max_wait_steps: int | None
     (``settings.max_wait_steps``) restarts at every replan and a large job can be postponed
     forever by a stream of small ones. When ``max_wait_steps = W`` is set, the simulator carries
     the wait into the problem the way Slurm's multifactor "age" factor does:
-    ``p x (1 + waited / (W + 1))``, rounded to 1e-6 (so a job that has waited longer wins ties).
-    Without ``max_wait_steps`` priorities pass unchanged. Metrics always use the true priority.
+    ``p x (1 + waited / (W + 1))``, the factor rounded to 1e-6 (so a job that has waited longer
+    wins ties). The rounding is relative: an absolute one would turn a priority of 1e-9 into 0
+    (case F01: priorities carry the user's units). Without ``max_wait_steps`` priorities pass
+    unchanged. Metrics always use the true priority.
     """
     if max_wait_steps is None or waited_steps <= 0:
         return priority
-    return round(priority * (1.0 + waited_steps / (max_wait_steps + 1.0)), 6)
+    return priority * round(1.0 + waited_steps / (max_wait_steps + 1.0), 6)
 
 
 def shift_plan(prev: Plan, offset: int, problem: Problem) -> Plan:

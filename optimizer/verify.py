@@ -9,7 +9,10 @@ power-of-two block inside the cluster that avoids down GPUs; running jobs keep t
 planned remaining steps; (1) one task per GPU per step and batch GPUs + real-time GPUs ≤ GPUs up
 at every step; (2) each service's allocation stays in its band (and meets demand when
 ``demand_hard``); (4) the swap cap holds from ``current_gpus``; (3, 5) contiguity and no
-preemption follow from each job being one block over consecutive steps.
+preemption follow from each job being one block over consecutive steps; and, with
+``settings.max_wait_steps`` set, the starvation guard (EASY's reservation, DESIGN §5) on plans
+made under it (every planner but the baselines, which follow their own queue rules; see
+:func:`verify`).
 """
 
 from __future__ import annotations
@@ -19,9 +22,18 @@ from typing import cast
 from optimizer.plan import Plan
 from optimizer.problem import Problem
 
+BASELINE_PLANNERS: tuple[str, ...] = ("fifo", "easy", "priority")
+"""Planners with their own queue rule (DESIGN §5.1), to which the starvation guard does not apply by default."""
 
-def verify(plan: Plan, problem: Problem) -> list[str]:
-    """Return human-readable violations of ``plan`` on ``problem`` (empty list = valid)."""
+
+def verify(plan: Plan, problem: Problem, *, guard: bool | None = None) -> list[str]:
+    """Return human-readable violations of ``plan`` on ``problem`` (empty list = valid).
+
+    ``guard``: check the starvation guard (:func:`max_wait_violations`) when the problem sets
+    ``max_wait_steps``. None (default) checks it on every plan except those of the baseline
+    planners in :data:`BASELINE_PLANNERS` (FIFO never overtakes; EASY and priority backfill keep
+    their own reservation rule, stated on their requested-size blocks and peak reservations).
+    """
     v: list[str] = []
     H, N = problem.cluster.horizon_steps, problem.cluster.n_gpus
     down = set(problem.down_gpus)
@@ -128,4 +140,91 @@ def verify(plan: Plan, problem: Problem) -> list[str]:
     for t in range(H):
         if batch_used[t] + rt_used[t] > up:
             v.append(f"step {t}: batch {batch_used[t]} + real-time {rt_used[t]} GPUs exceed the {up} GPUs up")
+    if guard is None:
+        guard = plan.planner not in BASELINE_PLANNERS
+    if guard and problem.settings.max_wait_steps is not None:
+        v.extend(max_wait_violations(plan, problem))
     return v
+
+
+def _service_need(problem: Problem) -> list[list[int]]:
+    """Per service and step, the fewest GPUs meeting its demand now and later within band and swap cap.
+
+    Forward from ``current_gpus`` (a drop of at most c per step), backward for ramp-ups
+    (``n_t >= n_{t+1} - c``), capped by the largest allocation reachable from ``current_gpus``.
+    """
+    H = problem.cluster.horizon_steps
+    out = []
+    for s in problem.services:
+        c = s.swap_cap_gpus
+        lo = [min(max(d, s.min_gpus), s.max_gpus) for d in s.demand_gpus]
+        hi = [s.max_gpus] * H
+        prev_lo = prev_hi = s.current_gpus
+        for t in range(H):
+            lo[t] = max(lo[t], prev_lo - c)
+            hi[t] = min(hi[t], prev_hi + c)
+            prev_lo, prev_hi = lo[t], hi[t]
+        for t in range(H - 2, -1, -1):
+            lo[t] = max(lo[t], lo[t + 1] - c)
+            hi[t] = min(hi[t], hi[t + 1] + c)
+        out.append([min(a, b) for a, b in zip(lo, hi, strict=True)])
+    return out
+
+
+def max_wait_violations(plan: Plan, problem: Problem) -> list[str]:
+    """The starvation guard of DESIGN §5 (``settings.max_wait_steps`` = W), checked on the plan alone.
+
+    Arrival order: (release_step, job_id). ``π_j = r_j + W``. At step t the reserved job h is the
+    first job in arrival order with ``π_h <= t`` that has not started by t. Its overtakers are the
+    jobs after it in arrival order that started at or after ``π_h``; its board holds every other
+    queued job (those before it, and those after it that started before ``π_h``), running jobs,
+    down GPUs and each service at its need (the fewest GPUs meeting its demand within band and
+    swap cap). If an overtaker runs at t, h must have no room at t: at some step of
+    ``[t, min(t + d_h, H))`` the board leaves fewer than ``s_h`` GPUs (requested size and
+    duration). One violation per such step. Returns [] without ``max_wait_steps``.
+    """
+    W = problem.settings.max_wait_steps
+    if W is None:
+        return []
+    H, N = problem.cluster.horizon_steps, problem.cluster.n_gpus
+    up = N - len(problem.down_gpus)
+    base = [up] * H
+    for r in problem.running:
+        for t in range(min(H, max(1, r.remaining_steps))):
+            base[t] -= r.gpus
+    for need in _service_need(problem):
+        for t in range(H):
+            base[t] -= need[t]
+    order = sorted(problem.jobs, key=lambda j: (j.release_step, j.job_id))
+    rank = {j.job_id: i for i, j in enumerate(order)}
+    runs: dict[str, tuple[int, int, int]] = {}  # job_id -> (start, end, gpus) of queued jobs started
+    for a in plan.assignments:
+        if (a.job_id in rank and not a.running and a.start_step is not None and a.end_step is not None
+                and a.gpus is not None):
+            runs[a.job_id] = (int(a.start_step), int(a.end_step), int(a.gpus))
+    out: list[str] = []
+    for t in range(H):
+        head = next((j for j in order if j.release_step + W <= t
+                     and (j.job_id not in runs or runs[j.job_id][0] > t)), None)
+        if head is None:
+            continue
+        pi = head.release_step + W
+        over = sorted(jid for jid, (st, en, _) in runs.items()
+                      if rank[jid] > rank[head.job_id] and st >= pi and st <= t < en)
+        if not over:
+            continue
+        s, d = head.requested.gpus, head.requested.duration_steps
+        room = True
+        for tau in range(t, min(t + d, H)):
+            board = sum(g for jid, (st, en, g) in runs.items() if jid != head.job_id and st <= tau < en
+                        and (rank[jid] < rank[head.job_id] or st < pi))
+            if base[tau] - board < s:
+                room = False
+                break
+        if room:
+            k = over[0]
+            out.append(f"step {t}: job {k!r} (after {head.job_id!r} in arrival order, started at step "
+                       f"{runs[k][0]}) runs while {head.job_id!r}, reserved since step {pi} "
+                       f"(max_wait_steps={W}), waits with room for its {s} GPUs at steps {t}..{min(t + d, H) - 1}: "
+                       "the overtaking delays the reserved job")
+    return out

@@ -7,6 +7,7 @@ plus environment overrides:
 | environment variable | setting | default |
 |---|---|---|
 | ``GPUPLAN_TRACKING_URI`` (else ``MLFLOW_TRACKING_URI``) | ``tracking_uri`` | ``sqlite:///<project>/mlruns/mlflow.db`` |
+| ``GPUPLAN_ARTIFACT_ROOT`` | ``artifact_root`` (MLflow artifacts) | beside a ``GPUPLAN_TRACKING_URI`` SQLite file, else ``<project>/mlruns/artifacts`` |
 | ``GPUPLAN_RUNS_DIR`` | ``runs_dir`` | ``<project>/runs`` |
 | ``GPUPLAN_MODELS_DIR`` | ``models_dir`` | ``<project>/mlruns/models`` (git-ignored) |
 | ``GPUPLAN_NIGHTLY_TZ`` | ``nightly_timezone`` (IANA) | ``UTC`` |
@@ -176,6 +177,10 @@ def load_settings(workspace: str | Path | None = None, **overrides: object) -> S
     uri = os.environ.get("GPUPLAN_TRACKING_URI") or os.environ.get("MLFLOW_TRACKING_URI")
     if uri:
         env["tracking_uri"] = uri
+        if uri.startswith("sqlite:///"):  # artifacts beside the database, not in the clone's mlruns/
+            env["artifact_root"] = Path(uri.removeprefix("sqlite:///")).resolve().parent / "artifacts"
+    if os.environ.get("GPUPLAN_ARTIFACT_ROOT"):
+        env["artifact_root"] = Path(os.environ["GPUPLAN_ARTIFACT_ROOT"]).resolve()
     for var, key in (("GPUPLAN_RUNS_DIR", "runs_dir"), ("GPUPLAN_MODELS_DIR", "models_dir")):
         if os.environ.get(var):
             env[key] = Path(os.environ[var]).resolve()

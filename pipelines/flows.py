@@ -318,6 +318,7 @@ def _workspace_inputs(ws: Workspace, when: datetime, replan: bool) -> WorkspaceI
     with _Stage("ingest sources"):
         ingest_sources(ws)
     data = workspace_data(ws)
+    cluster_stage.check_services_have_traffic(data.traffic, services, ws.source("traffic").service_label)
     ingested = ingest_traffic(services, _workspace_traffic(ws, services, data))
     samples = data.traffic["ts"]
     traffic_end = pd.Timestamp(samples.max()) if len(samples) else pd.Timestamp(realtime.plan_start(ingested.frame))

@@ -8,8 +8,11 @@ running jobs; :meth:`pipelines.store.Store.set_queue_snapshot`).
 
 The report (``gpuplan ingest --json``) per source: ``read`` (records read), ``added`` (new keys),
 ``updated`` (known keys whose record changed), ``rejected`` (lines refused) and ``errors`` (one
-message per rejected line, ``<file>: line N: ...``, at most :data:`MAX_ERRORS` listed). A file that
-cannot be read at all is one error (its records count as none read) and the other files are kept.
+message per rejected line, ``<file>: line N: ...``, at most :data:`MAX_ERRORS` listed) and
+``unreadable_files``. A file that cannot be read at all is one error (its records count as none
+read), the other files are kept, and ``gpuplan ingest`` exits 2 after printing the report. The
+current queue is the queue export taken last (its own time, ``squeue --json`` ``last_update``, else
+its file's modification time).
 ``demo`` sources are read at plan time from the shipped files and report ``"demo": true``.
 
 A job in both the history and the queue export (a pending or running job sacct lists too) is one
@@ -21,7 +24,7 @@ its life (:meth:`pipelines.store.Store.upsert`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +76,7 @@ def parse_job_file(ws: Workspace, role: str, path: Path) -> ParseResult:
     if fmt == "slurm-squeue-json":
         from pipelines.sources import slurm
 
-        # squeue --json has no run-time field: a running job's elapsed time is at the export's mtime
+        # a running job's elapsed time: at the snapshot's last_update, else at the file's mtime
         exported = pd.Timestamp(path.stat().st_mtime, unit="s", tz="UTC")
         return slurm.parse_squeue_json(text, source=source, now=exported)
     if fmt == "kueue-json":
@@ -111,16 +114,8 @@ class SourceRead:
     errors: list[str]
     newest: pd.DataFrame | None = None
     newest_file: Path | None = None
-    newest_exported_at: pd.Timestamp | None = None
-
-    @property
-    def newest_at(self) -> pd.Timestamp | None:
-        """When the newest export was taken: what it says (``squeue --json`` ``last_update``), else its file's mtime (UTC)."""
-        if self.newest_exported_at is not None:
-            return pd.Timestamp(self.newest_exported_at).tz_convert("UTC")
-        if self.newest_file is None:
-            return None
-        return pd.Timestamp(self.newest_file.stat().st_mtime, unit="s", tz="UTC").floor("s")
+    newest_at: pd.Timestamp | None = None  # when that export was taken (its own time, else its file's mtime; UTC)
+    unreadable: list[str] = field(default_factory=list)
 
 
 def read_source(ws: Workspace, role: str) -> SourceRead:
@@ -135,25 +130,31 @@ def read_source(ws: Workspace, role: str) -> SourceRead:
     frames, errors, read = [], [], 0
     newest = None
     newest_file = None
-    newest_at = None
+    best: tuple[pd.Timestamp, str] | None = None
+    unreadable: list[str] = []
     for path in files:
         try:
             res = parse(path)
         except InputError as exc:
             errors.append(f"{path.name}: {exc}")
+            unreadable.append(path.name)
             continue
         except (OSError, UnicodeError) as exc:
             errors.append(f"{path.name}: cannot be read ({exc})")
+            unreadable.append(path.name)
             continue
         read += res.read
         errors.extend(f"{path.name}: {e}" for e in res.errors)
         frames.append(res.frame)
-        newest = res.frame
-        newest_file = path
-        newest_at = res.exported_at
+        # the current export: the one taken last (what it says, else its mtime), not the last in name order
+        taken = (pd.Timestamp(res.exported_at).tz_convert("UTC") if res.exported_at is not None
+                 else pd.Timestamp(path.stat().st_mtime, unit="s", tz="UTC").floor("s"))
+        if best is None or (taken, path.name) >= best:
+            best = (taken, path.name)
+            newest, newest_file = res.frame, path
     empty = traffic_frame([]) if role == "traffic" else job_frame([])
     frame = pd.concat(frames, ignore_index=True) if frames else empty
-    return SourceRead(frame, read, errors, newest, newest_file, newest_at)
+    return SourceRead(frame, read, errors, newest, newest_file, None if best is None else best[0], unreadable)
 
 
 def ingest(ws: Workspace) -> dict[str, Any]:
@@ -186,7 +187,8 @@ def ingest(ws: Workspace) -> dict[str, Any]:
     for role, got in reads.items():
         c = counts.get(role, UpsertCount(0, 0))
         report[role] = {"read": got.read, "added": c.added, "updated": c.updated,
-                        "rejected": len(got.errors), "errors": got.errors[:MAX_ERRORS]}
+                        "rejected": len(got.errors), "errors": got.errors[:MAX_ERRORS],
+                        "unreadable_files": got.unreadable}
     report = {r: report[r] for r in ("history", "queue", "traffic")}
     return {"workspace": str(ws.root), "store": str(store.root), "sources": report}
 

@@ -30,6 +30,7 @@ import pandas as pd
 
 from pipelines.atomic import atomic_dir
 from pipelines.errors import InputError
+from pipelines.lazy import lazy_class
 
 FORMAT_VERSION = 2  # 2: boosters return corrections to physics priors
 DURATION_FILE = "duration_booster.txt"
@@ -181,14 +182,5 @@ def _make_pyfunc_class():
     return JobModelPyfunc
 
 
-_PYFUNC_CLASS = None
-
-
-def __getattr__(name: str):
-    """Build :class:`JobModelPyfunc` lazily (importing mlflow costs seconds) and keep it picklable by reference."""
-    global _PYFUNC_CLASS
-    if name == "JobModelPyfunc":
-        if _PYFUNC_CLASS is None:
-            _PYFUNC_CLASS = _make_pyfunc_class()
-        return _PYFUNC_CLASS
-    raise AttributeError(name)
+#: Module ``__getattr__``: :class:`JobModelPyfunc` is built on first use (:func:`pipelines.lazy.lazy_class`).
+__getattr__ = lazy_class("JobModelPyfunc", _make_pyfunc_class)

@@ -43,7 +43,7 @@ NODES: tuple[str, ...] = ("openb-node-0022", "openb-node-0023", "openb-node-0024
 #: The last replayed day's export time: 19 h 20 min before the end of the shipped traces
 #: (2025-03-15T20:40Z, 04:40 on the cluster's clock). The openb pods hardly queue on the 64-GPU slice
 #: (at most 1 pending job at any time of day); at this time of day a pending job is in the exports on
-#: 2 of the 7 days (the third replay day of ``--days 5``), so a replay shows commands for real jobs.
+#: 2 of the 7 days (the first day of ``--days 5``, job 800287), so a replay shows commands for real jobs.
 REPLAY_CLOCK_END = pd.Timestamp("2025-03-15T20:40:00Z")
 #: The scheduler's clock of the openb slice (the fixture's sacct prints Asia/Shanghai wall time).
 TIMEZONE = "Asia/Shanghai"

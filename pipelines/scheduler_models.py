@@ -24,6 +24,7 @@ from pipelines import strict_json
 from pipelines.atomic import atomic_dir
 from pipelines.config import Settings
 from pipelines.errors import InputError
+from pipelines.lazy import lazy_class
 from pipelines.stages import retrain
 from pipelines.store import Store
 from pipelines.workspace import Workspace
@@ -119,14 +120,5 @@ def _make_pyfunc_class() -> type:
     return SchedulerModelPyfunc
 
 
-_PYFUNC_CLASS: type | None = None
-
-
-def __getattr__(name: str) -> Any:
-    """Build :class:`SchedulerModelPyfunc` lazily (importing mlflow costs seconds), picklable by reference."""
-    global _PYFUNC_CLASS
-    if name == "SchedulerModelPyfunc":
-        if _PYFUNC_CLASS is None:
-            _PYFUNC_CLASS = _make_pyfunc_class()
-        return _PYFUNC_CLASS
-    raise AttributeError(name)
+#: Module ``__getattr__``: :class:`SchedulerModelPyfunc` is built on first use (:func:`pipelines.lazy.lazy_class`).
+__getattr__ = lazy_class("SchedulerModelPyfunc", _make_pyfunc_class)

@@ -23,6 +23,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -38,6 +39,9 @@ from pipelines.sources.records import job_frame, traffic_frame
 PART_FILE = "part.parquet"
 SNAPSHOT_FILE = "queue_snapshot.parquet"
 SNAPSHOT_INFO_FILE = "queue_snapshot.json"
+#: A job id seen again with a submit time at most this many hours away is the same job read in another
+#: time zone (UTC offsets span -12 h .. +14 h).
+REKEY_WINDOW_H = 26
 
 
 @dataclass(frozen=True)
@@ -121,47 +125,61 @@ class Store:
     def upsert(self, table: Table, records: pd.DataFrame, origin: Sequence[str] | None = None) -> dict[str, UpsertCount]:
         """Add new records and replace changed ones (by ``table.key``); returns counts per origin.
 
-        Of several rows with one key, the furthest along its life (ended > running > pending,
-        :func:`lifecycle_rank`) wins, later rows among equals. A stored job record is never replaced
-        by one earlier in its life (a stale queue export cannot turn a finished job back into a
-        pending one). ``origin`` (one label per row, e.g. the source role) attributes each added or
-        updated record to the row that was kept; default one group ``""``.
+        - Of several rows with one key, the furthest along its life (ended > running > pending,
+          :func:`lifecycle_rank`) wins, later rows among equals. A stored job record is never
+          replaced by one earlier in its life (a stale queue export cannot turn a finished job back
+          into a pending one).
+        - A field the new record lacks (None, NaN, empty text, ``{}`` annotations) keeps the stored
+          value: an export with fewer columns never erases what a richer one recorded.
+        - A job already stored under the same source and job id with a submit time at most
+          :data:`REKEY_WINDOW_H` hours away is the same job read in another time zone (a corrected
+          ``timezone`` setting): the stored record is replaced, not duplicated (job ids are reused
+          only after the scheduler's id space wraps, years apart).
 
-        Raises whatever the filesystem raises; then nothing is changed.
+        ``origin`` (one label per row, e.g. the source role) attributes each added or updated
+        record to the row that was kept; default one group ``""``. Raises whatever the filesystem
+        raises; then nothing is changed.
         """
         labels = list(origin) if origin is not None else [""] * len(records)
         counts = {lab: [0, 0] for lab in dict.fromkeys(labels)}
         if records.empty:
             return {k: UpsertCount(*v) for k, v in counts.items()}
+        key = list(table.key)
         records = _typed(records[list(table.columns)], table).assign(_origin=labels, _rank=0)
         if table is JOBS:
             records["_rank"] = lifecycle_rank(records)
         records = (records.reset_index(drop=True).reset_index().sort_values(["_rank", "index"], kind="stable")
-                   .drop_duplicates(list(table.key), keep="last").drop(columns="index"))
-        months = records[table.time_col].dt.strftime("%Y-%m")
+                   .drop_duplicates(key, keep="last").drop(columns="index"))
+        stale = self._rekeyed(records) if table is JOBS else records.iloc[0:0][key]
+        rekeyed: set[tuple] = set()
+        if len(stale):
+            rekeyed = set(map(tuple, records.merge(stale.rename(columns={"submitted_at": "_old_sub"}),
+                                                   on=["source", "job_id"], how="inner")[key].itertuples(index=False)))
+        parts = {(str(p), m): g for (p, m), g in records.groupby(
+            [records[table.part_by].astype(str), records[table.time_col].dt.strftime("%Y-%m")], sort=True)}
+        for p, m in zip(stale[table.part_by].astype(str), stale[table.time_col].dt.strftime("%Y-%m")):
+            parts.setdefault((p, m), records.iloc[0:0])
         staged: list[tuple[Path, Path]] = []
         with file_lock(self.root / ".lock"):
             try:
-                for (part, month), new in records.groupby([records[table.part_by].astype(str), months], sort=True):
+                for (part, month), new in sorted(parts.items()):
                     path = self._dir(table) / f"{table.part_by}={_partition_value(part)}" / f"month={month}" / PART_FILE
                     old = _typed(pd.read_parquet(path), table) if path.exists() else _empty(table)
-                    old = old.assign(_hash=_row_hash(old, table.columns).to_numpy(),
-                                     _old_rank=lifecycle_rank(old) if table is JOBS else 0)
-                    both = new.assign(_new_hash=_row_hash(new, table.columns).to_numpy()).merge(
-                        old[[*table.key, "_hash", "_old_rank"]], on=list(table.key), how="left")
-                    is_new = both["_hash"].isna().to_numpy()
-                    keep_old = (~is_new) & (both["_old_rank"].to_numpy(float) > both["_rank"].to_numpy(float))
-                    changed = (~is_new) & (~keep_old) & (both["_hash"].to_numpy(object) != both["_new_hash"].to_numpy())
-                    for lab, a, u in zip(both["_origin"], is_new, changed):
-                        counts[lab][0] += int(a)
-                        counts[lab][1] += int(u)
-                    if not (is_new.any() or changed.any()):
+                    gone = old.merge(stale.assign(_gone=True), on=key, how="left")["_gone"].notna().to_numpy()
+                    old = old[~gone]
+                    merged_new, is_new, changed = self._merge(table, new, old)
+                    for lab, a, u, k in zip(merged_new["_origin"], is_new, changed,
+                                            merged_new[key].itertuples(index=False)):
+                        again = tuple(k) in rekeyed
+                        counts[lab][0] += int(a and not again)
+                        counts[lab][1] += int(u or (a and again))
+                    if not (is_new.any() or changed.any() or gone.any()):
                         continue
-                    take = both[is_new | changed][list(table.columns)]
-                    replaced = old.merge(take[list(table.key)].assign(_gone=True), on=list(table.key), how="left")
+                    take = merged_new[is_new | changed][list(table.columns)]
+                    replaced = old.merge(take[key].assign(_gone=True), on=key, how="left")
                     kept = old[replaced["_gone"].isna().to_numpy()][list(table.columns)]
                     merged = pd.concat([kept, take], ignore_index=True)
-                    merged = merged.sort_values(list(table.key), kind="stable").reset_index(drop=True)
+                    merged = merged.sort_values(key, kind="stable").reset_index(drop=True)
                     path.parent.mkdir(parents=True, exist_ok=True)
                     tmp = temp_sibling(path, "ingest")
                     staged.append((tmp, path))
@@ -174,6 +192,42 @@ class Store:
             for tmp, path in staged:
                 os.replace(tmp, path)
         return {k: UpsertCount(*v) for k, v in counts.items()}
+
+    def _rekeyed(self, records: pd.DataFrame) -> pd.DataFrame:
+        """Stored job keys that ``records`` replace under a shifted submit time (:meth:`upsert`)."""
+        stored = self.jobs()[list(JOB_KEY)]
+        if stored.empty:
+            return stored
+        m = records[list(JOB_KEY)].merge(stored, on=["source", "job_id"], suffixes=("", "_stored"))
+        shift = (m["submitted_at"] - m["submitted_at_stored"]).abs()
+        hit = (shift > pd.Timedelta(0)) & (shift <= pd.Timedelta(hours=REKEY_WINDOW_H))
+        out = m.loc[hit, ["source", "job_id", "submitted_at_stored"]].rename(
+            columns={"submitted_at_stored": "submitted_at"})
+        exact = out.merge(records[list(JOB_KEY)], on=list(JOB_KEY), how="left", indicator=True)
+        return out[(exact["_merge"] == "left_only").to_numpy()].reset_index(drop=True)
+
+    @staticmethod
+    def _merge(table: Table, new: pd.DataFrame, old: pd.DataFrame) -> tuple[pd.DataFrame, Any, Any]:
+        """New rows with missing fields filled from the stored ones; ``(rows, is_new, changed)`` masks."""
+        key = list(table.key)
+        cols = [c for c in table.columns if c not in key]
+        old = old.assign(_old_rank=lifecycle_rank(old) if table is JOBS else 0)
+        m = new.merge(old.rename(columns={c: f"{c}__old" for c in cols}), on=key, how="left", indicator=True)
+        is_new = (m["_merge"] == "left_only").to_numpy()
+        for c in cols:
+            v = m[c]
+            missing = v.isna() | v.astype(str).isin(["", "{}", "None", "nan", "NaT"])
+            m[c] = v.where(~missing | is_new, m[f"{c}__old"])
+        m = m.drop(columns=[f"{c}__old" for c in cols] + ["_merge"])
+        m = _typed(m[list(table.columns)], table).assign(_origin=m["_origin"].to_numpy(), _rank=m["_rank"].to_numpy(),
+                                                         _old_rank=m["_old_rank"].to_numpy())
+        known = ~is_new
+        keep_old = known & (m["_old_rank"].to_numpy(float) > m["_rank"].to_numpy(float))
+        new_hash = _row_hash(m, table.columns).to_numpy()
+        old_hash = (m[key].merge(old.assign(_h=_row_hash(old, table.columns).to_numpy())[[*key, "_h"]],
+                                 on=key, how="left")["_h"].to_numpy())
+        changed = known & ~keep_old & (old_hash != new_hash)
+        return m, is_new, changed
 
     def set_queue_snapshot(self, records: pd.DataFrame, exported_at: pd.Timestamp | None = None,
                            file: str = "") -> None:

@@ -4,6 +4,7 @@
 and the file, one line). Keys (``docs/operations.md``, "Connect your cluster"):
 
 - ``[cluster]``: ``nodes = {name = gpus, ...}`` or ``n_nodes`` × ``gpus_per_node``; ``gpu_type``;
+  ``partitions`` (the partitions/queues planned; default all);
   ``timezone`` (IANA zone of the scheduler's clock: sacct prints local times without an offset);
   ``step_minutes`` (default 30); ``horizon_steps`` (default 48).
 - ``[[services]]``: the real-time services (the fields of ``data/traffic/services.json``), or
@@ -77,12 +78,16 @@ class ClusterConfig(_Strict):
 
     Give ``nodes`` (name -> GPUs per node; all nodes one power-of-two size, as the planner's
     contiguous blocks assume) or ``n_nodes`` and ``gpus_per_node`` (nodes named ``node-00`` ...).
+    ``partitions``: the scheduler partitions (Kueue: queue names) these nodes serve; only their jobs
+    are planned (all jobs still teach the forecaster). Running jobs on nodes outside ``nodes`` are
+    never planned on this cluster.
     """
 
     nodes: dict[str, int] | None = None
     n_nodes: int | None = Field(default=None, ge=1)
     gpus_per_node: int | None = Field(default=None, ge=1)
     gpu_type: str = "unknown"
+    partitions: list[str] | None = None
     timezone: str = "UTC"
     step_minutes: int = Field(default=30, ge=1, le=1440)
     horizon_steps: int = Field(default=48, ge=1)
@@ -466,7 +471,8 @@ max_gpus = 16
 swap_cap_gpus = 4       # most GPUs it may gain or lose per step
 replica_gpus = 1
 ''',
-        cluster_block='nodes = { gpu-001 = 8, gpu-002 = 8 }   # or: n_nodes = 8 and gpus_per_node = 8\ngpu_type = "H100"',
+        cluster_block='nodes = { gpu-001 = 8, gpu-002 = 8 }   # or: n_nodes = 8 and gpus_per_node = 8\ngpu_type = "H100"\n'
+                      '# partitions = ["gpu"]   # plan only these partitions (Kueue: queue names); default all',
         timezone="UTC",
         history_block='format = "slurm-sacct"   # or kueue-json, csv, parquet\npath = "exports/sacct-*.txt"',
         queue_block='format = "slurm-squeue-json"   # or kueue-json, csv, parquet\npath = "exports/squeue-*.json"',

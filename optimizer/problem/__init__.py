@@ -9,6 +9,9 @@
 """
 
 from optimizer.problem.types import (
+    OBJECTIVE_MAX,
+    PRIORITY_RANGE,
+    PRIORITY_SPREAD_MAX,
     Cluster,
     Job,
     PlanSettings,
@@ -22,6 +25,9 @@ from optimizer.problem.types import (
 )
 
 __all__ = [
+    "OBJECTIVE_MAX",
+    "PRIORITY_RANGE",
+    "PRIORITY_SPREAD_MAX",
     "Cluster",
     "Job",
     "PlanSettings",

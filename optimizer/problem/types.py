@@ -117,9 +117,11 @@ class PlanSettings:
       per GPU-step (DESIGN §5).
     - ``time_limit_s``, ``mip_rel_gap``, ``threads``, ``random_seed``: HiGHS options.
     - ``max_binaries``: refuse to build a model whose estimated start binaries exceed it (C17a).
-    - ``max_wait_steps`` W: starvation guard of the MILP (case C19): once a queued job has waited
-      W steps, no job after it in arrival order may start until it has started (EASY's
-      reservation rule, hard; see :func:`optimizer.milp.add_max_wait`). None = off.
+    - ``max_wait_steps`` W: starvation guard of the MILP (cases C19, F03), EASY's reservation: the
+      first job in arrival order (release_step, job_id) that has waited W steps and not started
+      is reserved; a later job started at or after that point may run only at steps where the
+      reserved job has no room for its requested size anyway (DESIGN §5 "Starvation guard"; hard;
+      :func:`optimizer.milp.add_max_wait`, checked by :func:`optimizer.verify.verify`). None = off.
     - ``demand_hard``: when True, real-time demand must be served in full (no unmet slack);
       demand above capacity is then reported as infeasible before solving (case C14a).
     - ``multi_node_blocks``: when False, no batch block may span more than one node.
@@ -212,10 +214,11 @@ class Service:
     def __post_init__(self) -> None:
         name = as_str(self.service, "service", "service")
         w = f"service {name!r}"
-        dem = tuple(
-            as_int(v, w, f"demand_gpus[{i}]", lo=0)
-            for i, v in enumerate(as_list(self.demand_gpus, w, "demand_gpus"))
-        )
+        raw = as_list(self.demand_gpus, w, "demand_gpus")
+        if all(type(v) is int for v in raw) and (not raw or min(raw) >= 0):
+            dem = tuple(raw)  # the common case, checked in bulk: a long horizon is read in milliseconds (F05)
+        else:
+            dem = tuple(as_int(v, w, f"demand_gpus[{i}]", lo=0) for i, v in enumerate(raw))
         lo = as_int(self.min_gpus, w, "min_gpus", lo=0)
         hi = as_int(self.max_gpus, w, "max_gpus", lo=0)
         if hi < lo:
@@ -244,7 +247,8 @@ class SizeOption:
 class Job:
     """A queued batch job (training, quantization or batch inference).
 
-    ``priority`` > 0; ``release_step`` >= 0 (the first step it may start); ``sizes`` the allowed
+    ``priority`` > 0, in :data:`PRIORITY_RANGE` and within a factor :data:`PRIORITY_SPREAD_MAX` of
+    the problem's largest; ``release_step`` >= 0 (the first step it may start); ``sizes`` the allowed
     (gpus, duration_steps, efficiency) options, the first being the requested size (baselines
     use it); optional ``deadline_step`` (carried for the risk report; not a planning constraint).
     """
@@ -282,6 +286,20 @@ class RunningJob:
         """Steps this job is planned to keep its block: ``max(1, remaining_steps)``."""
         return max(1, self.remaining_steps)
 
+
+PRIORITY_RANGE: tuple[float, float] = (1e-300, 1e300)
+"""Supported priorities ``[lo, hi]`` (case F01). The objective is homogeneous in priority (the
+unmet-demand penalty is ``κ · max p``), so only ratios matter; the model is built in units of the
+largest priority (DESIGN §5) and this range only keeps every objective value a normal finite float."""
+
+PRIORITY_SPREAD_MAX: float = 1e6
+"""Largest supported ratio between two priorities of one problem (case F01). The model is
+normalised by the largest priority; a job priced more than this much below it would earn less per
+GPU-step than HiGHS's absolute tolerances (1e-7 on reduced costs, 1e-6 on the MIP gap) and could be
+left unstarted on an idle cluster while the solve reports "optimal"."""
+
+OBJECTIVE_MAX: float = 1e306
+"""Largest objective magnitude (in priority units) a problem may reach; see :func:`_check_priority_scale`."""
 
 RejectedJob = tuple[str, str]
 """(job_id, reason) for a queued job refused at validation but left out of the plan (C21)."""
@@ -334,7 +352,11 @@ class Problem:
         raise KeyError(job_id)
 
     def max_priority(self) -> float:
-        """Largest priority p_j over queued and running jobs (1.0 when there are none); sets w = kappa * max p."""
+        """Largest priority p_j over queued and running jobs (1.0 when there are none); sets w = kappa * max p.
+
+        It is also the priority scale of the model (DESIGN §5): the MILP is built with priorities
+        ``p_j / max p``, so its coefficients do not depend on the priorities' units.
+        """
         ps = [j.priority for j in self.jobs] + [r.priority for r in self.running]
         return max(ps) if ps else 1.0
 
@@ -482,7 +504,7 @@ def _check_gpus(g: Any, where: str, name: str, cluster: Cluster, settings: PlanS
 
 
 def _check_identity(j: Job | RunningJob, label: str) -> tuple[str, str, float]:
-    """Check job_id, kind and priority; returns (job_id, message prefix, priority)."""
+    """Check job_id, kind and priority (> 0 and inside :data:`PRIORITY_RANGE`); returns (job_id, message prefix, priority)."""
     jid = as_str(j.job_id, label, "job_id")
     w = f"{label} {jid!r}"
     if j.kind not in JOB_KINDS:
@@ -490,7 +512,42 @@ def _check_identity(j: Job | RunningJob, label: str) -> tuple[str, str, float]:
     p = as_num(j.priority, w, "priority")
     if p <= 0:
         raise InputError(f"{w}: priority = {j.priority!r} must be > 0")
+    lo, hi = PRIORITY_RANGE
+    if not lo <= p <= hi:
+        raise InputError(f"{w}: priority = {p:g} is outside the supported range [{lo:g}, {hi:g}] "
+                         "(only ratios of priorities matter: divide them all by a common factor; DESIGN §5)")
     return jid, w, p
+
+
+def _check_priority_scale(p: Problem) -> None:
+    """The problem-wide priority rules of DESIGN §5 (case F01): spread and objective magnitude.
+
+    Raises :class:`InputError` naming the job and ``priority`` when a priority lies more than
+    :data:`PRIORITY_SPREAD_MAX` below the largest (its reward would sit below HiGHS's absolute
+    tolerances once the model is normalised by the largest priority), or when the objective in
+    priority units could exceed :data:`OBJECTIVE_MAX` (it must stay a finite float):
+    ``max p · (N · H + κ · Σ_{i,t} D_{i,t})`` bounds its magnitude (batch reward at most one unit
+    per GPU-step, unmet demand at most the demand).
+    """
+    labelled = [("job", j.job_id, j.priority) for j in p.jobs] + [("running job", r.job_id, r.priority)
+                                                                   for r in p.running]
+    if not labelled:
+        return
+    _, top_id, top = max(labelled, key=lambda x: x[2])
+    for label, jid, pr in labelled:
+        if pr * PRIORITY_SPREAD_MAX < top:
+            raise InputError(
+                f"{label} {jid!r}: priority = {pr:g} is more than {PRIORITY_SPREAD_MAX:g} times below the largest "
+                f"priority {top:g} (job {top_id!r}); priorities must lie within a factor {PRIORITY_SPREAD_MAX:g} "
+                "of each other (DESIGN §5)")
+    units = float(p.cluster.n_gpus * p.cluster.horizon_steps) + p.settings.penalty_ratio * float(
+        sum(sum(s.demand_gpus) for s in p.services))
+    if top * units > OBJECTIVE_MAX:
+        label = next(lab for lab, jid, _ in labelled if jid == top_id)
+        raise InputError(
+            f"{label} {top_id!r}: priority = {top:g} is too large for this problem: the objective can reach "
+            f"priority x {units:.3g} GPU-steps, above {OBJECTIVE_MAX:g}; priorities here must be at most "
+            f"{OBJECTIVE_MAX / units:.3g} (only their ratios matter; DESIGN §5)")
 
 
 def _check_job(j: Job, cluster: Cluster, settings: PlanSettings) -> None:
@@ -595,3 +652,4 @@ def _check_problem(p: Problem) -> None:
                     "(requeue it instead)"
                 )
             owner[g] = r.job_id
+    _check_priority_scale(p)

@@ -18,11 +18,16 @@ def ingest(
 
     def body() -> int:
         ws = use_workspace(workspace)
+        from pipelines.errors import InputError
         from pipelines.ingest import ingest as run_ingest
 
         report = run_ingest(ws)
+        bad = [f"{role}: {name}" for role, r in report["sources"].items() for name in r.get("unreadable_files", [])]
         if as_json:
             emit_json(report)
+            if bad:
+                raise InputError(f"{len(bad)} export(s) could not be read (their records are not in the store; "
+                                 f"see errors): {', '.join(bad)}")
             return 0
         lines = [f"workspace: {report['workspace']}", f"store:     {report['store']}"]
         for role, r in report["sources"].items():
@@ -35,6 +40,9 @@ def ingest(
             if r["rejected"] > 10:
                 lines.append(f"         ... {r['rejected'] - 10} more (--json lists up to 50)")
         typer.echo("\n".join(lines))
+        if bad:
+            raise InputError(f"{len(bad)} export(s) could not be read (their records are not in the store; "
+                             f"see above): {', '.join(bad)}")
         return 0
 
     run_guarded(body)

@@ -31,8 +31,8 @@ def init(
             raise InputError(f"{path} exists; edit it, or pass --force to overwrite it")
         folder.mkdir(exist_ok=True)
         atomic_write_text(path, init_text(demo=demo))
-        typer.echo(f"wrote {path}\nnext: edit [cluster] and [sources], then\n"
-                   f"  gpuplan ingest --workspace {folder}\n  gpuplan run --workspace {folder}")
+        first = "ready (the shipped demo data); next:" if demo else "next: edit [cluster] and [sources], then"
+        typer.echo(f"wrote {path}\n{first}\n  gpuplan ingest --workspace {folder}\n  gpuplan run --workspace {folder}")
         return 0
 
     run_guarded(body)

@@ -48,6 +48,26 @@ def run(
         from pipelines import tracking
 
         tracking.init_store(settings)  # an unusable MLflow store fails here in one line, before any output
+        if not ws.is_demo:  # an operator's exports: checked here, outside Prefect, so bad input is one line
+            from pipelines.ingest import ingest as run_ingest
+            from pipelines.ingest import workspace_data
+            from pipelines.stages.cluster import check_services_have_traffic
+
+            report = run_ingest(ws)
+            for role, r in report["sources"].items():
+                for name in r.get("unreadable_files", []):
+                    sys.stderr.write(f"warning: {role} export {name} could not be read; planning from the store "
+                                     f"('gpuplan ingest --workspace {ws.root}' shows why)\n")
+            data = workspace_data(ws)
+            check_services_have_traffic(data.traffic, ws.services(), ws.source("traffic").service_label)
+            if data.snapshot_at is not None:
+                import pandas as pd
+
+                age_h = (pd.Timestamp.now(tz="UTC") - pd.Timestamp(data.snapshot_at)).total_seconds() / 3600
+                if age_h * 60 > ws.config.replan.max_input_age_min:
+                    sys.stderr.write(f"note: the newest queue export ({data.snapshot_file}) was taken "
+                                     f"{pd.Timestamp(data.snapshot_at):%Y-%m-%dT%H:%MZ}, {age_h:,.1f} h ago: this run "
+                                     f"plans as of then (a replan would refuse it)\n")
         from rich.console import Console
         from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 

@@ -134,8 +134,10 @@ def workspace_report(ws) -> dict:
     The stored history (ingest it first) split by submit time (the latest 20 % of jobs held out,
     :func:`forecasters.scheduler.time_split`), fitted on the rest and evaluated against the time
     limit, per-user and global medians
-    (:func:`forecasters.scheduler.evaluate_scheduler_model`); the scores are logged to the
-    ``scheduler`` MLflow experiment; no version is registered (the nightly retraining does that).
+    (:func:`forecasters.scheduler.evaluate_scheduler_model`). Then the nightly retraining on demand
+    (:func:`pipelines.scheduler_models.nightly_fit` at the newest record's submit time): logged to
+    the ``scheduler`` MLflow experiment, registered, and made the champion plans use when the
+    holdout gate says it is no worse (``registered`` in the document).
 
     Raises:
         InputError: nothing ingested, or no finished run to train on or to score.
@@ -146,7 +148,9 @@ def workspace_report(ws) -> dict:
     jobs = Store(ws.store_dir).jobs()
     if jobs.empty:
         raise InputError(f"workspace {ws.root}: the store is empty; run 'gpuplan ingest --workspace {ws.root}' first")
-    from pipelines import tracking
+    import pandas as pd
+
+    from pipelines import scheduler_models, tracking
     from pipelines.config import load_settings
 
     settings = load_settings()
@@ -154,9 +158,17 @@ def workspace_report(ws) -> dict:
     train_rows, holdout = time_split(jobs, 0.2)
     model = fit_scheduler_model(train_rows, timezone=ws.config.cluster.timezone)
     doc = {"kind": "scheduler", "workspace": str(ws.root), **evaluate_scheduler_model(model, holdout)}
-    tracking.log_run(settings, "scheduler", f"train-{ws.root.name}", params={"workspace": str(ws.root)},
-                     metrics=tracking.flatten({k: v for k, v in doc.items() if isinstance(v, (int, float, dict))}),
-                     tags={"gpuplan.stage": "train"})
+    # then the nightly retraining on demand: gated against the champion, registered, champion moved if no worse
+    cutoff = pd.to_datetime(jobs["submitted_at"], utc=True).max() + pd.Timedelta(seconds=1)
+    final, night = scheduler_models.nightly_fit(settings, ws, cutoff.to_pydatetime())
+    version = tracking.log_scheduler_model_run(settings, ws, final, night,
+                                               alias="champion" if night["promoted"] else "challenger")
+    if night["promoted"]:
+        scheduler_models.save_champion(settings, final, {"version": version, "cutoff": night["cutoff"],
+                                                         "history_rows": night["history_rows"],
+                                                         "reason": night["reason"]})
+    doc["registered"] = {"name": tracking.scheduler_model_name(ws.root), "version": version,
+                         "promoted": night["promoted"], "reason": night["reason"], "cutoff": night["cutoff"]}
     return doc
 
 
@@ -171,6 +183,10 @@ def _workspace_text(doc: dict) -> str:
         if b and "mae_h" in b:
             lines.append(f"  {name:<22}{b['n']:>6}{b['mae_h']:>10.3f}{b['pinball_p50_h']:>13.3f}"
                          f"{b['pinball_p90_h']:>13.3f}{b['coverage_p90']:>11.2f}")
+    reg = doc.get("registered") or {}
+    if reg:
+        lines.append(f"registered {reg['name']} version {reg['version']}: "
+                     f"{'champion' if reg['promoted'] else 'challenger'} ({reg['reason']})")
     return "\n".join(lines)
 
 

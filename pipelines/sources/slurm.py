@@ -238,7 +238,12 @@ def parse_squeue_json(text: str, source: str = "slurm", *, now: pd.Timestamp | N
     jobs = doc.get("jobs")
     if not isinstance(jobs, list):
         raise InputError("squeue --json output has no jobs list (expected {\"jobs\": [...], ...})")
-    now_utc = None if now is None else pd.Timestamp(now).tz_convert("UTC")
+    try:
+        exported_at = _epoch("last_update", doc.get("last_update"))
+    except _Bad:
+        exported_at = None
+    # a running job's elapsed time at the snapshot's own time (last_update) when it has one, else at `now`
+    now_utc = exported_at if exported_at is not None else (None if now is None else pd.Timestamp(now).tz_convert("UTC"))
     rows: list[dict[str, Any]] = []
     errors: list[str] = []
     for i, job in enumerate(jobs):
@@ -249,10 +254,6 @@ def parse_squeue_json(text: str, source: str = "slurm", *, now: pd.Timestamp | N
             if isinstance(job, dict) and "job_id" in job:
                 label += f" (job {_plain(job['job_id'])})"
             errors.append(f"{label}: {bad}")
-    try:
-        exported_at = _epoch("last_update", doc.get("last_update"))
-    except _Bad:
-        exported_at = None
     return ParseResult(frame=job_frame(rows), read=len(jobs), errors=errors, exported_at=exported_at)
 
 

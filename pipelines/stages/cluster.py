@@ -50,6 +50,20 @@ def hourly_traffic(samples: pd.DataFrame, services: Sequence[ServiceSettings], v
     return out
 
 
+def check_services_have_traffic(samples: pd.DataFrame, services: Sequence[ServiceSettings], label: str) -> None:
+    """Refuse a plan where a configured service has no traffic sample at all (a name that matches no series).
+
+    Raises:
+        InputError: naming the services without samples and the service names the traffic has.
+    """
+    seen = sorted(set(samples["service"].astype(str)))
+    missing = [s.service for s in services if s.service not in seen]
+    if missing:
+        raise InputError(f"service(s) {', '.join(repr(m) for m in missing)} have no traffic samples (the traffic "
+                         f"source has {', '.join(repr(x) for x in seen) or 'none'}): [[services]] names must match "
+                         f"the '{label}' label")
+
+
 def queue_kinds(queue: pd.DataFrame, qos: Mapping[str, str], partition: Mapping[str, str], default: str) -> list[str]:
     """The job kind of each record of ``queue`` (module docstring)."""
     qos_l = {k.lower(): v for k, v in qos.items()}
@@ -177,6 +191,7 @@ def forecast_cluster_queue(history: pd.DataFrame, queue: pd.DataFrame, ws: Works
     from forecasters.scheduler import fit_scheduler_model, predict_runtime
 
     cluster = ws.config.cluster
+    queue, outside = on_this_cluster(queue, cluster.node_names, cluster.partitions)
     if model is None:
         model = fit_scheduler_model(history, timezone=cluster.timezone, seed=seed)
     pred = predict_runtime(model, queue, now=start)
@@ -187,8 +202,28 @@ def forecast_cluster_queue(history: pd.DataFrame, queue: pd.DataFrame, ws: Works
     kinds = queue_kinds(queue, k.qos, k.partition, k.default)
     prios = queue_priorities(queue, ws.config.priorities.qos, ws.config.priorities.default)
     jobs, notes = queue_forecasts(pred, queue, kinds, prios, step_minutes, start, cluster.node_names)
-    notes.update(history_records=len(history), queue_records=len(queue))
+    notes.update(history_records=len(history), queue_records=len(queue), **outside)
     return jobs, notes
+
+
+def on_this_cluster(queue: pd.DataFrame, node_names: Sequence[str],
+                    partitions: Sequence[str] | None) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The queue records this cluster plans, and the counts of those it does not.
+
+    Dropped: jobs of a partition not in ``partitions`` (when given), and running jobs whose node
+    list names no node of ``node_names`` (they hold GPUs elsewhere).
+    """
+    q = queue.reset_index(drop=True)
+    other_part = np.zeros(len(q), dtype=bool)
+    if partitions:
+        wanted = {p.lower() for p in partitions}
+        other_part = ~q["partition"].map(lambda p: isinstance(p, str) and p.lower() in wanted).to_numpy(bool)
+    hints = node_hints(q["nodes"], node_names)
+    has_nodes = q["nodes"].map(lambda v: isinstance(v, str) and bool(v)).to_numpy(bool)
+    elsewhere = (q["state"] == "running").to_numpy() & has_nodes & np.array([h is None for h in hints])
+    keep = ~other_part & ~elsewhere
+    return q[keep].reset_index(drop=True), {"dropped_other_partition": int(other_part.sum()),
+                                            "dropped_running_elsewhere": int((elsewhere & ~other_part).sum())}
 
 
 class StaleInputError(InputError):

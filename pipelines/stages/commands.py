@@ -98,6 +98,10 @@ def commands_text(table: pd.DataFrame, tables: pd.DataFrame, users: dict[str, st
     ]
     if dialect == "table":
         lines.append("# This workspace's queue is a plain table: no scheduler commands; see commands.tsv.")
+    elif dialect == "kueue":
+        lines += ["# Kueue: a workload planned later is held by deactivating it (spec.active=false) and released",
+                  "# at its planned start (spec.active=true, the first command of a later file); Kueue's flavors",
+                  "# choose the nodes (the nodes named below are the plan's)."]
     for action, title in (("start_now", "start in this interval, on the planned nodes"),
                           ("hold_until", "planned later in the horizon: hold until the planned start"),
                           ("not_in_horizon", "no start within the horizon")):

@@ -237,7 +237,9 @@ def test_c19_large_job_starts_at_2_and_no_small_job_runs_2_to_7(method):
 
 def test_c19_max_wait_prevents_starvation_by_higher_priority_small_jobs():
     """With small jobs worth more per GPU-step, the unconstrained MILP never starts L inside the
-    horizon; with max_wait 6 nobody overtakes L after step 6, so L starts by step 6."""
+    horizon; with max_wait 6 L is reserved from step 6 (EASY's reservation, DESIGN §5): small jobs
+    started from then on may run only where L has no room, so L starts by step 7 at the latest
+    (2-step jobs started before step 6 end by then); the optimum starts it at step 6."""
     free = plan(c19(max_wait=None, small_priority=2.0), "milp")
     assert free.job("L").start_step is None
     guarded = plan(c19(max_wait=6, small_priority=2.0), "milp")
@@ -316,9 +318,9 @@ def test_unpackable_master_above_the_full_model_size_keeps_the_best_verified_pla
 
 
 def test_repair_path_keeps_max_wait_and_never_reports_a_bound_below_its_plan(monkeypatch):
-    """C19 with small jobs worth more: a verified warm start that starves L (the verifier does not
-    check max_wait_steps) must not be kept by the repair path; the kept plan starts L by step 6,
-    and its objective is within the master's bound."""
+    """C19 with small jobs worth more: a warm start that starves L (the greedy plans; the verifier
+    rejects them under max_wait_steps, and the master does not admit them) must not be kept by the
+    repair path; the kept plan starts L by step 6, and its objective is within the master's bound."""
     monkeypatch.setattr(planners, "pack_offsets", lambda *a, **k: None)
     p = c19(max_wait=6, small_priority=2.0)
     p = replace(p, settings=replace(p.settings, full_model_max_binaries=0))

@@ -22,6 +22,9 @@ def test_default_tracking_uri_is_the_project_sqlite_store(monkeypatch):
     assert load_settings().tracking_uri == "http://127.0.0.1:5000"
     monkeypatch.setenv("GPUPLAN_TRACKING_URI", "sqlite:////x/y.db")
     assert load_settings().tracking_uri == "sqlite:////x/y.db"
+    assert load_settings().artifact_root == Path("/x/artifacts")  # beside the database, not in the clone
+    monkeypatch.setenv("GPUPLAN_ARTIFACT_ROOT", "/z/art")
+    assert load_settings().artifact_root == Path("/z/art")
 
 
 def test_store_in_fresh_cwd_logs_runs_and_models_without_strays(tmp_path, monkeypatch, caplog):

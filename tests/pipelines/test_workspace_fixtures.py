@@ -103,3 +103,45 @@ def test_plan_of_the_fixture_cluster_is_verified_and_uses_its_nodes(tmp_path, na
     else:
         got = re.findall(r"^kubectl patch workloads.kueue.x-k8s.io -n (\S+) (\S+) .*active.:true", text, re.M)
         assert [f"{ns}/{n}" for ns, n in got] == [j for j in job_rows.index if job_rows.loc[j, "start_step"] == 0]
+
+
+def test_the_queue_is_the_export_taken_last_not_the_newest_file(tmp_path):
+    ws = _copy("openb-slurm", tmp_path)
+    text = (ROOT / "data" / "fixtures" / "openb" / "squeue.json").read_text()
+    exports = tmp_path / "q"
+    exports.mkdir()
+    # an older snapshot (last_update one hour earlier, no jobs), written to disk AFTER the real one
+    (exports / "squeue-b.json").write_text(text)
+    older = '{"jobs": [], "last_update": {"set": true, "infinite": false, "number": 1742137200}, "errors": []}'
+    (exports / "squeue-a.json").write_text(older)
+    cfg = (tmp_path / "gpuplan.toml").read_text().replace(str(ROOT / "data" / "fixtures" / "openb" / "squeue.json"),
+                                                          str(exports / "squeue-*.json"))
+    (tmp_path / "gpuplan.toml").write_text(cfg)
+    ws = load_workspace(tmp_path)
+    ingest(ws)
+    data = workspace_data(ws)
+    assert data.snapshot_file == "squeue-b.json" and data.snapshot_at == T
+    assert len(data.queue) == 8
+
+
+def test_an_unreadable_export_is_reported_exit_2_and_the_store_is_kept(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    ws = _copy("openb-slurm", tmp_path)
+    ingest(ws)
+    before = len(workspace_data(ws).history)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"jobs": [], "errors": [{"description": "Unable to contact slurm controller", "error_number": 1}]}')
+    cfg = (tmp_path / "gpuplan.toml").read_text().replace(str(ROOT / "data" / "fixtures" / "openb" / "squeue.json"),
+                                                          str(bad))
+    (tmp_path / "gpuplan.toml").write_text(cfg)
+    res = subprocess.run([str(Path(sys.executable).parent / "gpuplan"), "ingest", "--workspace", str(tmp_path),
+                          "--json"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2
+    doc = json.loads(res.stdout)
+    assert doc["sources"]["queue"]["unreadable_files"] == ["bad.json"]
+    assert res.stderr.strip() == ("error: 1 export(s) could not be read (their records are not in the store; see "
+                                  "errors): queue: bad.json")
+    assert len(workspace_data(load_workspace(tmp_path)).history) == before

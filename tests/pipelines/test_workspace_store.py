@@ -117,7 +117,7 @@ def test_ingest_is_idempotent_and_updates_changed_records(tmp_path):
     ws = _ws(tmp_path)
     _write_sources(tmp_path)
     first = ingest(ws)["sources"]
-    assert first["history"] == {"read": 3, "added": 3, "updated": 0, "rejected": 0, "errors": []}
+    assert first["history"] == {"read": 3, "added": 3, "updated": 0, "rejected": 0, "errors": [], "unreadable_files": []}
     assert first["queue"]["added"] == 2 and first["traffic"]["added"] == 48
     again = ingest(ws)["sources"]
     assert [again[r]["added"] + again[r]["updated"] for r in ("history", "queue", "traffic")] == [0, 0, 0]
@@ -231,3 +231,59 @@ def test_one_job_in_both_exports_is_one_record_and_never_goes_back(tmp_path):
     st = Store(ws.store_dir)
     assert st.jobs().set_index("job_id").loc["9", "state"] == "completed"
     assert st.queue().empty
+
+
+def test_a_corrected_timezone_replaces_records_instead_of_duplicating_them(tmp_path):
+    ws = _ws(tmp_path)
+    _write_sources(tmp_path)
+    ingest(ws)
+    # the operator fixes [cluster] timezone: every naive time shifts by Berlin's offset (+1 h in March)
+    ws2 = _ws(tmp_path, BASE.replace("Europe/Berlin", "UTC"))
+    rep = ingest(ws2)["sources"]
+    assert (rep["history"]["added"], rep["history"]["updated"]) == (0, 3)
+    jobs = Store(ws2.store_dir).jobs().set_index("job_id")
+    assert len(jobs) == 5  # 3 history + 2 queue, none twice
+    assert jobs.loc["1", "submitted_at"] == pd.Timestamp("2025-03-01T10:00:00Z")
+
+
+def test_an_export_with_fewer_columns_keeps_what_a_richer_one_recorded(tmp_path):
+    st = Store(tmp_path / "s")
+    rich = tabular.parse_jobs(pd.DataFrame({
+        "job_id": ["a"], "submitted_at": ["2025-01-01T00:00:00Z"], "state": ["RUNNING"],
+        "started_at": ["2025-01-01T00:05:00Z"], "gpus": [4], "user": ["ann"], "qos": ["high"],
+        "gpu_type": ["a100"], "variant": ["lora"]}), "UTC").frame
+    st.upsert(JOBS, rich)
+    poor = tabular.parse_jobs(pd.DataFrame({
+        "job_id": ["a"], "submitted_at": ["2025-01-01T00:00:00Z"], "state": ["COMPLETED"],
+        "started_at": ["2025-01-01T00:05:00Z"], "ended_at": ["2025-01-01T01:05:00Z"], "gpus": [4]}), "UTC").frame
+    assert st.upsert(JOBS, poor) == {"": store_mod.UpsertCount(0, 1)}
+    row = st.jobs().iloc[0]
+    assert (row["state"], row["user"], row["qos"], row["gpu_type"], row["elapsed_s"]) == (
+        "completed", "ann", "high", "a100", 3600.0)
+    assert json.loads(row["annotations"]) == {"variant": "lora"}
+    assert st.upsert(JOBS, poor) == {"": store_mod.UpsertCount(0, 0)}  # and again: nothing changes
+
+
+def test_only_this_clusters_partitions_and_nodes_are_planned():
+    q = tabular.parse_jobs(pd.DataFrame({
+        "job_id": ["1", "2", "3", "4"], "submitted_at": ["2025-03-02T08:00:00Z"] * 4,
+        "started_at": [None, "2025-03-02T09:00:00Z", "2025-03-02T09:00:00Z", None],
+        "state": ["PENDING", "RUNNING", "RUNNING", "PENDING"], "gpus": [1, 2, 2, 1],
+        "partition": ["gpu", "gpu", "gpu", "cpu"], "nodes": [None, "a1", "other-07", None]}), "UTC").frame
+    kept, dropped = cluster_stage.on_this_cluster(q, ["a1", "a2"], ["GPU"])
+    assert list(kept["job_id"]) == ["1", "2"]
+    assert dropped == {"dropped_other_partition": 1, "dropped_running_elsewhere": 1}
+    kept, dropped = cluster_stage.on_this_cluster(q, ["a1", "a2"], None)
+    assert list(kept["job_id"]) == ["1", "2", "4"] and dropped["dropped_running_elsewhere"] == 1
+
+
+def test_a_stored_ended_job_is_never_turned_back_by_a_later_stale_export(tmp_path):
+    st = Store(tmp_path / "s")
+    base = {"job_id": ["a"], "submitted_at": ["2025-01-01T00:00:00Z"], "started_at": ["2025-01-01T00:05:00Z"],
+            "gpus": [2]}
+    done = tabular.parse_jobs(pd.DataFrame({**base, "state": ["COMPLETED"], "ended_at": ["2025-01-01T01:05:00Z"]}),
+                              "UTC").frame
+    stale = tabular.parse_jobs(pd.DataFrame({**base, "state": ["RUNNING"]}), "UTC").frame
+    assert st.upsert(JOBS, done) == {"": store_mod.UpsertCount(1, 0)}
+    assert st.upsert(JOBS, stale) == {"": store_mod.UpsertCount(0, 0)}
+    assert st.jobs().iloc[0]["state"] == "completed"
