@@ -256,22 +256,24 @@ def demand_frame(services: Sequence[ServiceSettings], profiles: Mapping[str, Any
     :func:`forecasters.realtime.to_gpus`; ``current_gpus`` = GPU need of the last actual hour before
     ``start`` (the first P90 step when there is none).
     """
-    steps_per_h = 60 // step_minutes
-    hours = math.ceil(horizon_steps / steps_per_h)
+    start_ts = pd.Timestamp(start)
+    step_ts = [start_ts + pd.Timedelta(minutes=t * step_minutes) for t in range(horizon_steps)]
     rows = []
     for svc in services:
         name = svc.service
-        fc = forecast_combined(profiles[name], hours, start=start)
+        # A replan at a half hour (20:30Z) plans the hour 20:00Z whose traffic is already in the history (the
+        # forecast origin is 21:00Z): those steps take the first forecast hour, never a forecast before the origin.
+        fc_start = max(start_ts.floor("h"), pd.Timestamp(profiles[name].origin))
+        hour_of_step = [int((max(ts.floor("h"), fc_start) - fc_start) / pd.Timedelta(hours=1)) for ts in step_ts]
+        fc = forecast_combined(profiles[name], max(hour_of_step) + 1, start=fc_start)
         conv = svc.gpu_conversion()
         g50 = to_gpus(fc["p50"].to_numpy(), **conv)
         g90 = to_gpus(fc["p90"].to_numpy(), **conv)
         s, _ = series(traffic, name)
         last = s[s.index < pd.Timestamp(start)]
         cur = int(to_gpus([float(last.iloc[-1])], **conv)[0]) if len(last) else int(g90[0])
-        for t in range(horizon_steps):
-            h = t // steps_per_h
-            rows.append({"service": name, "step": t,
-                         "ts": pd.Timestamp(start) + pd.Timedelta(minutes=t * step_minutes),
+        for t, h in enumerate(hour_of_step):
+            rows.append({"service": name, "step": t, "ts": step_ts[t],
                          "traffic_p50": float(fc["p50"].iloc[h]), "traffic_p90": float(fc["p90"].iloc[h]),
                          "demand_gpus_p50": int(g50[h]), "demand_gpus_p90": int(g90[h]), "current_gpus": cur})
     return schemas.check_columns(pd.DataFrame(rows), schemas.DEMAND, "demand frame")

@@ -169,3 +169,20 @@ def test_profile_command_level_correction_skips_hours_ingest_flagged():
     plain = profile_document(df, "UTC", 24)
     first = [r["p50"] for r in doc["forecast"][:3]]
     assert first == pytest.approx([r["p50"] for r in plain["forecast"][:3]], rel=0.1)
+
+
+def test_pipeline_demand_at_a_half_hour_start_uses_the_first_forecast_hour():
+    """A replan at hh:30 plans the hour already in the history (origin hh+1:00) with the first forecast hour."""
+    svc = ServiceSettings(service="chat", file="chat.csv", timezone="UTC", capacity_per_gpu_per_h=10.0,
+                          headroom=0.0, min_gpus=0, max_gpus=100, swap_cap_gpus=8)
+    ing = ingest_traffic([svc], {"chat": _weeks()})
+    start = plan_start(ing.frame)
+    fit = fit_profiles([svc], ing.frame, start, ing.diagnostics)
+    on_hour = demand_frame([svc], fit.profiles, ing.frame, start, step_minutes=30, horizon_steps=6)
+    half = pd.Timestamp(start) - pd.Timedelta(minutes=30)
+    dem = demand_frame([svc], fit.profiles, ing.frame, half, step_minutes=30, horizon_steps=7)
+    assert list(dem["ts"]) == [half + pd.Timedelta(minutes=30 * t) for t in range(7)]
+    # step 0 (hh:30, inside the last history hour) takes the first forecast hour; steps 1.. match the on-hour plan
+    assert dem["traffic_p50"].iat[0] == on_hour["traffic_p50"].iat[0]
+    assert list(dem["traffic_p50"].iloc[1:]) == list(on_hour["traffic_p50"])
+    assert list(dem["demand_gpus_p90"].iloc[1:]) == list(on_hour["demand_gpus_p90"])
