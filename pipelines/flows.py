@@ -137,10 +137,11 @@ def train_or_load(kind: str, retrain: bool = False) -> Any:
 
 
 @task(name="fit-profiles", cache_policy=NO_CACHE)
-def fit_profiles(services: list[ServiceSettings], traffic: pd.DataFrame, as_of: datetime) -> ProfileFit:
-    """:func:`pipelines.stages.realtime.fit_profiles`: weekly profiles up to ``as_of`` and the last-day bands."""
+def fit_profiles(services: list[ServiceSettings], traffic: pd.DataFrame, as_of: datetime,
+                 diagnostics: dict | None = None) -> ProfileFit:
+    """:func:`pipelines.stages.realtime.fit_profiles`: forecasts up to ``as_of`` (chosen by backtest), last-day bands."""
     with _Stage("real-time profiles"):
-        return realtime.fit_profiles(services, traffic, as_of)
+        return realtime.fit_profiles(services, traffic, as_of, diagnostics)
 
 
 @task(name="log-profiles", retries=2, retry_delay_seconds=3, cache_policy=NO_CACHE)
@@ -155,7 +156,8 @@ def log_profiles(run: RunCatalog, fit: ProfileFit, as_of: datetime) -> list[str]
         png = run.png_target("profile_plot", service=name)
         plot_profile(name, prof, realtime.profile_outlook(prof, as_of), fit.bands[fit.bands["service"] == name],
                      as_of, png)
-        ids.append(tracking.log_profile_run(s, name, prof, fit.metrics[name], as_of, png))
+        ids.append(tracking.log_profile_run(s, name, prof, fit.metrics[name], as_of, png,
+                                            selection=fit.selection.get(name)))
     return ids
 
 
@@ -461,7 +463,7 @@ def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: s
             inp = _workspace_inputs(ws, when, replan=True)
             services, ingested, start = inp.services, inp.ingested, inp.start
             _write_realtime(run, ingested, None)
-            fit = fit_profiles(services, ingested.frame, start)
+            fit = fit_profiles(services, ingested.frame, start, ingested.diagnostics)
             _write_realtime(run, None, fit)
             if ws.is_demo:
                 models = {k: train_or_load(k) for k in JOB_KINDS}
@@ -603,7 +605,7 @@ def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "m
         # timeout would move the flow off the main thread, where the solve task's alarm-based
         # timeout_seconds works; training is bounded by LightGBM's fixed number of rounds)
         futures = {k: train_or_load.submit(k, retrain=retrain) for k in (JOB_KINDS if ws.is_demo else ())}
-        fit = fit_profiles.submit(services, ingested.frame, start).result()
+        fit = fit_profiles.submit(services, ingested.frame, start, ingested.diagnostics).result()
         _write_realtime(run, None, fit)
         logged = log_profiles.submit(run, fit, start)
         models = {k: f.result() for k, f in futures.items()}

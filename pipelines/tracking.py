@@ -412,18 +412,64 @@ def flatten(doc: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def log_profile_run(settings: Settings, service: str, profile: Any, metrics: Mapping[str, Any], as_of: datetime,
-                    png: Path) -> str:
-    """Log one service's real-time profile to the ``realtime`` experiment; returns the run id.
+def units_slug(units: str) -> str:
+    """Units as a metric-name part: ``"requests/h"`` -> ``"requests_per_h"`` (letters, digits, ``_``)."""
+    slug = units.strip().replace("/", "_per_")
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in slug).strip("_") or "units"
 
-    Params: service, method, status, timezone, components, ``as_of``. Metrics: the band metrics of
-    :class:`pipelines.stages.realtime.ProfileFit`. Artifact: the profile plot ``png``.
+
+def selection_metrics(selection: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
+    """Params and metrics of a real-time choice by backtest (:attr:`pipelines.stages.realtime.ProfileFit.selection`).
+
+    Params: ``selection.rule``, ``selection.candidates`` (comma-joined), ``selection.failed`` (candidate:
+    reason), ``hourly.kind``, ``p90.kind``. Metrics (``<u>`` = :func:`units_slug` of ``units``):
+    ``cand.<name>.mae_<u>`` (the candidate's day-ahead backtest MAE), ``cand.<name>.weight``,
+    ``selection.n_inner_origins``, ``selection.n_scored_h``, ``hourly.w``, ``hourly.rho``,
+    ``hourly.mae_<u>`` / ``hourly.persistence_mae_<u>`` / ``hourly.day_ahead_mae_<u>`` (one-hour-ahead
+    backtest MAE of the chosen mode, of persistence, of the day-ahead P50), ``p90.q_band<k>`` (the
+    conformal quantile per 6 h band: a ratio to P50, or traffic units when the kind is additive),
+    ``hourly.q90``.
     """
-    return log_run(settings, "realtime", f"profile-{service}",
-                   params={"service": service, "method": profile.method, "status": profile.status,
-                           "timezone": profile.timezone, "components": ",".join(profile.components),
-                           "as_of": as_of.isoformat()},
-                   metrics=metrics, artifacts={f"plots/{png.name}": png}, tags={"gpuplan.stage": "profile"})
+    u = units_slug(str(selection.get("units", "traffic/h")))
+    cands = selection.get("candidates", {})
+    hourly = selection.get("hourly", {})
+    params = {"selection.rule": selection.get("rule"), "selection.candidates": ",".join(cands),
+              "selection.failed": "; ".join(f"{k}: {v}" for k, v in selection.get("failed", {}).items()) or None,
+              "hourly.kind": hourly.get("kind"), "p90.kind": selection.get("p90", {}).get("kind")}
+    metrics: dict[str, float] = {"selection.n_inner_origins": selection.get("n_inner_origins"),
+                                 "selection.n_scored_h": selection.get("n_scored_h")}
+    for name, c in cands.items():
+        metrics[f"cand.{name}.mae_{u}"] = c.get("mae")
+        metrics[f"cand.{name}.weight"] = c.get("weight")
+    metrics.update({"hourly.w": hourly.get("w"), "hourly.rho": hourly.get("rho"), "hourly.q90": hourly.get("q90"),
+                    f"hourly.mae_{u}": hourly.get("mae_hourly"),
+                    f"hourly.persistence_mae_{u}": hourly.get("mae_persistence"),
+                    f"hourly.day_ahead_mae_{u}": hourly.get("mae_day_ahead")})
+    for k, q in enumerate(selection.get("p90", {}).get("bands", [])):
+        metrics[f"p90.q_band{k}"] = q
+    return params, {k: v for k, v in metrics.items() if v is not None}
+
+
+def log_profile_run(settings: Settings, service: str, profile: Any, metrics: Mapping[str, Any], as_of: datetime,
+                    png: Path, selection: Mapping[str, Any] | None = None) -> str:
+    """Log one service's real-time forecast to the ``realtime`` experiment; returns the run id.
+
+    Params: service, method, status, timezone, components, ``as_of``, and with ``selection`` the choice
+    by backtest (:func:`selection_metrics`). Metrics: the band metrics of
+    :class:`pipelines.stages.realtime.ProfileFit` and, with ``selection``, each candidate's backtest
+    score and weight and the hourly mode's scores (:func:`selection_metrics`). Artifact: the profile
+    plot ``png``.
+    """
+    params = {"service": service, "method": profile.method, "status": profile.status,
+              "timezone": profile.timezone, "components": ",".join(profile.components),
+              "as_of": as_of.isoformat()}
+    all_metrics = dict(metrics)
+    if selection:
+        sel_params, sel_metrics = selection_metrics(selection)
+        params.update(sel_params)
+        all_metrics.update(sel_metrics)
+    return log_run(settings, "realtime", f"profile-{service}", params=params, metrics=all_metrics,
+                   artifacts={f"plots/{png.name}": png}, tags={"gpuplan.stage": "profile"})
 
 
 def log_job_model_run(settings: Settings, kind: str, model: Any, doc: Mapping[str, Any], test: pd.DataFrame,

@@ -1,4 +1,9 @@
-"""Rolling-origin backtest of the weekly profile against seasonal naive baselines (DESIGN §4.4)."""
+"""Rolling-origin backtest of the real-time forecast against naive baselines (DESIGN §4.4).
+
+The forecast evaluated is the one the pipeline plans with: :func:`forecasters.realtime.combine.fit_combined`
+(candidates chosen and weighted by their own backtest, split-conformal P90, persistence-anchored hourly
+mode). History at each origin = every hour before it, re-ingested as a planning run would see it.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,23 @@ import pandas as pd
 
 from forecasters import metrics as M
 from forecasters.errors import InputError
-from forecasters.realtime.profile import ProfileSettings, fit_profile, forecast, recalibrate
+from forecasters.realtime.combine import CANDIDATES, CombineSettings, fit_combined, forecast_combined, reanchor
+from forecasters.realtime.ingest import IngestSettings, ingest
+from forecasters.realtime.profile import ProfileSettings
 
-VARIANTS = ("day_ahead", "day_ahead_recal", "hourly_recal")
+VARIANTS = ("day_ahead", "hourly_recal")
+
+
+def _iso_set(stamps) -> pd.DatetimeIndex:
+    stamps = list(stamps)
+    return pd.DatetimeIndex(pd.to_datetime(stamps, utc=True)) if stamps else pd.DatetimeIndex([], tz="UTC")
+
+
+def _prefix(series: pd.Series, masked: np.ndarray, end: int, timezone: str, st: IngestSettings | None):
+    """Ingest the raw hours ``[0, end)`` (masked hours as missing): ``(series, imputed, outliers)``."""
+    raw = pd.DataFrame({"ts": series.index[:end], "value": np.where(masked[:end], np.nan, series.to_numpy()[:end])})
+    hist, diag = ingest(raw, timezone, settings=st)
+    return hist, _iso_set(diag["imputed"]), _iso_set(diag["outliers"])
 
 
 def backtest(
@@ -18,47 +37,76 @@ def backtest(
     exclude=(),
     outliers=(),
     test_start=None,
-    n_days: int = 7,
+    n_days: int | None = 7,
     horizon_h: int = 24,
-    recal_window_h: int = 1,
-    settings: ProfileSettings | None = None,
+    settings: CombineSettings | ProfileSettings | None = None,
+    reingest: bool = True,
+    ingest_settings: IngestSettings | None = None,
 ) -> dict:
     """Rolling-origin evaluation: one origin per day over the test window.
 
-    At each origin ``o`` (``test_start + d·24 h``, default ``test_start`` = first hour + 168 h, i.e. the
-    second week) the profile is refitted on all hours before ``o`` and scored on ``[o, o + horizon_h)``:
+    At each origin ``o`` (``test_start + d·24 h``; default ``test_start`` = first hour + 168 h) the
+    forecast is fitted on the hours before ``o`` only and scored on ``[o, o + horizon_h)``:
 
-    * ``day_ahead``: the refitted profile's 24 h-ahead P50/P90.
-    * ``day_ahead_recal``: the same, after :func:`recalibrate` from the last ``recal_window_h`` hours
-      before ``o`` (what a planning run at ``o`` would use).
-    * ``hourly_recal``: at every hour ``t`` of the day the profile is recalibrated from the actuals of the
-      ``recal_window_h`` hours before ``t`` and forecasts ``t`` (one hour ahead; no refit inside the day).
+    * ``day_ahead``: the combination's P50/P90 from ``o`` (:func:`forecasters.realtime.combine.fit_combined`,
+      the P50 of the first hours already carrying the hourly anchor at ``o - 1``, as a planning run at ``o``).
+    * ``hourly_recal``: at every hour ``t`` of the day the same fit, re-anchored
+      (:func:`forecasters.realtime.combine.reanchor`) on the actuals before ``t``, forecasts ``t`` (one hour
+      ahead; no refit inside the day).
 
-    Baselines on the same hours: seasonal naive ``y[t-168]`` and naive-24 ``y[t-24]`` (both known at every
-    origin for horizons <= 24 h; they use the ingested series, i.e. imputed values where a lag hour was
-    a gap). Hours listed in ``exclude`` (masked gaps, imputed hours) are neither fitted nor scored; hours
-    in ``outliers`` are kept out of the fit (as in production) but scored, since they are real demand.
+    History: with ``reingest`` (default) the hours before ``o`` are re-ingested
+    (:func:`forecasters.realtime.ingest`; the ``exclude`` hours as missing), so imputation, outlier flags and
+    level-shift tests see only the past, as a planning run would; the day's hours are judged as anchors of
+    the hourly mode with the imputed/outlier flags ingest gives on the hours before ``o + horizon_h`` (for
+    the day's hours those flags use only hours before them: the outlier reference looks ±3 days, and none
+    after ``o + horizon_h`` exists). Without ``reingest`` the series is used as given, with ``exclude``
+    masked and ``outliers`` (e.g. flags from one ingest of the whole series) treated as flagged.
+
+    Baselines on the same hours, from ``series`` as given (imputed values where a lag hour was a gap):
+    seasonal naive ``y[t-168]``, naive-24 ``y[t-24]`` (both known at every origin for horizons <= 24 h) and
+    persistence ``y[t-1]`` (the hourly mode's baseline). Hours in ``exclude`` (masked gaps) are neither
+    fitted nor scored; ``outliers`` are kept out of the fits (as in production) but scored, since they are
+    real demand.
+
+    Args:
+        series: ingested hourly UTC series (no NaN).
+        timezone: the service's seasonal clock.
+        exclude: masked hours (ingest's ``imputed``).
+        outliers: hours kept out of the fits (used as given only without ``reingest``; with it the per-origin
+            ingest flags its own and these are added).
+        test_start: first origin (an hour of the series); default first hour + 168 h.
+        n_days: number of daily origins; None = every whole day to the end of the series.
+        horizon_h: hours scored per origin (<= 24).
+        settings: :class:`forecasters.realtime.combine.CombineSettings`; a
+            :class:`forecasters.realtime.ProfileSettings` sets the profile candidate's settings (the rest default).
+        reingest: re-ingest the history at each origin (above).
+        ingest_settings: settings of that ingest.
 
     Returns:
-        ``{"variants": {name: metrics}, "origins": [...], "n_days": k}`` with metrics ``mae``,
-        ``mae_snaive168``, ``mae_naive24``, ``mase_snaive168`` (= mae / mae_snaive168 on the same hours,
-        i.e. MAE scaled by the seasonal-naive out-of-sample MAE), ``mase_naive24``, ``mape_pct`` (hours with
-        actual > 0), ``p90_coverage`` (share of hours with actual <= P90), ``n_hours``; all in the series'
-        units.
+        ``{"variants": {name: metrics}, "candidates": {name: {"mae", "mase_naive24", "mase_snaive168",
+        "n_hours"}}, "origins": [...], "n_days": k, "skipped": [{"origin", "reason"}], "per_origin": [...],
+        "status", "method"}``. Metrics: ``mae``, ``mae_snaive168``, ``mae_naive24``, ``mae_persistence``,
+        ``mase_snaive168`` (= mae / mae_snaive168 on the same hours), ``mase_naive24``,
+        ``mase_persistence``, ``mape_pct`` (hours with actual > 0), ``p90_coverage`` (share of hours with
+        actual <= P90), ``n_hours``; all in the series' units. ``per_origin[i]``: ``origin``, ``weights``,
+        ``hourly`` (kind, w), ``n_hours`` and the sums of absolute errors ``sae`` per forecast and baseline
+        (for per-period ratios). An origin whose history ingest refuses (e.g. too many missing hours in a
+        short history) is skipped and listed.
 
     Raises:
-        forecasters.errors.InputError: the series is too short for one origin with 168 h of lag.
+        forecasters.errors.InputError: the series is too short for one origin with 168 h of lag, or an
+            origin off the hourly grid.
     """
-    s = settings or ProfileSettings()
+    if isinstance(settings, ProfileSettings):
+        settings = CombineSettings(profile=settings)
     idx = series.index
-    exclude, outliers = list(exclude), list(outliers)  # iterables may be one-shot generators
-    ex = pd.DatetimeIndex(pd.to_datetime(exclude, utc=True)) if exclude else idx[:0]
-    masked = idx.isin(ex)
-    out_idx = pd.DatetimeIndex(pd.to_datetime(outliers, utc=True)) if outliers else idx[:0]
-    not_fitted = ex.union(out_idx)
+    masked = idx.isin(_iso_set(exclude))
+    out_idx = _iso_set(outliers)
     start = idx[0] + pd.Timedelta(hours=168) if test_start is None else pd.Timestamp(test_start)
-    origins = [start + pd.Timedelta(hours=24 * d) for d in range(n_days)]
-    origins = [o for o in origins if o + pd.Timedelta(hours=horizon_h - 1) <= idx[-1]]
+    last_origin = idx[-1] - pd.Timedelta(hours=horizon_h - 1)
+    count = n_days if n_days is not None else max(int((last_origin - start) / pd.Timedelta(hours=24)) + 1, 0)
+    origins = [start + pd.Timedelta(hours=24 * d) for d in range(count)]
+    origins = [o for o in origins if o <= last_origin]
     if not origins or start - pd.Timedelta(hours=168) < idx[0]:
         raise InputError(f"backtest: series {idx[0]}..{idx[-1]} too short for a test window from {start} "
                          "with 168 h of lag")
@@ -68,40 +116,82 @@ def backtest(
         raise InputError(f"backtest: origin {off_grid[0].isoformat()} is not an hour of the series "
                          "(test_start must be on the series' hourly grid)")
     y = series.to_numpy(dtype=float)
+    memo: dict = {}
     rows: dict[str, list[tuple[float, ...]]] = {v: [] for v in VARIANTS}
+    cand_err: dict[str, list[tuple[float, float, float, float]]] = {c: [] for c in CANDIDATES}
+    per_origin, skipped, used = [], [], []
+    comb = None
     for o in origins:
         io = pos[o]
-        hist = series.iloc[:io]
-        prof = fit_profile(hist, timezone, exclude=list(not_fitted[not_fitted < o]), settings=s)
-        fc = forecast(prof, horizon_h, start=o)
-        rec = recalibrate(prof, hist[~masked[:io]], window_h=recal_window_h)
-        fc_rec = forecast(rec, horizon_h, start=o)
-        for h in range(horizon_h):
+        end = min(io + horizon_h, len(idx))
+        try:
+            if reingest:
+                hist, imputed, flagged = _prefix(series, masked, io, timezone, ingest_settings)
+                _, day_imputed, day_flagged = _prefix(series, masked, end, timezone, ingest_settings)
+            else:
+                hist, imputed, flagged = series.iloc[:io], idx[:io][masked[:io]], idx[:0]
+                day_imputed, day_flagged = idx[:end][masked[:end]], idx[:0]
+        except InputError as exc:
+            skipped.append({"origin": o.isoformat(), "reason": str(exc)})
+            continue
+        comb = fit_combined(hist, timezone, exclude=imputed, outliers=flagged.union(out_idx[out_idx < o]),
+                            settings=settings, memo=memo)
+        fc = forecast_combined(comb, end - io, start=o)
+        day_out = day_flagged.union(out_idx[out_idx < idx[end - 1]])
+        cpred = {c: comb.fit.predict(c, np.arange(end - io)) for c in CANDIDATES
+                 if c == "profile" or c in comb.fit.paths}
+        sae = dict.fromkeys(("day_ahead", "hourly_recal", "naive24", "snaive168", "persistence"), 0.0)
+        n_scored = 0
+        for h in range(end - io):
             i = io + h
             if masked[i]:
                 continue
-            base = (y[i], y[i - 168], y[i - 24])
+            base = (y[i], y[i - 168], y[i - 24], y[i - 1])
             rows["day_ahead"].append(base + (fc["p50"].iat[h], fc["p90"].iat[h]))
-            rows["day_ahead_recal"].append(base + (fc_rec["p50"].iat[h], fc_rec["p90"].iat[h]))
-            recent = series.iloc[:i][~masked[:i]]
-            hr = forecast(recalibrate(prof, recent, window_h=recal_window_h), 1, start=idx[i])
+            hr = forecast_combined(reanchor(comb, series.iloc[io:i], exclude=day_imputed, outliers=day_out), 1,
+                                   start=idx[i])
             rows["hourly_recal"].append(base + (hr["p50"].iat[0], hr["p90"].iat[0]))
+            for c, p in cpred.items():
+                cand_err[c].append((abs(y[i] - p[h]), abs(y[i] - y[i - 24]), abs(y[i] - y[i - 168]), 1.0))
+            for k, v in (("day_ahead", fc["p50"].iat[h]), ("hourly_recal", hr["p50"].iat[0]), ("naive24", y[i - 24]),
+                         ("snaive168", y[i - 168]), ("persistence", y[i - 1])):
+                sae[k] += abs(y[i] - float(v))
+            n_scored += 1
+        used.append(o)
+        per_origin.append({"origin": o.isoformat(), "weights": dict(comb.weights),
+                           "hourly": [comb.hourly_kind, comb.hourly_w], "n_hours": n_scored, "sae": sae,
+                           "status": comb.status})
+    if comb is None:
+        raise InputError(f"backtest: no origin could be evaluated ({skipped[0]['reason'] if skipped else ''})")
     out = {v: _metrics(np.array(r)) for v, r in rows.items()}
-    return {"variants": out, "origins": [o.isoformat() for o in origins], "n_days": len(origins),
-            "status": prof.status, "method": prof.method}
+    cands = {}
+    for c, e in cand_err.items():
+        if not e:
+            continue
+        a = np.array(e)
+        cands[c] = {"mae": float(a[:, 0].mean()), "mase_naive24": _ratio(a[:, 0].sum(), a[:, 1].sum()),
+                    "mase_snaive168": _ratio(a[:, 0].sum(), a[:, 2].sum()), "n_hours": int(len(a))}
+    return {"variants": out, "candidates": cands, "origins": [o.isoformat() for o in used], "n_days": len(used),
+            "skipped": skipped, "per_origin": per_origin, "status": comb.status, "method": comb.method}
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b > 0 else float("nan")
 
 
 def _metrics(a: np.ndarray) -> dict:
-    """Metrics from rows (actual, snaive168, naive24, p50, p90)."""
-    act, sn, n24, p50, p90 = a.T
-    mae, mae_sn, mae_24 = M.mae(act, p50), M.mae(act, sn), M.mae(act, n24)
+    """Metrics from rows (actual, snaive168, naive24, persistence, p50, p90)."""
+    act, sn, n24, pers, p50, p90 = a.T
+    mae, mae_sn, mae_24, mae_p = M.mae(act, p50), M.mae(act, sn), M.mae(act, n24), M.mae(act, pers)
     pos = act > 0
     return {
         "mae": mae,
         "mae_snaive168": mae_sn,
         "mae_naive24": mae_24,
-        "mase_snaive168": mae / mae_sn if mae_sn > 0 else float("nan"),
-        "mase_naive24": mae / mae_24 if mae_24 > 0 else float("nan"),
+        "mae_persistence": mae_p,
+        "mase_snaive168": _ratio(mae, mae_sn),
+        "mase_naive24": _ratio(mae, mae_24),
+        "mase_persistence": _ratio(mae, mae_p),
         "mape_pct": 100 * M.mape(act[pos], p50[pos]) if pos.any() else float("nan"),
         "p90_coverage": float(np.mean(act <= p90)),
         "n_hours": int(len(act)),

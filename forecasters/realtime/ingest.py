@@ -189,6 +189,32 @@ def ingest(
     return series, diagnostics
 
 
+def impute_hours(series: pd.Series, hours, settings: IngestSettings | None = None) -> pd.Series:
+    """A copy of an ingested series with ``hours`` re-imputed by ingest's method (``IngestSettings``).
+
+    For forecasters that read recent values directly (naive, same-hour means, exponential smoothing):
+    an outlier hour (e.g. an outage's zero) or an imputed hour is replaced as if it were missing, so no
+    such value reaches a forecast. Hours absent from the index are ignored; a series whose every hour is
+    listed is returned unchanged (nothing to impute from).
+
+    Args:
+        series: hourly UTC series from :func:`ingest` (no NaN).
+        hours: UTC stamps (ISO text or Timestamps) to replace.
+        settings: :class:`IngestSettings` (``interp_max_gap_h``).
+
+    Returns:
+        A new float64 series on the same index, no NaN.
+    """
+    st = settings or IngestSettings()
+    hours = list(hours)
+    if not hours:
+        return series.astype("float64").copy()
+    mask = series.index.isin(pd.DatetimeIndex(pd.to_datetime(hours, utc=True)))
+    if not mask.any() or mask.all():
+        return series.astype("float64").copy()
+    return _impute(series.astype("float64").where(~mask), st.interp_max_gap_h)
+
+
 def _iso(t: pd.Timestamp) -> str:
     return t.tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -30,6 +30,12 @@ and unlike MSTL it keeps the weekly component with one full week of history):
   "weekly seasonality needs more than 336 hourly points; got N". Below 168 points the weekly component
   cannot be estimated at all: status ``"degraded"``, components without ``weekly_168h``, and a message
   saying so (or an error with ``on_short_history="error"``). Never a silent loss.
+* Weekday coverage (field fault "masked weekday"): the weekly terms describe each local weekday only
+  through the hours of that weekday in the fitted window; a weekday with fewer than
+  ``min_weekday_h`` (12) usable hours there (e.g. the only week of history has that day masked) would be
+  extrapolated by the weekly harmonics (measured: a masked Sunday forecast 1.8x its true level). Then
+  the weekly component is not estimated (daily profile only), the status is ``"degraded"`` and a message
+  names the weekday(s).
 * statsmodels warnings raised during a fit are recorded as messages and make the status ``"degraded"``.
 * Level shift (field case F09): before the fit, :func:`forecasters.realtime.shift.detect_level_shift` (the
   same rule ingest uses) tests the end of the history for a lasting new level. When one is found, the
@@ -84,6 +90,8 @@ class ProfileSettings:
         on_short_history: ``"degraded"`` or ``"error"`` below ``min_weekly_points``.
         level_shift: settings of the level-shift test (module docstring), or None to skip it.
         min_shift_fit_h: usable hours at the new level needed to estimate the step term (24).
+        min_weekday_h: usable hours each local weekday needs in the fitted window for the weekly terms
+            (12, half a day; module docstring).
     """
 
     daily_order: int = 4
@@ -100,6 +108,7 @@ class ProfileSettings:
     on_short_history: str = "degraded"
     level_shift: ShiftSettings | None = ShiftSettings()
     min_shift_fit_h: int = HOURS_PER_DAY
+    min_weekday_h: int = HOURS_PER_DAY // 2
 
 
 @dataclass(frozen=True)
@@ -318,6 +327,14 @@ def _fit_profile(series: pd.Series, timezone: str, exclude, s: ProfileSettings) 
             msg += "; weekly component NOT estimated (needs one full week): daily profile only"
         messages.append(msg)
         status = "degraded"
+    if weekly:
+        thin = _thin_weekdays(series.index[use], timezone, s.min_weekday_h)
+        if thin:
+            weekly = False
+            messages.append(f"weekly component NOT estimated: local {', '.join(thin)} "
+                            f"{'has' if len(thin) == 1 else 'have'} fewer than {s.min_weekday_h} usable hours in "
+                            "the fitted window (masked or missing); daily profile only")
+            status = "degraded"
 
     shift_since, shift_msg, shift_status = _shift_term(shift, series.index, use, s)
     if shift_msg:
@@ -366,6 +383,15 @@ def _fit_profile(series: pd.Series, timezone: str, exclude, s: ProfileSettings) 
                    params_=params, t0_=t0, end_=end, n_points=n, q90_=max(float(q90), 0.0),
                    constant_value=None, weekly=weekly, settings=s, phi_=phi,
                    q90_1h_=max(float(q90_1h), 0.0), shift=shift, shift_since_=shift_since)
+
+
+WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+
+def _thin_weekdays(usable: pd.DatetimeIndex, timezone: str, min_hours: int) -> list[str]:
+    """Local weekdays (names, Monday first) with fewer than ``min_hours`` of the ``usable`` UTC hours."""
+    counts = np.bincount(usable.tz_convert(timezone).day_of_week.to_numpy(), minlength=7)
+    return [WEEKDAYS[d] for d in range(7) if counts[d] < min_hours]
 
 
 def _shift_term(shift: LevelShift | None, idx: pd.DatetimeIndex, use: np.ndarray,

@@ -26,8 +26,9 @@ def profile_document(df, timezone: str | None, horizon_h: int) -> dict:
     ``{"method", "status", "messages", "forecast": [{"ts", "p50", "p90"}], "diagnostics": {...}}``;
     ``ts`` ISO 8601 UTC (``Z``), values in the file's units per hour, the forecast starting at the first
     hour after the history. ``messages`` explains a ``"degraded"`` or ``"level_shift"`` status and states
-    the level correction (:func:`forecasters.realtime.recalibrate` from the last actual hour, as a planning
-    run does).
+    the level correction (:func:`forecasters.realtime.recalibrate` from the last actual hour that is neither
+    imputed nor flagged as an outlier). The weekly profile alone: ``gpuplan run`` plans with the
+    combination chosen by backtest (:mod:`forecasters.realtime.combine`, DESIGN §4.4).
 
     Seasonal clock, in order of precedence: ``timezone`` (``--timezone``); else the zone the stamps carry
     (a tz-aware parquet column's IANA zone, or the IANA zone whose UTC offsets match the file's ISO
@@ -49,7 +50,10 @@ def profile_document(df, timezone: str | None, horizon_h: int) -> dict:
     series, diag = ingest(df, timezone)
     tz = diag["timezone"]
     prof = fit_profile(series, tz, exclude=diag["imputed"] + diag["outliers"])
-    prof = recalibrate(prof, series.drop(index=pd.DatetimeIndex(pd.to_datetime(diag["imputed"], utc=True))))
+    # the level correction never reads an imputed hour or one ingest flagged as an outlier (an outage's
+    # zero halved the forecast: DESIGN §4.4)
+    unread = pd.DatetimeIndex(pd.to_datetime(diag["imputed"] + diag["outliers"], utc=True))
+    prof = recalibrate(prof, series.drop(index=unread))
     fc = forecast(prof, horizon_h)
     zone = diag["zone"]
     notes = ([zone["message"]] if zone["message"] else []) + list(prof.messages)

@@ -49,7 +49,7 @@ def train_job_kind(kind: str) -> dict:
 
 
 def realtime_report(data_dir: Path | None = None) -> dict:
-    """The real-time profile's rolling-origin backtest on the shipped services (about 5 s).
+    """The real-time forecast's rolling-origin backtest on the shipped services (about 10 s).
 
     Reads the services and their traffic through :class:`pipelines.catalog.Catalog` (``data_dir``:
     default the settings' ``data/``) and returns :func:`pipelines.stages.realtime.backtest_report`.
@@ -85,13 +85,16 @@ def _realtime_table(doc: dict) -> None:
     for name, s in doc["services"].items():
         t = Table(title=(f"realtime {name}: {s['n_days']} daily origins {s['origins'][0][:10]}..{s['origins'][-1][:10]}, "
                          f"{s['horizon_h']} h ahead, {s['n_hours']} scored hours ({s['units']})"))
-        for col in ("forecast", "MAE", "MASE168", "MASE24", "MAPE", "P90 cov"):
+        for col in ("forecast", "MAE", "MASE168", "MASE24", "MASE1h", "MAPE", "P90 cov", "weight"):
             t.add_column(col)
-        for label, m in (("day-ahead", s["metrics"]), ("hourly recal", s["hourly_recal"])):
+        for label, m in (("day-ahead", s["metrics"]), ("hourly (1 h ahead)", s["hourly_recal"])):
             t.add_row(label, fmt(m["mae"], ",.0f"), fmt(m["mase_snaive168"], ".3f"), fmt(m["mase_naive24"], ".3f"),
-                      fmt(m["mape"], ".3f"), fmt(m["p90_coverage"], ".3f"))
+                      fmt(m.get("mase_persistence"), ".3f"), fmt(m["mape"], ".3f"), fmt(m["p90_coverage"], ".3f"), "")
+        for label, c in s.get("candidates", {}).items():
+            t.add_row(f"candidate: {label}", fmt(c["mae"], ",.0f"), fmt(c["mase_snaive168"], ".3f"),
+                      fmt(c["mase_naive24"], ".3f"), "", "", "", fmt(s.get("weights", {}).get(label), ".2f"))
         for label, b in s["baselines"].items():
-            t.add_row(f"baseline: {label}", fmt(b["mae"], ",.0f"), "", "", "", "")
+            t.add_row(f"baseline: {label}", fmt(b["mae"], ",.0f"), "", "", "", "", "", "")
         console.print(t)
         console.print(f"  method: {s['method']}; status: {s['status']}")
         for msg in s["messages"]:

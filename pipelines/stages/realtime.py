@@ -1,12 +1,19 @@
-"""Real-time stage: service settings, ingest traffic, weekly profiles, last-day bands, GPU demand.
+"""Real-time stage: service settings, ingest traffic, forecasts chosen by backtest, last-day bands, GPU demand.
 
 Choices (documented settings, not hidden constants):
 
 - **Plan start ("now" of the shipped data)**: the first UTC hour after the ingested traffic of every
-  service (:func:`plan_start`); the profiles are fitted on all ingested hours before it.
-- **Forecast against actual**: for each service the profile is also fitted on the history up to
+  service (:func:`plan_start`); the forecasts are fitted on all ingested hours before it.
+- **Forecast**: :func:`forecasters.realtime.combine.fit_combined` (DESIGN §4.4): the weekly profile,
+  naive 24 h, the 7-day same-hour mean, ETS and MSTL+ETS, each scored on the last 7 daily origins of
+  the service's own history, combined with inverse-MAE weights; P90 from split-conformal quantiles of
+  the combination's backtest residuals; the first hours anchored on the last usable actual hour (the
+  hourly mode, chosen per service by the same backtest). The candidates' scores and the weights are in
+  :attr:`ProfileFit.selection` and logged to MLflow with the profile run.
+- **Forecast against actual**: for each service the forecast is also fitted on the history up to
   ``BAND_DAY_H`` hours before its end and its 24 h-ahead P50/P90 are set against the last day
-  (the bands; their MAE and P90 coverage are the profile run's metrics).
+  (the bands; their MAE and P90 coverage are the profile run's metrics). Both fits share one cache,
+  so the inner origins they have in common are fitted once.
 - **Real-time demand in the problem**: the P90 GPU demand (``DEMAND_QUANTILE``), each hour repeated
   over its planning steps; ``current_gpus`` is the GPU need of the last actual hour.
 - **Seasonal clock (zone precedence)**: a service's configured ``timezone`` always wins; the zone its
@@ -23,14 +30,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from forecasters.realtime import backtest, fit_profile, forecast, ingest, recalibrate, to_gpus
+from forecasters.realtime import backtest, ingest, to_gpus
+from forecasters.realtime.combine import fit_combined, forecast_combined
 from pipelines import schemas
 from pipelines.errors import InputError
 
@@ -42,10 +50,9 @@ BAND_DAY_H = 24
 PROFILE_PLOT_H = 168
 #: Rolling-origin settings of :func:`backtest_report` (the defaults of
 #: :func:`forecasters.realtime.backtest` and of ``benchmarks/backtest_realtime.py``): one origin per day
-#: of the second week of the shipped history, 24 h ahead, level recalibration from the last hour.
+#: of the second week of the shipped history, 24 h ahead.
 REPORT_N_DAYS = 7
 REPORT_HORIZON_H = 24
-REPORT_RECAL_WINDOW_H = 1
 
 #: Fields every service entry must have (``data/traffic/README.md``).
 REQUIRED_FIELDS = ("service", "file", "timezone", "capacity_per_gpu_per_h", "headroom", "min_gpus", "max_gpus",
@@ -114,18 +121,24 @@ class ProfileFit:
     """Output of :func:`fit_profiles`.
 
     Attributes:
-        profiles: service -> fitted, recalibrated profile (:mod:`forecasters.realtime`).
+        profiles: service -> fitted forecast (:class:`forecasters.realtime.combine.Combined`: ``status``,
+            ``messages``, ``method``, ``timezone``, ``components``, ``level_factor`` like a profile;
+            forecast with :func:`forecasters.realtime.combine.forecast_combined`).
         bands: :data:`pipelines.schemas.BANDS` frame (last day, traffic units per hour).
         status: service -> ``[status, "; "-joined messages]``; status ``ok``, ``level_shift`` (a new level
             at the end of the history, followed by the forecast) or ``degraded``.
         metrics: service -> ``band_mae``, ``band_mape`` (fraction), ``band_p90_coverage`` (fraction),
             ``level_factor``, ``history_hours``.
+        selection: service -> the choice by backtest
+            (:meth:`forecasters.realtime.combine.Combined.selection`: rule, each candidate's backtest
+            ``mae`` and ``weight``, the hourly mode, the P90 quantiles) plus ``units`` (the service's).
     """
 
     profiles: dict[str, Any]
     bands: pd.DataFrame
     status: dict[str, list[str]]
     metrics: dict[str, dict[str, float]]
+    selection: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def ingest_traffic(services: Sequence[ServiceSettings], raw: Mapping[str, pd.DataFrame]) -> IngestedTraffic:
@@ -173,31 +186,48 @@ def series(traffic: pd.DataFrame, service: str) -> tuple[pd.Series, list[pd.Time
     return s, list(s.index[t["excluded"].to_numpy(bool)])
 
 
-def _fit(hist: pd.Series, excl: list[pd.Timestamp], before: pd.Timestamp, timezone: str) -> Any:
-    prof = fit_profile(hist, timezone, exclude=[e for e in excl if e < before])
-    return recalibrate(prof, hist.drop(index=[e for e in excl if e in hist.index]))
+def _fit(hist: pd.Series, excl: list[pd.Timestamp], flagged: set[pd.Timestamp], before: pd.Timestamp,
+         timezone: str, memo: dict) -> Any:
+    """:func:`forecasters.realtime.combine.fit_combined` on ``hist`` (the excluded hours before ``before``)."""
+    ex = [e for e in excl if e < before]
+    return fit_combined(hist, timezone, exclude=[e for e in ex if e not in flagged],
+                        outliers=[e for e in ex if e in flagged], memo=memo)
 
 
-def fit_profiles(services: Sequence[ServiceSettings], traffic: pd.DataFrame, as_of: datetime) -> ProfileFit:
-    """Fit each service's weekly profile on the hours before ``as_of``.
+def fit_profiles(services: Sequence[ServiceSettings], traffic: pd.DataFrame, as_of: datetime,
+                 diagnostics: Mapping[str, Mapping[str, Any]] | None = None) -> ProfileFit:
+    """Fit each service's forecast on the hours before ``as_of`` and back-test the last day (module docstring).
 
-    Then recalibrate its level on the
-    last actual hours, and back-test the last day for the bands (module docstring).
+    Args:
+        services: the service settings.
+        traffic: the :data:`pipelines.schemas.TRAFFIC` frame (``excluded``: imputed hours and outliers).
+        as_of: the plan start (UTC).
+        diagnostics: the ingest diagnostics per service (:class:`IngestedTraffic`); with them an excluded
+            hour that ingest flagged as an outlier (not imputed) may still anchor the forecast when its
+            one-hour change is ordinary (:class:`forecasters.realtime.combine.AnchorRule`); without them
+            no excluded hour is read.
+
+    Returns:
+        :class:`ProfileFit`.
     """
     schemas.check_columns(traffic, schemas.TRAFFIC, "traffic")
     as_of_ts = pd.Timestamp(as_of).tz_convert("UTC")
-    profiles, status, bands, metrics = {}, {}, [], {}
+    profiles, status, bands, metrics, selection = {}, {}, [], {}, {}
     for svc in services:
         name = svc.service
         s, excl = series(traffic, name)
+        outl = (diagnostics or {}).get(name, {}).get("outliers", [])
+        flagged = set(pd.DatetimeIndex(pd.to_datetime(list(outl), utc=True))) if outl else set()
         hist = s[s.index < as_of_ts]
-        prof = _fit(hist, excl, as_of_ts, svc.timezone)
-        profiles[name] = prof
-        status[name] = [prof.status, "; ".join(prof.messages)]
+        memo: dict = {}
+        comb = _fit(hist, excl, flagged, as_of_ts, svc.timezone, memo)
+        profiles[name] = comb
+        status[name] = [comb.status, "; ".join(comb.messages)]
+        selection[name] = {**comb.selection(), "units": svc.units}
         # back-test: fit up to 24 h before the end of the history, forecast the last day
         cut = hist.index[-1] - pd.Timedelta(hours=BAND_DAY_H - 1)
         early = hist[hist.index < cut]
-        fc = forecast(_fit(early, excl, cut, svc.timezone), BAND_DAY_H, start=cut)
+        fc = forecast_combined(_fit(early, excl, flagged, cut, svc.timezone, memo), BAND_DAY_H, start=cut)
         actual = hist.reindex(pd.DatetimeIndex(fc["ts"])).to_numpy()
         bands.append(pd.DataFrame({"service": name, "ts": fc["ts"], "actual": actual, "p50": fc["p50"],
                                    "p90": fc["p90"]}))
@@ -207,15 +237,15 @@ def fit_profiles(services: Sequence[ServiceSettings], traffic: pd.DataFrame, as_
             "band_mae": float(np.mean(np.abs(actual[ok] - p50))),
             "band_mape": float(np.mean(np.abs(actual[ok] - p50) / np.maximum(actual[ok], 1e-9))),
             "band_p90_coverage": float(np.mean(actual[ok] <= fc["p90"].to_numpy()[ok])),
-            "level_factor": float(prof.level_factor),
+            "level_factor": float(comb.level_factor),
             "history_hours": int(len(hist)),
         }
-    return ProfileFit(profiles, pd.concat(bands, ignore_index=True), status, metrics)
+    return ProfileFit(profiles, pd.concat(bands, ignore_index=True), status, metrics, selection)
 
 
 def profile_outlook(profile: Any, as_of: datetime) -> pd.DataFrame:
-    """The :data:`PROFILE_PLOT_H`-hour P50/P90 forecast of one profile from ``as_of`` (``ts, p50, p90``)."""
-    return forecast(profile, PROFILE_PLOT_H, start=as_of)
+    """The :data:`PROFILE_PLOT_H`-hour P50/P90 forecast of one fitted service from ``as_of`` (``ts, p50, p90``)."""
+    return forecast_combined(profile, PROFILE_PLOT_H, start=as_of)[["ts", "p50", "p90"]]
 
 
 def demand_frame(services: Sequence[ServiceSettings], profiles: Mapping[str, Any], traffic: pd.DataFrame,
@@ -226,22 +256,24 @@ def demand_frame(services: Sequence[ServiceSettings], profiles: Mapping[str, Any
     :func:`forecasters.realtime.to_gpus`; ``current_gpus`` = GPU need of the last actual hour before
     ``start`` (the first P90 step when there is none).
     """
-    steps_per_h = 60 // step_minutes
-    hours = math.ceil(horizon_steps / steps_per_h)
+    start_ts = pd.Timestamp(start)
+    step_ts = [start_ts + pd.Timedelta(minutes=t * step_minutes) for t in range(horizon_steps)]
     rows = []
     for svc in services:
         name = svc.service
-        fc = forecast(profiles[name], hours, start=start)
+        # A replan at a half hour (20:30Z) plans the hour 20:00Z whose traffic is already in the history (the
+        # forecast origin is 21:00Z): those steps take the first forecast hour, never a forecast before the origin.
+        fc_start = max(start_ts.floor("h"), pd.Timestamp(profiles[name].origin))
+        hour_of_step = [int((max(ts.floor("h"), fc_start) - fc_start) / pd.Timedelta(hours=1)) for ts in step_ts]
+        fc = forecast_combined(profiles[name], max(hour_of_step) + 1, start=fc_start)
         conv = svc.gpu_conversion()
         g50 = to_gpus(fc["p50"].to_numpy(), **conv)
         g90 = to_gpus(fc["p90"].to_numpy(), **conv)
         s, _ = series(traffic, name)
         last = s[s.index < pd.Timestamp(start)]
         cur = int(to_gpus([float(last.iloc[-1])], **conv)[0]) if len(last) else int(g90[0])
-        for t in range(horizon_steps):
-            h = t // steps_per_h
-            rows.append({"service": name, "step": t,
-                         "ts": pd.Timestamp(start) + pd.Timedelta(minutes=t * step_minutes),
+        for t, h in enumerate(hour_of_step):
+            rows.append({"service": name, "step": t, "ts": step_ts[t],
                          "traffic_p50": float(fc["p50"].iloc[h]), "traffic_p90": float(fc["p90"].iloc[h]),
                          "demand_gpus_p50": int(g50[h]), "demand_gpus_p90": int(g90[h]), "current_gpus": cur})
     return schemas.check_columns(pd.DataFrame(rows), schemas.DEMAND, "demand frame")
@@ -253,6 +285,7 @@ def _report_metrics(m: dict) -> dict:
         "mae": m["mae"],
         "mase_snaive168": m["mase_snaive168"],
         "mase_naive24": m["mase_naive24"],
+        "mase_persistence": m["mase_persistence"],
         "mape": m["mape_pct"] / 100.0,
         "p90_coverage": m["p90_coverage"],
     }
@@ -260,14 +293,14 @@ def _report_metrics(m: dict) -> dict:
 
 
 def backtest_report(services: Sequence[ServiceSettings], raw: Mapping[str, pd.DataFrame]) -> dict:
-    """Backtest report of the real-time profile on every service (``gpuplan train --kind realtime``).
+    """Backtest report of the real-time forecast on every service (``gpuplan train --kind realtime``).
 
-    For each service: ingest its raw hourly rows, fit the weekly profile on the whole history (its
-    ``status``, ``method`` and ``messages`` are reported; two shipped weeks are below the C03 "more than
-    336 points" rule, hence ``"degraded"``), and run the rolling-origin backtest
-    :func:`forecasters.realtime.backtest` with its defaults (``REPORT_*``): 7 daily origins over the
-    second week, each refitted on the hours before it and scored 24 h ahead; masked gap hours are not
-    scored. About 5 s for the two shipped services (the hourly-recalibration variant is most of it).
+    For each service: ingest its raw hourly rows, fit the forecast the pipeline uses on the whole history
+    (:func:`forecasters.realtime.combine.fit_combined`; its ``status``, ``method`` and ``messages`` are
+    reported; two shipped weeks are below the profile's C03 "more than 336 points" rule, hence
+    ``"degraded"``), and run the rolling-origin backtest :func:`forecasters.realtime.backtest` with its
+    defaults (``REPORT_*``): 7 daily origins over the second week, each re-ingested and refitted on the
+    hours before it and scored 24 h ahead; masked gap hours are not scored.
 
     Args:
         services: the service settings.
@@ -278,14 +311,17 @@ def backtest_report(services: Sequence[ServiceSettings], raw: Mapping[str, pd.Da
 
             {"status", "messages", "method", "units", "n_hours", "n_days", "horizon_h", "origins",
              "masked_hours", "outliers",
-             "metrics": {"mae", "mase_snaive168", "mase_naive24", "mape", "p90_coverage"},
-             "baselines": {"snaive168": {"mae"}, "naive24": {"mae"}},
-             "hourly_recal": {same keys as "metrics"}}
+             "metrics": {"mae", "mase_snaive168", "mase_naive24", "mase_persistence", "mape", "p90_coverage"},
+             "baselines": {"snaive168": {"mae"}, "naive24": {"mae"}, "persistence": {"mae"}},
+             "hourly_recal": {same keys as "metrics"},
+             "candidates": {name: {"mae", "mase_naive24", "mase_snaive168"}},
+             "weights": {name: weight}}
 
         ``metrics`` is the day-ahead P50/P90 (backtest variant ``day_ahead``); ``hourly_recal`` the
-        one-hour-ahead forecast after level recalibration from the previous hour (variant
-        ``hourly_recal``). ``mae`` in the file's units per hour (``units``); ``mase_*`` = MAE ÷ the
-        baseline's MAE on the same ``n_hours`` hours (seasonal naive ``y[t-168]``, naive ``y[t-24]``);
+        one-hour-ahead hourly mode (variant ``hourly_recal``); ``candidates`` each candidate's own
+        day-ahead P50 on the same hours; ``weights`` the combination fitted on the whole history. ``mae``
+        in the file's units per hour (``units``); ``mase_*`` = MAE ÷ the baseline's MAE on the same
+        ``n_hours`` hours (seasonal naive ``y[t-168]``, naive ``y[t-24]``, persistence ``y[t-1]``);
         ``mape`` and ``p90_coverage`` are fractions (0..1). A MASE whose baseline error is 0 is None.
 
     Raises:
@@ -294,14 +330,14 @@ def backtest_report(services: Sequence[ServiceSettings], raw: Mapping[str, pd.Da
     out = {}
     for svc in services:
         series_, diag = ingest(raw[svc.service][["ts", "value"]], svc.timezone)
-        prof = fit_profile(series_, svc.timezone, exclude=[*diag["imputed"], *diag["outliers"]])
-        res = backtest(series_, svc.timezone, exclude=diag["imputed"], outliers=diag["outliers"],
-                       n_days=REPORT_N_DAYS, horizon_h=REPORT_HORIZON_H, recal_window_h=REPORT_RECAL_WINDOW_H)
+        comb = fit_combined(series_, svc.timezone, exclude=diag["imputed"], outliers=diag["outliers"])
+        res = backtest(series_, svc.timezone, exclude=diag["imputed"], n_days=REPORT_N_DAYS,
+                       horizon_h=REPORT_HORIZON_H)
         day, hourly = res["variants"]["day_ahead"], res["variants"]["hourly_recal"]
         out[svc.service] = {
-            "status": prof.status,
-            "messages": list(prof.messages),
-            "method": prof.method,
+            "status": comb.status,
+            "messages": list(comb.messages),
+            "method": comb.method,
             "units": svc.units,
             "n_hours": int(day["n_hours"]),
             "n_days": int(res["n_days"]),
@@ -311,7 +347,12 @@ def backtest_report(services: Sequence[ServiceSettings], raw: Mapping[str, pd.Da
             "outliers": list(diag["outliers"]),
             "metrics": _report_metrics(day),
             "baselines": {"snaive168": {"mae": float(day["mae_snaive168"])},
-                          "naive24": {"mae": float(day["mae_naive24"])}},
+                          "naive24": {"mae": float(day["mae_naive24"])},
+                          "persistence": {"mae": float(day["mae_persistence"])}},
             "hourly_recal": _report_metrics(hourly),
+            "candidates": {c: {k: (None if math.isnan(float(m[k])) else float(m[k]))
+                               for k in ("mae", "mase_naive24", "mase_snaive168")}
+                           for c, m in res["candidates"].items()},
+            "weights": {c: float(w) for c, w in comb.weights.items()},
         }
     return {"kind": "realtime", "services": out}

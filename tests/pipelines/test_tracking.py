@@ -71,3 +71,41 @@ def test_store_in_fresh_cwd_logs_runs_and_models_without_strays(tmp_path, monkey
     assert not [m for m in msgs if "filesystem" in m or "file store" in m or "maintenance mode" in m], msgs
     art = Path(c.get_experiment_by_name(tracking.EXPERIMENTS["plans"]).artifact_location.removeprefix("file://"))
     assert art.is_relative_to(tmp_path / "store" / "artifacts")
+
+
+def test_profile_run_logs_each_candidates_backtest_score_and_weight(tmp_path):
+    """The real-time profile run carries the choice by backtest: scores with units in the names, weights, rule."""
+    from types import SimpleNamespace
+
+    s = load_settings(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", mlruns_dir=tmp_path,
+                      artifact_root=tmp_path / "artifacts")
+    tracking.init_store(s)
+    png = tmp_path / "profile_chat.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n")
+    selection = {
+        "rule": "inverse-MAE weights over the last 7 daily origins; split-conformal P90 per 6 h band",
+        "n_inner_origins": 7, "n_scored_h": 160, "units": "requests/h",
+        "candidates": {"profile": {"mae": 30.0, "weight": 0.25}, "naive24": {"mae": 10.0, "weight": 0.75}},
+        "failed": {"mstl_ets": "ValueError: x"},
+        "p90": {"kind": "ratio", "bands": [1.1, 1.2, 1.3, 1.4]},
+        "hourly": {"kind": "flat", "w": 1.0, "rho": 0.8, "q90": 1.05, "mae_hourly": 4.0, "mae_persistence": 4.0,
+                   "mae_day_ahead": 9.0, "mae_best": 3.9},
+        "bounds": [1.0, 100.0],
+    }
+    prof = SimpleNamespace(method="combination", status="ok", timezone="UTC", components=("level", "combination"))
+    from datetime import UTC, datetime
+
+    rid = tracking.log_profile_run(s, "chat", prof, {"band_mae": 5.0}, datetime(2025, 3, 17, tzinfo=UTC), png,
+                                   selection=selection)
+    run = tracking.finished_runs(s, "realtime")[0]
+    assert run.info.run_id == rid
+    m, p = run.data.metrics, run.data.params
+    assert m["cand.profile.mae_requests_per_h"] == 30.0 and m["cand.naive24.mae_requests_per_h"] == 10.0
+    assert m["cand.profile.weight"] == 0.25 and m["cand.naive24.weight"] == 0.75
+    assert m["hourly.mae_requests_per_h"] == 4.0 and m["hourly.persistence_mae_requests_per_h"] == 4.0
+    assert m["hourly.day_ahead_mae_requests_per_h"] == 9.0 and m["hourly.w"] == 1.0
+    assert [m[f"p90.q_band{k}"] for k in range(4)] == [1.1, 1.2, 1.3, 1.4]
+    assert m["band_mae"] == 5.0 and m["selection.n_scored_h"] == 160
+    assert p["selection.rule"] == selection["rule"] and p["selection.candidates"] == "profile,naive24"
+    assert p["selection.failed"] == "mstl_ets: ValueError: x" and p["hourly.kind"] == "flat"
+    assert tracking.units_slug("requests/h") == "requests_per_h" and tracking.units_slug("GPUs") == "GPUs"

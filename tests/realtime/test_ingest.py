@@ -319,3 +319,18 @@ def test_fall_back_two_interleaved_repeated_stamps_are_paired_per_stamp():
     assert d["ambiguous_hours"] == 4 and d["off_grid_stamps"] == 2
     s, _ = ingest(df, "Europe/London", offgrid_rule="mean")
     assert _pairs(s) == [("2025-10-26T00:00Z", 16.0), ("2025-10-26T01:00Z", 17.0)]
+
+
+def test_impute_hours_replaces_listed_hours_by_the_ingest_method():
+    from forecasters.realtime.ingest import impute_hours
+
+    idx = pd.date_range("2025-01-01", periods=72, freq="h", tz="UTC")
+    s = pd.Series(np.arange(72.0) + 100, index=idx)
+    # one hour inside: linear between its neighbours; the last hour: the last value before it
+    out = impute_hours(s, [idx[10].strftime("%Y-%m-%dT%H:%M:%SZ"), idx[-1]])
+    assert out.iloc[10] == 110.0 and out.iloc[-1] == 170.0 and s.iloc[-1] == 171.0  # the input is unchanged
+    # a 5-hour run at the end (longer than interp_max_gap_h = 2): the same hour 24 h before
+    assert impute_hours(s, list(idx[-5:])).iloc[-5:].tolist() == [143.0, 144.0, 145.0, 146.0, 147.0]
+    # nothing listed, or every hour listed: unchanged
+    pd.testing.assert_series_equal(impute_hours(s, []), s)
+    pd.testing.assert_series_equal(impute_hours(s, list(idx)), s)

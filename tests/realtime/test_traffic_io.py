@@ -65,3 +65,35 @@ def test_parquet_with_aware_datetimes_round_trips_through_ingest(tmp_path):
     s, d = ingest(read_traffic(f), None)
     assert len(s) == 48 and d["missing_hours"] == 0
     assert s.index[0] == pd.Timestamp("2025-03-28T23:00Z") and s.iloc[-1] == 47.0
+
+
+def test_philly_hourly_demand_by_hand():
+    from pipelines.traffic_io import derive_philly_hourly
+
+    t0 = pd.Timestamp("2017-10-03 00:00")
+    rows = [(t0 + pd.Timedelta(minutes=m), 10) for m in range(60)]  # hour 0: 60 minutes at 10
+    rows += [(t0 + pd.Timedelta(hours=1, minutes=m), 50) for m in range(20)]  # hour 1: 20 minutes only
+    rows += [(t0 + pd.Timedelta(hours=2, minutes=m), 0) for m in range(60)]  # hour 2: all zero (outage)
+    rows += [(t0 + pd.Timedelta(hours=3, minutes=m), m) for m in range(30)]  # hour 3: 30 minutes 0..29
+    minutes = pd.DataFrame({"time": [r[0].strftime("%Y-%m-%d %H:%M:%S") for r in rows],
+                            "active": [r[1] for r in rows], "total": 420})
+    out = derive_philly_hourly(minutes)
+    assert out["ts"].tolist() == ["2017-10-03T00:00:00Z", "2017-10-03T03:00:00Z"]
+    assert out["value"].tolist() == [10.0, 14.5] and out["minutes"].tolist() == [60, 30]
+    with pytest.raises(InputError, match="missing column"):
+        derive_philly_hourly(minutes.drop(columns="active"))
+
+
+def test_openb_gpus_held_per_hour_by_hand():
+    from pipelines.traffic_io import derive_openb_gpus_hourly
+
+    nan = float("nan")
+    pods = pd.DataFrame({
+        # A: half a GPU 0.5 h .. 2.5 h; B: 2 GPUs 1.0 h .. 1.5 h; C: never scheduled; D: no GPU;
+        # E: 1 GPU from 0 to the trace end (4 h)
+        "name": list("ABCDE"), "num_gpu": [1, 2, 4, 0, 1], "gpu_milli": [500, 1000, 1000, 0, 1000],
+        "scheduled_time": [1800, 3600, nan, 0, 0], "deletion_time": [9000, 5400, 14400, 14400, 14400],
+    })
+    out = derive_openb_gpus_hourly(pods, first_day=0, t0_utc="2023-01-01T00:00:00Z")
+    assert out["ts"].tolist() == [f"2023-01-01T0{h}:00:00Z" for h in range(4)]
+    assert out["value"].tolist() == [0.25 + 1, 0.5 + 1.0 + 1, 0.25 + 1, 1.0]
