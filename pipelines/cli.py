@@ -15,7 +15,7 @@ from __future__ import annotations
 import typer
 
 from pipelines.cli_support import OneLineErrorGroup
-from pipelines.commands import bench, ingest, init, plan, predict, profile, replay, run, serve, train
+from pipelines.commands import bench, ingest, init, plan, predict, profile, replay, run, serve, train, whatif
 from pipelines.config import apply_env_defaults
 
 # every command, not only run/serve: telemetry off and Prefect's home inside the project, so no
@@ -41,6 +41,7 @@ app.command("plan", help=plan.__doc__)(plan.plan)
 app.command("bench", help=bench.__doc__)(bench.bench)
 app.command("serve", help=serve.__doc__)(serve.serve)
 app.command("replay", help=replay.__doc__)(replay.replay)
+app.command("whatif", help=whatif.__doc__)(whatif.whatif)
 
 
 if __name__ == "__main__":  # pragma: no cover
