@@ -354,8 +354,9 @@ def explain(base_problem: Problem, base_plan: Plan, applied: Applied, new_plan: 
         if a is None or a.start_step is None:
             return f"{jid} (now not started)"
         b = base_a.get(jid)
-        if b is not None and b.start_step == a.start_step and _block(b) == _block(a):
-            return jid
+        if b is not None and b.start_step == a.start_step:
+            blk = _block(a)
+            return jid if blk is None or _block(b) == blk else f"{jid} (moved to {where(*blk)})"
         return f"{jid} (now at {when(a.start_step)})"
 
     def in_base(jid: str) -> str:
@@ -369,6 +370,9 @@ def explain(base_problem: Problem, base_plan: Plan, applied: Applied, new_plan: 
         a, b = base_a.get(jid), new_a.get(jid)
         if a is not None and b is not None and a.start_step is not None and a.start_step != b.start_step:
             return f"{jid} (moved from {when(a.start_step)})"
+        blk = _block(a)
+        if blk is not None and b is not None and blk != _block(b):
+            return f"{jid} (moved from {where(*blk)})"
         return jid
 
     def short_at(free: list[int], steps: range, need: int) -> int | None:
