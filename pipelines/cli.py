@@ -8,6 +8,10 @@ Exit codes: 0 success, 1 internal failure, 2 bad input (one line on standard err
 usage errors such as a missing or unknown option (:class:`pipelines.cli_support.OneLineErrorGroup`).
 With ``--json`` a command prints exactly one JSON document on standard output; progress
 and logs go to standard error.
+
+Help is click's plain format (``rich_markup_mode=None``): typer 0.29's rich panel prints a type
+column for every option, flags included (``--json <bool>``), while the plain format writes a flag
+as a flag (``--json``) and an option with its value name (``--scenario NAME``).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import typer
 
 from pipelines.cli_support import OneLineErrorGroup
-from pipelines.commands import bench, ingest, init, plan, predict, profile, replay, run, serve, train
+from pipelines.commands import bench, ingest, init, plan, predict, profile, replay, run, serve, train, whatif
 from pipelines.config import apply_env_defaults
 
 # every command, not only run/serve: telemetry off and Prefect's home inside the project, so no
@@ -28,6 +32,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: flags render as flags (module docstring)
     cls=OneLineErrorGroup,  # usage errors: one line on stderr, exit 2
 )
 
@@ -41,6 +46,7 @@ app.command("plan", help=plan.__doc__)(plan.plan)
 app.command("bench", help=bench.__doc__)(bench.bench)
 app.command("serve", help=serve.__doc__)(serve.serve)
 app.command("replay", help=replay.__doc__)(replay.replay)
+app.command("whatif", help=whatif.__doc__)(whatif.whatif)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -5,6 +5,7 @@
 | ``nightly-retrain`` | ``train_forecasters`` | cron ``Settings.nightly_cron`` (02:00) in ``Settings.nightly_timezone`` (IANA) |
 | ``replan`` | ``plan`` | every ``Settings.replan_every_min`` (30) min, on the UTC clock |
 | ``benchmark`` | ``benchmark`` | none: on demand (UI "Run" or ``prefect deployment run 'benchmark/benchmark'``) |
+| ``whatif`` | ``whatif`` | none: on demand (UI "Run" > "Custom run" with the changes as parameters) |
 
 Clock rules (case C25):
 
@@ -40,7 +41,7 @@ from prefect.settings import PREFECT_API_URL  # noqa: E402
 
 from pipelines import tracking  # noqa: E402
 from pipelines.errors import InputError  # noqa: E402
-from pipelines.flows import benchmark, plan_flow, train_forecasters  # noqa: E402
+from pipelines.flows import benchmark, plan_flow, train_forecasters, whatif_flow  # noqa: E402
 from pipelines.schedules import nightly_schedule, replan_schedule  # noqa: E402
 
 SERVE_HINT = (
@@ -73,7 +74,7 @@ def require_persistent_server(api_url: str | None = None, timeout_s: float = 5.0
 
 
 def build_deployments(settings: Settings, with_schedules: bool = True) -> list[Any]:
-    """The three runner deployments (nightly-retrain, replan, benchmark), module entrypoints.
+    """The runner deployments (nightly-retrain, replan, benchmark, whatif), module entrypoints.
 
     The nightly and replan deployments take the workspace as a parameter (default
     ``settings.workspace_dir``: ``gpuplan serve --workspace DIR``); a run triggered from the UI may
@@ -92,7 +93,12 @@ def build_deployments(settings: Settings, with_schedules: bool = True) -> list[A
     bench = benchmark.to_deployment(
         name="benchmark", description="Rolling-horizon benchmark of the planners (on demand).",
         tags=["gpuplan", "benchmark"], entrypoint_type=ep)
-    return [nightly, replan, bench]
+    whatif = whatif_flow.to_deployment(
+        name="whatif", description="What-if on a published plan: re-plan it with more GPUs, a drained node, "
+        "failed GPUs, added or cancelled jobs, new priorities or scaled demand (Custom run), and see which jobs "
+        "move and why (artifacts 'whatif' and 'whatif-jobs').",
+        tags=["gpuplan", "whatif"], entrypoint_type=ep)
+    return [nightly, replan, bench, whatif]
 
 
 def serve(settings: Settings, limit: int | None = 2) -> None:

@@ -17,10 +17,10 @@ from pipelines.bench.run import (
     parse_scenarios,
     run_bench,
 )
-from pipelines.bench.tables import bench_csv, bench_json, bench_md, comparison_rows, goals, write_outputs
+from pipelines.bench.tables import bench_csv, bench_json, bench_md, bench_text, comparison_rows, goals, write_outputs
 
 __all__ = [
-    "CLAIRVOYANT", "REFERENCE", "BenchConfig", "BenchResult", "bench_csv", "bench_json", "bench_md",
+    "CLAIRVOYANT", "REFERENCE", "BenchConfig", "BenchResult", "bench_csv", "bench_json", "bench_md", "bench_text",
     "build_scenario", "comparison_rows", "goals", "main_log", "parse_planners", "parse_scenarios", "run_bench",
     "write_outputs", "write_plots",
 ]

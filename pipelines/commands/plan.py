@@ -29,6 +29,7 @@ def plan(
         # 2-core machine against ~0.14 s for the whole CLI), which `gpuplan --help` need not pay.
         from optimizer.planners import PLANNERS
         from optimizer.planners import plan as run_planner
+        from optimizer.verify import verify
         from pipelines.catalog import read_problem_file, write_plan_file
         from pipelines.cli_support import check_out_parent, emit_json
         from pipelines.errors import InputError
@@ -42,36 +43,49 @@ def plan(
                 raise InputError(f"--out {out} is a folder; give a file path such as {out / 'plan.parquet'}")
         prob = read_problem_file(problem)
         result = run_planner(prob, planner)
+        violations = verify(result, prob)  # the independent verifier, stated in the output
+        if violations:  # never printed or written as a plan (the planners verify too: this is a bug)
+            raise RuntimeError(f"plan failed verification ({len(violations)} violations): {violations[:3]}")
         if out is not None:  # a problem file has no calendar time: ts counts from 1970-01-01T00:00Z
             write_plan_file(out, plan_tables(prob, result, PLAN_FILE_EPOCH), result)
         if json_out:
-            emit_json(result.to_dict())
+            emit_json({**result.to_dict(), "verified": True})
         else:
-            _print_plan(result, out)
+            _print_plan(result, prob.horizon_steps, out)
         return 0
 
     run_guarded(body)
 
 
-def _print_plan(result, out: Path | None) -> None:
-    """Human-readable summary on standard output."""
+#: The range convention of the plan text: half-open, the first value in, the end out.
+RANGE_NOTE = "ranges are half-open [first, end): steps [0, 2) are steps 0 and 1; GPUs [4, 8) are GPUs 4 to 7"
+
+
+def _print_plan(result, horizon_steps: int, out: Path | None) -> None:
+    """Human-readable summary on standard output.
+
+    One range convention throughout (:data:`RANGE_NOTE`): a job's steps and GPUs are half-open
+    ``[first, end)``, as ``end_step`` is in the JSON document; the status line says ``verified`` (the
+    independent verifier, :func:`optimizer.verify.verify`, found no violation).
+    """
     gap = "-" if result.gap is None else f"{result.gap + 0.0:.4%}"
     bound = "-" if result.bound is None else f"{result.bound + 0.0:.6g}"
-    typer.echo(f"planner {result.planner} (plan from {result.source}): status {result.status}, objective {result.objective + 0.0:.6g}, "
-               f"bound {bound}, gap {gap}, {result.solve_s:.2f} s")
+    typer.echo(f"planner {result.planner} (plan from {result.source}): status {result.status}, verified (0 "
+               f"violations); objective {result.objective + 0.0:.6g}, bound {bound}, gap {gap}, {result.solve_s:.2f} s")
     if result.model:
         typer.echo("model: " + ", ".join(f"{k} {v}" for k, v in result.model.items()))
     if result.message:
         typer.echo(result.message)
+    typer.echo(RANGE_NOTE)
     for a in result.assignments:
         if a.start_step is None:
-            typer.echo(f"  {a.job_id}: not started in the horizon")
+            typer.echo(f"  {a.job_id}: not started in the horizon [0, {horizon_steps})")
         else:
             tag = " (running)" if a.running else ""
-            typer.echo(f"  {a.job_id}{tag}: steps {a.start_step}-{a.end_step} on GPUs "
-                       f"{a.block_offset}..{a.block_offset + a.gpus - 1} ({a.gpus})")
+            typer.echo(f"  {a.job_id}{tag}: steps [{a.start_step}, {a.end_step}) on GPUs "
+                       f"[{a.block_offset}, {a.block_offset + a.gpus}) ({a.gpus} GPUs)")
     for svc, gpus in result.service_gpus.items():
-        typer.echo(f"  service {svc}: {list(gpus)}")
+        typer.echo(f"  service {svc}: GPUs per step {list(gpus)}")
     for n in result.notes:
         typer.echo(f"note: {n}")
     if out is not None:

@@ -1,4 +1,4 @@
-"""Serve the Prefect deployments (nightly retrain, 30-min replan, bench)."""
+"""Serve the Prefect deployments (nightly retrain, 30-min replan, bench, what-if)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ def serve(
         tracking.init_store(settings)  # an unusable MLflow store fails here in one line
         url = deployments.require_persistent_server()
         typer.echo(f"serving nightly-retrain ({settings.nightly_cron} {settings.nightly_timezone}), replan "
-                   f"(every {settings.replan_every_min} min, UTC slots) and benchmark against {url}", err=True)
+                   f"(every {settings.replan_every_min} min, UTC slots), benchmark and whatif (on demand) against {url}",
+                   err=True)
         deployments.serve(settings)
         return 0
 

@@ -83,9 +83,9 @@ def planned_metrics(problem: Problem, plan: Plan, demand: pd.DataFrame) -> dict[
     ``planned_value`` = Σ over planned batch GPU-hours inside the horizon of the job's priority;
     ``planned_rt_unmet_gpu_h`` and ``planned_rt_sla_pct`` against the P90 demand the planner was given;
     ``jobs_started`` (queued jobs given a start) / ``jobs_total`` (queued jobs); ``idle_gpu_h``
-    (GPU-hours planned for neither).
+    (GPU-hours planned for neither). N is the GPUs up: the cluster's minus its ``down_gpus``.
     """
-    H, N = problem.horizon_steps, problem.n_gpus
+    H, N = problem.horizon_steps, problem.n_gpus - len(problem.down_gpus)
     step_h = problem.cluster.step_minutes / 60.0
     prio = {j.job_id: j.priority for j in problem.jobs} | {r.job_id: r.priority for r in problem.running}
     batch_h = value = 0.0

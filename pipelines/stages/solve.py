@@ -11,15 +11,18 @@ from optimizer.verify import verify
 NO_PLAN_STATUSES = ("no_solution", "infeasible", "unbounded_or_infeasible", "solver_error")
 
 
-def solve(problem: Problem, planner: str) -> Plan:
+def solve(problem: Problem, planner: str, warm_start: Plan | None = None) -> Plan:
     """Plan ``problem`` with ``planner`` (:data:`optimizer.planners.PLANNERS`).
+
+    ``warm_start``: a plan the MILP may start from when the verifier accepts it on ``problem``
+    (:func:`optimizer.planners.plan`; a what-if passes the base plan).
 
     Raises:
         RuntimeError: the solver ended without any valid plan (C13 b): the message gives the status,
             the time limit and the solver's message.
         optimizer.errors.InputError: unknown planner.
     """
-    result = run_planner(problem, planner)
+    result = run_planner(problem, planner, warm_start)
     if result.status in NO_PLAN_STATUSES and not result.assignments and not result.service_gpus:
         raise RuntimeError(
             f"no feasible allocation found: status {result.status} after time limit "

@@ -1,0 +1,500 @@
+"""What-if edits of a planning problem and the explanation of how a re-plan differs (issue 14).
+
+Pure: a :class:`Problem` and a :class:`WhatIf` in, a new :class:`Problem` out (:func:`apply_whatif`);
+two plans in, one :class:`JobChange` per job whose start or block changed, with its reason out
+(:func:`explain`). The shell (``pipelines.stages.whatif``) reads the run folder, names nodes,
+solves and verifies.
+
+Edits, applied in this order (so GPUs added can be failed, and a requeued job cancelled):
+
+1. ``add_gpus`` N: N GPUs appended after the last one (new nodes of ``gpus_per_node``). A cluster's
+   GPU count is a power of two in the model (aligned buddy blocks, DESIGN §5), so the cluster grows
+   to the next power of two and the padding GPUs are *down* for the whole horizon (``down_gpus``,
+   case C24): 64 + 16 GPUs is a 128-GPU model with GPUs 80..127 down. Every block stays aligned,
+   and no job is placed on a GPU that does not exist.
+2. ``fail_groups``: GPUs lost for the whole horizon (a drained node, failed GPUs), each group with
+   a label for the reasons (``"node-03 drained"``). They become down GPUs. A running job whose block
+   touches one is **lost and requeued**: it leaves ``running`` and joins the queue (release step 0,
+   its current size) with the duration in ``restart_steps`` (the shell gives the job's full
+   forecast duration: Slurm's requeue and a Kubernetes pod rescheduled after a node drain restart
+   the job's command from the beginning; whether the job resumes from a checkpoint is the job's own
+   business, unknown to the planner, so the restart is planned pessimistically, from scratch),
+   else its remaining steps.
+3. ``cancel``: the queued or running job leaves the problem (a running job frees its block at step 0).
+4. ``priority``: a queued or running job's priority is replaced.
+5. ``demand_scale``: a service's GPU demand per step becomes ``ceil(round(d × f, 6))`` (the
+   P90 GPUs the plan used, scaled; its committed ``current_gpus`` stays).
+6. ``add_jobs``: problem-file job entries (DESIGN §3.1) joining the queue.
+
+Every refusal is an :class:`optimizer.errors.InputError` naming the option and the value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from domain.units import ROUND_DIGITS, pow2_ceil
+from optimizer.errors import InputError
+from optimizer.plan import JobAssignment, Plan
+from optimizer.problem import Problem
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """The edits of one what-if (module docstring gives their order and rules).
+
+    Attributes:
+        add_gpus: GPUs to add (>= 0).
+        fail_groups: ``(label, gpu indices)`` per drained node or failed range, indices of the
+            cluster after ``add_gpus``.
+        cancel: job ids to remove.
+        priority: ``(job id, new priority)`` pairs.
+        demand_scale: ``(service, factor >= 0)`` pairs.
+        add_jobs: problem-file job entries (dicts) to queue.
+        restart_steps: job id -> steps a requeued running job needs when restarted (default: its
+            remaining steps).
+    """
+
+    add_gpus: int = 0
+    fail_groups: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    cancel: tuple[str, ...] = ()
+    priority: tuple[tuple[str, float], ...] = ()
+    demand_scale: tuple[tuple[str, float], ...] = ()
+    add_jobs: tuple[Mapping[str, Any], ...] = ()
+    restart_steps: Mapping[str, int] = field(default_factory=dict)
+
+    def describe(self) -> list[str]:
+        """One phrase per edit, in the order applied (``"+16 GPUs"``, ``"node-03 drained"``, ...)."""
+        out = [f"+{self.add_gpus} GPUs"] if self.add_gpus else []
+        out += [label for label, _ in self.fail_groups]
+        out += [f"cancel {j}" for j in self.cancel]
+        out += [f"priority {j} = {p:g}" for j, p in self.priority]
+        out += [f"demand {s} x{f:g}" for s, f in self.demand_scale]
+        out += [f"add job {j.get('job_id')}" for j in self.add_jobs]
+        return out
+
+
+@dataclass(frozen=True)
+class Applied:
+    """A what-if applied to a problem.
+
+    Attributes:
+        problem: the edited, validated problem.
+        physical_gpus: GPUs that exist after the edit (``n_gpus`` before padding; the base cluster's
+            GPUs are ``0 .. base N - 1``, added ones follow).
+        requeued: job id -> why it was requeued (``"was running on GPUs [8, 16); node-01 drained"``).
+        down_label: GPU index -> label of the group that took it down (failed or drained GPUs only).
+        cancelled / added: job ids; priority: job id -> (old, new); scaled: service -> factor.
+    """
+
+    problem: Problem
+    physical_gpus: int
+    requeued: dict[str, str]
+    down_label: dict[int, str]
+    cancelled: tuple[str, ...]
+    added: tuple[str, ...]
+    priority: dict[str, tuple[float, float]]
+    scaled: dict[str, float]
+
+
+def gpu_range(offset: int, gpus: int) -> str:
+    """A block as a half-open GPU range, ``GPUs [8, 16)`` (the convention of every plan text)."""
+    return f"GPUs [{offset}, {offset + gpus})"
+
+
+def apply_whatif(problem: Problem, w: WhatIf) -> Applied:
+    """Apply the edits of ``w`` to ``problem`` (module docstring); the result is validated.
+
+    Raises:
+        InputError: a negative ``add_gpus``; a GPU outside the cluster; an unknown job id (cancel,
+            priority) or service (demand scale); a non-positive priority; a negative or non-finite
+            factor; an added job whose id exists; any problem rule the edited problem breaks (named
+            by :meth:`optimizer.problem.Problem.from_dict`).
+    """
+    d = problem.to_dict()
+    n0 = problem.n_gpus
+    if isinstance(w.add_gpus, bool) or not isinstance(w.add_gpus, int) or w.add_gpus < 0:
+        raise InputError(f"--add-gpus {w.add_gpus!r}: expected a whole number of GPUs >= 0")
+    physical = n0 + w.add_gpus
+    down = set(problem.down_gpus)
+    if w.add_gpus:
+        size = pow2_ceil(physical)
+        d["cluster"]["n_gpus"] = size
+        down |= set(range(physical, size))
+    down_label: dict[int, str] = {}
+    for label, gpus in w.fail_groups:
+        for g in gpus:
+            if not 0 <= g < physical:
+                raise InputError(f"{label}: GPU {g} is outside the cluster of {physical} GPUs (0..{physical - 1})")
+            down_label.setdefault(g, label)
+    down |= set(down_label)
+    d["down_gpus"] = sorted(down)
+
+    requeued: dict[str, str] = {}
+    keep_running = []
+    for r in d["running"]:
+        hit = sorted(set(range(r["block_offset"], r["block_offset"] + r["gpus"])) & set(down_label))
+        if not hit:
+            keep_running.append(r)
+            continue
+        labels = ", ".join(dict.fromkeys(down_label[g] for g in hit))
+        steps = int(w.restart_steps.get(r["job_id"], max(1, r["remaining_steps"])))
+        requeued[r["job_id"]] = (f"was running on {gpu_range(r['block_offset'], r['gpus'])} ({labels}): lost, "
+                                 f"requeued to restart from scratch ({steps} step{'s' if steps != 1 else ''})")
+        d["jobs"].append({"job_id": r["job_id"], "kind": r["kind"], "priority": r["priority"], "release_step": 0,
+                          "gpus": r["gpus"], "duration_steps": steps})
+    d["running"] = keep_running
+
+    known = {j["job_id"] for j in d["jobs"]} | {r["job_id"] for r in d["running"]}
+    for jid in w.cancel:
+        if jid not in known:
+            raise InputError(f"--cancel {jid}: no queued or running job {jid!r} in the run ({_some(known)})")
+    d["jobs"] = [j for j in d["jobs"] if j["job_id"] not in w.cancel]
+    d["running"] = [r for r in d["running"] if r["job_id"] not in w.cancel]
+
+    prio: dict[str, tuple[float, float]] = {}
+    entries = {e["job_id"]: e for e in d["jobs"] + d["running"]}
+    for jid, p in w.priority:
+        if jid not in entries:
+            why = " (it is cancelled)" if jid in w.cancel else ""
+            raise InputError(f"--priority {jid}={p:g}: no queued or running job {jid!r} in the run{why} ({_some(known)})")
+        if not isinstance(p, (int, float)) or isinstance(p, bool) or not math.isfinite(p) or p <= 0:
+            raise InputError(f"--priority {jid}={p!r}: the priority must be a number > 0")
+        prio[jid] = (float(entries[jid]["priority"]), float(p))
+        entries[jid]["priority"] = float(p)
+
+    services = {s["service"]: s for s in d["services"]}
+    scaled: dict[str, float] = {}
+    for name, f in w.demand_scale:
+        if name not in services:
+            raise InputError(f"--demand-scale {name}={f:g}: no service {name!r} in the run "
+                             f"(services: {', '.join(services) or 'none'})")
+        if not isinstance(f, (int, float)) or isinstance(f, bool) or not math.isfinite(f) or f < 0:
+            raise InputError(f"--demand-scale {name}={f!r}: the factor must be a finite number >= 0")
+        services[name]["demand_gpus"] = [int(math.ceil(round(x * f, ROUND_DIGITS))) for x in services[name]["demand_gpus"]]
+        scaled[name] = float(f)
+
+    added = []
+    for e in w.add_jobs:
+        if not isinstance(e, Mapping):
+            raise InputError(f"--add-job: a job must be a JSON object (problem-file job entry); got {type(e).__name__}")
+        new_id = str(e.get("job_id"))
+        if new_id in known:
+            raise InputError(f"--add-job: job_id {new_id!r} is already in the run; give the new job another id")
+        d["jobs"].append(dict(e))
+        added.append(new_id)
+        known.add(new_id)
+    return Applied(Problem.from_dict(d), physical, requeued, down_label, tuple(w.cancel), tuple(added), prio, scaled)
+
+
+def _some(ids: set[str], k: int = 4) -> str:
+    s = sorted(ids)
+    return f"{len(s)} jobs, e.g. {', '.join(s[:k])}" if s else "no jobs"
+
+
+def warm_start(base: Plan, applied: Applied) -> Plan:
+    """The base plan carried onto the edited problem, for the MILP's warm start.
+
+    Jobs cancelled are dropped; jobs requeued or added, and queued jobs whose base block touches a
+    GPU now down, are left unstarted; a running job keeps its block. The MILP uses it only if the
+    verifier accepts it on the new problem (:func:`optimizer.planners.plan`), so a what-if that keeps
+    the base plan feasible (added GPUs, a priority change) never plans below the base's objective
+    (its objective is recomputed with the new priorities).
+    """
+    p = applied.problem
+    down = set(p.down_gpus)
+    ids = {j.job_id for j in p.jobs} | {r.job_id for r in p.running}
+    out = []
+    for a in base.assignments:
+        if a.job_id not in ids:
+            continue
+        fresh = a.job_id in applied.requeued or a.job_id in applied.added
+        hits = a.block_offset is not None and a.gpus is not None and bool(
+            down & set(range(a.block_offset, a.block_offset + a.gpus)))
+        if fresh or hits:
+            out.append(JobAssignment(a.job_id, None, None, None, None))
+        else:
+            out.append(a)
+    seen = {a.job_id for a in out}
+    out += [JobAssignment(jid, None, None, None, None) for jid in sorted(ids - seen)]
+    return Plan(planner=base.planner, status="feasible", assignments=tuple(out), service_gpus=dict(base.service_gpus),
+                objective=0.0, bound=None, gap=None, solve_s=0.0, model=None, n_gpus=p.n_gpus,
+                horizon_steps=p.horizon_steps)
+
+
+@dataclass(frozen=True)
+class JobChange:
+    """How one job's plan differs between the base and the what-if.
+
+    Steps are plan steps (None: not started within the horizon, or not in that problem). ``reason``
+    is one sentence: the edit that touched the job, and what held or freed its GPUs.
+    """
+
+    job_id: str
+    start_base: int | None
+    start_whatif: int | None
+    block_base: tuple[int, int] | None  # (offset, gpus)
+    block_whatif: tuple[int, int] | None
+    reason: str
+    kind: str  # "cancelled", "added", "requeued", "earlier", "later", "moved", "unchanged"
+
+    @property
+    def delta_steps(self) -> int | None:
+        """What-if start minus base start, in steps (None when either is not started)."""
+        if self.start_base is None or self.start_whatif is None:
+            return None
+        return self.start_whatif - self.start_base
+
+
+def _block(a: JobAssignment | None) -> tuple[int, int] | None:
+    if a is None or a.start_step is None or a.block_offset is None or a.gpus is None:
+        return None
+    return (a.block_offset, a.gpus)
+
+
+def _holders(grid: list[list[str]], steps: range, block: tuple[int, int], skip: str) -> list[str]:
+    o, g = block
+    seen: dict[str, None] = {}
+    for t in steps:
+        if t >= len(grid):
+            break
+        row = grid[t]
+        for x in range(o, min(o + g, len(row))):
+            if row[x] and row[x] != skip:
+                seen.setdefault(row[x])
+    return list(seen)
+
+
+def _names(ids: Sequence[str], describe: Callable[[str], str], k: int = 3) -> str:
+    shown = [describe(i) for i in ids[:k]]
+    n = len(ids) - k
+    more = f" and {n} other{'s' if n > 1 else ''}" if n > 0 else ""
+    return ", ".join(shown) + more
+
+
+def _rt_used(plan: Plan, h: int) -> list[int]:
+    out = [0] * h
+    for gpus in plan.service_gpus.values():
+        for t, x in enumerate(gpus[:h]):
+            out[t] += int(x)
+    return out
+
+
+def _batch_used(plan: Plan, h: int) -> list[int]:
+    out = [0] * h
+    for a in plan.assignments:
+        if a.start_step is None or a.end_step is None or a.gpus is None:
+            continue
+        for t in range(max(0, a.start_step), min(h, a.end_step)):
+            out[t] += a.gpus
+    return out
+
+
+def _smallest_size(problem: Problem, job_id: str, default: int) -> int:
+    """The smallest allowed size of a queued job of ``problem`` (``default`` when it is not queued there)."""
+    for j in problem.jobs:
+        if j.job_id == job_id:
+            return min(x.gpus for x in j.sizes)
+    return default
+
+
+def _fits_somewhere(problem: Problem, gpus: int) -> bool:
+    """True when some aligned block of ``gpus`` GPUs has no down GPU."""
+    down = set(problem.down_gpus)
+    return any(not down.intersection(range(o, o + gpus)) for o in range(0, problem.n_gpus - gpus + 1, gpus))
+
+
+def explain(base_problem: Problem, base_plan: Plan, applied: Applied, new_plan: Plan,
+            when: Callable[[int], str] | None = None,
+            where: Callable[[int, int], str] | None = None) -> list[JobChange]:
+    """One :class:`JobChange` per job whose start, size or block differs, or that an edit touched.
+
+    Reasons (first that applies, then what held or freed the GPUs):
+
+    - cancelled / added / requeued (the edit) / priority changed (old -> new);
+    - earlier: the GPUs of its new block over the steps it gained were, in the base plan, held by
+      the jobs named (cancelled ones "freed"), or they are added GPUs; with no holder, the base plan
+      had fewer free GPUs than it needs at a step (real-time GPUs counted), else the re-plan simply
+      preferred it (the base had room: an equally valid alternative the solver now picks);
+    - later / not started: its base block over the steps it lost is, in the what-if, down (the
+      group's label), or held by the jobs named (added, requeued or re-prioritised ones say so);
+      with no holder, fewer GPUs are free than it needs at a step (real-time demand scaled, GPUs
+      down), else the re-plan preferred other work;
+    - same start, other block: moved off GPUs now down, or re-packed.
+
+    ``when(step)`` formats a step (default ``step 5``); ``where(offset, gpus)`` a block (default
+    :func:`gpu_range`). Returned in the order: touched jobs, then by start change (earliest gain first).
+    """
+    when = when or (lambda t: f"step {t}")
+    where = where or gpu_range
+    p_new = applied.problem
+    H = p_new.horizon_steps
+    base_a = {a.job_id: a for a in base_plan.assignments}
+    new_a = {a.job_id: a for a in new_plan.assignments}
+    g_base = base_plan.owner_grid(base_problem.n_gpus, H)
+    g_new = new_plan.owner_grid(p_new.n_gpus, H)
+    up_base = base_problem.n_gpus - len(base_problem.down_gpus)
+    up_new = p_new.n_gpus - len(p_new.down_gpus)
+    free_base = [up_base - b - r for b, r in zip(_batch_used(base_plan, H), _rt_used(base_plan, H))]
+    free_new = [up_new - b - r for b, r in zip(_batch_used(new_plan, H), _rt_used(new_plan, H))]
+    rt_base, rt_new = _rt_used(base_plan, H), _rt_used(new_plan, H)
+    new_down = set(p_new.down_gpus) - set(base_problem.down_gpus)
+    added_gpus = set(range(base_problem.n_gpus, applied.physical_gpus))
+
+    def start(a: JobAssignment | None) -> int | None:
+        return None if a is None else a.start_step
+
+    def in_new(jid: str) -> str:
+        a = new_a.get(jid)
+        if jid in applied.cancelled:
+            return f"{jid} (cancelled)"
+        if a is None or a.start_step is None:
+            return f"{jid} (now not started)"
+        b = base_a.get(jid)
+        if b is not None and b.start_step == a.start_step:
+            blk = _block(a)
+            return jid if blk is None or _block(b) == blk else f"{jid} (moved to {where(*blk)})"
+        return f"{jid} (now at {when(a.start_step)})"
+
+    def in_base(jid: str) -> str:
+        if jid in applied.added:
+            return f"added job {jid}"
+        if jid in applied.requeued:
+            return f"requeued job {jid}"
+        if jid in applied.priority:
+            old, new = applied.priority[jid]
+            return f"{jid} (priority {old:g} -> {new:g})"
+        a, b = base_a.get(jid), new_a.get(jid)
+        if a is not None and b is not None and a.start_step is not None and a.start_step != b.start_step:
+            return f"{jid} (moved from {when(a.start_step)})"
+        blk = _block(a)
+        if blk is not None and b is not None and blk != _block(b):
+            return f"{jid} (moved from {where(*blk)})"
+        return jid
+
+    def short_at(free: list[int], steps: range, need: int) -> int | None:
+        """The first step of ``steps`` with fewer than ``need`` GPUs free, or None."""
+        return next((t for t in steps if t < H and free[t] < need), None)
+
+    out: list[JobChange] = []
+    for jid in list(dict.fromkeys(list(base_a) + list(new_a))):
+        a_b, a_n = base_a.get(jid), new_a.get(jid)
+        s_b, s_n = start(a_b), start(a_n)
+        blk_b, blk_n = _block(a_b), _block(a_n)
+        parts: list[str] = []
+        kind = ""
+        if jid in applied.cancelled:
+            kind = "cancelled"
+            parts.append("cancelled" + (f": frees {where(*blk_b)} from {when(s_b)}" if blk_b and s_b is not None else ""))
+            out.append(JobChange(jid, s_b, None, blk_b, None, "; ".join(parts), kind))
+            continue
+        if jid in applied.added:
+            kind = "added"
+            parts.append("added")
+        if jid in applied.requeued:
+            kind = "requeued"
+            parts.append(applied.requeued[jid])
+            s_b = None  # its base "start" was the running block; the restart is what counts
+        if jid in applied.priority:
+            old, new = applied.priority[jid]
+            parts.append(f"priority {old:g} -> {new:g}")
+        if (s_b, blk_b) == (s_n, blk_n) and not parts:
+            continue
+        gain: list[str] = []
+        if s_n is not None and blk_n is not None and (s_b is None or s_n < s_b) and kind not in ("added", "requeued"):
+            kind = kind or "earlier"
+            a = a_n
+            assert a is not None and a.end_step is not None
+            steps = range(s_n, min(a.end_step, s_b if s_b is not None else H, H))
+            holders = _holders(g_base, steps, blk_n, jid)
+            on_added = sorted(added_gpus & set(range(blk_n[0], blk_n[0] + blk_n[1])))
+            if on_added:
+                gain.append(f"runs on added GPUs [{on_added[0]}, {on_added[-1] + 1})")
+            freed = [h for h in holders if h in applied.cancelled]
+            others = [h for h in holders if h not in applied.cancelled]
+            if freed:
+                gain.append(f"freed by cancelled {', '.join(freed)}")
+            if others:
+                gain.append(f"its block {where(*blk_n)} from {when(s_n)} was held in the base plan by "
+                            f"{_names(others, in_new)}")
+            if not gain:
+                t = short_at(free_base, steps, blk_n[1])
+                if t is not None:
+                    more = (f"; real-time now takes {rt_base[t] - rt_new[t]} GPUs fewer there"
+                            if rt_new[t] < rt_base[t] else "")
+                    if up_new > up_base:
+                        more += f"; {up_new} GPUs are up instead of {up_base}"
+                    gain.append(f"the base plan had {max(0, free_base[t])} GPUs free at {when(t)}, it needs "
+                                f"{blk_n[1]}{more}")
+                else:
+                    gain.append("its slot was free in the base plan too: the re-plan prefers it (equal-value "
+                                "alternatives are not unique)")
+            parts.append(("starts earlier: " if s_b is not None else "now starts: ") + "; ".join(gain))
+        elif s_b is not None and blk_b is not None and (s_n is None or s_n > s_b):
+            kind = kind or "later"
+            a = a_b
+            assert a is not None and a.end_step is not None
+            steps = range(s_b, min(a.end_step, s_n if s_n is not None else H, H))
+            lost = sorted(new_down & set(range(blk_b[0], blk_b[0] + blk_b[1])))
+            need = _smallest_size(p_new, jid, blk_b[1])
+            holders = _holders(g_new, steps, blk_b, jid)
+            if s_n is None and not _fits_somewhere(p_new, need):
+                gain.append(f"no aligned block of {need} GPUs is fully up any more ({up_new} GPUs up)")
+                holders = []
+            if lost:
+                labels = ", ".join(dict.fromkeys(applied.down_label.get(g, "down") for g in lost))
+                gain.append(f"its base block {where(*blk_b)} is down ({labels})")
+                holders = []
+            if holders:
+                gain.append(f"its base block {where(*blk_b)} from {when(s_b)} is now held by "
+                            f"{_names(holders, in_base)}")
+            if not gain:
+                t = short_at(free_new, steps, blk_b[1])
+                if t is not None:
+                    more = (f"; real-time takes {rt_new[t] - rt_base[t]} GPUs more there"
+                            if rt_new[t] > rt_base[t] else "")
+                    if up_new < up_base:
+                        more += f"; {up_new} GPUs are up instead of {up_base}"
+                    gain.append(f"only {max(0, free_new[t])} GPUs are free at {when(t)}, it needs {blk_b[1]}{more}")
+                else:
+                    gain.append("the re-plan prefers other work in its slot (equal-value alternatives are not "
+                                "unique)")
+            parts.append(("starts later: " if s_n is not None else "no longer starts within the horizon: ")
+                         + "; ".join(gain))
+        elif s_b is not None and s_n == s_b and blk_b != blk_n and blk_b is not None and blk_n is not None:
+            kind = kind or "moved"
+            lost = sorted(new_down & set(range(blk_b[0], blk_b[0] + blk_b[1])))
+            if lost:
+                labels = ", ".join(dict.fromkeys(applied.down_label.get(g, "down") for g in lost))
+                parts.append(f"same start, moved off {where(*blk_b)} ({labels}) to {where(*blk_n)}")
+            else:
+                parts.append(f"same start, re-packed from {where(*blk_b)} to {where(*blk_n)}")
+        elif kind in ("added", "requeued"):
+            need = _smallest_size(p_new, jid, 1)
+            if s_n is None and not _fits_somewhere(p_new, need):
+                parts.append(f"cannot start: no aligned block of {need} GPUs is fully up ({up_new} GPUs up)")
+            elif s_n is None:
+                parts.append("not started within the horizon")
+            else:
+                assert blk_n is not None
+                parts.append(f"starts at {when(s_n)} on {where(*blk_n)}")
+        else:
+            kind = kind or "unchanged"
+            if s_n is None:
+                parts.append("not started within the horizon in either plan")
+            else:
+                parts.append("start unchanged")
+        out.append(JobChange(jid, s_b, s_n, blk_b, blk_n, "; ".join(parts), kind))
+
+    order = {"cancelled": 0, "requeued": 1, "added": 2}
+
+    def key(c: JobChange) -> tuple[int, float, str]:
+        d = c.delta_steps
+        rank = order.get(c.kind, 3)
+        gain = float(d) if d is not None else (-1e9 if c.start_whatif is not None else 1e9)
+        return (rank, gain, c.job_id)
+
+    return sorted(out, key=key)
