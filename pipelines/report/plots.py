@@ -351,7 +351,7 @@ def plot_outlook(outlook: pd.DataFrame, service_gpus: Mapping[str, Sequence[int]
 
 
 def plot_profile(name: str, prof: Any, fc: pd.DataFrame, bands: pd.DataFrame, as_of: datetime, png: Path,
-                 units: str = "traffic/h") -> None:
+                 units: str = "traffic per hour (the service's units)") -> None:
     """One service's real-time profile, written atomically to ``png``.
 
     Top: the 168 h P50/P90 forecast from ``as_of`` (``fc``: ``ts, p50, p90``); bottom: the last
