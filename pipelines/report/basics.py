@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -168,8 +168,3 @@ def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
         else:
             df[col] = df[col].astype(dtype)
     return df
-
-
-def after(inp: ReportInputs, t: int) -> timedelta:
-    """Time from the plan start to step ``t``."""
-    return timedelta(minutes=int(t) * inp.step_minutes)

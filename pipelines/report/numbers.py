@@ -15,6 +15,7 @@ import pandas as pd
 
 from pipelines.report.basics import ReportInputs, clock, step_ts
 from pipelines.report.calibration import calibrate
+from pipelines.report.risks import build_report_table
 
 #: Keys of :func:`planned_metrics`, in order.
 PLANNED_METRICS = ("planned_utilization_pct", "planned_value", "jobs_started", "jobs_total", "planned_rt_unmet_gpu_h",
@@ -99,13 +100,13 @@ def _models(inp: ReportInputs) -> dict[str, Any]:
     return {"jobs": jobs, "realtime": rt}
 
 
-def headline(inp: ReportInputs, table: pd.DataFrame, calibration: list[Any] | None = None,
+def headline(inp: ReportInputs, table: pd.DataFrame | None = None, calibration: list[Any] | None = None,
              now: datetime | None = None) -> dict[str, Any]:
     """The page's headline as a plain JSON-ready dict (also ``summary.json``'s ``headline``).
 
     Args:
         inp: the report's inputs.
-        table: :func:`pipelines.report.build_report_table` of ``inp``.
+        table: :func:`pipelines.report.build_report_table` of ``inp`` (built when None).
         calibration: :func:`pipelines.report.calibration.calibrate` of ``inp`` (computed when None).
         now: the time the input age is measured at (default ``inp.written_at``, else the wall clock).
 
@@ -125,6 +126,8 @@ def headline(inp: ReportInputs, table: pd.DataFrame, calibration: list[Any] | No
     problem, plan = inp.problem, inp.plan
     H = problem.horizon_steps
     cal = calibration if calibration is not None else calibrate(inp)
+    if table is None:
+        table = build_report_table(inp)
     metrics = planned_metrics(problem, plan, inp.demand)
     starts = [plan.job(j.job_id).start_step for j in problem.jobs]
     risk = table[table["section"] == "job_at_risk"]

@@ -8,6 +8,7 @@ their rule, and the headline's numbers.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -429,3 +430,92 @@ def test_headline_numbers():
     assert h["models"]["jobs"] == {"training": {"name": "m", "version": "3", "alias": "champion"}}
     assert h["models"]["realtime"]["small"]["weights"] == {"profile": 0.25, "naive24": 0.75}
     json.dumps(h)  # plain JSON
+
+
+# ---------------------------------------------------------------- the forecasts behind the planned size
+
+
+def test_size_options_carry_the_three_quantiles_at_each_size():
+    from forecasters.generators import generate_history, generate_queue
+    from forecasters.jobs import fit, predict_for_sizes
+    from pipelines.stages.models import forecast_jobs
+
+    model = fit("training", generate_history("training", 300, seed=11), num_rounds=20)
+    queue = generate_queue("training", 6, seed=5).assign(
+        state="queued", source="generated", priority=1.0, started_at=pd.NaT, deadline_at=pd.NaT)
+    out = forecast_jobs(model, queue, 30)
+    elastic = out[out["size_options"].notna()]
+    assert len(elastic) >= 2
+    for i, row in elastic.iterrows():
+        (opt,) = json.loads(row["size_options"])
+        ref = predict_for_sizes(model, queue.iloc[[i]], [opt["gpus"]], step_minutes=30).iloc[0]
+        assert opt["gpus"] == 2 * max(row["gpus_requested"], row["gpus_pred"])
+        assert [opt[f"duration_{q}_h"] for q in ("p10", "p50", "p90")] == pytest.approx(
+            [ref[f"duration_{q}_h"] for q in ("p10", "p50", "p90")])
+        assert opt["duration_h"] == opt["duration_p50_h"]  # the planned quantile (P50), as the problem reads it
+
+
+# ---------------------------------------------------------------- plots read as plots
+
+
+def test_plot_helpers():
+    from pipelines.report.plots import clock_axis, pyplot, service_colors, traffic_scale
+
+    assert traffic_scale(9.8e6, "requests/h") == (1e6, "million requests/h")
+    assert traffic_scale(2.5e4, "tokens/h") == (1e3, "thousand tokens/h")
+    assert traffic_scale(5000.0, "requests/h") == (1.0, "requests/h")
+    assert service_colors(["b", "a"]) == {"b": "#d62728", "a": "#9467bd"}
+    plt = pyplot()
+    fig, ax = plt.subplots()
+    clock_axis(ax, T0, 30, 48)  # 24 h: a tick every 2 h
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert ax.get_xticks().tolist() == list(range(0, 49, 4))
+    assert labels[0] == "16:00\nMar 16" and labels[1] == "18:00" and labels[4] == "00:00\nMar 17"
+    assert ax.get_xlabel() == "time (UTC; one step = 30 min)"
+    plt.close(fig)
+
+
+def test_every_report_plot_has_clock_times_units_and_legends_clear_of_the_data(tmp_path, monkeypatch):
+    from pipelines.report import write_risk_report
+    from pipelines.report.plots import pyplot
+
+    plt = pyplot()
+    close = plt.close
+    kept = []
+    monkeypatch.setattr(plt, "close", lambda fig=None: kept.append(fig))
+    inp = _calibrated_inputs()
+    write_risk_report(tmp_path, inp, "run-p")
+    assert len(kept) == 4  # demand, bands, outlook, gantt
+    titles = []
+    for fig in kept:
+        fig.canvas.draw()
+        for ax in fig.axes:
+            if not ax.get_xlabel() and ax.get_ylabel().startswith(("P(demand", "jobs waiting")):
+                continue  # the right-hand axes of a twin pair
+            assert "UTC" in ax.get_xlabel(), ax.get_xlabel()
+            assert any(u in ax.get_ylabel() for u in ("GPUs", "requests/h")), ax.get_ylabel()
+            assert ax.yaxis.get_offset_text().get_text() == ""  # no bare x1e7
+            ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+            assert ticks and all(re.match(r"\d\d:\d\d", t) for t in ticks), ticks
+            leg = ax.get_legend()
+            if leg is not None:
+                assert leg.get_window_extent().x0 >= ax.get_window_extent().x1 - 1  # right of the data
+            titles.append(ax.get_title())
+    # one service order everywhere: the problem's (small, then mid)
+    demand_titles = [t for t in titles if "demand forecast and planned GPUs" in t]
+    bands_titles = [t for t in titles if "forecast against actual" in t]
+    assert [t.split(":")[0] for t in demand_titles] == ["small", "mid"] == [t.split(":")[0] for t in bands_titles]
+    # one colour per service everywhere: the P50 lines of the demand and forecast-against-actual plots
+    from matplotlib.colors import to_hex
+
+    def p50_colors(fig, label: str) -> list[str]:
+        return [to_hex(ln.get_color()) for ax in fig.axes for ln in ax.get_lines() if ln.get_label() == label]
+
+    assert p50_colors(kept[0], "P50 demand forecast") == ["#d62728", "#9467bd"] == p50_colors(kept[1], "P50 forecast")
+    for fig in kept:
+        close(fig)
+
+
+def test_headline_builds_its_table_when_not_given():
+    inp = _calibrated_inputs()
+    assert headline(inp, now=T0) == headline(inp, build_report_table(inp), now=T0)
