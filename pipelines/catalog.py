@@ -97,6 +97,8 @@ RUN_DATASETS: dict[str, Dataset] = dict([
         description="the same as rows: job_id, kind, action, start_step, planned start (UTC, local), nodes, gpus"),
     _ds("risk_report_table", "risk_report.parquet", "parquet", description="risk report rows (pipelines.report)"),
     _ds("risk_report_page", "risk_report.md", "text", description="risk report page (pipelines.report)"),
+    _ds("risk_report_html", "risk_report.html", "text",
+        description="the risk report page as one self-contained HTML file, plots embedded (pipelines.report)"),
     _ds("gantt_plot", "gantt.png", "png", description="plan Gantt chart (pipelines.report)"),
     _ds("demand_plot", "demand.png", "png", description="demand and planned GPUs (pipelines.report)"),
     _ds("bands_plot", "bands.png", "png", description="forecast against actual (pipelines.report)"),
@@ -107,7 +109,7 @@ RUN_DATASETS: dict[str, Dataset] = dict([
 #: Run-folder datasets logged as artifacts of a plan run: name -> artifact sub-folder.
 PLAN_ARTIFACTS: dict[str, str] = {
     "gantt_plot": "plots", "demand_plot": "plots", "bands_plot": "plots", "outlook_plot": "plots",
-    "risk_report_page": "report", "risk_report_table": "report", "plan_tables": "plan", "problem": "plan",
+    "risk_report_page": "report", "risk_report_html": "report", "risk_report_table": "report", "plan_tables": "plan", "problem": "plan",
     "summary": "plan", "commands": "plan", "commands_table": "plan",
 }
 

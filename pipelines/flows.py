@@ -220,20 +220,25 @@ def write_outputs(run: RunCatalog, run_name: str, problem: Problem, plan: Plan, 
         cluster = load_workspace(load_settings().workspace_dir).config.cluster
         tables = run.save("plan_tables", outputs.plan_tables(problem, plan, start, cluster.node_names))
         paths = {tables.name: tables}
-        if forecasts is not None:
+        models = None
+        if run.exists("queue_notes"):
+            models = {"scheduler": run.load("queue_notes").get("model")}
+        elif forecasts is not None:  # the demo: the three saved job forecasters
+            models = {k: model_store.model_version(load_settings(), k) for k in JOB_KINDS}
+        if forecasts is not None:  # the report's headline names the models; its coverage risk needs the services
             inp = outputs.report_inputs(problem, plan, start, forecasts.jobs, forecasts.demand, forecasts.fit.bands,
-                                        forecasts.fit.status)
+                                        forecasts.fit.status, services=load_workspace(load_settings().workspace_dir)
+                                        .services(), rt_selection=forecasts.fit.selection, models=models,
+                                        node_names=cluster.node_names)
         else:
             inp = outputs.report_inputs(problem, plan, start)
         paths.update(write_risk_report(run.folder, inp, run_name))
         if forecasts is not None and forecasts.users is not None:
             ws = load_workspace(load_settings().workspace_dir)
             paths.update(_write_commands(run, run_name, ws, tables, forecasts, start))
-        doc = outputs.summary(run_name, start, problem, plan, inp.demand, inp.rt_status)
-        if run.exists("queue_notes"):
-            doc["models"] = {"scheduler": run.load("queue_notes").get("model")}
-        elif forecasts is not None:  # the demo: the three saved job forecasters
-            doc["models"] = {k: model_store.model_version(load_settings(), k) for k in JOB_KINDS}
+        doc = outputs.summary(run_name, start, problem, plan, inp.demand, inp.rt_status, report=inp)
+        if models is not None:
+            doc["models"] = models
         doc["cluster"] = {"workspace": str(load_settings().workspace_dir), "nodes": cluster.node_names,
                           "gpus_per_node": cluster.node_gpus, "n_gpus": cluster.n_gpus}
         summary_path = run.save("summary", doc)

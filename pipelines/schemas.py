@@ -33,7 +33,8 @@ QUEUE: tuple[str, ...] = ("job_id", "kind", "priority", "state", "submitted_at",
 QUEUE_TABLE: tuple[str, ...] = (*QUEUE, "features")
 
 #: Per-job forecasts with the queue's planning columns (``jobs.parquet``); ``size_options`` is JSON
-#: text (``[{"gpus", "duration_h"}]``) or None.
+#: text (``[{"gpus", "duration_h", "duration_p10_h", "duration_p50_h", "duration_p90_h"}]``, ``duration_h`` the
+#: planned quantile; files written before the three quantiles were added have ``duration_h`` only) or None.
 JOB_FORECASTS: tuple[str, ...] = (*QUEUE, "gpus_requested", "duration_p10_h", "duration_p50_h", "duration_p90_h",
                                   "gpus_pred", "flags", "size_options")
 

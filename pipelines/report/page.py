@@ -1,4 +1,8 @@
-"""The risk report page: Markdown tables, the status in words, and writing the report files."""
+"""The risk report page: the headline first, then each risk with its table and plot; Markdown and HTML.
+
+:func:`render_page` gives the Markdown (``risk_report.md``), :func:`write_risk_report` writes it with
+the table, the plots and the self-contained HTML (``risk_report.html``, :mod:`pipelines.report.html`).
+"""
 
 from __future__ import annotations
 
@@ -10,28 +14,47 @@ from typing import Any
 import pandas as pd
 
 from pipelines.atomic import atomic_path, atomic_write_text
+from pipelines.report.basics import ReportInputs, clock, hours_text, instant, plural
+from pipelines.report.calibration import ServiceCalibration, calibrate, calibration_text
+from pipelines.report.html import render_html
+from pipelines.report.numbers import headline
 from pipelines.report.plots import plot_bands, plot_demand, plot_gantt, plot_outlook
-from pipelines.report.risks import ReportInputs, build_report_table, plural, usage
+from pipelines.report.risks import IDLE_MIN_H, build_report_table
+from pipelines.report.waits import LONG_HOLD_H
+
+#: The plots of the page: key -> (file name, caption). Each is linked from the headline and shown in its section.
+PLOTS: dict[str, tuple[str, str]] = {
+    "demand": ("demand.png", "Real-time demand forecast (P50–P90), planned GPUs and P(demand > plan) per service"),
+    "bands": ("bands.png", "Forecast against actual traffic, last 24 h before the plan start"),
+    "outlook": ("outlook.png", "Queue outlook: GPUs by use and jobs waiting per step"),
+    "gantt": ("gantt.png", "Plan: GPUs by node and time, batch blocks by kind, real-time by service"),
+}
 
 
-def md_table(df: pd.DataFrame, columns: Sequence[str], max_rows: int = 60) -> str:
-    """A GitHub Markdown table of ``columns`` (first ``max_rows`` rows; a note when cut)."""
+def _cell(v: Any, col: str) -> str:
+    if v is None or (not isinstance(v, str) and pd.isna(v)):
+        return ""
+    if isinstance(v, pd.Timestamp):
+        return instant(v) if "deadline" in col else clock(v)
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    return str(v).replace("|", "/")
+
+
+def md_table(df: pd.DataFrame, columns: Sequence[str], max_rows: int = 60,
+             headers: Mapping[str, str] | None = None) -> str:
+    """A GitHub Markdown table of ``columns`` (first ``max_rows`` rows; a note when cut).
+
+    Times are printed by :func:`pipelines.report.basics.clock` (UTC, to the minute), a column whose
+    name contains ``deadline`` by :func:`~pipelines.report.basics.instant` (to the second); floats to 3
+    significant digits; ``headers`` renames columns for display.
+    """
     if df.empty:
         return "_none_\n"
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    names = [(headers or {}).get(c, c) for c in columns]
+    lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(columns)]
     for _, r in df.head(max_rows).iterrows():
-        cells = []
-        for c in columns:
-            v = r[c]
-            if v is None or (not isinstance(v, str) and pd.isna(v)):
-                cells.append("")
-            elif isinstance(v, pd.Timestamp):
-                cells.append(v.strftime("%Y-%m-%d %H:%M") + "Z")
-            elif isinstance(v, float):
-                cells.append(f"{v:.3g}")
-            else:
-                cells.append(str(v).replace("|", "/"))
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append("| " + " | ".join(_cell(r[c], c) for c in columns) + " |")
     if len(df) > max_rows:
         lines.append(f"\n_{len(df) - max_rows} more rows in risk_report.parquet_")
     return "\n".join(lines) + "\n"
@@ -135,31 +158,91 @@ def _explain_degraded(message: str) -> str:
             "real-time headroom for it and check the forecast-against-actual plot.")
 
 
-def render_page(inp: ReportInputs, table: pd.DataFrame, plots: Mapping[str, str], run_name: str) -> str:
+
+
+def _verb(n: int, verb: str) -> str:
+    """``"1 starts"``, ``"3 start"``: a count with its verb agreeing."""
+    return f"{n} {verb}s" if n == 1 else f"{n} {verb}"
+
+
+def _pct1(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.1f} %"
+
+
+def headline_rows(inp: ReportInputs, head: Mapping[str, Any], cal: Sequence[ServiceCalibration],
+                  plots: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The headline table's (figure, value) rows, from :func:`pipelines.report.headline`'s dict."""
+    plan, problem = inp.plan, inp.problem
+    settings = getattr(problem, "settings", None)
+    total_gpu_h = problem.n_gpus * head["horizon_h"]
+    rows = [("Plan", f"{clock(inp.start_ts)} → {head['horizon_end']} ({problem.horizon_steps} × "
+                     f"{inp.step_minutes} min), {plural(problem.n_gpus, 'GPU')}; planner `{plan.planner}`"
+                     f"{'' if not plan.source or str(plan.source) == plan.planner else ' (plan from `' + str(plan.source) + '`)'}"
+                     f", {status_text(plan, getattr(settings, 'mip_rel_gap', None))}, verified")]
+    rows.append(("Planned utilisation", f"{_pct1(head['planned_utilization_pct'])} of {total_gpu_h:g} GPU-h "
+                                        "(batch GPU-h + real-time GPU-h serving the P50 demand)"))
+    rows.append(("Real-time demand covered", f"P50 {_pct1(head['rt_covered_p50_pct'])}, P90 "
+                                             f"{_pct1(head['rt_covered_p90_pct'])} of the forecast GPU-hours"))
+    if cal:
+        parts = []
+        for c in cal:
+            cov = "not measured" if c.coverage is None else f"{c.coverage:.2f} ({c.covered}/{c.hours} h)"
+            parts.append(f"{'**' if c.flagged else ''}`{c.service}` {cov}{' BELOW TARGET**' if c.flagged else ''}")
+        flagged = [c.service for c in cal if c.flagged]
+        rows.append(("Recent P90 coverage (measured)", "; ".join(parts) + f" — target {cal[0].target:.2f}; "
+                     + (f"**{len(flagged)} below target**" if flagged else "none below target")))
+        rows.append(("P(demand > plan)", "; ".join(
+            f"`{c.service}` up to {max(c.exceed) if len(c.exceed) else 0:.2f} per step, "
+            f"{c.expected_hours_over(inp.step_h):.1f} h of {head['horizon_h']:g} h expected above plan" for c in cal)))
+    rows.append(("Jobs", f"{head['jobs_queued']} queued: {_verb(head['jobs_start_now'], 'start')} now, "
+                         f"{head['jobs_start_later']} later in the horizon, {_verb(head['jobs_waiting'], 'wait')} "
+                         f"past it; **{head['jobs_at_risk']} at risk**; {head['jobs_running']} running"))
+    rows.append(("Idle", f"{head['idle_gpu_h']:g} GPU-h ({100 * head['idle_gpu_h'] / total_gpu_h:.0f} %); "
+                         f"{plural(head['idle_windows'], 'window')} of ≥ {IDLE_MIN_H:g} h with ≥ "
+                         f"{problem.cluster.gpus_per_node} GPUs idle: {head['idle_window_gpu_h']:g} GPU-h"))
+    fresh = []
+    for what, v in head["inputs"].items():
+        fresh.append(f"{what.replace('_', ' ')} {v['ts']}: {hours_text(v['age_h_at_plan_start'])} before the plan "
+                     f"start, {hours_text(v['age_h_now'])} before this report")
+    rows.append(("Forecast freshness (newest input)", "; ".join(fresh) or "n/a"))
+    m = head["models"]
+    jobs_m = ", ".join(f"{k} v{v.get('version')}{' (' + v['alias'] + ')' if v.get('alias') else ''}"
+                       for k, v in m["jobs"].items()) or "none recorded"
+    rt_m = "; ".join(f"`{s}` " + (", ".join(f"{c} {w:.2f}" for c, w in v["weights"].items()) if v.get("weights")
+                                  else v.get("status") or "n/a") for s, v in m["realtime"].items())
+    rows.append(("Models that forecast", f"job durations: {jobs_m}; real-time (combination weights): {rt_m or 'n/a'}"))
+    rows.append(("Plots", " · ".join(f"[{key}]({name})" for key, name in plots.items()) or "none"))
+    return rows
+
+
+def render_page(inp: ReportInputs, table: pd.DataFrame, plots: Mapping[str, str], run_name: str,
+                calibration: Sequence[ServiceCalibration] | None = None,
+                head: Mapping[str, Any] | None = None) -> str:
     """The Markdown page (plots referenced by relative file name).
 
-    Sections in order, each table under its own ``##`` heading and each plot right after the
-    section it illustrates: summary and real-time profiles, coverage risks (+ demand plot),
-    forecast against actual (plot), idle windows, jobs at risk, estimated starts, queue outlook
-    (+ plot), plan Gantt chart. The objective and bound are both rounded to 2 decimals.
+    Sections in order: the headline (:func:`headline_rows`), real-time coverage risk (measured
+    calibration, P(demand > plan), steps below the P90 forecast, the forecast status, the demand
+    and forecast-against-actual plots), jobs at risk, estimated start and wait reason of every
+    queued job, long holders, idle windows (their rule stated), queue outlook (+ plot), the plan's
+    Gantt chart. The objective and bound are both rounded to 2 decimals.
     """
     plan = inp.plan
-    sec = {s: table[table["section"] == s] for s in ("coverage_risk", "idle_window", "job_at_risk",
-                                                     "queue_eta", "queue_outlook")}
+    sec = {s: table[table["section"] == s] for s in ("coverage_risk", "rt_calibration", "idle_window", "job_at_risk",
+                                                     "queue_eta", "queue_outlook", "long_holder")}
+    cal = list(calibration) if calibration is not None else calibrate(inp)
+    head = head if head is not None else headline(inp, table, cal)
 
-    def plot(key: str, alt: str) -> list[str]:
-        return [f"![{alt}]({plots[key]})", ""] if key in plots else []
+    def plot(key: str) -> list[str]:
+        return [f"![{PLOTS[key][1]}]({plots[key]})", ""] if key in plots else []
 
-    out = [f"# Risk report — {run_name}", "",
-           f"Horizon: {inp.problem.horizon_steps} steps × {inp.problem.cluster.step_minutes} min from "
-           f"{inp.start_ts:%Y-%m-%d %H:%M}Z, {plural(inp.problem.n_gpus, 'GPU')}.", ""]
+    out = [f"# Risk report — {run_name}", "", "## Headline", "", "| figure | value |", "|---|---|"]
+    out += [f"| {k} | {v.replace('|', '/')} |" for k, v in headline_rows(inp, head, cal, plots)]
     settings = getattr(inp.problem, "settings", None)
     tol = getattr(settings, "mip_rel_gap", None)
     bound = "n/a" if plan.bound is None else f"{plan.bound:.2f}"
     gap = "n/a" if plan.gap is None else f"{_pct(plan.gap)} %"
-    source = f" (plan from `{plan.source}`)" if plan.source and str(plan.source) != plan.planner else ""
-    out.append(f"Plan: planner `{plan.planner}`{source}, status {status_text(plan, tol)}, objective "
-               f"{plan.objective:.2f}, bound {bound}, solve {plan.solve_s:.1f} s.")
+    out += ["", f"Plan: planner `{plan.planner}`, status {status_text(plan, tol)}, objective {plan.objective:.2f}, "
+                f"bound {bound}, solve {plan.solve_s:.1f} s."]
     if plan.status == "time_limit" and not plan.fallback:
         lim = f" after {inp.time_limit_s:g} s" if inp.time_limit_s else ""
         out.append(f"\n> **Not proven optimal**: the solver stopped on its time limit{lim} with this incumbent "
@@ -167,74 +250,117 @@ def render_page(inp: ReportInputs, table: pd.DataFrame, plots: Mapping[str, str]
     if plan.fallback:
         out.append(f"\n> **Fallback plan**: the MILP did not return a plan ({plan.message}); this is the best "
                    f"baseline plan.")
-    out.append("\nReal-time profiles:\n")
-    for svc, (status, msg) in inp.rt_status.items():
+    out += ["", "## Real-time coverage risk", "",
+            "Measured on each service's forecast for the last 24 h before the plan start, fitted without that day, "
+            "against the actual traffic. The plan gives every service at least its P90 forecast, so the risk is a "
+            "P90 that is too low: a service is flagged when its recent P90 coverage is below the target. "
+            "P(demand > plan) per step: the share of the recent forecast errors (actual ÷ P50, of the step's "
+            "6 h local band when it has 24 of them, else of the whole day) that, applied to the step's P50 "
+            "forecast, would need more GPUs than planned.", ""]
+    for c in cal:
+        out.append(f"- {'**' if c.flagged else ''}`{c.service}`{'**' if c.flagged else ''}: "
+                   f"{calibration_text(c, inp.step_h)}")
+    cal_rows = sec["rt_calibration"]
+    if len(cal_rows):
+        wide = []
+        for svc in inp.service_names():
+            r = cal_rows[cal_rows["service"] == svc]
+            if not len(r):
+                continue
+            row = {"service": svc}
+            for _, x in r.iterrows():
+                cov = "" if pd.isna(x["value"]) else f"{x['value']:.2f}"
+                row[x["label"]] = f"{cov} ({int(x['count'])} h)" if int(x["count"]) else "–"
+            wide.append(row)
+        wt = pd.DataFrame(wide).fillna("")
+        out += ["", "Measured P90 coverage by local hour band (hours scored):", "", md_table(wt, list(wt.columns))]
+    out += ["Steps planned below the P90 forecast:", "",
+            md_table(sec["coverage_risk"], ["service", "step", "start_ts", "gpus", "shortfall_gpus", "probability",
+                                            "reason"], headers={"gpus": "planned GPUs", "start_ts": "time"})]
+    out.append("Forecast status:\n")
+    for svc in [s for s in inp.service_names() if s in inp.rt_status]:
+        status, msg = inp.rt_status[svc]
         flag = {"ok": "", "given": "", "level_shift": "**LEVEL SHIFT** — "}.get(status, "**DEGRADED** — ")
         out.append(f"- `{svc}`: {flag}{status}{(': ' + msg) if msg else ''}")
         why = explain_rt_status(status, msg or "")
         if why:
             out.append(f"  - What this means: {why}")
-    out += ["", "## Coverage risks", "",
-            "Steps where the planned GPUs are below the P90 demand forecast; probability that demand "
-            "exceeds the plan.", "",
-            md_table(sec["coverage_risk"], ["service", "step", "start_ts", "gpus", "shortfall_gpus",
-                                            "probability", "reason"])]
-    out += plot("demand", "Demand bands: P50–P90 GPU demand forecast and planned GPUs per service")
-    if "bands" in plots:
-        out += ["## Forecast against actual", ""] + plot("bands", "Forecast against actual traffic")
-    out += ["## Idle windows", "",
-            md_table(sec["idle_window"], ["start_ts", "end_ts", "start_step", "end_step", "gpus", "value"]).replace(
-                "| value |", "| GPU-hours |"),
-            "## Jobs at risk", "",
-            "Finish times here are P90 (pessimistic) duration forecasts; the next table gives planned ends.", "",
-            md_table(sec["job_at_risk"], ["job_id", "kind", "gpus", "start_ts", "end_ts", "reason"]).replace(
-                "| end_ts |", "| p90_finish_ts |"),
+    out.append("")
+    out += plot("demand") + plot("bands")
+    out += ["## Jobs at risk", "",
+            "P90 finish at the size the plan chose, against the real deadline (to the second).", "",
+            md_table(sec["job_at_risk"], ["job_id", "kind", "gpus", "start_ts", "end_ts", "deadline_ts", "reason"],
+                     headers={"end_ts": "p90_finish_ts", "gpus": "planned GPUs"}),
             "## Estimated start of every queued job", "",
-            md_table(sec["queue_eta"].sort_values("start_ts", kind="stable"),
-                     ["job_id", "kind", "value", "gpus", "start_ts", "end_ts", "reason"], max_rows=200).replace(
-                "| value |", "| priority |").replace("| end_ts |", "| planned_end_ts |"),
+            "Why a job waits is judged at its own earliest feasible step (the first step it could run its whole "
+            "duration if it were the only queued job): GPUs idle against its size, the aligned block it needs and "
+            "who holds it until when.", "",
+            md_table(sec["queue_eta"].sort_values("start_ts", kind="stable", na_position="last"),
+                     ["job_id", "kind", "value", "gpus", "start_ts", "end_ts", "deadline_ts", "reason"], max_rows=200,
+                     headers={"value": "priority", "end_ts": "planned_end_ts", "gpus": "planned GPUs"}),
+            "## Long holders", "",
+            f"Batch jobs holding at least one node's GPUs ({inp.problem.cluster.gpus_per_node}) for more than "
+            f"{LONG_HOLD_H:g} h.", "",
+            md_table(sec["long_holder"], ["job_id", "kind", "gpus", "start_ts", "end_ts", "reason"],
+                     headers={"end_ts": "planned_end_ts"}),
+            "## Idle windows", "",
+            f"Rule: a window is a run of steps with at least one node's GPUs ({inp.problem.cluster.gpus_per_node}) "
+            f"idle at every step, lasting at least {IDLE_MIN_H:g} h; shorter or smaller gaps are only counted in the "
+            "headline's idle GPU-hours.", "",
+            md_table(sec["idle_window"], ["start_ts", "end_ts", "gpus", "value", "reason"],
+                     headers={"gpus": "GPUs idle (at least)", "value": "GPU-hours"}),
             "## Queue outlook", ""]
     q = sec["queue_outlook"]
     if len(q):
         every = q.iloc[:: max(1, len(q) // 12)]
-        out.append(md_table(every, ["step", "start_ts", "gpus", "value", "reason"]).replace(
-            "| gpus | value |", "| batch GPUs | jobs waiting |"))
+        out.append(md_table(every, ["step", "start_ts", "gpus", "value", "reason"],
+                            headers={"gpus": "batch GPUs", "value": "jobs waiting", "start_ts": "time"}))
     else:
         out.append("_none_\n")
-    out += plot("outlook", "Queue outlook: GPUs by use and jobs waiting per step")
+    out += plot("outlook")
     if "gantt" in plots:
-        out += ["## Plan (Gantt)", ""] + plot("gantt", "Plan: GPUs by step, batch blocks by kind, real-time in red")
+        out += ["## Plan (Gantt)", ""] + plot("gantt")
     return "\n".join(out).rstrip("\n") + "\n"
 
 
 def write_risk_report(folder: Path, inp: ReportInputs, run_name: str) -> dict[str, Path]:
-    """Write ``risk_report.parquet``, the PNG plots and ``risk_report.md`` into ``folder``.
+    """Write ``risk_report.parquet``, the PNG plots, ``risk_report.md`` and ``risk_report.html`` into ``folder``.
 
-    Each file is written atomically. Returns name -> path.
+    Each file is written atomically; the HTML embeds the plots (base64 PNG) and loads nothing else
+    (:func:`pipelines.report.html.render_html`). Returns name -> path.
     """
     folder = Path(folder)
     table = build_report_table(inp)
+    cal = calibrate(inp)
     paths: dict[str, Path] = {}
     with atomic_path(folder / "risk_report.parquet") as tmp:
         table.to_parquet(tmp, index=False)
     paths["risk_report.parquet"] = folder / "risk_report.parquet"
     kinds = {j.job_id: j.kind for j in inp.problem.jobs}
     kinds.update({r.job_id: r.kind for r in inp.problem.running})
+    order = inp.service_names()
+    units = {n: str(getattr(inp.service(n), "units", "traffic/h")) for n in order}
+    draw = {
+        "demand": lambda p: plot_demand(inp, p, {c.service: c.exceed for c in cal}),
+        "bands": (lambda p: plot_bands(inp.bands, p, order, units)) if inp.bands is not None and len(inp.bands)
+        else None,
+        "outlook": lambda p: plot_outlook(table[table["section"] == "queue_outlook"], inp.plan.service_gpus,
+                                          inp.problem.n_gpus, p, inp.start_ts, inp.step_minutes, order),
+        "gantt": lambda p: plot_gantt(inp.problem, inp.plan, kinds, p, inp.start_ts, inp.node_names, order),
+    }
     plots: dict[str, str] = {}
-    _, rt, _ = usage(inp.problem, inp.plan)
-    for key, fn in (("gantt", lambda p: plot_gantt(inp.problem, inp.plan, kinds, p, inp.start_ts)),
-                    ("demand", lambda p: plot_demand(inp, p)),
-                    ("outlook", lambda p: plot_outlook(table[table["section"] == "queue_outlook"], rt,
-                                                       inp.problem.n_gpus, p)),
-                    ("bands", (lambda p: plot_bands(inp.bands, p)) if inp.bands is not None and len(inp.bands)
-                     else None)):
+    for key, fn in draw.items():
         if fn is None:
             continue
-        name = f"{key}.png"
+        name = PLOTS[key][0]
         with atomic_path(folder / name) as tmp_png:  # the temporary name keeps ".png" for savefig
             fn(tmp_png)
         paths[name] = folder / name
         plots[key] = name
-    atomic_write_text(folder / "risk_report.md", render_page(inp, table, plots, run_name))
+    head = headline(inp, table, cal)
+    page = render_page(inp, table, plots, run_name, cal, head)
+    atomic_write_text(folder / "risk_report.md", page)
     paths["risk_report.md"] = folder / "risk_report.md"
+    atomic_write_text(folder / "risk_report.html", render_html(page, folder, f"Risk report — {run_name}"))
+    paths["risk_report.html"] = folder / "risk_report.html"
     return paths

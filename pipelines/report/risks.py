@@ -1,132 +1,80 @@
-"""Risk maths of the risk report of a horizon plan (DESIGN §6.4): a parquet table and a Markdown page with plots.
+"""Risk maths of the risk report of a horizon plan (DESIGN §6.4), as one long table.
 
-Built from the verified plan, the problem it solved, and the forecast quantiles:
+Built from the verified plan, the problem it solved, the forecasts and the measured calibration:
 
-- **coverage risks**: service steps where the planned GPUs are below the P90 demand forecast
-  (``shortfall_gpus`` = P90 − planned), with the probability that demand exceeds the plan
-  (``probability``, normal approximation between the P50 and P90 GPU-demand quantiles:
-  σ = (P90 − P50) / 1.2816, z₀.₉ = 1.2816) and whether the free GPUs at that step could cover
-  it or only breaking a batch block could (``reason``).
-- **idle windows**: maximal runs of steps with the same number of GPUs left free by the plan
-  (start, end, GPUs, GPU-hours).
-- **jobs at risk**: queued jobs not started inside the horizon, and jobs whose P90 finish is
-  after their deadline, with the reason (blocking jobs, real-time demand, fragmentation).
-- **queue ETA**: every queued job's estimated start (or "after the horizon") and why it waits.
-- **queue outlook**: per step, jobs waiting/running and GPUs by use.
+- **real-time coverage** (:mod:`pipelines.report.calibration`): the measured P90 coverage per
+  service and hour band (``rt_calibration``), P(demand > plan) per service and step
+  (``rt_exceedance``), and steps planned below the P90 forecast (``coverage_risk``; empty when the
+  plan meets the P90, as it normally does).
+- **idle windows** (:func:`idle_windows`): runs of steps with at least one node's GPUs idle
+  (:data:`IDLE_MIN_GPUS` = ``gpus_per_node`` unless given) lasting at least :data:`IDLE_MIN_H`
+  hours; each with its least, most and total idle GPUs and the largest aligned block that stays
+  free of batch work throughout.
+- **jobs at risk** (:func:`jobs_outlook`): queued jobs not started inside the horizon, and jobs whose
+  P90 finish is after their deadline. Every duration is the forecast **at the size the plan chose**
+  (:func:`planned_durations_h`); the deadline is the real instant (``deadline_at``), shown to the
+  second and compared as is (the problem's ``deadline_step`` is rounded up to a step).
+- **queue ETA**: every queued job's planned start and end, or why it is not started, with the reason
+  it waits (:mod:`pipelines.report.waits`).
+- **long holders**: batch jobs holding at least one node's GPUs for more than
+  :data:`pipelines.report.waits.LONG_HOLD_H` hours.
+- **queue outlook**: per step, jobs waiting and GPUs by use.
 
 The parquet is one long table with a ``section`` column (schema :data:`REPORT_COLUMNS`).
-
-Plots: :mod:`pipelines.report.plots`; the page: :mod:`pipelines.report.page`.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-Z90 = 1.2815515655446004  # standard normal 0.9 quantile
+from pipelines.report.basics import (
+    REPORT_COLUMNS,
+    ReportInputs,
+    clock,
+    frame,
+    hours_text,
+    idle_per_step,
+    instant,
+    plural,
+    step_ts,
+    up_gpus,
+    usage,
+)
+from pipelines.report.calibration import Z90, calibrate, calibration_rows, exceed_probability
+from pipelines.report.waits import PlanView, block_text, cannot_fit, is_long_holder, plan_view, size_text, wait_reason
 
-REPORT_COLUMNS: dict[str, str] = {
-    "section": "str",  # coverage_risk | idle_window | job_at_risk | queue_eta | queue_outlook
-    "service": "str",
-    "job_id": "str",
-    "kind": "str",
-    "step": "Int64",
-    "start_step": "Int64",
-    "end_step": "Int64",
-    "start_ts": "datetime64[us, UTC]",
-    "end_ts": "datetime64[us, UTC]",
-    "gpus": "Int64",
-    "shortfall_gpus": "Int64",
-    "probability": "float64",
-    "value": "float64",
-    "reason": "str",
-}
+__all__ = [
+    "IDLE_MIN_H", "REPORT_COLUMNS", "Z90", "ReportInputs", "build_report_table", "coverage_risks",
+    "deadline_instant", "exceed_probability", "idle_windows", "jobs_outlook", "long_holders", "planned_durations_h",
+    "plural", "queue_outlook", "size_text", "usage", "wait_reason",
+]
 
-
-@dataclass(frozen=True)
-class ReportInputs:
-    """Everything the report reads.
-
-    Attributes:
-        problem: the ``optimizer.problem.Problem`` that was planned (its ``demand_gpus`` are
-            the quantile the planner used, P90 by default).
-        plan: the verified ``optimizer.plan.Plan``.
-        start_ts: UTC time of step 0 (aware).
-        jobs: one row per queued or running job: ``job_id, kind, priority, state``,
-            ``duration_p10_h, duration_p50_h, duration_p90_h, gpus_pred`` and optional
-            ``deadline_ts`` (aware UTC or NaT).
-        demand: one row per service and step: ``service, step, demand_gpus_p50,
-            demand_gpus_p90``.
-        bands: optional forecast-against-actual frame ``service, ts, actual, p50, p90``
-            (traffic units) for the recent past.
-        rt_status: service -> (status ``ok``/``degraded``, message) of its real-time profile.
-        time_limit_s: the solver's time limit, quoted when the plan is not proven optimal.
-    """
-
-    problem: Any
-    plan: Any
-    start_ts: datetime
-    jobs: pd.DataFrame
-    demand: pd.DataFrame
-    bands: pd.DataFrame | None = None
-    rt_status: Mapping[str, tuple[str, str]] = field(default_factory=dict)
-    time_limit_s: float | None = None
-
-
-def plural(n: int, word: str) -> str:
-    """``"1 GPU"``, ``"2 GPUs"``, ``"0 GPUs"``: a count with its noun pluralised (English ``s``)."""
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def _steps_span(a: int, b: int) -> str:
-    return f"step {a}" if a == b else f"steps {a}-{b}"
-
-
-def _norm_sf(z: float) -> float:
-    return 0.5 * math.erfc(z / math.sqrt(2.0))
-
-
-def exceed_probability(alloc: float, p50: float, p90: float) -> float:
-    """P(demand > alloc) for a demand with median ``p50`` and 0.9-quantile ``p90`` (normal).
-
-    Degenerate band (p90 <= p50): 1 when alloc < p50, else 0.
-    """
-    sigma = (p90 - p50) / Z90
-    if sigma <= 0:
-        return 1.0 if alloc < p50 else 0.0
-    return _norm_sf((alloc - p50) / sigma)
-
-
-def usage(problem: Any, plan: Any) -> tuple[np.ndarray, np.ndarray, list[list[str]]]:
-    """GPUs in use per step: (batch GPUs (H,), real-time GPUs (H,), owner grid (H, N)).
-
-    The grid is ``plan.owner_grid(n_gpus, horizon_steps)`` (job id per GPU and step, ``""`` free).
-    """
-    H, N = problem.horizon_steps, problem.n_gpus
-    grid = plan.owner_grid(N, H)
-    batch = np.array([sum(1 for o in row if o) for row in grid], dtype=int)
-    rt = np.zeros(H, dtype=int)
-    for gpus in plan.service_gpus.values():
-        rt += np.asarray(gpus[:H], dtype=int)
-    return batch, rt, grid
+#: An idle window lasts at least this long (hours) ...
+IDLE_MIN_H = 1.0
+#: ... with at least this many GPUs idle at every step (None: one node's GPUs, ``gpus_per_node``).
+IDLE_MIN_GPUS: int | None = None
 
 
 def coverage_risks(inp: ReportInputs) -> pd.DataFrame:
-    """Service steps where the plan allocates fewer GPUs than the P90 demand forecast."""
+    """Service steps where the plan allocates fewer GPUs than the P90 demand forecast (``coverage_risk``).
+
+    ``shortfall_gpus`` = ceil(P90 − planned); ``probability`` = P(demand > plan) (normal
+    approximation between the P50 and P90 GPU forecasts, :func:`exceed_probability`); ``reason`` says
+    whether the idle GPUs at that step could cover it or only breaking a batch block could.
+    """
     problem, plan = inp.problem, inp.plan
-    N = problem.n_gpus - len(getattr(problem, "down_gpus", ()) or ())
+    N = up_gpus(problem)
     batch, rt, grid = usage(problem, plan)
     free = N - batch - rt
     d = inp.demand.set_index(["service", "step"])
     rows = []
-    for svc, alloc in plan.service_gpus.items():
+    for svc in inp.service_names():
+        alloc = plan.service_gpus.get(svc, ())
         for t, a in enumerate(alloc[: problem.horizon_steps]):
             if (svc, t) not in d.index:
                 continue
@@ -142,178 +90,213 @@ def coverage_risks(inp: ReportInputs) -> pd.DataFrame:
             else:
                 reason = (f"P90 needs {plural(short, 'more GPU')}, only {int(free[t])} free: meeting it would break "
                           f"a batch block ({', '.join(blockers[:5]) or 'none'})")
-            rows.append({"section": "coverage_risk", "service": svc, "step": t,
-                         "start_ts": inp.start_ts + timedelta(minutes=t * problem.cluster.step_minutes),
+            rows.append({"section": "coverage_risk", "service": svc, "step": t, "start_ts": step_ts(inp, t),
                          "gpus": int(a), "shortfall_gpus": short,
-                         "probability": round(exceed_probability(a, p50, p90), 4),
-                         "value": p90, "reason": reason})
-    return _frame(rows)
+                         "probability": round(exceed_probability(a, p50, p90), 4), "value": p90, "reason": reason})
+    return frame(rows)
 
 
-def idle_windows(inp: ReportInputs, min_steps: int = 1) -> pd.DataFrame:
-    """Maximal runs of steps with the same number (>= 1) of GPUs left idle by the plan."""
-    problem, plan = inp.problem, inp.plan
-    N = problem.n_gpus - len(getattr(problem, "down_gpus", ()) or ())
-    batch, rt, _ = usage(problem, plan)
-    idle = N - batch - rt
-    step_h = problem.cluster.step_minutes / 60.0
+def idle_windows(inp: ReportInputs, min_h: float = IDLE_MIN_H, min_gpus: int | None = IDLE_MIN_GPUS) -> pd.DataFrame:
+    """Idle windows that matter (``idle_window`` rows; the rule is in the module docstring).
+
+    A window is a maximal run of steps with at least ``min_gpus`` GPUs idle (default one node's GPUs)
+    lasting at least ``min_h`` hours. ``gpus`` = the fewest idle GPUs in it (always available),
+    ``value`` = its idle GPU-hours, ``count`` = its steps; ``reason`` gives the range and the largest
+    aligned block free of batch work throughout (the biggest job that could use it).
+    """
+    problem = inp.problem
+    idle = idle_per_step(inp)
+    g_min = int(min_gpus) if min_gpus is not None else int(problem.cluster.gpus_per_node)
+    n_min = max(1, math.ceil(min_h / inp.step_h - 1e-9))
+    grid = np.array(inp.plan.owner_grid(problem.n_gpus, problem.horizon_steps), dtype=object) != ""
+    down = list(getattr(problem, "down_gpus", ()) or ())
     rows = []
-    t = 0
-    H = problem.horizon_steps
+    H, t = problem.horizon_steps, 0
     while t < H:
-        if idle[t] <= 0:
+        if idle[t] < g_min:
             t += 1
             continue
         u = t
-        while u + 1 < H and idle[u + 1] == idle[t]:
+        while u + 1 < H and idle[u + 1] >= g_min:
             u += 1
-        if u - t + 1 >= min_steps:
-            rows.append({"section": "idle_window", "start_step": t, "end_step": u + 1,
-                         "start_ts": inp.start_ts + timedelta(minutes=t * problem.cluster.step_minutes),
-                         "end_ts": inp.start_ts + timedelta(minutes=(u + 1) * problem.cluster.step_minutes),
-                         "gpus": int(idle[t]), "value": round(idle[t] * (u - t + 1) * step_h, 3),
-                         "reason": f"{plural(int(idle[t]), 'GPU')} free for {(u - t + 1) * step_h:g} h"})
+        if u - t + 1 >= n_min:
+            lo, hi = int(idle[t:u + 1].min()), int(idle[t:u + 1].max())
+            busy = grid[t:u + 1].any(axis=0)
+            busy[down] = True
+            block = _largest_block(busy, lo)
+            gpu_h = float(idle[t:u + 1].sum() * inp.step_h)
+            rng = plural(lo, "GPU") if lo == hi else f"{lo}–{hi} GPUs"
+            rows.append({"section": "idle_window", "start_step": t, "end_step": u + 1, "start_ts": step_ts(inp, t),
+                         "end_ts": step_ts(inp, u + 1), "gpus": lo, "count": u - t + 1, "value": round(gpu_h, 3),
+                         "reason": f"{rng} idle for {hours_text((u - t + 1) * inp.step_h)} ({gpu_h:g} GPU-h); "
+                                   f"an aligned block of {plural(block, 'GPU')} stays free of batch work throughout"})
         t = u + 1
-    return _frame(rows)
+    return frame(rows)
 
 
-def _has_aligned_block(row: Sequence[str], size: int) -> bool:
-    return any(all(not row[g] for g in range(o, o + size)) for o in range(0, len(row) - size + 1, size))
+def _largest_block(busy: np.ndarray, limit: int) -> int:
+    """Largest power of two ``s <= limit`` with an aligned block of ``s`` GPUs not ``busy`` (0 when none)."""
+    s = 1 << max(0, int(limit).bit_length() - 1) if limit >= 1 else 0
+    while s >= 1:
+        if len(busy) % s == 0 and (~busy.reshape(-1, s).any(axis=1)).any():
+            return s
+        s //= 2
+    return 0
 
 
-def size_text(job: Any) -> str:
-    """The GPU count a job needs, in words.
+def planned_durations_h(inp: ReportInputs, job: Any, gpus: int, info: pd.Series | None) -> tuple[dict[str, float], str]:
+    """Duration quantiles (hours) of ``job`` at ``gpus`` GPUs, and where they come from.
 
-    ``"8 GPUs"``, or ``"4–8 GPUs (smallest allowed size 4)"`` for a job with several allowed sizes
-    (the wait reasons test the smallest one).
+    - ``gpus`` is the job's first (requested) size, or the job has no other sizes: its forecast row
+      (``duration_p10_h/p50_h/p90_h``);
+    - another size with the three quantiles in the row's ``size_options``: those (the forecaster at
+      that size, :func:`pipelines.stages.models.forecast_jobs`);
+    - another size whose option has only ``duration_h`` (older files): that duration scaled by the
+      requested size's P10/P90 ÷ P50 ratios, said in the source text;
+    - no forecast row (a plan of a given problem file): the problem's duration at that size for all three.
+
+    Returns ``({"p10", "p50", "p90"}, source)``; source ``"forecast"``, ``"forecast at N GPUs"``,
+    ``"scaled from the requested size"`` or ``"problem file"``.
     """
-    sizes = sorted({s.gpus for s in job.sizes})
-    if len(sizes) == 1:
-        return plural(sizes[0], "GPU")
-    return f"{sizes[0]}–{sizes[-1]} GPUs (smallest allowed size {sizes[0]})"
+    size = next((z for z in job.sizes if int(z.gpus) == int(gpus)), job.sizes[0])
+    from_problem = size.duration_steps * inp.step_h
+    if info is None or pd.isna(info.get("duration_p90_h")):
+        return {"p10": from_problem, "p50": from_problem, "p90": from_problem}, "problem file"
+    base = {q: float(info[f"duration_{q}_h"]) if pd.notna(info.get(f"duration_{q}_h")) else float(info["duration_p90_h"])
+            for q in ("p10", "p50", "p90")}
+    if int(gpus) == int(job.sizes[0].gpus):
+        return base, "forecast"
+    opts = info.get("size_options")
+    options = json.loads(opts) if isinstance(opts, str) and opts else []
+    opt = next((o for o in options if int(o.get("gpus", -1)) == int(gpus)), None)
+    if opt is not None and all(f"duration_{q}_h" in opt for q in ("p10", "p50", "p90")):
+        return {q: float(opt[f"duration_{q}_h"]) for q in ("p10", "p50", "p90")}, f"forecast at {gpus} GPUs"
+    p50_at = float(opt["duration_h"]) if opt is not None else from_problem
+    scale = {q: base[q] / base["p50"] if base["p50"] > 0 else 1.0 for q in ("p10", "p50", "p90")}
+    return {q: p50_at * scale[q] for q in ("p10", "p50", "p90")}, "scaled from the requested size"
 
 
-def wait_reason(inp: ReportInputs, job: Any, start_step: int | None) -> str:
-    """Why a queued job does not start at its release step (jobs or demand blocking it).
+def deadline_instant(inp: ReportInputs, job: Any, info: pd.Series | None) -> pd.Timestamp | None:
+    """The job's real deadline: ``deadline_at`` (or ``deadline_ts``) of its row, else its ``deadline_step``.
 
-    The capacity test uses the job's smallest allowed size (even that did not fit); the text
-    says so for a job with several sizes (:func:`size_text`).
+    The row's instant is the truth (to the second); the problem's step is rounded up, so it is used
+    only for a plan of a given problem file (no row or no instant there).
+    """
+    if info is not None:
+        for col in ("deadline_at", "deadline_ts"):
+            v = info.get(col)
+            if v is not None and not pd.isna(v):
+                return pd.Timestamp(v).tz_convert("UTC") if pd.Timestamp(v).tzinfo else pd.Timestamp(v, tz="UTC")
+    if job.deadline_step is not None:
+        return step_ts(inp, job.deadline_step)
+    return None
+
+
+def _rows_by_id(jobs: pd.DataFrame) -> dict[str, pd.Series]:
+    return {str(r["job_id"]): r for _, r in jobs.iterrows()} if len(jobs) else {}
+
+
+def jobs_outlook(inp: ReportInputs, view: PlanView | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(queue ETA rows for every queued job, job-at-risk rows); the rules are in the module docstring.
+
+    ETA rows: ``start_ts``/``end_ts`` the planned (P50) start and end, ``gpus`` the planned size
+    (smallest allowed when not started), ``value`` the priority, ``deadline_ts``, ``reason`` why it
+    waits. At-risk rows: ``end_ts`` the P90 finish at the planned size, ``deadline_ts``, ``reason``.
     """
     problem, plan = inp.problem, inp.plan
-    H = problem.horizon_steps
-    N = problem.n_gpus - len(getattr(problem, "down_gpus", ()) or ())
-    batch, rt, grid = usage(problem, plan)
-    r = min(job.release_step, H - 1)
-    if start_step is not None and start_step <= job.release_step:
-        return "starts at release"
-    size = min(s.gpus for s in job.sizes)
-    last = (start_step if start_step is not None else H)
-    cap_steps = [t for t in range(r, last) if N - batch[t] - rt[t] < size]
-    if cap_steps:
-        holders: dict[str, tuple[int, int, int]] = {}  # job -> (gpus, first step, last step)
-        for t in cap_steps:
-            counts: dict[str, int] = {}
-            for o in grid[t]:
-                if o:
-                    counts[o] = counts.get(o, 0) + 1
-            for j, g in counts.items():
-                g0, a0, _ = holders.get(j, (g, t, t))
-                holders[j] = (max(g0, g), min(a0, t), t)
-        top = sorted(holders.items(), key=lambda kv: (-kv[1][0], kv[0]))[:4]
-        jobs_txt = ", ".join(f"{j} ({plural(g, 'GPU')}, {_steps_span(a, b)})"
-                             for j, (g, a, b) in top) or "no batch job"
-        t = cap_steps[0]
-        return (f"needs {size_text(job)}; only {int(N - batch[t] - rt[t])} free at step {t} "
-                f"({plural(len(cap_steps), 'blocked step')}): held by {jobs_txt} and real-time demand "
-                f"(up to {plural(int(max(rt[u] for u in cap_steps)), 'GPU')})")
-    frag = [t for t in range(r, last) if not _has_aligned_block(grid[t], size)]
-    if frag:
-        return (f"needs an aligned block of {plural(size, 'GPU')}"
-                f"{'' if len({z.gpus for z in job.sizes}) == 1 else ' (its smallest allowed size)'}; free GPUs fragmented "
-                f"at step {frag[0]}")
-    ahead = [a.job_id for a in plan.assignments
-             if a.start_step is not None and not a.running and r <= a.start_step < last
-             and a.job_id != job.job_id]
-    ahead_txt = ", ".join(ahead[:5]) if ahead else "none"
-    return f"ordered after higher-value work starting earlier ({ahead_txt}); real-time swap cap / demand later"
-
-
-def jobs_outlook(inp: ReportInputs) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(queue ETA rows for every queued job, job-at-risk rows)."""
-    problem, plan = inp.problem, inp.plan
-    step_min = problem.cluster.step_minutes
-    H = problem.horizon_steps
-    horizon_end = inp.start_ts + timedelta(minutes=H * step_min)
-    jobs = inp.jobs.set_index("job_id")
+    view = view if view is not None else plan_view(inp)
+    horizon_end = step_ts(inp, problem.horizon_steps)
+    rows = _rows_by_id(inp.jobs)
     eta, risk = [], []
     for job in problem.jobs:
         a = plan.job(job.job_id)
-        info = jobs.loc[job.job_id] if job.job_id in jobs.index else None
-        kind = job.kind
-        reason = wait_reason(inp, job, a.start_step)
+        info = rows.get(job.job_id)
+        reason = wait_reason(inp, job, a.start_step, view)
+        deadline = deadline_instant(inp, job, info)
+        base = {"job_id": job.job_id, "kind": job.kind, "value": float(job.priority), "deadline_ts": deadline}
         if a.start_step is not None:
-            start = inp.start_ts + timedelta(minutes=a.start_step * step_min)
-            end = inp.start_ts + timedelta(minutes=a.end_step * step_min)
-            eta.append({"section": "queue_eta", "job_id": job.job_id, "kind": kind, "start_step": a.start_step,
-                        "end_step": a.end_step, "start_ts": start, "end_ts": end, "gpus": a.gpus,
-                        "value": float(job.priority), "reason": reason})
-            p90_h = float(info["duration_p90_h"]) if info is not None else None
-            if job.deadline_step is not None and p90_h is not None:
-                p90_end = start + timedelta(hours=p90_h)
-                deadline = inp.start_ts + timedelta(minutes=job.deadline_step * step_min)
-                if p90_end > deadline:
-                    risk.append({"section": "job_at_risk", "job_id": job.job_id, "kind": kind,
-                                 "start_step": a.start_step, "start_ts": start, "end_ts": p90_end, "gpus": a.gpus,
-                                 "value": float(job.priority),
-                                 "reason": f"P90 finish {p90_end:%Y-%m-%d %H:%M}Z after deadline "
-                                           f"{deadline:%Y-%m-%d %H:%M}Z; {reason}"})
+            start, end = step_ts(inp, a.start_step), step_ts(inp, a.end_step)
+            eta.append({**base, "section": "queue_eta", "start_step": a.start_step, "end_step": a.end_step,
+                        "start_ts": start, "end_ts": end, "gpus": a.gpus, "reason": reason})
+            if deadline is None:
+                continue
+            q, source = planned_durations_h(inp, job, int(a.gpus), info)
+            p90_end = start + pd.Timedelta(hours=q["p90"])
+            if p90_end > deadline:
+                late = (p90_end - deadline) / pd.Timedelta(hours=1)
+                p50_end = start + pd.Timedelta(hours=q["p50"])
+                risk.append({**base, "section": "job_at_risk", "start_step": a.start_step, "start_ts": start,
+                             "end_ts": p90_end, "gpus": a.gpus, "probability": None,
+                             "reason": f"P90 finish {instant(p90_end)} is {hours_text(late)} after its deadline "
+                                       f"{instant(deadline)} (on {plural(int(a.gpus), 'GPU')}, the planned size: "
+                                       f"P50 {q['p50']:.2f} h, P90 {q['p90']:.2f} h, {source}; P50 end "
+                                       f"{instant(p50_end)}{' also late' if p50_end > deadline else ''}); {reason}"})
         else:
-            eta.append({"section": "queue_eta", "job_id": job.job_id, "kind": kind, "start_ts": horizon_end,
-                        "gpus": min(s.gpus for s in job.sizes), "value": float(job.priority),
-                        "reason": f"after the 24 h horizon (not before {horizon_end:%Y-%m-%d %H:%M}Z): {reason}"})
-            risk.append({"section": "job_at_risk", "job_id": job.job_id, "kind": kind,
-                         "gpus": min(s.gpus for s in job.sizes), "value": float(job.priority),
-                         "reason": f"not started within the horizon: {reason}"})
-    return _frame(eta), _frame(risk)
+            s_min = min(int(z.gpus) for z in job.sizes)
+            never = cannot_fit(inp, view, job)
+            when = "never in this plan" if never else f"after the {hours_text(problem.horizon_steps * inp.step_h)} " \
+                f"horizon (not before {clock(horizon_end)})"
+            eta.append({**base, "section": "queue_eta", "start_ts": None if never else horizon_end, "gpus": s_min,
+                        "reason": f"{when}: {reason}"})
+            late = "" if deadline is None or deadline > horizon_end else \
+                f"; its deadline {instant(deadline)} is inside the horizon"
+            risk.append({**base, "section": "job_at_risk", "gpus": s_min,
+                         "reason": f"{reason}{late}" if never else
+                         f"not started within the horizon{late}: {reason}"})
+    return frame(eta), frame(risk)
+
+
+def long_holders(inp: ReportInputs, view: PlanView | None = None) -> pd.DataFrame:
+    """Long holders (``long_holder`` rows).
+
+    Batch jobs (queued or running) holding at least one node's GPUs for more than
+    :data:`pipelines.report.waits.LONG_HOLD_H` hours (from their start, or the plan start when running);
+    ``value`` the hours held.
+    """
+    view = view if view is not None else plan_view(inp)
+    kinds = {j.job_id: j.kind for j in inp.problem.jobs} | {r.job_id: r.kind for r in inp.problem.running}
+    rows = []
+    for jid in sorted(view.ids, key=lambda j: (-view.end[j], j)):
+        if not is_long_holder(view, jid, inp.step_h):
+            continue
+        held_h = (view.end[jid] - max(0, view.start[jid])) * inp.step_h
+        rows.append({"section": "long_holder", "job_id": jid, "kind": kinds.get(jid, ""),
+                     "start_step": view.start[jid], "end_step": view.end[jid],
+                     "start_ts": step_ts(inp, max(0, view.start[jid])), "end_ts": step_ts(inp, view.end[jid]),
+                     "gpus": view.gpus[jid], "value": held_h,
+                     "reason": f"{'running; ' if jid in view.running else ''}holds {plural(view.gpus[jid], 'GPU')} "
+                               f"({block_text(inp, view, view.offset[jid], view.gpus[jid])}) for {hours_text(held_h)}, "
+                               f"until {clock(step_ts(inp, view.end[jid]))}"})
+    return frame(rows)
 
 
 def queue_outlook(inp: ReportInputs) -> pd.DataFrame:
-    """Per step: jobs waiting (``value``), batch GPUs (``gpus``), real-time GPUs in ``shortfall_gpus``-free form.
+    """The queue per step (``queue_outlook`` rows).
 
-    Columns used: ``step, start_ts, gpus`` (batch GPUs), ``value`` (queued jobs still
-    waiting), ``reason`` (``"running=R rt=G idle=I"``).
+    ``gpus`` batch GPUs, ``value`` queued jobs released and still waiting, ``reason``
+    ``"running=R rt=G idle=I"``.
     """
     problem, plan = inp.problem, inp.plan
-    N = problem.n_gpus - len(getattr(problem, "down_gpus", ()) or ())
+    N = up_gpus(problem)
     batch, rt, grid = usage(problem, plan)
+    starts = {a.job_id: a.start_step for a in plan.assignments}
     rows = []
     for t in range(problem.horizon_steps):
         waiting = sum(1 for j in problem.jobs
-                      if j.release_step <= t and (plan.job(j.job_id).start_step is None
-                                                  or plan.job(j.job_id).start_step > t))
+                      if j.release_step <= t and (starts.get(j.job_id) is None or starts[j.job_id] > t))
         running = len({o for o in grid[t] if o})
-        rows.append({"section": "queue_outlook", "step": t,
-                     "start_ts": inp.start_ts + timedelta(minutes=t * problem.cluster.step_minutes),
-                     "gpus": int(batch[t]), "value": float(waiting),
-                     "reason": f"running={running} rt={int(rt[t])} idle={int(N - batch[t] - rt[t])}"})
-    return _frame(rows)
-
-
-def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    df = pd.DataFrame(rows, columns=list(REPORT_COLUMNS))
-    for col, dtype in REPORT_COLUMNS.items():
-        if dtype.startswith("datetime"):
-            df[col] = pd.to_datetime(df[col], utc=True).astype(dtype)
-        else:
-            df[col] = df[col].astype(dtype)
-    return df
+        rows.append({"section": "queue_outlook", "step": t, "start_ts": step_ts(inp, t), "gpus": int(batch[t]),
+                     "value": float(waiting), "reason": f"running={running} rt={int(rt[t])} idle={int(N - batch[t] - rt[t])}"})
+    return frame(rows)
 
 
 def build_report_table(inp: ReportInputs) -> pd.DataFrame:
     """The whole risk report as one long table (:data:`REPORT_COLUMNS`)."""
-    eta, risk = jobs_outlook(inp)
-    parts = [coverage_risks(inp), idle_windows(inp), risk, eta, queue_outlook(inp)]
+    view = plan_view(inp)
+    eta, risk = jobs_outlook(inp, view)
+    parts = [calibration_rows(inp, calibrate(inp)), coverage_risks(inp), idle_windows(inp), risk, eta,
+             long_holders(inp, view), queue_outlook(inp)]
     parts = [p for p in parts if len(p)]
     if not parts:
-        return _frame([])
+        return frame([])
     return pd.concat(parts, ignore_index=True)

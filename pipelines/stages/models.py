@@ -92,7 +92,9 @@ def forecast_jobs(model: Any, queue: pd.DataFrame, step_minutes: int) -> pd.Data
 
     Returns :data:`pipelines.schemas.JOB_FORECASTS`: ``queue``'s planning columns plus
     ``duration_p10_h, duration_p50_h, duration_p90_h, gpus_pred``, ``flags`` (joined by ``,``) and
-    ``size_options`` (JSON ``[{"gpus", "duration_h"}]`` of the elastic sizes, or None).
+    ``size_options`` (JSON ``[{"gpus", "duration_h", "duration_p10_h", "duration_p50_h", "duration_p90_h"}]`` of
+    the elastic sizes, or None): ``duration_h`` is the planned quantile (:data:`DURATION_QUANTILE`) at that
+    size, the three quantiles let the risk report judge a job on the size the plan chose.
     """
     pred = J.predict(model, queue, step_minutes=step_minutes)
     keep = [*schemas.QUEUE, "gpus_requested"]
@@ -108,8 +110,10 @@ def forecast_jobs(model: Any, queue: pd.DataFrame, step_minutes: int) -> pd.Data
         for i in idx:
             opts = J.predict_for_sizes(model, queue.iloc[[i]], [int(2 * base[i])], step_minutes=step_minutes)
             fit = opts[opts["fits"]]
-            out.at[i, "size_options"] = json.dumps([{"gpus": int(g), "duration_h": float(d)}
-                                                    for g, d in zip(fit["gpus"], fit[f"duration_{DURATION_QUANTILE}_h"])])
+            out.at[i, "size_options"] = json.dumps([
+                {"gpus": int(r["gpus"]), "duration_h": float(r[f"duration_{DURATION_QUANTILE}_h"]),
+                 **{f"duration_{q}_h": float(r[f"duration_{q}_h"]) for q in ("p10", "p50", "p90")}}
+                for _, r in fit.iterrows()])
     return out
 
 

@@ -8,22 +8,19 @@ meaning (measured by the simulator against actual demand and durations).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from optimizer.plan import Plan
 from optimizer.problem import Problem
 from pipelines.report.grid import display_grid
-from pipelines.report.risks import ReportInputs
-from pipelines.stages.realtime import DEMAND_QUANTILE
+from pipelines.report.numbers import PLANNED_METRICS, headline, planned_metrics
+from pipelines.report.risks import ReportInputs, build_report_table
 
-#: Keys of :func:`planned_metrics`, in order.
-PLANNED_METRICS = ("planned_utilization_pct", "planned_value", "jobs_started", "jobs_total", "planned_rt_unmet_gpu_h",
-                   "planned_rt_sla_pct", "idle_gpu_h")
-
+__all__ = ["PLANNED_METRICS", "demand_from_problem", "forecasts_table", "jobs_from_problem", "node_of_gpu",
+           "plan_tables", "planned_metrics", "report_inputs", "summary"]
 
 def node_of_gpu(n_gpus: int, gpus_per_node: int, node_names: Sequence[str] | None = None) -> list[str]:
     """The node name of each GPU index (node ``i`` holds GPUs ``i*gpus_per_node ...``); ``node-XX`` without names."""
@@ -76,47 +73,6 @@ def plan_tables(problem: Problem, plan: Plan, start: datetime, node_names: Seque
     return df
 
 
-def planned_metrics(problem: Problem, plan: Plan, demand: pd.DataFrame) -> dict[str, float]:
-    """Planned figures of the DESIGN §6.3 metrics over the horizon (forecasts, not actuals).
-
-    ``planned_utilization_pct`` = 100 × (batch GPU-h + Σ min(planned, P50 demand) GPU-h) / (N × horizon h);
-    ``planned_value`` = Σ over planned batch GPU-hours inside the horizon of the job's priority;
-    ``planned_rt_unmet_gpu_h`` and ``planned_rt_sla_pct`` against the P90 demand the planner was given;
-    ``jobs_started`` (queued jobs given a start) / ``jobs_total`` (queued jobs); ``idle_gpu_h``
-    (GPU-hours planned for neither). N is the GPUs up: the cluster's minus its ``down_gpus``.
-    """
-    H, N = problem.horizon_steps, problem.n_gpus - len(problem.down_gpus)
-    step_h = problem.cluster.step_minutes / 60.0
-    prio = {j.job_id: j.priority for j in problem.jobs} | {r.job_id: r.priority for r in problem.running}
-    batch_h = value = 0.0
-    for a in plan.assignments:
-        if a.start_step is None:
-            continue
-        steps = max(0, min(H, a.end_step) - a.start_step)
-        batch_h += a.gpus * steps * step_h
-        value += prio.get(a.job_id, 0.0) * a.gpus * steps * step_h
-    served_h = unmet_h = dem_h = 0.0
-    for svc, gpus in plan.service_gpus.items():
-        d = demand[demand["service"] == svc].sort_values("step")
-        p50 = d["demand_gpus_p50"].to_numpy(float)[:H]
-        p90 = d[f"demand_gpus_{DEMAND_QUANTILE}"].to_numpy(float)[:H]
-        a = np.asarray(gpus[:H], dtype=float)
-        served_h += float(np.minimum(a, p50).sum()) * step_h
-        unmet_h += float(np.maximum(p90 - a, 0).sum()) * step_h
-        dem_h += float(p90.sum()) * step_h
-    rt_h = sum(float(np.sum(g[:H])) for g in plan.service_gpus.values()) * step_h
-    started = sum(1 for a in plan.assignments if a.start_step is not None and not a.running)
-    return {
-        "planned_utilization_pct": 100.0 * (batch_h + served_h) / (N * H * step_h),
-        "planned_value": value,
-        "jobs_started": float(started),
-        "jobs_total": float(len(problem.jobs)),
-        "planned_rt_unmet_gpu_h": unmet_h,
-        "planned_rt_sla_pct": 100.0 * (1 - unmet_h / dem_h) if dem_h > 0 else 100.0,
-        "idle_gpu_h": N * H * step_h - batch_h - rt_h,
-    }
-
-
 def demand_from_problem(problem: Problem) -> pd.DataFrame:
     """Demand rows of a given problem file (no forecasts): its demand as both P50 and P90."""
     return pd.DataFrame([{"service": s.service, "step": t, "demand_gpus_p50": d, "demand_gpus_p90": d}
@@ -132,35 +88,51 @@ def jobs_from_problem(problem: Problem) -> pd.DataFrame:
 
 def report_inputs(problem: Problem, plan: Plan, start: datetime, jobs: pd.DataFrame | None = None,
                   demand: pd.DataFrame | None = None, bands: pd.DataFrame | None = None,
-                  rt_status: Mapping[str, Sequence[str]] | None = None) -> ReportInputs:
+                  rt_status: Mapping[str, Sequence[str]] | None = None, *, services: Sequence[Any] = (),
+                  rt_selection: Mapping[str, Mapping[str, Any]] | None = None,
+                  models: Mapping[str, Any] | None = None, node_names: Sequence[str] | None = None,
+                  written_at: datetime | None = None) -> ReportInputs:
     """The risk report's inputs (:class:`pipelines.report.ReportInputs`).
 
     Without forecasts (a plan of a given problem file) the report uses the problem's demand as both
     quantiles (:func:`demand_from_problem`), its jobs (:func:`jobs_from_problem`), no
     forecast-against-actual band and the status ``given`` for every service.
+
+    Keyword arguments (all optional): ``services`` (the :class:`pipelines.stages.realtime.ServiceSettings`:
+    hour bands on each service's clock and the measured P(demand > plan)), ``rt_selection``
+    (:attr:`pipelines.stages.realtime.ProfileFit.selection`), ``models`` (the job forecasters' versions,
+    ``summary.json``'s ``models``), ``node_names`` (the cluster's), ``written_at`` (default now, UTC).
     """
     status = ({k: (str(v[0]), str(v[1])) for k, v in rt_status.items()} if rt_status is not None else
               {s.service: ("given", "demand from the problem file") for s in problem.services})
     return ReportInputs(problem=problem, plan=plan, start_ts=start,
                         jobs=jobs if jobs is not None else jobs_from_problem(problem),
                         demand=demand if demand is not None else demand_from_problem(problem),
-                        bands=bands, rt_status=status, time_limit_s=problem.settings.time_limit_s)
+                        bands=bands, rt_status=status, time_limit_s=problem.settings.time_limit_s,
+                        services=tuple(services), rt_selection=dict(rt_selection or {}), models=models,
+                        node_names=None if node_names is None else list(node_names),
+                        written_at=written_at or datetime.now(UTC))
 
 
 def summary(run_name: str, start: datetime, problem: Problem, plan: Plan, demand: pd.DataFrame,
-            rt_status: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+            rt_status: Mapping[str, Sequence[str]], report: ReportInputs | None = None) -> dict[str, Any]:
     """``summary.json`` of a run.
 
     Plan start, planner, status, objective, bound, gap, solve time,
-    model size, violations, real-time profile status and :func:`planned_metrics` (key ``metrics``).
+    model size, violations, real-time profile status and :func:`planned_metrics` (key ``metrics``);
+    with ``report`` (the risk report's inputs) also the report's headline (key ``headline``,
+    :func:`pipelines.report.headline`).
     """
     doc = plan.to_dict()  # non-finite objective/bound/gap are null there: summary.json stays strict JSON
-    return {"run": run_name, "plan_start": start.isoformat(), "planner": plan.planner, "status": plan.status,
-            "source": None if plan.source is None else str(plan.source),
-            "proven_optimal": plan.proven_optimal, "fallback": plan.fallback,
-            "objective": doc["objective"], "bound": doc["bound"], "mip_gap": doc["gap"], "solve_s": plan.solve_s,
-            "model": plan.model, "violations": list(plan.violations), "rt_status": {k: list(v) for k, v in rt_status.items()},
-            "metrics": planned_metrics(problem, plan, demand)}
+    out = {"run": run_name, "plan_start": start.isoformat(), "planner": plan.planner, "status": plan.status,
+           "source": None if plan.source is None else str(plan.source),
+           "proven_optimal": plan.proven_optimal, "fallback": plan.fallback,
+           "objective": doc["objective"], "bound": doc["bound"], "mip_gap": doc["gap"], "solve_s": plan.solve_s,
+           "model": plan.model, "violations": list(plan.violations), "rt_status": {k: list(v) for k, v in rt_status.items()},
+           "metrics": planned_metrics(problem, plan, demand)}
+    if report is not None:
+        out["headline"] = headline(report, build_report_table(report))
+    return out
 
 
 def forecasts_table(jobs: pd.DataFrame, demand: pd.DataFrame) -> pd.DataFrame:

@@ -9,7 +9,7 @@ import pytest
 
 from optimizer.plan import JobAssignment, Plan
 from optimizer.problem import Problem
-from pipelines.report import ReportInputs, build_report_table, exceed_probability, write_risk_report
+from pipelines.report import ReportInputs, build_report_table, exceed_probability, idle_windows, write_risk_report
 from pipelines.stages import outputs as queue
 
 T0 = datetime(2025, 3, 16, 16, tzinfo=UTC)
@@ -54,27 +54,35 @@ def test_exceed_probability_normal_between_quantiles():
 
 
 def test_report_sections_hand_values():
-    t = build_report_table(_inputs())
+    inp = _inputs()
+    t = build_report_table(inp)
     cov = t[t["section"] == "coverage_risk"]
     assert cov[["service", "step", "gpus", "shortfall_gpus"]].values.tolist() == [["chat", 6, 6, 1]]
     assert cov["probability"].iloc[0] == pytest.approx(0.5)
     assert "2 free" in cov["reason"].iloc[0]
-    idle = t[t["section"] == "idle_window"]
-    # 8 - 6 at steps 0-1, 8 - 4 - 2 at steps 2-5, 8 - 6 at steps 6-7: one window of 2 GPUs, 4 h
+    # idle: 8 - 6 at steps 0-1, 8 - 4 - 2 at steps 2-5, 8 - 6 at steps 6-7: 2 GPUs all along, below one node's 8
+    assert t[t["section"] == "idle_window"].empty
+    idle = idle_windows(inp, min_gpus=2)
     assert idle[["start_step", "end_step", "gpus"]].values.tolist() == [[0, 8, 2]]
     assert idle["value"].iloc[0] == pytest.approx(8.0)
     assert idle["end_ts"].iloc[0] == pd.Timestamp("2025-03-16 20:00", tz="UTC")
     risk = t[t["section"] == "job_at_risk"].set_index("job_id")
-    # A: starts step 2 (17:00), P90 3 h -> 20:00 > deadline step 5 (18:30); B never starts
+    # A: starts step 2 (17:00) on 4 GPUs, P90 3 h -> 20:00 > deadline step 5 (18:30, no real instant given)
     assert sorted(risk.index) == ["A", "B"]
-    assert "after deadline 2025-03-16 18:30Z" in risk.loc["A", "reason"]
-    assert "not started within the horizon" in risk.loc["B", "reason"]
-    assert ("needs 8 GPUs; only 2 free at step 0 (8 blocked steps): held by A (4 GPUs, steps 2-5) and "
-            "real-time demand (up to 6 GPUs)") in risk.loc["B", "reason"]
+    assert risk.loc["A", "reason"].startswith(
+        "P90 finish 2025-03-16 20:00:00Z is 1.5 h after its deadline 2025-03-16 18:30:00Z (on 4 GPUs, the planned "
+        "size: P50 2.00 h, P90 3.00 h, forecast; P50 end 2025-03-16 19:00:00Z also late)")
+    # B needs all 8 GPUs while chat needs at least 2 at every step: it can never fit
+    never = ("cannot fit on this cluster while real-time minimum is 2 GPUs: needs 8 GPUs, 8 GPUs are up and the "
+             "real-time services need at least 2 at every step of the horizon (P90 demand within band and swap cap; "
+             "band minimums alone 0), so at most 6 are ever free for batch work")
+    assert risk.loc["B", "reason"] == never
     eta = t[t["section"] == "queue_eta"].set_index("job_id")
     assert eta.loc["A", "start_ts"] == pd.Timestamp("2025-03-16 17:00", tz="UTC")
-    assert "needs 4 GPUs; only 2 free at step 0 (2 blocked steps): held by no batch job and real-time demand (up to 6 GPUs)" in eta.loc["A", "reason"]
-    assert "after the 24 h horizon" in eta.loc["B", "reason"]
+    # alone, A fits first at 17:00 (chat needs 6 before): its start is its earliest feasible step
+    assert eta.loc["A", "reason"] == ("starts at its earliest feasible step; one step earlier, at 2025-03-16 16:30Z "
+                                      "running jobs and real-time need leave 2 of 8 GPUs (needs 4): real-time needs 6")
+    assert eta.loc["B", "reason"] == "never in this plan: " + never and pd.isna(eta.loc["B", "start_ts"])
     out = t[t["section"] == "queue_outlook"]
     assert out["gpus"].tolist() == [0, 0, 4, 4, 4, 4, 0, 0]
     assert out["value"].tolist() == [2, 2, 1, 1, 1, 1, 1, 1]
@@ -87,7 +95,8 @@ def test_page_says_not_proven_optimal_and_degraded(tmp_path):
     assert "**DEGRADED**" in page
     for png in ("gantt.png", "demand.png", "outlook.png"):
         assert (tmp_path / png).stat().st_size > 1000 and f"]({png})" in page
-    assert pd.read_parquet(paths["risk_report.parquet"])["section"].nunique() == 5
+    assert set(pd.read_parquet(paths["risk_report.parquet"])["section"]) == {
+        "rt_calibration", "rt_exceedance", "coverage_risk", "job_at_risk", "queue_eta", "queue_outlook"}
     assert "Not proven" not in write_risk_report(tmp_path, _inputs("optimal"), "run-y")["risk_report.md"].read_text()
 
 
@@ -129,15 +138,20 @@ def test_page_layout_rounding_and_gap_wording(tmp_path):
     assert ("status **optimal** within the 0.1 % gap tolerance (gap 0.07 %), objective 3309.99, "
             "bound 3312.38, solve 0.1 s.") in page
     heads = [ln for ln in page.splitlines() if ln.startswith("#")]
-    assert heads == ["# Risk report — run-z", "## Coverage risks", "## Idle windows", "## Jobs at risk",
-                     "## Estimated start of every queued job", "## Queue outlook", "## Plan (Gantt)"]
-    pos = {k: page.index(k) for k in ("## Coverage risks", "](demand.png)", "## Idle windows", "## Queue outlook",
-                                      "| step | start_ts | batch GPUs | jobs waiting | reason |", "](outlook.png)",
-                                      "## Plan (Gantt)", "](gantt.png)")}
-    assert list(pos.values()) == sorted(pos.values())  # each table under its heading, plots after their section
+    assert heads == ["# Risk report — run-z", "## Headline", "## Real-time coverage risk", "## Jobs at risk",
+                     "## Estimated start of every queued job", "## Long holders", "## Idle windows",
+                     "## Queue outlook", "## Plan (Gantt)"]
+    pos = {k: page.index(k) for k in ("## Headline", "| Planned utilisation | 71.9 % of 32 GPU-h",
+                                      "## Real-time coverage risk", "![Real-time demand forecast", "## Jobs at risk",
+                                      "## Idle windows", "## Queue outlook",
+                                      "| step | time | batch GPUs | jobs waiting | reason |", "![Queue outlook",
+                                      "## Plan (Gantt)", "![Plan: GPUs by node")}
+    assert list(pos.values()) == sorted(pos.values())  # headline first, each plot after its section's table
+    # every plot linked from the headline
+    assert "| Plots | [demand](demand.png) · [outlook](outlook.png) · [gantt](gantt.png) |" in page
     # one name per meaning: P90 finish (jobs at risk) vs planned end (queue table)
-    assert "| job_id | kind | gpus | start_ts | p90_finish_ts | reason |" in page
-    assert "| job_id | kind | priority | gpus | start_ts | planned_end_ts | reason |" in page
+    assert "| job_id | kind | planned GPUs | start_ts | p90_finish_ts | deadline_ts | reason |" in page
+    assert "| job_id | kind | priority | planned GPUs | start_ts | planned_end_ts | deadline_ts | reason |" in page
     # the shipped 336 h series: degraded status explained in plain words
     assert "**DEGRADED**" in page
     assert ("What this means: The traffic history has 336 hourly points (two weeks or less), so the weekly "
@@ -157,6 +171,8 @@ def test_status_text_cases():
 
 
 def test_wait_reason_names_allowed_sizes():
+    # B may run on 4 or 8 GPUs: the 8-GPU size never fits (chat needs 2), the 4-GPU size fits alone from 17:00,
+    # where A and chat leave only 2 idle
     problem = _problem({"job_id": "B", "kind": "quantization", "priority": 2, "release_step": 0,
                         "sizes": [{"gpus": 4, "duration_steps": 4}, {"gpus": 8, "duration_steps": 2}]})
     inp = _inputs()
@@ -164,9 +180,10 @@ def test_wait_reason_names_allowed_sizes():
                                         demand=inp.demand))
     eta = t[t["section"] == "queue_eta"].set_index("job_id")
     assert eta.loc["B", "gpus"] == 4
-    assert eta.loc["B", "reason"].endswith(
-        "needs 4–8 GPUs (smallest allowed size 4); only 2 free at step 0 (8 blocked steps): held by A "
-        "(4 GPUs, steps 2-5) and real-time demand (up to 6 GPUs)")
+    assert eta.loc["B", "reason"] == (
+        "after the 4 h horizon (not before 2025-03-16 20:00Z): at 2025-03-16 17:00Z, its earliest feasible step, 2 "
+        "of 8 GPUs are idle and it needs 4 (aligned block GPUs 4-7 on node-00; free of batch work); elsewhere batch "
+        "jobs hold 4 GPUs then: A (4 GPUs until 2025-03-16 19:00Z); real-time holds 2 GPUs")
 
 
 def test_reasons_pluralise_one_gpu_and_one_step():
@@ -189,11 +206,14 @@ def test_reasons_pluralise_one_gpu_and_one_step():
     t = build_report_table(ReportInputs(problem=problem, plan=plan, start_ts=T0, jobs=jobs, demand=demand))
     eta = t[t["section"] == "queue_eta"].set_index("job_id")
     assert eta.loc["C", "reason"] == "starts at release"
-    assert eta.loc["D", "reason"] == ("needs 1 GPU; only 0 free at step 0 (1 blocked step): held by C (1 GPU, "
-                                      "step 0) and real-time demand (up to 1 GPU)")
+    assert eta.loc["D", "reason"] == (
+        "at 2025-03-16 16:00Z, its earliest feasible step, 0 of 2 GPUs are idle and it needs 1 (aligned block GPU 0 "
+        "on node-00; until it starts it is held by C (1 GPU until 2025-03-16 16:30Z)); real-time holds 1 GPU")
     # step 1: 2 GPUs - 1 (D) - 0 (chat) = 1 idle; chat planned 0 < P90 1 -> 1 GPU short, 1 free
-    idle = t[t["section"] == "idle_window"]
-    assert idle["reason"].tolist() == ["1 GPU free for 0.5 h"]
+    idle = idle_windows(ReportInputs(problem=problem, plan=plan, start_ts=T0, jobs=jobs, demand=demand), min_h=0.5,
+                        min_gpus=1)
+    assert idle["reason"].tolist() == ["1 GPU idle for 0.5 h (0.5 GPU-h); an aligned block of 1 GPU stays free of "
+                                       "batch work throughout"]
     cov = t[t["section"] == "coverage_risk"]
     assert cov["reason"].tolist() == ["1 GPU short of P90 but 1 free: covered by re-planning within the swap cap"]
 

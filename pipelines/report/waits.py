@@ -1,0 +1,410 @@
+"""Why a queued job waits (DESIGN §6.4 "wait reasons"), judged at the job's own earliest feasible step.
+
+Rules, in order (each a sentence of :func:`wait_reason`):
+
+1. **Starts at release**: nothing to explain.
+2. **Cannot fit**: its smallest size is more than the GPUs that are up, or more than the GPUs up
+   minus the real-time minimum ``X`` = the fewest GPUs the services need at any step of the horizon
+   (each service's need: its P90 demand within its band, moving by at most its swap cap from its
+   current GPUs, :func:`optimizer.capacity.service_need`): "cannot fit on this cluster while
+   real-time minimum is X".
+3. **Earliest feasible step** ``e``: the first step from its release at which the job could run its
+   whole duration (at some allowed size) if it were the only queued job: running jobs' blocks,
+   down GPUs and the services' need leave enough GPUs, and an aligned block of that size free of
+   running jobs, at every step of the run. None in the horizon: the running jobs and real-time need
+   that leave no room, even alone.
+4. At ``e`` in the plan (sizes: the planned size, else the size of rule 3):
+   - **GPUs free vs needed**: idle GPUs at ``e`` against the size; the aligned block it needs (its
+     planned block, else the block whose holders end first) and every batch job holding it, with the
+     time it ends (four named, then "and N others"); a holder of at least one node's GPUs for more
+     than :data:`LONG_HOLD_H` hours is flagged "long holder". When real-time holds GPUs above its
+     demand the text says how many are the swap cap's (services can change by at most ``swap_cap``
+     GPUs per step) and how many the plan's spare.
+   - **Waits although enough GPUs are idle**: *fragmentation* (no aligned block free at ``e``, or none
+     free for the whole run), *room taken later in its run* (real-time rising, jobs starting), the
+     *starvation guard* (EASY's reservation for an earlier job, DESIGN §5), or, with room for the whole
+     run, the planner's own choice (a baseline's queue order; the MILP's gap tolerance).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from optimizer.capacity import service_need
+from optimizer.verify import max_wait_violations
+from pipelines.report.basics import ReportInputs, clock, hours_text, plural, step_ts, up_gpus
+
+#: A holder of at least one node's GPUs for longer than this (hours, from its start or the plan start)
+#: is flagged "long holder".
+LONG_HOLD_H = 24.0
+#: Holders named in a wait reason before "and N others".
+MAX_HOLDERS_NAMED = 4
+#: Planners that keep a queue order of their own (``optimizer.baselines``).
+BASELINE_PLANNERS = ("fifo", "easy", "easy_backfill", "priority", "priority_backfill")
+
+
+@dataclass(frozen=True)
+class PlanView:
+    """The plan as arrays for the wait reasons (built once per report by :func:`plan_view`).
+
+    Attributes:
+        H, N, n_up: steps, GPUs, GPUs up; ``gpn``: GPUs per node.
+        owner: (H, N) int index into ``ids`` of the batch job holding each GPU, -1 free (down GPUs -2).
+        ids: job ids (queued and running) in assignment order; ``start``/``end``/``gpus``/``offset``: per id
+            (``offset``: the first GPU of its block).
+        running: ids of running jobs.
+        batch / rt / idle: GPUs per step in batch work, real-time, neither (H,).
+        need: (services, H) real-time need (:func:`optimizer.capacity.service_need`); ``demand_floor``:
+            (services, H) P90 demand within each band (no swap cap).
+        fixed: (H, N) bool, GPUs held by running jobs or down.
+        running_gpus: (H,) GPUs of running jobs.
+    """
+
+    H: int
+    N: int
+    n_up: int
+    gpn: int
+    owner: np.ndarray
+    ids: tuple[str, ...]
+    start: dict[str, int]
+    end: dict[str, int]
+    gpus: dict[str, int]
+    offset: dict[str, int]
+    running: frozenset[str]
+    batch: np.ndarray
+    rt: np.ndarray
+    idle: np.ndarray
+    need: np.ndarray
+    demand_floor: np.ndarray
+    fixed: np.ndarray
+    running_gpus: np.ndarray
+
+
+def plan_view(inp: ReportInputs) -> PlanView:
+    """The arrays of :class:`PlanView` for ``inp``'s problem and plan."""
+    problem, plan = inp.problem, inp.plan
+    H, N = problem.horizon_steps, problem.n_gpus
+    owner = np.full((H, N), -1, dtype=np.int64)
+    down = list(getattr(problem, "down_gpus", ()) or ())
+    if down:
+        owner[:, down] = -2
+    ids, start, end, gpus, offset, running = [], {}, {}, {}, {}, set()
+    for a in plan.assignments:
+        if a.start_step is None or a.gpus is None or a.block_offset is None or a.end_step is None:
+            continue
+        k = len(ids)
+        ids.append(a.job_id)
+        start[a.job_id], end[a.job_id], gpus[a.job_id] = int(a.start_step), int(a.end_step), int(a.gpus)
+        offset[a.job_id] = int(a.block_offset)
+        if a.running:
+            running.add(a.job_id)
+        owner[max(0, a.start_step):min(H, a.end_step), a.block_offset:a.block_offset + a.gpus] = k
+    batch = (owner >= 0).sum(axis=1)
+    rt = np.zeros(H, dtype=np.int64)
+    for v in plan.service_gpus.values():
+        rt += np.asarray(v[:H], dtype=np.int64)
+    n_up = up_gpus(problem)
+    run_idx = [i for i, j in enumerate(ids) if j in running]
+    fixed = np.isin(owner, run_idx) | (owner == -2)
+    running_gpus = np.isin(owner, run_idx).sum(axis=1)
+    need = service_need(problem) if problem.services else np.zeros((0, H), dtype=np.int64)
+    floor = np.array([np.clip(np.asarray(s.demand_gpus[:H], dtype=np.int64), s.min_gpus, s.max_gpus)
+                      for s in problem.services], dtype=np.int64).reshape(len(problem.services), H)
+    return PlanView(H=H, N=N, n_up=n_up, gpn=int(problem.cluster.gpus_per_node), owner=owner, ids=tuple(ids),
+                    start=start, end=end, gpus=gpus, offset=offset, running=frozenset(running), batch=batch, rt=rt,
+                    idle=n_up - batch - rt, need=need, demand_floor=floor, fixed=fixed, running_gpus=running_gpus)
+
+
+def size_text(job: Any) -> str:
+    """The GPU count a job needs, in words.
+
+    ``"8 GPUs"``, or ``"4–8 GPUs (smallest allowed size 4)"`` for a job with several allowed sizes.
+    """
+    sizes = sorted({s.gpus for s in job.sizes})
+    if len(sizes) == 1:
+        return plural(sizes[0], "GPU")
+    return f"{sizes[0]}–{sizes[-1]} GPUs (smallest allowed size {sizes[0]})"
+
+
+def is_long_holder(view: PlanView, job_id: str, step_h: float) -> bool:
+    """True when ``job_id`` holds at least one node's GPUs for more than :data:`LONG_HOLD_H` hours."""
+    held_h = (view.end[job_id] - max(0, view.start[job_id])) * step_h
+    return view.gpus[job_id] >= view.gpn and held_h > LONG_HOLD_H
+
+
+def holder_text(inp: ReportInputs, view: PlanView, job_id: str, gpus_in_block: int | None = None) -> str:
+    """``"qbat-00005 (8 GPUs until 2025-03-16 19:00Z)"``, with ``"long holder, 6.2 days"`` when flagged."""
+    g = view.gpus[job_id] if gpus_in_block is None else gpus_in_block
+    txt = f"{job_id} ({plural(g, 'GPU')}{' of its ' + str(view.gpus[job_id]) if g != view.gpus[job_id] else ''}"
+    txt += f" until {clock(step_ts(inp, view.end[job_id]))}"
+    if is_long_holder(view, job_id, inp.step_h):
+        txt += f"; long holder, {hours_text((view.end[job_id] - max(0, view.start[job_id])) * inp.step_h)}"
+    return txt + ")"
+
+
+def names_text(items: Sequence[str], limit: int = MAX_HOLDERS_NAMED) -> str:
+    """``"a, b, c and d"``; beyond ``limit`` items: ``"a, b, c, d and 3 others"``."""
+    items = list(items)
+    if not items:
+        return "nothing"
+    if len(items) <= limit:
+        return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    rest = len(items) - limit
+    return ", ".join(items[:limit]) + f" and {rest} other{'s' if rest > 1 else ''}"
+
+
+def _block_holders(view: PlanView, t: int, o: int, s: int, exclude: str) -> list[tuple[str, int]]:
+    """Batch jobs holding GPUs of block ``[o, o+s)`` at step ``t`` (id, GPUs in the block), latest end first."""
+    cells = view.owner[t, o:o + s]
+    counts: dict[str, int] = {}
+    for k in cells[cells >= 0]:
+        jid = view.ids[int(k)]
+        if jid != exclude:
+            counts[jid] = counts.get(jid, 0) + 1
+    return sorted(counts.items(), key=lambda kv: (-view.end[kv[0]], -kv[1], kv[0]))
+
+
+def _free_blocks(view: PlanView, t0: int, t1: int, s: int, exclude: str, fixed_only: bool = False) -> list[int]:
+    """Offsets of aligned ``s``-GPU blocks free during steps ``[t0, t1)`` (own cells of ``exclude`` free)."""
+    if s > view.N or t1 <= t0:
+        return []
+    if fixed_only:
+        busy = view.fixed[t0:t1]
+    else:
+        own = view.ids.index(exclude) if exclude in view.ids else -3
+        busy = (view.owner[t0:t1] != -1) & (view.owner[t0:t1] != own)
+    free = ~busy.reshape(t1 - t0, view.N // s, s).any(axis=2).any(axis=0)
+    return [int(b) * s for b in np.flatnonzero(free)]
+
+
+def _own_gpus(view: PlanView, job_id: str, t: int) -> int:
+    if job_id not in view.start:
+        return 0
+    return view.gpus[job_id] if view.start[job_id] <= t < view.end[job_id] else 0
+
+
+def earliest_alone(inp: ReportInputs, view: PlanView, job: Any) -> tuple[int, Any] | None:
+    """(step, size) of rule 3 of the module docstring: the earliest step the job could run alone; None."""
+    r = max(0, int(job.release_step))
+    cap = view.n_up - view.running_gpus - view.need.sum(axis=0)
+    best: tuple[int, Any] | None = None
+    for size in sorted(job.sizes, key=lambda z: z.gpus):
+        s, d = int(size.gpus), int(size.duration_steps)
+        if s > view.N:
+            continue
+        for t in range(r, view.H if best is None else min(view.H, best[0])):
+            t1 = min(view.H, t + d)
+            if (cap[t:t1] >= s).all() and _free_blocks(view, t, t1, s, job.job_id, fixed_only=True):
+                best = (t, size)
+                break
+    return best
+
+
+def cannot_fit(inp: ReportInputs, view: PlanView, job: Any) -> str | None:
+    """Rule 2 of the module docstring: the sentence for a job that can never fit, else None."""
+    s_min = min(int(z.gpus) for z in job.sizes)
+    if s_min > view.n_up:
+        return f"cannot fit on this cluster: needs {size_text(job)}, {plural(view.n_up, 'GPU')} are up"
+    rt_min = int(view.need.sum(axis=0).min()) if view.need.size else 0
+    if s_min > view.n_up - rt_min:
+        band_min = sum(int(s.min_gpus) for s in inp.problem.services)
+        return (f"cannot fit on this cluster while real-time minimum is {rt_min} GPUs: needs {size_text(job)}, "
+                f"{plural(view.n_up, 'GPU')} are up and the real-time services need at least {rt_min} at every "
+                f"step of the horizon (P90 demand within band and swap cap; band minimums alone {band_min}), "
+                f"so at most {view.n_up - rt_min} are ever free for batch work")
+    return None
+
+
+def _rt_above_demand(inp: ReportInputs, view: PlanView, t: int) -> tuple[int, int]:
+    """(GPUs real-time holds above its demand because of the swap cap, spare GPUs above its need) at ``t``."""
+    need = int(view.need[:, t].sum()) if view.need.size else 0
+    floor = int(view.demand_floor[:, t].sum()) if view.demand_floor.size else 0
+    return max(0, need - floor), max(0, int(view.rt[t]) - need)
+
+
+def _no_room_alone(inp: ReportInputs, view: PlanView, job: Any) -> str:
+    r = max(0, int(job.release_step))
+    cap = view.n_up - view.running_gpus - view.need.sum(axis=0)
+    best = int(cap[r:].max()) if r < view.H else 0
+    holders = sorted(view.running, key=lambda j: (-view.end[j], j))
+    held = names_text([holder_text(inp, view, j) for j in holders]) if holders else "no running job"
+    return (f"no room in this horizon even with no other queued job: needs {size_text(job)} for its whole run, "
+            f"at most {best} GPUs are ever left by running jobs ({held}) and real-time need "
+            f"(up to {plural(int(view.need.sum(axis=0).max()) if view.need.size else 0, 'GPU')})")
+
+
+def _guard_text(inp: ReportInputs, view: PlanView, job: Any, t: int, s: int, d: int, o: int) -> str | None:
+    """The starvation guard's reservation that would be broken by starting ``job`` at ``t`` (DESIGN §5), or None.
+
+    Exact: the plan with the job moved to ``[t, t + d)`` on block ``o`` is checked by
+    :func:`optimizer.verify.max_wait_violations`; the reserved job is the one the first new violation names.
+    """
+    W = getattr(inp.problem.settings, "max_wait_steps", None)
+    if W is None:
+        return None
+    plan = inp.plan
+    moved = [a if a.job_id != job.job_id else replace(a, start_step=t, end_step=t + d, block_offset=o, gpus=s)
+             for a in plan.assignments]
+    if not any(a.job_id == job.job_id for a in plan.assignments):
+        return None
+    before = set(max_wait_violations(plan, inp.problem))
+    after = [v for v in max_wait_violations(replace(plan, assignments=tuple(moved)), inp.problem) if v not in before]
+    if not after:
+        return None
+    m = re.search(r"runs while '([^']+)', reserved since step (\d+)", after[0])
+    if not m:
+        return f"starting it then would break the starvation guard (max_wait_steps={W})"
+    h = inp.problem.job(m.group(1))
+    return (f"the starvation guard reserves room for {h.job_id} (queued since {clock(step_ts(inp, h.release_step))}, "
+            f"protected after max_wait_steps={W}): starting it then would delay {h.job_id}")
+
+
+def wait_reason(inp: ReportInputs, job: Any, start_step: int | None, view: PlanView | None = None) -> str:
+    """Why queued ``job`` (planned to start at ``start_step``, None: not in the horizon) does not start at release.
+
+    The rules of the module docstring; ``"starts at release"`` when it does. ``view``: a
+    :func:`plan_view` of ``inp`` (built when None).
+    """
+    if start_step is not None and start_step <= job.release_step:
+        return "starts at release"
+    view = view if view is not None else plan_view(inp)
+    never = cannot_fit(inp, view, job)
+    if never:
+        return never
+    alone = earliest_alone(inp, view, job)
+    if alone is None:
+        return _no_room_alone(inp, view, job)
+    e, size_alone = alone
+    if start_step is not None and start_step == e:
+        return ("starts at its earliest feasible step; one step earlier, "
+                + _before_feasible(inp, view, job, e, int(size_alone.gpus), int(size_alone.duration_steps)))
+    if start_step is not None:
+        s = view.gpus[job.job_id]
+        d = next((int(z.duration_steps) for z in job.sizes if int(z.gpus) == s), int(size_alone.duration_steps))
+    else:
+        s, d = int(size_alone.gpus), int(size_alone.duration_steps)
+    return _blocked_at(inp, view, job, start_step, e, s, d)
+
+
+def _caps(inp: ReportInputs) -> str:
+    """``"at most 2 GPUs per step"`` (``"at most 4/8 GPUs per step"`` for several services, in their order)."""
+    return "at most " + "/".join(str(int(x.swap_cap_gpus)) for x in inp.problem.services) + " GPUs per step"
+
+
+def _before_feasible(inp: ReportInputs, view: PlanView, job: Any, e: int, s: int, d: int) -> str:
+    """What keeps a job from starting one step before its earliest feasible step ``e`` (running jobs, real-time need)."""
+    t = max(int(job.release_step), e - 1, 0)
+    cap = view.n_up - view.running_gpus - (view.need.sum(axis=0) if view.need.size else 0)
+    tau = next((u for u in range(t, min(view.H, t + d)) if cap[u] < s), t)
+    need = int(view.need[:, tau].sum()) if view.need.size else 0
+    swap, _ = _rt_above_demand(inp, view, tau)
+    run = sorted((j for j in view.running if view.start[j] <= tau < view.end[j]), key=lambda j: (-view.end[j], j))
+    where = f"at {clock(step_ts(inp, tau))}" + ("" if tau == t else f", inside a run started at {clock(step_ts(inp, t))},")
+    txt = (f"{where} running jobs and real-time need leave {int(cap[tau])} of {plural(view.n_up, 'GPU')} "
+           f"(needs {s}): ")
+    if run:
+        txt += f"running {names_text([holder_text(inp, view, j) for j in run])}; "
+    txt += f"real-time needs {need}"
+    if swap:
+        txt += f", {swap} of them above its demand because of the swap cap ({_caps(inp)})"
+    return txt
+
+
+def block_text(inp: ReportInputs, view: PlanView, o: int, s: int) -> str:
+    """``"GPUs 8-15 on node-01"`` (``"GPU 3 on node-00"``, ``"GPUs 0-15 on node-00..node-01"``)."""
+    first, last = o // view.gpn, (o + s - 1) // view.gpn
+    names = list(inp.node_names) if inp.node_names and len(inp.node_names) >= last + 1 else None
+    node = (names[first] if names else f"node-{first:02d}") if first == last else (
+        f"{names[first]}..{names[last]}" if names else f"node-{first:02d}..node-{last:02d}")
+    return f"GPU {o} on {node}" if s == 1 else f"GPUs {o}-{o + s - 1} on {node}"
+
+
+def _overlap(view: PlanView, job_id: str, o: int, s: int) -> int:
+    b, g = view.offset[job_id], view.gpus[job_id]
+    return max(0, min(o + s, b + g) - max(o, b))
+
+
+def _block_chain(view: PlanView, t0: int, t1: int, o: int, s: int, exclude: str) -> list[str]:
+    """Batch jobs holding any GPU of block ``[o, o+s)`` during steps ``[t0, t1)``, latest end first."""
+    cells = view.owner[t0:t1, o:o + s]
+    found = {view.ids[int(k)] for k in np.unique(cells[cells >= 0])} - {exclude}
+    return sorted(found, key=lambda j: (-view.end[j], -view.start[j], j))
+
+
+def _blocked_at(inp: ReportInputs, view: PlanView, job: Any, start: int | None, e: int, s: int, d: int) -> str:
+    """Rule 4 of the module docstring at the earliest feasible step ``e`` (size ``s``, ``d`` steps)."""
+    jid = job.job_id
+    idle_e = int(view.idle[e]) + _own_gpus(view, jid, e)
+    if start is not None:
+        o = inp.plan.job(jid).block_offset
+    else:
+        offsets = range(0, view.N - s + 1, s)
+        o = min(offsets, key=lambda b: (max((view.end[h] for h, _ in _block_holders(view, e, b, s, jid)),
+                                            default=-1), b))
+    chain: list[str] = []
+    if start is not None and start > e:
+        chain = _block_chain(view, e, start, o, s, jid)
+        held_by = ("until it starts it is held by " + names_text([holder_text(inp, view, h, _overlap(view, h, o, s))
+                                                                   for h in chain])) if chain else \
+            "no batch job holds it until it starts"
+    else:
+        holders = _block_holders(view, e, o, s, jid)
+        held_by = ("the first to free up, held by " + names_text([holder_text(inp, view, h, g) for h, g in holders])
+                   ) if holders else "free of batch work"
+    head = (f"at {clock(step_ts(inp, e))}, its earliest feasible step, {idle_e} of {plural(view.n_up, 'GPU')} "
+            f"are idle and it needs {s} (aligned block {block_text(inp, view, o, s)}; {held_by})")
+    if idle_e < s:
+        swap, spare = _rt_above_demand(inp, view, e)
+        named = set(chain) if start is not None and start > e else {h for h, _ in _block_holders(view, e, o, s, jid)}
+        others = [h for h, _ in _block_holders(view, e, 0, view.N, jid) if h not in named]
+        txt = head
+        if others:
+            txt += (f"; elsewhere batch jobs hold {plural(sum(view.gpus[h] for h in others), 'GPU')} then: "
+                    f"{names_text([holder_text(inp, view, h) for h in others])}")
+        txt += f"; real-time holds {plural(int(view.rt[e]), 'GPU')}"
+        if swap + spare and idle_e + swap + spare >= s:
+            parts = []
+            if swap:
+                parts.append(f"{swap} above its demand because of the swap cap ({_caps(inp)})")
+            if spare:
+                parts.append(f"{spare} spare above its need")
+            fit = ("with real-time at its need it would fit (the plan's choice)" if idle_e + spare >= s else
+                   "it would fit if the services could shrink faster (swap cap)")
+            txt += f", of which {' and '.join(parts)}: {fit}"
+        return txt
+    later = f"the plan starts it at {clock(step_ts(inp, start))}" if start is not None else \
+        "the plan does not start it in the horizon"
+    if not _free_blocks(view, e, e + 1, s, jid):
+        return (f"{head}: enough GPUs idle but fragmented, no aligned {s}-GPU block is free at "
+                f"{clock(step_ts(inp, e))}; {later}")
+    t1 = min(view.H, e + d)
+    for tau in range(e + 1, t1):
+        left = int(view.idle[tau]) + _own_gpus(view, jid, tau)
+        if left < s:
+            causes = []
+            if view.rt[tau] > view.rt[e]:
+                causes.append(f"real-time rises to {view.rt[tau]} GPUs")
+            starters = sorted(j for j in view.ids if j != jid and e < view.start[j] <= tau)
+            if starters:
+                causes.append(f"{names_text(starters)} start{'s' if len(starters) == 1 else ''} by then")
+            return (f"{head}: enough GPUs idle at {clock(step_ts(inp, e))}, but not for its "
+                    f"{hours_text(d * inp.step_h)} run: at {clock(step_ts(inp, tau))} only {left} would be idle"
+                    f"{' (' + '; '.join(causes) + ')' if causes else ''}; {later}")
+    if not _free_blocks(view, e, t1, s, jid):
+        return (f"{head}: enough GPUs idle for its whole run but fragmented: no aligned {s}-GPU block stays free "
+                f"for its {hours_text(d * inp.step_h)}; {later}")
+    guard = _guard_text(inp, view, job, e, s, d, _free_blocks(view, e, t1, s, jid)[0])
+    if guard:
+        return f"{head}: room for its whole run, but {guard}; {later}"
+    plan = inp.plan
+    if str(plan.planner) in BASELINE_PLANNERS:
+        why = f"the {plan.planner} baseline's queue rule keeps it behind earlier or higher-priority jobs"
+    else:
+        gap = "n/a" if plan.gap is None else f"{100 * float(plan.gap):.2g} %"
+        why = f"not required by capacity: the planner's choice (MILP objective, gap {gap})"
+    return f"{head}: room for its whole run from then, yet {later}: {why}"
