@@ -87,6 +87,7 @@ from forecasters.scheduler.fitting import (
     censored_p90_raise,
     conformal_shift,
     fit_scheduler_model,
+    refresh_recent,
     run_buckets,
     target_hours,
 )
@@ -121,6 +122,7 @@ __all__ = [
     "forecast_metrics",
     "name_token",
     "predict_runtime",
+    "refresh_recent",
     "run_buckets",
     "target_hours",
     "time_split",
