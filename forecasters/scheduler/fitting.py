@@ -293,6 +293,8 @@ def fit_scheduler_model(history: pd.DataFrame, timezone: str = "UTC", seed: int 
     by_user = pd.Series(y_h).groupby(pd.Series(users, dtype=object), sort=True)
     user_q = {str(u): _quantiles_h(g.to_numpy()) for u, g in by_user}
     global_q = _quantiles_h(y_h)
+    gpus_t = np.nan_to_num(numeric_column(targets, "gpus"), nan=0.0).astype(np.int64)
+    gpu_q = {int(g): _quantiles_h(y_h[gpus_t == g]) for g in np.unique(gpus_t)}
     params = {**PARAMS, "seed": seed}
     calibration: dict[str, Any] = {"n": 0, "shift_p10_log": 0.0, "shift_p90_log": 0.0, "coverage_p90_before": None}
     selection: dict[str, Any] = {}
@@ -355,6 +357,7 @@ def fit_scheduler_model(history: pd.DataFrame, timezone: str = "UTC", seed: int 
         global_quantiles_h=global_q,
         runtimes_h=np.sort(np.asarray(y_h, dtype=float)),
         ranges=history_ranges(targets, spec.numeric_annotations),
+        gpu_quantiles_h=gpu_q,
     )
     runs_mask = (bucket == TARGET) | ((bucket == CENSORED) & (numeric_column(h, "elapsed_s") > 0))
     runs = h.loc[runs_mask].reset_index(drop=True)

@@ -65,6 +65,8 @@ class SchedulerModel:
         global_quantiles_h: ``(p10, p50, p90)`` of every training runtime (hours).
         runtimes_h: every training runtime (hours), sorted: the empirical survival a running job's
             remaining time is conditioned on (:func:`residual_quantiles_h`).
+        gpu_quantiles_h: GPU count -> ``(p10, p50, p90)`` of the training runtimes with that count
+            (hours): the per-GPU-count baseline.
         ranges: input -> ``(min, max)`` over the training runs (``gpus``, ``time_limit_h``, numeric
             annotation keys): the history's range, for :func:`range_flags`.
         info: the fit report (counts per bucket of the history, calibration, parameters, versions).
@@ -80,6 +82,7 @@ class SchedulerModel:
     info: dict[str, Any] = field(default_factory=dict)
     runtimes_h: np.ndarray = field(default_factory=lambda: np.zeros(0))
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    gpu_quantiles_h: dict[int, tuple[float, float, float]] = field(default_factory=dict)
 
     @property
     def user_medians_h(self) -> dict[str, float]:
