@@ -21,11 +21,12 @@ Design matrix (:meth:`FeatureSpec.design`), one row per job:
     annotations when they are present (NaN when not): a feature the boosters may use, never the answer;
   - ``calendar``: ``submit_hour`` (0-23) and ``submit_weekday`` (Monday 0) in the cluster's time zone;
   - ``recent``: for each of :data:`RECENT_KEYS` (the same user's, account's and job-name token's
-    runs), ``recent_<key>_p50_log_h``, ``recent_<key>_spread_log_h`` and ``recent_<key>_n_log``
-    (:class:`RecentRuns`): the median and P90 - P10 of the log hours of the last
-    :data:`RECENT_RUNS` runs of that key that **ended before the job was submitted**, and
-    ``log(1 + count)`` of all of them (leakage-free: a run still going at the submit time is not
-    used, neither is the job itself);
+    runs), ``recent_<key>_last2_log_h``, ``recent_<key>_p50_log_h``, ``recent_<key>_spread_log_h``
+    and ``recent_<key>_n_log`` (:class:`RecentRuns`), over the runs of that key that **ended
+    before the job was submitted** (leakage-free: a run still going at the submit time is not used,
+    neither is the job itself): the mean log hours of the last two (Tsafrir, Etsion and Feitelson
+    2007 predict a job by its user's last two runtimes), the median and P90 - P10 of the log hours
+    of the last :data:`RECENT_RUNS`, and ``log(1 + count)`` of all of them;
 
   and ``ann_<key>`` for the numeric annotation keys chosen at fit (``params_b``, ``tokens_b``,
   ``cpu_milli`` ...). A model pickled before the groups existed reads ``("calendar",)``, its layout.
@@ -61,7 +62,7 @@ CORE_NUMERICS: tuple[str, ...] = ("log2_gpus", "log_time_limit_h")
 #: Keys whose recent finished runs are features (the same user's, account's, job-name token's).
 RECENT_KEYS: tuple[str, ...] = ("user", "account", NAME_TOKEN)
 #: Statistics of a key's recent runs (feature ``recent_<key>_<stat>``).
-RECENT_STATS: tuple[str, ...] = ("p50_log_h", "spread_log_h", "n_log")
+RECENT_STATS: tuple[str, ...] = ("last2_log_h", "p50_log_h", "spread_log_h", "n_log")
 #: Optional numeric groups, in design-matrix order, and their features (module docstring).
 GROUP_FEATURES: dict[str, tuple[str, ...]] = {
     "hardware": ("gpu_log_peak_tflops", "gpu_memory_gb"),
@@ -314,7 +315,12 @@ def run_end_ns(frame: pd.DataFrame) -> np.ndarray:
     if "ended_at" in frame.columns:
         ended = pd.to_datetime(frame["ended_at"], utc=True).reset_index(drop=True)
         end = end.where(ended.isna(), ended)
-    return end.astype("int64").to_numpy()
+    return epoch_ns(end)
+
+
+def epoch_ns(ts: pd.Series) -> np.ndarray:
+    """int64 ns since the epoch ``(n,)`` of an aware datetime series, whatever its unit (s, ms, us, ns)."""
+    return ts.dt.as_unit("ns").astype("int64").to_numpy()
 
 
 @dataclass(frozen=True)
@@ -345,15 +351,16 @@ class RecentRuns:
     def features(self, keys: dict[str, np.ndarray], submit_ns: np.ndarray) -> dict[str, np.ndarray]:
         """``recent_<key>_<stat>`` ``(n,)`` each, for jobs with ``keys`` values submitted at ``submit_ns``.
 
-        For a job, the runs of its key value with an end time strictly before its submit time: the
-        median and P90 - P10 (numpy linear interpolation) of the log hours of the last
-        :data:`RECENT_RUNS` of them, and ``log(1 + count)`` of all of them; NaN (spread: with fewer
-        than 3 runs) and count 0 when there is none or the value is missing.
+        For a job, the runs of its key value with an end time strictly before its submit time (by
+        end time): the mean log hours of the last two, the median and P90 - P10 (numpy linear
+        interpolation) of the log hours of the last :data:`RECENT_RUNS`, and ``log(1 + count)`` of
+        all of them; NaN (spread: with fewer than 3 runs) and count 0 when there is none or the
+        value is missing.
         """
         n = len(submit_ns)
         out: dict[str, np.ndarray] = {}
         for key in RECENT_KEYS:
-            p50, spread, cnt = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n)
+            last2, p50, spread, cnt = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan), np.zeros(n)
             table = self.runs.get(key, {})
             for i, v in enumerate(keys[key].tolist()):
                 if v is None or v not in table:
@@ -363,11 +370,13 @@ class RecentRuns:
                 if j == 0:
                     continue
                 last = logs[max(0, j - RECENT_RUNS):j]
+                last2[i] = float(np.mean(last[-2:]))
                 p50[i] = float(np.median(last))
                 if len(last) >= 3:
                     q = np.quantile(last, (0.1, 0.9))
                     spread[i] = float(q[1] - q[0])
                 cnt[i] = np.log1p(j)
+            out[f"recent_{key}_last2_log_h"] = last2
             out[f"recent_{key}_p50_log_h"] = p50
             out[f"recent_{key}_spread_log_h"] = spread
             out[f"recent_{key}_n_log"] = cnt
@@ -443,7 +452,7 @@ class FeatureSpec:
         out["submit_weekday"] = local.dt.day_of_week.to_numpy(dtype=float)
         if self.recent is not None:
             keys = {k: out[k] for k in RECENT_KEYS}
-            out.update(self.recent.features(keys, submit_times(jobs).astype("int64").to_numpy()))
+            out.update(self.recent.features(keys, epoch_ns(submit_times(jobs))))
         for key in self.numeric_annotations:
             vals = np.array([as_number(a.get(key)) for a in ann], dtype=float)
             bad = np.flatnonzero(vals < 0)

@@ -128,9 +128,10 @@ def _table(doc: dict) -> None:
 def workspace_report(ws) -> dict:
     """An operator's workspace: the scheduler-history forecaster scored on the latest jobs of its store.
 
-    The stored history (ingest it first) split by submit time (the latest 20 % of jobs held out,
-    :func:`forecasters.scheduler.time_split`), fitted on the rest and evaluated against the time
-    limit, per-user and global medians
+    The stored history (ingest it first) split by submit time (the latest 20 % of jobs held out),
+    fitted on the history as it was at that cut (:func:`forecasters.scheduler.time_split_as_of`: a
+    run still going at the cut is not a target) and evaluated against the time limit, per-user,
+    per-GPU-count and global medians
     (:func:`forecasters.scheduler.evaluate_scheduler_model`). Then the nightly retraining on demand
     (:func:`pipelines.scheduler_models.nightly_fit` at the newest record's submit time): logged to
     the ``scheduler`` MLflow experiment, registered, and made the champion plans use when the
@@ -139,7 +140,7 @@ def workspace_report(ws) -> dict:
     Raises:
         InputError: nothing ingested, or no finished run to train on or to score.
     """
-    from forecasters.scheduler import evaluate_scheduler_model, fit_scheduler_model, time_split
+    from forecasters.scheduler import evaluate_scheduler_model, fit_scheduler_model, time_split_as_of
     from pipelines.store import Store
 
     jobs = Store(ws.store_dir).jobs()
@@ -152,7 +153,7 @@ def workspace_report(ws) -> dict:
 
     settings = load_settings()
     tracking.init_store(settings)
-    train_rows, holdout = time_split(jobs, 0.2)
+    train_rows, holdout = time_split_as_of(jobs, 0.2)
     model = fit_scheduler_model(train_rows, timezone=ws.config.cluster.timezone)
     doc = {"kind": "scheduler", "workspace": str(ws.root), **evaluate_scheduler_model(model, holdout)}
     # then the nightly retraining on demand: gated against the champion, registered, champion moved if no worse
