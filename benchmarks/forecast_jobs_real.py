@@ -1,7 +1,7 @@
 """Job durations learned from a real scheduler history: the Alibaba openb GPU pods, split by time (issue 16).
 
-Usage: PYTHONPATH=. .venv/bin/python benchmarks/forecast_jobs_real.py [--data ../shared/data] [--test-share 0.2]
-       [--bootstrap 1000] [--json]
+Usage: PYTHONPATH=. .venv/bin/python benchmarks/forecast_jobs_real.py [--data DIR] [--test-share 0.2]
+       [--bootstrap 1000] [--json]      (DIR: default ``../shared/data`` next to the repository)
 
 Data: ``alibaba-openb-gpu-2023/openb_pod_list_default.csv`` (Weng et al., ATC '23; read its README).
 Every GPU pod (``num_gpu >= 1``) becomes a job record (:data:`domain.records.JOB_RECORD`):
@@ -256,6 +256,10 @@ def main() -> int:
     ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the MAE ratio (default 1000)")
     ap.add_argument("--json", action="store_true", help="print one JSON document")
     args = ap.parse_args()
+    for sub in ("alibaba-openb-gpu-2023", "philly-derived-2017"):
+        if not (args.data / sub).is_dir():
+            print(f"error: {args.data / sub} not found; pass --data DIR (the folder holding {sub})", file=sys.stderr)
+            return 2
     doc = {"openb": openb_report(args.data, args.test_share, args.bootstrap), "philly": philly_report(args.data)}
     if args.json:
         print(json.dumps(doc, indent=1))

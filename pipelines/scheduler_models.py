@@ -157,8 +157,8 @@ def train_from_history(settings: Settings, records: pd.DataFrame, timezone: str,
     (:func:`forecasters.scheduler.time_split_as_of`, :func:`forecasters.scheduler.evaluate_scheduler_model`:
     model, time limit, per-user, per-GPU-count and global medians); then refitted on every record
     and saved as the champion (:func:`save_champion`, meta ``{"version": None, "history": label,
-    "history_rows", "reason"}``) and logged to the ``scheduler`` MLflow experiment (params and the
-    evaluation's metrics; not registered).
+    "history_rows", "reason"}``). The caller logs it (``gpuplan train`` to the ``scheduler`` MLflow
+    experiment).
 
     Returns ``(model, doc)``: doc = the evaluation plus ``history``, ``history_rows``, ``saved``
     (the model folder) and ``fit_report`` (the refitted model's ``info``: chosen feature groups,
@@ -168,7 +168,6 @@ def train_from_history(settings: Settings, records: pd.DataFrame, timezone: str,
         InputError: no finished run to train on, or none to score.
     """
     from forecasters.scheduler import evaluate_scheduler_model, fit_scheduler_model, time_split_as_of
-    from pipelines import tracking
 
     train, holdout = time_split_as_of(records, 0.2)
     candidate = fit_scheduler_model(train, timezone=timezone, seed=settings.seed)
@@ -180,14 +179,6 @@ def train_from_history(settings: Settings, records: pd.DataFrame, timezone: str,
                                                        "reason": "gpuplan train --history"}))
     doc["fit_report"] = {k: model.info.get(k) for k in ("mode", "n_targets", "n_censored", "n_active",
                                                         "feature_selection", "calibration", "features")}
-    tracking.init_store(settings)
-    tracking.log_run(settings, "scheduler", f"history-{Path(label).name}",
-                     params={"history": label, "mode": model.mode, "timezone": timezone,
-                             "feature_groups": ",".join(model.spec.groups)},
-                     metrics={k: v for k, v in tracking.flatten({"metrics": doc["metrics"],
-                                                                 "baselines": doc["baselines"]}).items()
-                              if isinstance(v, (int, float)) and not isinstance(v, bool)},
-                     tags={"gpuplan.stage": "train"})
     return model, doc
 
 

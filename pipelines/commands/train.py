@@ -177,7 +177,8 @@ def history_report(path: Path, fmt: str | None, timezone: str | None, ws) -> dic
     default the workspace's cluster clock), scores the model fitted on the history as it was at the
     cut of its latest 20 % against the time limit and the per-user, per-GPU-count and global medians,
     refits on all of it and saves it where ``gpuplan predict --kind scheduler`` loads it
-    (:func:`pipelines.scheduler_models.train_from_history`). Rejected rows are counted in the
+    (:func:`pipelines.scheduler_models.train_from_history`), and logs the scores to the ``scheduler``
+    MLflow experiment. Rejected rows are counted in the
     document (``rejected_rows``, ``first_rejected``) and told on standard error; the rest are used.
 
     Raises:
@@ -191,7 +192,17 @@ def history_report(path: Path, fmt: str | None, timezone: str | None, ws) -> dic
     records, n_read, errors = scheduler_models.read_history_file(path, fmt, tz)
     if errors:
         print(f"--history {path}: {len(errors)} of {n_read} rows rejected, first: {errors[0]}", file=sys.stderr)
-    _, doc = scheduler_models.train_from_history(load_settings(), records, tz, str(path))
+    from pipelines import tracking
+
+    settings = load_settings()
+    model, doc = scheduler_models.train_from_history(settings, records, tz, str(path))
+    tracking.init_store(settings)
+    numbers = tracking.flatten({"metrics": doc["metrics"], "baselines": doc["baselines"], "mae_ratio": doc["mae_ratio"]})
+    tracking.log_run(settings, "scheduler", f"history-{Path(path).name}",
+                     params={"history": str(path), "mode": model.mode, "timezone": tz,
+                             "feature_groups": ",".join(model.spec.groups)},
+                     metrics={k: v for k, v in numbers.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
+                     tags={"gpuplan.stage": "train"})
     doc["workspace"] = str(path)
     doc["rejected_rows"] = len(errors)
     doc["first_rejected"] = errors[0] if errors else None

@@ -186,8 +186,8 @@ def test_gpu_table_covers_the_types_the_issue_names_and_scheduler_spellings():
 
 
 def test_physics_kinds_accept_every_gpu_type_and_flag_those_outside_their_history():
-    from forecasters.generators import generate_history, generate_queue
     from forecasters.frames import normalise_features
+    from forecasters.generators import generate_history, generate_queue
     from forecasters.jobs import FLAG_GPU_OUTSIDE_HISTORY, fit, predict
     from forecasters.jobs.priors import log_analytic_h
 
