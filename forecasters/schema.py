@@ -14,17 +14,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from domain import JOB_KINDS, JobKind
+from domain.gpus import GPU_TABLE
 from forecasters.errors import InputError
 
-#: Version of every level list below; bump it when a list changes (models store it).
-LEVELS_VERSION = "2026.11-1"
+#: Version of every level list below; bump it when a list changes (models store it; a saved model
+#: of another version is retrained before use). 2026.11-2: ``gpu_type`` covers every type of
+#: :data:`domain.gpus.GPU_TABLE`.
+LEVELS_VERSION = "2026.11-2"
 
 TIMING_COLUMNS: tuple[str, ...] = ("submitted_at", "started_at", "finished_at")
 TARGET_DURATION = "duration_h"
 TARGET_GPUS = "gpus_used"
 JOB_ID = "job_id"
 
-GPU_TYPES: tuple[str, ...] = ("a100_40gb", "a100_80gb", "h100_80gb", "h200_141gb", "l40s_48gb")
+#: GPU types the job generators draw (:mod:`forecasters.workloads`): the generated histories hold only these.
+GENERATED_GPU_TYPES: tuple[str, ...] = ("a100_40gb", "a100_80gb", "h100_80gb", "h200_141gb", "l40s_48gb")
+#: Level list of ``gpu_type``: the generated five first (their category codes unchanged since
+#: 2026.11-1), then every other type of :data:`domain.gpus.GPU_TABLE` (P100, V100, T4, A10, B200,
+#: MI300X). A model trained on the generated histories has never seen the others: its
+#: physics features still price them from their datasheet figures, and its predictions flag
+#: them (``gpu_type_outside_history``, :mod:`forecasters.jobs.model`).
+GPU_TYPES: tuple[str, ...] = (*GENERATED_GPU_TYPES, *(g for g in GPU_TABLE if g not in GENERATED_GPU_TYPES))
 
 TRAINING_VARIANTS: tuple[str, ...] = (
     "full_finetune",

@@ -368,9 +368,11 @@ class Catalog:
         return self.settings.models_dir / kind
 
     def load_model(self, kind: str) -> Any:
-        """The current ``kind`` forecaster, or None when missing, unreadable or of another kind.
+        """The current ``kind`` forecaster, or None when missing, unreadable, of another kind or of other level lists.
 
-        Never used then (a corrupt or partial model folder is retrained, never used).
+        Never used then (a corrupt or partial model folder is retrained, never used; so is a model
+        whose ``levels_version`` is not the current :data:`forecasters.schema.LEVELS_VERSION`, e.g.
+        one saved before ``gpu_type`` covered V100 ... MI300X, which would refuse those types).
         """
         path = self.model_path(kind)
         if not path.is_dir():
@@ -379,7 +381,9 @@ class Catalog:
             model = job_models.load_model(path)
         except InputError:
             return None
-        return model if model.kind == kind else None
+        from forecasters.schema import LEVELS_VERSION
+
+        return model if model.kind == kind and model.levels_version == LEVELS_VERSION else None
 
     def save_model(self, kind: str, model: Any) -> Path:
         """Write ``model`` as the current ``kind`` forecaster (atomic folder swap, :func:`pipelines.job_models.save_model`)."""

@@ -8,6 +8,10 @@
 - :func:`nightly_fit` is the gated retraining (:mod:`pipelines.stages.retrain`): train on the store up to
   the cut-off, score against the champion on the same holdout, log to MLflow, register a version,
   move ``champion`` only when the gate says so (else ``challenger``), record why.
+- :func:`read_history_file` and :func:`train_from_history` are ``gpuplan train --history FILE``: a
+  scheduler history read from one export (any job format of the sources), scored leakage-free on its
+  latest 20 % (:func:`forecasters.scheduler.time_split_as_of`), refitted on all of it and saved as
+  the champion (``gpuplan predict --kind scheduler`` loads it; nothing is refitted there).
 """
 
 from __future__ import annotations
@@ -98,6 +102,84 @@ def nightly_fit(settings: Settings, ws: Workspace, cutoff: datetime) -> tuple[An
            "holdout_rows": len(holdout), "promoted": promote, "reason": reason, "candidate": cand_eval,
            "champion": champ_eval, "champion_version_before": None if current is None else current[1].get("version")}
     return final, doc
+
+
+#: Job formats ``--history`` reads, by file suffix when ``--format`` is not given.
+HISTORY_FORMATS: dict[str, str] = {".csv": "csv", ".gz": "csv", ".parquet": "parquet", ".json": "kueue-json",
+                                   ".txt": "slurm-sacct", ".sacct": "slurm-sacct"}
+
+
+def read_history_file(path: Path, fmt: str | None, timezone: str) -> tuple[pd.DataFrame, int, list[str]]:
+    """``(records, rows read, rejected-row messages)`` of one scheduler export (``gpuplan train --history``).
+
+    ``fmt``: ``csv``/``parquet`` (the job table of :mod:`pipelines.sources.tabular`: ``job_id`` and
+    ``submitted_at`` required, every record column optional, any other column an annotation),
+    ``slurm-sacct`` (``sacct --parsable2``) or ``kueue-json``; None: by the file's suffix
+    (:data:`HISTORY_FORMATS`). ``timezone``: the zone of naive times (the cluster's clock).
+
+    Raises:
+        InputError: no such file, an unknown format, a file that cannot be read at all, no row read.
+    """
+    from pipelines.csv_sniff import read_operator_csv
+    from pipelines.sources import kueue, slurm, tabular
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"--history {path}: no such file")
+    fmt = fmt or HISTORY_FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise InputError(f"--history {path}: cannot tell the format from the suffix {path.suffix!r}; "
+                         f"pass --format ({', '.join(sorted(set(HISTORY_FORMATS.values())))})")
+    if fmt == "csv":
+        res = tabular.parse_jobs(read_operator_csv(path, f"--history {path}", text_columns=("job_id",)), timezone)
+    elif fmt == "parquet":
+        try:
+            frame = pd.read_parquet(path)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"--history {path}: cannot be read as parquet ({' '.join(str(exc).split())[:160]})") from None
+        res = tabular.parse_jobs(frame, timezone, csv=False)
+    elif fmt == "slurm-sacct":
+        res = slurm.parse_sacct(path.read_text(encoding="utf-8", errors="replace"), timezone)
+    elif fmt == "kueue-json":
+        res = kueue.parse_kueue_workloads(path.read_text(encoding="utf-8", errors="replace"))
+    else:
+        raise InputError(f"--format {fmt!r}: expected one of csv, parquet, slurm-sacct, kueue-json")
+    if res.frame.empty:
+        first = f" (first: {res.errors[0]})" if res.errors else ""
+        raise InputError(f"--history {path}: no job record read from {res.read} rows{first}")
+    return res.frame, res.read, list(res.errors)
+
+
+def train_from_history(settings: Settings, records: pd.DataFrame, timezone: str, label: str) -> tuple[Any, dict[str, Any]]:
+    """Score, refit and save the scheduler forecaster of a history (``gpuplan train --history``).
+
+    Scored on the latest 20 % by submit time, fitted on the history as it was at that cut
+    (:func:`forecasters.scheduler.time_split_as_of`, :func:`forecasters.scheduler.evaluate_scheduler_model`:
+    model, time limit, per-user, per-GPU-count and global medians); then refitted on every record
+    and saved as the champion (:func:`save_champion`, meta ``{"version": None, "history": label,
+    "history_rows", "reason"}``). The caller logs it (``gpuplan train`` to the ``scheduler`` MLflow
+    experiment).
+
+    Returns ``(model, doc)``: doc = the evaluation plus ``history``, ``history_rows``, ``saved``
+    (the model folder) and ``fit_report`` (the refitted model's ``info``: chosen feature groups,
+    calibration, counts).
+
+    Raises:
+        InputError: no finished run to train on, or none to score.
+    """
+    from forecasters.scheduler import evaluate_scheduler_model, fit_scheduler_model, time_split_as_of
+
+    train, holdout = time_split_as_of(records, 0.2)
+    candidate = fit_scheduler_model(train, timezone=timezone, seed=settings.seed)
+    doc: dict[str, Any] = {"kind": "scheduler", "history": label, "history_rows": int(len(records)),
+                           **evaluate_scheduler_model(candidate, holdout)}
+    model = fit_scheduler_model(records, timezone=timezone, seed=settings.seed)
+    doc["saved"] = str(save_champion(settings, model, {"version": None, "history": label,
+                                                       "history_rows": int(len(records)),
+                                                       "reason": "gpuplan train --history"}))
+    doc["fit_report"] = {k: model.info.get(k) for k in ("mode", "n_targets", "n_censored", "n_active",
+                                                        "feature_selection", "calibration", "features")}
+    return model, doc
 
 
 def _make_pyfunc_class() -> type:

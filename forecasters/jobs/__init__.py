@@ -73,7 +73,15 @@ from forecasters.jobs.fitting import (
     lightgbm_module,
     train_booster,
 )
-from forecasters.jobs.model import FLAG_UNSEEN, PREDICTION_COLUMNS, JobModel, gpus_log2_from, predict, predict_for_sizes
+from forecasters.jobs.model import (
+    FLAG_GPU_OUTSIDE_HISTORY,
+    FLAG_UNSEEN,
+    PREDICTION_COLUMNS,
+    JobModel,
+    gpus_log2_from,
+    predict,
+    predict_for_sizes,
+)
 from forecasters.jobs.priors import (
     ANALYTIC_CLIP_H,
     GPU_PRIOR,
@@ -101,6 +109,7 @@ __all__ = [
     "FEATURES",
     "FLAG_CLIPPED",
     "FLAG_REQUEST_ROUNDED",
+    "FLAG_GPU_OUTSIDE_HISTORY",
     "FLAG_UNSEEN",
     "GPU_PRIOR",
     "GPU_ROUNDS",

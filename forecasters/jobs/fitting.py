@@ -200,6 +200,7 @@ def fit(
         "n_train": int(len(kept)),
         "n_excluded_nonpositive": n_excluded,
         "n_missing_category": {c: int(m.sum()) for c, m in issues.missing.items()},
+        "gpu_types_seen": sorted(str(v) for v in feats["gpu_type"].dropna().astype(object).unique()),
         "gpus_floor_at_requested": floor,
         "num_rounds": int(num_rounds),
         "duration_rounds": rounds,

@@ -25,6 +25,10 @@ from forecasters.schema import JOB_ID, KindSpec, spec_for
 
 #: Flag of a job predicted under every known level of a missing/unknown category (``on_unseen="fallback"``).
 FLAG_UNSEEN = "unseen_category"
+#: Flag of a job whose ``gpu_type`` is known (:data:`domain.gpus.GPU_TABLE`) but absent from the
+#: model's training history: its physics features use that type's datasheet figures, the booster's
+#: correction was learned on other types (an extrapolation).
+FLAG_GPU_OUTSIDE_HISTORY = "gpu_type_outside_history"
 #: Columns of :func:`predict`'s frame.
 PREDICTION_COLUMNS = ("job_id", "duration_p10_h", "duration_p50_h", "duration_p90_h", "gpus_pred", "flags")
 
@@ -128,14 +132,17 @@ def predict(
         model: a fitted :class:`JobModel`.
         jobs: ``(n, ...)`` the kind's features (any dtypes, any category order), optional ``job_id``.
         on_unseen: ``"error"`` (default) refuses a missing/unknown category; ``"fallback"`` predicts
-            the job pooled over every known level and flags it ``unseen_category``.
+            the job pooled over every known level (``gpu_type``: the types of the training history)
+            and flags it ``unseen_category``.
         step_minutes: when given, quantiles shorter than one planning step are raised to one step
             and the job is flagged ``clipped_min_duration`` (case C21).
 
     Returns:
         ``(n, 6)`` frame: ``job_id`` (str, the input's, or the row position), ``duration_p10_h``,
         ``duration_p50_h``, ``duration_p90_h`` (hours, non-decreasing), ``gpus_pred`` (int, power
-        of two), ``flags`` (list of str). Each row depends only on that job's own features.
+        of two), ``flags`` (list of str: ``gpus_requested_rounded_up``, ``unseen_category``,
+        :data:`FLAG_GPU_OUTSIDE_HISTORY`, ``clipped_min_duration``). Each row depends only on that
+        job's own features.
 
     Raises:
         InputError: missing feature column; non-numeric value; missing/unknown category when
@@ -151,6 +158,11 @@ def predict(
     x = design_frame(feats, model.kind)
     p10, p50, p90, gpus = _raw_predict(model, x)
     flags: list[list[str]] = [[FLAG_REQUEST_ROUNDED] if r else [] for r in rounded]
+    seen = model.info.get("gpu_types_seen")
+    if seen is not None:
+        gpu = feats["gpu_type"].astype(object).to_numpy()
+        for i in np.flatnonzero([v is not None and v == v and v not in seen for v in gpu]):
+            flags[i].append(FLAG_GPU_OUTSIDE_HISTORY)
     for i in np.flatnonzero(bad_rows):
         p10[i], p50[i], p90[i], gpus[i] = _pooled(model, feats.iloc[[i]], issues, int(i))
         flags[i].append(FLAG_UNSEEN)
@@ -204,10 +216,12 @@ def _pooled(model: JobModel, row: pd.DataFrame, issues: CategoryIssues, i: int) 
     """Fallback for one job: predict under every combination of known levels of its bad columns."""
     bad_cols = [c for c, m in (*issues.missing.items(), *issues.unknown.items()) if m[i]]
     variants = [row.reset_index(drop=True)]
+    seen = model.info.get("gpu_types_seen")
     for col in dict.fromkeys(bad_cols):
         expanded = []
+        pool = seen if (col == "gpu_type" and seen) else model.levels[col]
         for v in variants:
-            for level in model.levels[col]:
+            for level in pool:
                 w = v.copy()
                 w[col] = pd.Categorical([level], categories=list(model.levels[col]))
                 expanded.append(w)

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from forecasters.errors import InputError
-from forecasters.schema import KindSpec, spec_for
+from forecasters.schema import GENERATED_GPU_TYPES, KindSpec, spec_for
 from forecasters.workloads import kind_module
 
 #: Design column holding the physics prior of the GPU count: ``log2`` of the kind's ``gpus_used``
@@ -35,6 +35,10 @@ STACKED_FEATURES = ("log2_gpus_pred", "log_analytic_h_at_pred_gpus")
 #: degenerate inputs (e.g. a job with almost no work) without touching any realistic job.
 ANALYTIC_CLIP_H = (1e-6, 1e6)
 
+
+#: Levels a missing category is pooled over, where not every level of the contract: a missing
+#: ``gpu_type`` is pooled over the generated histories' types (not P100 ... MI300X, never drawn there).
+POOL_LEVELS: dict[str, tuple[str, ...]] = {"gpu_type": GENERATED_GPU_TYPES}
 
 #: ``compute(physics_module, plain_features) -> (n,)``: one prior per row (see :func:`_physics_prior`).
 PriorFn = Callable[[ModuleType, pd.DataFrame], np.ndarray]
@@ -99,7 +103,8 @@ def log_analytic_h(kind: str, feats: pd.DataFrame, g_log2: np.ndarray) -> np.nda
     Returns:
         float array ``(n,)``, log hours, from an estimate clipped to :data:`ANALYTIC_CLIP_H`. A row
         with a missing category (legacy history rows, case C11) gets the median over every known
-        level (every combination when several columns are missing).
+        level (every combination when several columns are missing; ``gpu_type``: over
+        :data:`POOL_LEVELS`).
 
     Raises:
         InputError: the estimate is not a number for a row (row named), e.g. ``model_params_b`` 0.
@@ -146,7 +151,7 @@ def _physics_prior(
         for pattern in sorted({tuple(r) for r in miss[~complete]}):
             rows = np.flatnonzero((miss == np.array(pattern)).all(axis=1))
             cols = [c for c, m in zip(cats, pattern) if m]
-            combos = list(itertools.product(*(spec.categorical[c] for c in cols)))
+            combos = list(itertools.product(*(POOL_LEVELS.get(c, spec.categorical[c]) for c in cols)))
             expanded = plain.iloc[np.repeat(rows, len(combos))].reset_index(drop=True)
             for j, c in enumerate(cols):
                 expanded[c] = np.tile(np.array([combo[j] for combo in combos], dtype=object), len(rows))

@@ -77,7 +77,13 @@ pinball losses at P50 and P90 (hours), P90 coverage, count of runs; against the 
 limit, the per-user median and the global median runtime of the training history.
 """
 
-from forecasters.scheduler.evaluation import evaluate_scheduler_model, forecast_metrics, time_split
+from forecasters.scheduler.evaluation import (
+    evaluate_scheduler_model,
+    forecast_metrics,
+    history_as_of,
+    time_split,
+    time_split_as_of,
+)
 from forecasters.scheduler.features import FEATURE_INPUTS, MIN_LEVEL_COUNT, FeatureSpec, name_token
 from forecasters.scheduler.fitting import (
     FIT_INPUTS,
@@ -87,6 +93,7 @@ from forecasters.scheduler.fitting import (
     censored_p90_raise,
     conformal_shift,
     fit_scheduler_model,
+    refresh_recent,
     run_buckets,
     target_hours,
 )
@@ -119,9 +126,12 @@ __all__ = [
     "evaluate_scheduler_model",
     "fit_scheduler_model",
     "forecast_metrics",
+    "history_as_of",
     "name_token",
     "predict_runtime",
+    "refresh_recent",
     "run_buckets",
     "target_hours",
     "time_split",
+    "time_split_as_of",
 ]

@@ -11,9 +11,25 @@ Design matrix (:meth:`FeatureSpec.design`), one row per job:
   LightGBM's missing branch): ``user``, ``account``, ``partition``, ``qos``, ``gpu_type``, ``kind``,
   ``name_token`` (:func:`name_token`) and ``ann_<key>`` for the text annotation keys chosen at fit;
 * numbers (float, NaN when unknown): ``log2_gpus`` (``log2(gpus)``, ``-1`` for a job without
-  GPUs), ``log_time_limit_h`` (natural log of the limit in hours; NaN when unlimited),
-  ``submit_hour`` (0-23) and ``submit_weekday`` (Monday 0) in the cluster's time zone, and
-  ``ann_<key>`` for the numeric annotation keys chosen at fit (``params_b``, ``tokens_b`` ...).
+  GPUs), ``log_time_limit_h`` (natural log of the limit in hours; NaN when unlimited), then the
+  optional groups the fit chose (:attr:`FeatureSpec.groups`, in this order):
+
+  - ``hardware``: ``gpu_log_peak_tflops`` and ``gpu_memory_gb`` of the job's GPU type
+    (:func:`domain.gpus.canonical_gpu_type`, :data:`domain.gpus.GPU_TABLE`; NaN when the type is
+    unknown), so that a GPU type new to the history is priced by its datasheet, not only missing;
+  - ``prior``: ``prior_log_h``, the physics formula (:func:`physics_prior_log_h`) from the LLM
+    annotations when they are present (NaN when not): a feature the boosters may use, never the answer;
+  - ``calendar``: ``submit_hour`` (0-23) and ``submit_weekday`` (Monday 0) in the cluster's time zone;
+  - ``recent``: for each of :data:`RECENT_KEYS` (the same user's, account's and job-name token's
+    runs), ``recent_<key>_last2_log_h``, ``recent_<key>_p50_log_h``, ``recent_<key>_spread_log_h``
+    and ``recent_<key>_n_log`` (:class:`RecentRuns`), over the runs of that key that **ended
+    before the job was submitted** (leakage-free: a run still going at the submit time is not used,
+    neither is the job itself): the mean log hours of the last two (Tsafrir, Etsion and Feitelson
+    2007 predict a job by its user's last two runtimes), the median and P90 - P10 of the log hours
+    of the last :data:`RECENT_RUNS`, and ``log(1 + count)`` of all of them;
+
+  and ``ann_<key>`` for the numeric annotation keys chosen at fit (``params_b``, ``tokens_b``,
+  ``cpu_milli`` ...). A model pickled before the groups existed reads ``("calendar",)``, its layout.
 
 Annotation keys (:func:`choose_annotation_keys`): the ``annotations`` column holds a JSON object of
 text values (the job's ``gpuplan.*`` fields). A key present in at least
@@ -33,6 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from domain.gpus import GPU_TABLE, canonical_gpu_type
 from forecasters.errors import InputError
 from forecasters.frames import require_columns, row_label, show
 
@@ -41,7 +58,22 @@ BASE_CATEGORICALS: tuple[str, ...] = ("user", "account", "partition", "qos", "gp
 #: Categorical feature of the job name (:func:`name_token`).
 NAME_TOKEN = "name_token"
 #: Numeric features every history gives.
-BASE_NUMERICS: tuple[str, ...] = ("log2_gpus", "log_time_limit_h", "submit_hour", "submit_weekday")
+CORE_NUMERICS: tuple[str, ...] = ("log2_gpus", "log_time_limit_h")
+#: Keys whose recent finished runs are features (the same user's, account's, job-name token's).
+RECENT_KEYS: tuple[str, ...] = ("user", "account", NAME_TOKEN)
+#: Statistics of a key's recent runs (feature ``recent_<key>_<stat>``).
+RECENT_STATS: tuple[str, ...] = ("last2_log_h", "p50_log_h", "spread_log_h", "n_log")
+#: Optional numeric groups, in design-matrix order, and their features (module docstring).
+GROUP_FEATURES: dict[str, tuple[str, ...]] = {
+    "hardware": ("gpu_log_peak_tflops", "gpu_memory_gb"),
+    "prior": ("prior_log_h",),
+    "calendar": ("submit_hour", "submit_weekday"),
+    "recent": tuple(f"recent_{k}_{s}" for k in RECENT_KEYS for s in RECENT_STATS),
+}
+#: Numeric features of a model fitted before the optional groups: core + calendar.
+BASE_NUMERICS: tuple[str, ...] = (*CORE_NUMERICS, *GROUP_FEATURES["calendar"])
+#: The last runs of a key summarised by the ``recent`` features.
+RECENT_RUNS = 10
 #: Record columns the design matrix is built from.
 FEATURE_INPUTS: tuple[str, ...] = (
     "job_id", "submitted_at", *BASE_CATEGORICALS, "job_name", "gpus", "time_limit_s", "annotations",
@@ -170,7 +202,7 @@ def parse_annotations(frame: pd.DataFrame) -> list[dict[str, str]]:
     return out
 
 
-def _as_number(text: str | None) -> float:
+def as_number(text: str | None) -> float:
     """``float(text)`` when finite, else NaN."""
     if text is None:
         return np.nan
@@ -194,7 +226,7 @@ def choose_annotation_keys(annotations: Sequence[dict[str, str]]) -> tuple[tuple
     for key, count in sorted(present.items()):
         if key == "kind" or count < ANNOTATION_MIN_SHARE * n:
             continue
-        parsed = sum(np.isfinite(_as_number(a[key])) for a in annotations if key in a)
+        parsed = sum(np.isfinite(as_number(a[key])) for a in annotations if key in a)
         (numeric if parsed >= NUMERIC_ANNOTATION_SHARE * count else categorical).append(key)
     return tuple(numeric), tuple(categorical)
 
@@ -203,6 +235,152 @@ def choose_levels(values: np.ndarray) -> tuple[str, ...]:
     """Sorted levels seen at least :data:`MIN_LEVEL_COUNT` times in ``values`` (``(n,)`` str or None)."""
     counts = Counter(v for v in values.tolist() if v is not None)
     return tuple(sorted(k for k, c in counts.items() if c >= MIN_LEVEL_COUNT))
+
+
+#: Annotation keys of the model size (billions of parameters), first found wins.
+PARAMS_KEYS: tuple[str, ...] = ("model_params_b", "params_b")
+#: Training variants that update only adapters (~4 N D FLOPs instead of ~6 N D; DESIGN §4.1).
+ADAPTER_VARIANTS = frozenset({"lora", "qlora", "dora", "ia3", "prefix_tuning", "adapter"})
+#: Kinds whose work is forward passes only (~2 N FLOPs per token).
+FORWARD_KINDS = frozenset({"batch_inference", "quantization"})
+#: GPU the prior assumes when the job's type is unknown (the physics models' reference GPU).
+PRIOR_REFERENCE_GPU = "a100_40gb"
+
+
+def _first_number(ann: dict[str, str], keys: Sequence[str]) -> float:
+    """The first of ``keys`` present in ``ann`` as a finite number, else NaN."""
+    for k in keys:
+        v = as_number(ann.get(k))
+        if np.isfinite(v):
+            return v
+    return np.nan
+
+
+def work_tokens(ann: dict[str, str]) -> float:
+    """Tokens a job processes, from its annotations (NaN when they do not say).
+
+    First found: ``tokens_b`` (billions); ``dataset_tokens_m`` (millions) x ``epochs`` (default 1);
+    ``num_requests`` x (``mean_input_tokens`` + ``mean_output_tokens``); ``calibration_samples`` x
+    ``calibration_seq_len`` (the job contracts' names, :mod:`forecasters.schema`).
+    """
+    t = _first_number(ann, ("tokens_b",))
+    if np.isfinite(t):
+        return t * 1e9
+    t = _first_number(ann, ("dataset_tokens_m",))
+    if np.isfinite(t):
+        epochs = _first_number(ann, ("epochs",))
+        return t * 1e6 * (epochs if np.isfinite(epochs) else 1.0)
+    reqs = _first_number(ann, ("num_requests",))
+    tin, tout = _first_number(ann, ("mean_input_tokens",)), _first_number(ann, ("mean_output_tokens",))
+    if np.isfinite(reqs) and (np.isfinite(tin) or np.isfinite(tout)):
+        return reqs * (np.nan_to_num(tin) + np.nan_to_num(tout))
+    samples, seq = _first_number(ann, ("calibration_samples",)), _first_number(ann, ("calibration_seq_len",))
+    return samples * seq if np.isfinite(samples) and np.isfinite(seq) else np.nan
+
+
+def physics_prior_log_h(ann: dict[str, str], kind: str | None, gpus: float, gpu_type: str | None) -> float:
+    """Compute-bound runtime estimate ``log(hours)`` of one job, NaN when its annotations lack size or work.
+
+    ``hours = c N D / (g x peak x MFU) / 3600`` with ``N`` parameters (:data:`PARAMS_KEYS`, billions),
+    ``D`` tokens (:func:`work_tokens`), ``g = max(gpus, 1)``, the GPU type's dense 16-bit peak and
+    typical MFU (:data:`domain.gpus.GPU_TABLE`; :data:`PRIOR_REFERENCE_GPU` when the type is
+    unknown), and ``c`` FLOPs per parameter and token: 2 for forward-only kinds
+    (:data:`FORWARD_KINDS`), 4 for an adapter variant (:data:`ADAPTER_VARIANTS`, annotation
+    ``variant`` or ``training_variant``), else 6 (a full update; Kaplan et al. 2020, "Scaling laws
+    for neural language models", C ~ 6 N D; DESIGN §4.1).
+    """
+    n_b = _first_number(ann, PARAMS_KEYS)
+    tokens = work_tokens(ann)
+    if not (np.isfinite(n_b) and np.isfinite(tokens)) or n_b <= 0 or tokens <= 0:
+        return np.nan
+    variant = (ann.get("variant") or ann.get("training_variant") or "").lower()
+    c = 2.0 if kind in FORWARD_KINDS else (4.0 if variant in ADAPTER_VARIANTS else 6.0)
+    spec = GPU_TABLE[canonical_gpu_type(gpu_type) or PRIOR_REFERENCE_GPU]
+    g = max(gpus, 1.0) if np.isfinite(gpus) else 1.0
+    return float(np.log(c * n_b * 1e9 * tokens / (g * spec.peak_16bit_flops * spec.base_mfu) / 3600.0))
+
+
+def run_end_ns(frame: pd.DataFrame) -> np.ndarray:
+    """End time of each run ``(n,)`` as int64 ns since the epoch (UTC).
+
+    ``ended_at`` when the column exists and is set, else ``started_at + elapsed_s``, else
+    ``submitted_at + elapsed_s`` (a run without any of these: ``submitted_at``).
+    """
+    sub = submit_times(frame)
+    elapsed = pd.to_timedelta(np.nan_to_num(numeric_column(frame, "elapsed_s"), nan=0.0), unit="s")
+    end = sub + elapsed
+    if "started_at" in frame.columns:
+        start = pd.to_datetime(frame["started_at"], utc=True).reset_index(drop=True)
+        end = end.where(start.isna(), start + elapsed)
+    if "ended_at" in frame.columns:
+        ended = pd.to_datetime(frame["ended_at"], utc=True).reset_index(drop=True)
+        end = end.where(ended.isna(), ended)
+    return epoch_ns(end)
+
+
+def epoch_ns(ts: pd.Series) -> np.ndarray:
+    """int64 ns since the epoch ``(n,)`` of an aware datetime series, whatever its unit (s, ms, us, ns)."""
+    return ts.dt.as_unit("ns").astype("int64").to_numpy()
+
+
+@dataclass(frozen=True)
+class RecentRuns:
+    """The finished runs of each user, account and job-name token, by end time (the ``recent`` features).
+
+    Attributes:
+        runs: key (:data:`RECENT_KEYS`) -> value -> ``(end_ns, log_h)``: end times (int64 ns, sorted)
+            and the runs' log hours in that order.
+    """
+
+    runs: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, keys: dict[str, np.ndarray], end_ns: np.ndarray, log_h: np.ndarray) -> RecentRuns:
+        """From ``(n,)`` runs: ``keys`` maps each of :data:`RECENT_KEYS` to the runs' values (str or None)."""
+        runs: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
+        for key in RECENT_KEYS:
+            by: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+            vals = pd.Series(keys[key], dtype=object)
+            for v, idx in vals.groupby(vals, sort=True).groups.items():
+                rows = np.asarray(idx, dtype=int)
+                order = np.argsort(end_ns[rows], kind="stable")
+                by[str(v)] = (np.asarray(end_ns[rows][order], dtype=np.int64), np.asarray(log_h[rows][order], dtype=float))
+            runs[key] = by
+        return cls(runs)
+
+    def features(self, keys: dict[str, np.ndarray], submit_ns: np.ndarray) -> dict[str, np.ndarray]:
+        """``recent_<key>_<stat>`` ``(n,)`` each, for jobs with ``keys`` values submitted at ``submit_ns``.
+
+        For a job, the runs of its key value with an end time strictly before its submit time (by
+        end time): the mean log hours of the last two, the median and P90 - P10 (numpy linear
+        interpolation) of the log hours of the last :data:`RECENT_RUNS`, and ``log(1 + count)`` of
+        all of them; NaN (spread: with fewer than 3 runs) and count 0 when there is none or the
+        value is missing.
+        """
+        n = len(submit_ns)
+        out: dict[str, np.ndarray] = {}
+        for key in RECENT_KEYS:
+            last2, p50, spread, cnt = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan), np.zeros(n)
+            table = self.runs.get(key, {})
+            for i, v in enumerate(keys[key].tolist()):
+                if v is None or v not in table:
+                    continue
+                ends, logs = table[v]
+                j = int(np.searchsorted(ends, submit_ns[i], side="left"))
+                if j == 0:
+                    continue
+                last = logs[max(0, j - RECENT_RUNS):j]
+                last2[i] = float(np.mean(last[-2:]))
+                p50[i] = float(np.median(last))
+                if len(last) >= 3:
+                    q = np.quantile(last, (0.1, 0.9))
+                    spread[i] = float(q[1] - q[0])
+                cnt[i] = np.log1p(j)
+            out[f"recent_{key}_last2_log_h"] = last2
+            out[f"recent_{key}_p50_log_h"] = p50
+            out[f"recent_{key}_spread_log_h"] = spread
+            out[f"recent_{key}_n_log"] = cnt
+        return out
 
 
 @dataclass(frozen=True)
@@ -214,12 +392,16 @@ class FeatureSpec:
         levels: categorical feature -> its fixed level list.
         numeric_annotations: annotation keys read as numbers (features ``ann_<key>``).
         categorical_annotations: annotation keys read as categories (features ``ann_<key>``).
+        groups: the optional numeric groups used (:data:`GROUP_FEATURES` keys, module docstring).
+        recent: the finished runs the ``recent`` features are read from (None: that group unused).
     """
 
     timezone: str
     levels: dict[str, tuple[str, ...]] = field(default_factory=dict)
     numeric_annotations: tuple[str, ...] = ()
     categorical_annotations: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ("calendar",)
+    recent: RecentRuns | None = None
 
     @property
     def categoricals(self) -> tuple[str, ...]:
@@ -230,7 +412,8 @@ class FeatureSpec:
     @property
     def numerics(self) -> tuple[str, ...]:
         """Numeric feature names, in design-matrix order."""
-        return (*BASE_NUMERICS, *(ANNOTATION_FEATURE_PREFIX + k for k in self.numeric_annotations))
+        grouped = tuple(f for g in GROUP_FEATURES if g in self.groups for f in GROUP_FEATURES[g])
+        return (*CORE_NUMERICS, *grouped, *(ANNOTATION_FEATURE_PREFIX + k for k in self.numeric_annotations))
 
     @property
     def features(self) -> tuple[str, ...]:
@@ -240,9 +423,12 @@ class FeatureSpec:
     def raw(self, jobs: pd.DataFrame) -> dict[str, np.ndarray]:
         """Feature name -> raw values ``(n,)``: object arrays (str or None) for categoricals, float64 for numbers.
 
+        Every group's features are computed (``recent`` only with :attr:`recent` set), used or not.
+
         Raises:
             InputError: a missing input column, an unparsable value (row named), a negative GPU
-                count, a annotations that are not a JSON object.
+                count or time limit, annotations that are not a JSON object, a negative numeric
+                annotation (sizes and counts: ``params_b``, ``tokens_b``, ``num_requests`` ...).
         """
         require_columns(jobs, FEATURE_INPUTS, "job records")
         ann = parse_annotations(jobs)
@@ -254,11 +440,27 @@ class FeatureSpec:
         out["log2_gpus"] = np.where(gpus > 0, np.log2(np.maximum(gpus, 1.0)), LOG2_GPUS_NONE)
         out["log2_gpus"][np.isnan(gpus)] = np.nan
         out["log_time_limit_h"] = np.log(limit_hours(jobs))
+        canon = [canonical_gpu_type(g) for g in out["gpu_type"].tolist()]
+        out["gpu_log_peak_tflops"] = np.array([np.log(GPU_TABLE[c].peak_16bit_flops / 1e12) if c else np.nan
+                                               for c in canon], dtype=float)
+        out["gpu_memory_gb"] = np.array([GPU_TABLE[c].memory_gb if c else np.nan for c in canon], dtype=float)
+        out["prior_log_h"] = np.array([physics_prior_log_h(a, k, g, t) for a, k, g, t in
+                                       zip(ann, out["kind"].tolist(), gpus.tolist(), out["gpu_type"].tolist())],
+                                      dtype=float)
         local = submit_times(jobs).dt.tz_convert(self.timezone)
         out["submit_hour"] = local.dt.hour.to_numpy(dtype=float)
         out["submit_weekday"] = local.dt.day_of_week.to_numpy(dtype=float)
+        if self.recent is not None:
+            keys = {k: out[k] for k in RECENT_KEYS}
+            out.update(self.recent.features(keys, epoch_ns(submit_times(jobs))))
         for key in self.numeric_annotations:
-            out[ANNOTATION_FEATURE_PREFIX + key] = np.array([_as_number(a.get(key)) for a in ann], dtype=float)
+            vals = np.array([as_number(a.get(key)) for a in ann], dtype=float)
+            bad = np.flatnonzero(vals < 0)
+            if bad.size:
+                i = int(bad[0])
+                raise InputError(f"{row_label(jobs, i)}, annotation {key!r}: value {show(vals[i])} must be >= 0 "
+                                 "(a size or count)")
+            out[ANNOTATION_FEATURE_PREFIX + key] = vals
         return out
 
     def design(self, jobs: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
@@ -268,7 +470,10 @@ class FeatureSpec:
         present but not one of the model's levels (new, or too rare at fit); those values are
         missing in the matrix. Raises what :meth:`raw` raises.
         """
-        raw = self.raw(jobs)
+        return self.design_from_raw(self.raw(jobs), len(jobs))
+
+    def design_from_raw(self, raw: dict[str, np.ndarray], n: int) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+        """:meth:`design` from the ``raw`` values of ``n`` jobs (:meth:`raw`; e.g. computed once for several specs)."""
         cols: dict[str, object] = {}
         unseen: dict[str, np.ndarray] = {}
         for c in self.categoricals:
@@ -282,5 +487,5 @@ class FeatureSpec:
             clean[bad] = None
             cols[c] = pd.Categorical(clean, categories=list(lv))
         for c in self.numerics:
-            cols[c] = raw[c].astype(float)
-        return pd.DataFrame(cols, index=pd.RangeIndex(len(jobs))), unseen
+            cols[c] = raw[c].astype(float) if c in raw else np.full(n, np.nan)
+        return pd.DataFrame(cols, index=pd.RangeIndex(n)), unseen

@@ -7,6 +7,7 @@ are described in :mod:`forecasters.scheduler`.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -18,13 +19,17 @@ from forecasters.frames import require_columns
 from forecasters.jobs.fitting import DEFAULT_PARAMS, lightgbm_module, train_booster
 from forecasters.scheduler.features import (
     FEATURE_INPUTS,
+    GROUP_FEATURES,
+    RECENT_KEYS,
     FeatureSpec,
+    RecentRuns,
     check_timezone,
     choose_annotation_keys,
     choose_levels,
     limit_hours,
     numeric_column,
     parse_annotations,
+    run_end_ns,
     submit_times,
     text_values,
 )
@@ -33,17 +38,28 @@ from forecasters.scheduler.model import (
     MODE_LIGHTGBM,
     QUANTILES,
     SchedulerModel,
+    input_values,
     unraised_log_quantiles,
 )
 
 #: Below this many target runs the model is the per-user/global quantile fallback.
 MIN_TARGETS = 30
-#: Boosting rounds of each quantile booster.
+#: Boosting rounds of each quantile booster when the history is too small to choose them (no calibration slice).
 ROUNDS = 200
+#: Round counts the calibration slice chooses among (:func:`choose_groups_and_rounds`): a coarse
+#: grid, so that the choice follows the trend of the held-out error, not its round-to-round noise.
+ROUND_GRID: tuple[int, ...] = (100, 200, 400, 800)
 #: LightGBM parameters: the job forecasters' (:data:`forecasters.jobs.fitting.DEFAULT_PARAMS`: one
-#: thread, deterministic, 63 bins) with smaller trees for a few thousand noisy scheduler rows.
-PARAMS: dict[str, Any] = {**DEFAULT_PARAMS, "objective": "quantile", "num_leaves": 15, "min_data_in_leaf": 10,
-                          "learning_rate": 0.05}
+#: thread, deterministic, 63 bins) with smaller trees and a slower rate for a few thousand noisy
+#: scheduler rows (the quantile objective's gradients are signs: many small steps).
+#: ``min_data_in_leaf`` 20 and the rate were chosen on four rolling time-ordered folds inside the
+#: training part of the Alibaba openb pods (``benchmarks/forecast_jobs_real.py``), never on its test part.
+PARAMS: dict[str, Any] = {**DEFAULT_PARAMS, "objective": "quantile", "num_leaves": 15, "min_data_in_leaf": 20,
+                          "learning_rate": 0.03}
+#: Optional feature groups the calibration slice chooses among (always with ``hardware``/``prior``
+#: when the history has them): none, ``calendar``, ``recent``, both. The first of the lowest
+#: score wins, so a group is added only when it lowers the held-out error.
+CHOSEN_GROUPS: tuple[tuple[str, ...], ...] = ((), ("calendar",), ("recent",), ("calendar", "recent"))
 #: Share of the target runs, the latest by submit time, that calibrates P10/P90 (split conformal).
 CALIBRATION_FRACTION = 0.2
 #: The calibration is skipped (shifts 0) when that slice has fewer runs than this.
@@ -168,10 +184,76 @@ def _quantiles_h(y_h: np.ndarray) -> tuple[float, float, float]:
     return float(q[0]), float(q[1]), float(q[2])
 
 
-def _fit_boosters(x: pd.DataFrame, y_log: np.ndarray, params: dict[str, Any]) -> tuple[Any, Any, Any]:
-    """LightGBM quantile boosters at P10, P50, P90 of ``y_log`` (``(n,)`` log hours)."""
-    b10, b50, b90 = (train_booster(x, y_log, {**params, "alpha": a}, ROUNDS) for a in QUANTILES)
+def _fit_boosters(x: pd.DataFrame, y_log: np.ndarray, params: dict[str, Any],
+                  rounds: int = ROUNDS) -> tuple[Any, Any, Any]:
+    """LightGBM quantile boosters at P10, P50, P90 of ``y_log`` (``(n,)`` log hours), ``rounds`` rounds each."""
+    b10, b50, b90 = (train_booster(x, y_log, {**params, "alpha": a}, rounds) for a in QUANTILES)
     return b10, b50, b90
+
+
+def mae_curve_h(x: pd.DataFrame, y_log: np.ndarray, x_val: pd.DataFrame, y_val_log: np.ndarray,
+                params: dict[str, Any], rounds: int) -> np.ndarray:
+    """MAE in hours ``(rounds,)`` of the P50 booster on ``(x_val, y_val_log)`` after each of ``rounds`` rounds.
+
+    The booster (objective ``quantile``, alpha 0.5, on log hours) is fitted on ``(x, y_log)``; its
+    error is measured in hours, the unit plans are made in (a P50 in log hours is the P50 in
+    hours, but the errors that matter are the long runs').
+    """
+    lgb = lightgbm_module()
+    cats = [c for c in x.columns if isinstance(x[c].dtype, pd.CategoricalDtype)]
+    ds = lgb.Dataset(x, label=y_log, categorical_feature=cats, free_raw_data=False)
+    vs = lgb.Dataset(x_val, label=y_val_log, categorical_feature=cats, reference=ds, free_raw_data=False)
+    y_val_h = np.exp(np.asarray(y_val_log, dtype=float))
+
+    def mae_h(preds: np.ndarray, _data: Any) -> tuple[str, float, bool]:
+        return "mae_h", float(np.mean(np.abs(y_val_h - np.exp(preds)))), False
+
+    record: dict[str, Any] = {}
+    lgb.train({**params, "alpha": 0.5, "metric": "None"}, ds, num_boost_round=rounds, valid_sets=[vs],
+              valid_names=["valid"], feval=mae_h, callbacks=[lgb.record_evaluation(record)])
+    return np.asarray(record["valid"]["mae_h"], dtype=float)
+
+
+def choose_groups_and_rounds(
+    raw: dict[str, np.ndarray], n: int, spec_of: Any, y_log: np.ndarray, fit_rows: np.ndarray, cal_rows: np.ndarray,
+    params: dict[str, Any],
+) -> tuple[tuple[str, ...], int, dict[str, Any]]:
+    """``(groups, rounds, report)``: the optional feature groups and round count with the least held-out MAE.
+
+    For each of :data:`CHOSEN_GROUPS`, the P50 booster is fitted on ``fit_rows`` (the earliest runs)
+    and scored at each round count of :data:`ROUND_GRID` on ``cal_rows`` (the latest) by
+    :func:`mae_curve_h`; the groups and round count of the lowest MAE win, the first listed (fewer
+    groups, fewer rounds) on a tie. ``spec_of(groups)`` gives the :class:`FeatureSpec` of a choice and
+    ``raw`` the raw values of the ``n`` target runs (:meth:`FeatureSpec.raw`). ``report``:
+    ``{"candidates": {"+".join(groups) or "base": {"mae_h", "rounds"}}, "chosen", "rounds"}``.
+    """
+    best: tuple[float, tuple[str, ...], int] | None = None
+    report: dict[str, Any] = {"candidates": {}}
+    for groups in CHOSEN_GROUPS:
+        x, _ = spec_of(groups).design_from_raw(raw, n)
+        curve = mae_curve_h(x.iloc[fit_rows], y_log[fit_rows], x.iloc[cal_rows], y_log[cal_rows], params,
+                            max(ROUND_GRID))
+        at = [float(curve[r - 1]) for r in ROUND_GRID]
+        k = int(np.argmin(at))
+        report["candidates"]["+".join(groups) or "base"] = {"mae_h": at[k], "rounds": ROUND_GRID[k],
+                                                            "mae_h_by_rounds": dict(zip(map(str, ROUND_GRID), at))}
+        if best is None or at[k] < best[0]:
+            best = (at[k], groups, ROUND_GRID[k])
+    assert best is not None
+    report["chosen"] = "+".join(best[1]) or "base"
+    report["rounds"] = best[2]
+    return best[1], best[2], report
+
+
+def history_ranges(targets: pd.DataFrame, annotation_keys: tuple[str, ...]) -> dict[str, tuple[float, float]]:
+    """Input -> ``(min, max)`` of the target runs' finite values (:attr:`forecasters.scheduler.SchedulerModel.ranges`).
+
+    Inputs: ``gpus``, ``time_limit_h`` and each numeric annotation key; one without a finite value
+    is left out.
+    """
+    values = input_values(targets, ("gpus", "time_limit_h", *annotation_keys))
+    return {k: (float(np.min(v[np.isfinite(v)])), float(np.max(v[np.isfinite(v)])))
+            for k, v in values.items() if np.isfinite(v).any()}
 
 
 def fit_scheduler_model(history: pd.DataFrame, timezone: str = "UTC", seed: int = 0) -> SchedulerModel:
@@ -211,8 +293,12 @@ def fit_scheduler_model(history: pd.DataFrame, timezone: str = "UTC", seed: int 
     by_user = pd.Series(y_h).groupby(pd.Series(users, dtype=object), sort=True)
     user_q = {str(u): _quantiles_h(g.to_numpy()) for u, g in by_user}
     global_q = _quantiles_h(y_h)
+    gpus_t = np.nan_to_num(numeric_column(targets, "gpus"), nan=0.0).astype(np.int64)
+    gpu_q = {int(g): _quantiles_h(y_h[gpus_t == g]) for g in np.unique(gpus_t)}
     params = {**PARAMS, "seed": seed}
     calibration: dict[str, Any] = {"n": 0, "shift_p10_log": 0.0, "shift_p90_log": 0.0, "coverage_p90_before": None}
+    selection: dict[str, Any] = {}
+    rounds = 0
     if n_t < MIN_TARGETS:
         mode, reason = MODE_FALLBACK, f"{n_t} target runs < {MIN_TARGETS}: per-user (else global) quantiles"
         spec = FeatureSpec(timezone=timezone)
@@ -220,18 +306,31 @@ def fit_scheduler_model(history: pd.DataFrame, timezone: str = "UTC", seed: int 
     else:
         mode, reason = MODE_LIGHTGBM, None
         numeric_keys, categorical_keys = choose_annotation_keys(parse_annotations(targets))
-        spec = FeatureSpec(timezone=timezone, numeric_annotations=numeric_keys,
-                           categorical_annotations=categorical_keys)
-        raw = spec.raw(targets)
-        spec = FeatureSpec(timezone=timezone, levels={c: choose_levels(raw[c]) for c in spec.categoricals},
-                           numeric_annotations=numeric_keys, categorical_annotations=categorical_keys)
-        x, _ = spec.design(targets)
         y_log = np.log(y_h)
+        probe = FeatureSpec(timezone=timezone, numeric_annotations=numeric_keys,
+                            categorical_annotations=categorical_keys, groups=tuple(GROUP_FEATURES))
+        raw0 = probe.raw(targets)
+        recent = RecentRuns.build({k: raw0[k] for k in RECENT_KEYS}, run_end_ns(targets), y_log)
+        raw = FeatureSpec(timezone=timezone, numeric_annotations=numeric_keys, categorical_annotations=categorical_keys,
+                          recent=recent).raw(targets)
+        levels = {c: choose_levels(raw[c]) for c in probe.categoricals}
+        fixed = tuple(g for g, col in (("hardware", "gpu_log_peak_tflops"), ("prior", "prior_log_h"))
+                      if np.isfinite(raw[col]).any())
+
+        def spec_of(extra: tuple[str, ...]) -> FeatureSpec:
+            groups = tuple(g for g in GROUP_FEATURES if g in fixed or g in extra)
+            return FeatureSpec(timezone=timezone, levels=levels, numeric_annotations=numeric_keys,
+                               categorical_annotations=categorical_keys, groups=groups,
+                               recent=recent if "recent" in groups else None)
+
         n_cal = int(math.floor(CALIBRATION_FRACTION * n_t))
         if n_cal >= MIN_CALIBRATION_RUNS:
             order = np.argsort(submit_times(targets).to_numpy(), kind="stable")
             fit_rows, cal_rows = order[: n_t - n_cal], order[n_t - n_cal:]
-            early = _fit_boosters(x.iloc[fit_rows], y_log[fit_rows], params)
+            extra, rounds, selection = choose_groups_and_rounds(raw, n_t, spec_of, y_log, fit_rows, cal_rows, params)
+            spec = spec_of(extra)
+            x, _ = spec.design_from_raw(raw, n_t)
+            early = _fit_boosters(x.iloc[fit_rows], y_log[fit_rows], params, rounds)
             x_cal = x.iloc[cal_rows]
             s10 = y_log[cal_rows] - early[0].predict(x_cal)
             s90 = y_log[cal_rows] - early[2].predict(x_cal)
@@ -241,7 +340,13 @@ def fit_scheduler_model(history: pd.DataFrame, timezone: str = "UTC", seed: int 
                 "shift_p90_log": conformal_shift(s90, QUANTILES[2]),
                 "coverage_p90_before": float(np.mean(s90 <= 0)),
             }
-        boosters = _fit_boosters(x, y_log, params)
+        else:
+            extra, rounds = ("calendar", "recent"), ROUNDS
+            selection = {"candidates": {}, "chosen": "calendar+recent", "rounds": rounds,
+                         "note": f"calibration slice {n_cal} < {MIN_CALIBRATION_RUNS} runs: every group, {ROUNDS} rounds"}
+            spec = spec_of(extra)
+            x, _ = spec.design_from_raw(raw, n_t)
+        boosters = _fit_boosters(x, y_log, params, rounds)
     model = SchedulerModel(
         mode=mode,
         spec=spec,
@@ -251,6 +356,8 @@ def fit_scheduler_model(history: pd.DataFrame, timezone: str = "UTC", seed: int 
         user_quantiles_h=user_q,
         global_quantiles_h=global_q,
         runtimes_h=np.sort(np.asarray(y_h, dtype=float)),
+        ranges=history_ranges(targets, spec.numeric_annotations),
+        gpu_quantiles_h=gpu_q,
     )
     runs_mask = (bucket == TARGET) | ((bucket == CENSORED) & (numeric_column(h, "elapsed_s") > 0))
     runs = h.loc[runs_mask].reset_index(drop=True)
@@ -286,7 +393,8 @@ def fit_scheduler_model(history: pd.DataFrame, timezone: str = "UTC", seed: int 
         "features": list(spec.features),
         "n_levels": {c: len(v) for c, v in spec.levels.items()},
         "params": params if boosters is not None else None,
-        "rounds": ROUNDS if boosters is not None else 0,
+        "rounds": rounds,
+        "feature_selection": selection,
         "lightgbm_version": lightgbm_module().__version__ if boosters is not None else None,
         "timezone": timezone,
     }
@@ -296,3 +404,26 @@ def fit_scheduler_model(history: pd.DataFrame, timezone: str = "UTC", seed: int 
 def _count(values: np.ndarray) -> dict[str, int]:
     """Value -> occurrences, sorted by value."""
     return {str(k): int(v) for k, v in sorted(pd.Series(values, dtype=object).value_counts().items())}
+
+
+def refresh_recent(model: SchedulerModel, history: pd.DataFrame) -> SchedulerModel:
+    """``model`` whose ``recent`` features read the finished runs of ``history`` (no refit).
+
+    The boosters stay as fitted; only the table of finished runs per user, account and job-name
+    token (:class:`forecasters.scheduler.features.RecentRuns`) is rebuilt from ``history``'s target
+    runs (:func:`run_buckets`), e.g. the store at planning time, which holds runs that ended since
+    the nightly fit. Leakage-free whatever ``history`` holds: a job's features only read runs that
+    ended before its submit time. A model without the ``recent`` group is returned unchanged.
+
+    Raises:
+        InputError: a missing column or an unparsable value in ``history`` (row named).
+    """
+    if model.boosters is None or "recent" not in model.spec.groups:
+        return model
+    require_columns(history, FIT_INPUTS, "scheduler history")
+    h = history.reset_index(drop=True)
+    targets = h.loc[run_buckets(h) == TARGET].reset_index(drop=True)
+    probe = FeatureSpec(timezone=model.spec.timezone)
+    raw = probe.raw(targets)
+    recent = RecentRuns.build({k: raw[k] for k in RECENT_KEYS}, run_end_ns(targets), np.log(target_hours(targets)))
+    return replace(model, spec=replace(model.spec, recent=recent))

@@ -15,7 +15,14 @@ import pandas as pd
 
 from forecasters.errors import InputError
 from forecasters.frames import row_label
-from forecasters.scheduler.features import FeatureSpec, limit_hours, numeric_column, text_values
+from forecasters.scheduler.features import (
+    FeatureSpec,
+    as_number,
+    limit_hours,
+    numeric_column,
+    parse_annotations,
+    text_values,
+)
 
 #: ``mode`` of a model with LightGBM quantile boosters.
 MODE_LIGHTGBM = "lightgbm_quantile"
@@ -29,6 +36,13 @@ MIN_REMAINING_H = 1.0 / 60.0
 FLAG_UNSEEN_PREFIX = "unseen_"
 #: Flag of every job predicted by a fallback model.
 FLAG_FALLBACK = MODE_FALLBACK
+#: Flag of a job whose ``<input>`` is far outside the training history: ``out_of_range_gpus``,
+#: ``out_of_range_time_limit_h``, ``out_of_range_<annotation key>`` (:func:`range_flags`).
+FLAG_OUT_OF_RANGE_PREFIX = "out_of_range_"
+#: Flag of a running job that has already run longer than every training run.
+FLAG_ELAPSED_BEYOND = "elapsed_beyond_history"
+#: "Far outside": above ``RANGE_FACTOR x`` the largest training value or below the smallest ``/ RANGE_FACTOR``.
+RANGE_FACTOR = 2.0
 #: Columns of :func:`predict_runtime`'s frame.
 RUNTIME_COLUMNS: tuple[str, ...] = (
     "job_id", "duration_p10_h", "duration_p50_h", "duration_p90_h", "gpus_pred", "capped_at_limit",
@@ -51,6 +65,10 @@ class SchedulerModel:
         global_quantiles_h: ``(p10, p50, p90)`` of every training runtime (hours).
         runtimes_h: every training runtime (hours), sorted: the empirical survival a running job's
             remaining time is conditioned on (:func:`residual_quantiles_h`).
+        gpu_quantiles_h: GPU count -> ``(p10, p50, p90)`` of the training runtimes with that count
+            (hours): the per-GPU-count baseline.
+        ranges: input -> ``(min, max)`` over the training runs (``gpus``, ``time_limit_h``, numeric
+            annotation keys): the history's range, for :func:`range_flags`.
         info: the fit report (counts per bucket of the history, calibration, parameters, versions).
     """
 
@@ -63,6 +81,8 @@ class SchedulerModel:
     global_quantiles_h: tuple[float, float, float]
     info: dict[str, Any] = field(default_factory=dict)
     runtimes_h: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    gpu_quantiles_h: dict[int, tuple[float, float, float]] = field(default_factory=dict)
 
     @property
     def user_medians_h(self) -> dict[str, float]:
@@ -158,6 +178,45 @@ def residual_quantiles_h(runtimes_h: np.ndarray, elapsed_h: float) -> np.ndarray
     return e / (1.0 - LEVELS)
 
 
+def input_values(jobs: pd.DataFrame, names: Any) -> dict[str, np.ndarray]:
+    """Input name -> values ``(n,)`` for the names of :attr:`SchedulerModel.ranges`.
+
+    ``gpus``, ``time_limit_h`` (NaN when unlimited) or an annotation key (NaN when absent or not a number).
+
+    Raises what :func:`forecasters.scheduler.features.numeric_column` raises (a negative count).
+    """
+    out: dict[str, np.ndarray] = {}
+    ann = None
+    for name in names:
+        if name == "gpus":
+            out[name] = numeric_column(jobs, "gpus")
+        elif name == "time_limit_h":
+            out[name] = limit_hours(jobs)
+        else:
+            ann = parse_annotations(jobs) if ann is None else ann
+            out[name] = np.array([as_number(a.get(name)) for a in ann], dtype=float)
+    return out
+
+
+def range_flags(ranges: dict[str, tuple[float, float]], values: dict[str, np.ndarray], n: int) -> list[list[str]]:
+    """Per job, ``out_of_range_<input>`` for each input far outside the training history's range.
+
+    ``values[name]`` ``(n,)`` (NaN: unknown, never flagged); ``(lo, hi) = ranges[name]``. Far outside:
+    ``v > RANGE_FACTOR x hi``, or ``v < lo / RANGE_FACTOR`` (a value of 0 when the history's least
+    is positive is below). The trees predict such a job like the history's largest (smallest)
+    ones: the flag says the forecast is an extrapolation.
+    """
+    flags: list[list[str]] = [[] for _ in range(n)]
+    for name, (lo, hi) in ranges.items():
+        v = values.get(name)
+        if v is None:
+            continue
+        far = np.isfinite(v) & ((v > RANGE_FACTOR * hi) | (v < lo / RANGE_FACTOR))
+        for i in np.flatnonzero(far):
+            flags[int(i)].append(FLAG_OUT_OF_RANGE_PREFIX + name)
+    return flags
+
+
 def predict_runtime(model: SchedulerModel, jobs: pd.DataFrame, now: datetime | None = None) -> pd.DataFrame:
     """Runtime quantiles, GPUs, and remaining time of each job record.
 
@@ -186,7 +245,9 @@ def predict_runtime(model: SchedulerModel, jobs: pd.DataFrame, now: datetime | N
         asked); ``capped_at_limit`` (bool: the uncapped P90 was above the limit); ``elapsed_h``
         (0 unless running); ``remaining_p10_h``/``remaining_p50_h``/``remaining_p90_h`` (hours);
         ``flags`` (str, comma-separated: ``unseen_<feature>`` per categorical value the model
-        does not know, :data:`FLAG_FALLBACK` for a fallback model; ``""`` when none).
+        does not know; ``out_of_range_<input>`` per input far outside the history
+        (:func:`range_flags`); :data:`FLAG_ELAPSED_BEYOND` for a running job already longer than
+        every training run; :data:`FLAG_FALLBACK` for a fallback model; ``""`` when none).
 
     Raises:
         InputError: a missing column, an unparsable value (row named), a running job without
@@ -206,9 +267,15 @@ def predict_runtime(model: SchedulerModel, jobs: pd.DataFrame, now: datetime | N
     remaining = np.maximum(q - elapsed[:, None], 0.0)
     names = [FLAG_UNSEEN_PREFIX + c for c in unseen]
     masks = list(unseen.values())
+    ranges = getattr(model, "ranges", {})  # a model pickled before ranges existed has none
+    far = range_flags(ranges, input_values(jobs, ranges), len(jobs))
+    longest = float(model.runtimes_h.max()) if len(model.runtimes_h) else np.inf
     flags = []
     for i in range(len(jobs)):
         f = [nm for nm, m in zip(names, masks) if m[i]]
+        f.extend(far[i])
+        if running[i] and elapsed[i] > longest:
+            f.append(FLAG_ELAPSED_BEYOND)
         if model.mode == MODE_FALLBACK:
             f.append(FLAG_FALLBACK)
         flags.append(",".join(f))

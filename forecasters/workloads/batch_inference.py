@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from domain.units import pow2_ceil_array
-from forecasters.schema import BATCH_INFERENCE, ENGINES, GPU_TYPES, SERVING_PRECISIONS
+from forecasters.schema import BATCH_INFERENCE, ENGINES, GENERATED_GPU_TYPES, SERVING_PRECISIONS
 from forecasters.workloads.hardware import (
     BANDWIDTH_BPS,
     PEAK_BF16_FLOPS,
@@ -61,7 +61,7 @@ def sample_features(n: int, rng: np.random.Generator) -> pd.DataFrame:
     """Draw ``n`` plausible batch-inference feature rows (the 9 features of §4.3)."""
     params_b = rng.choice(np.array(PARAMS_B), size=n, p=PARAMS_P)
     precision = rng.choice(np.array(SERVING_PRECISIONS), size=n, p=[0.45, 0.1, 0.2, 0.1, 0.15])
-    gpu_type = rng.choice(np.array(GPU_TYPES), size=n, p=[0.15, 0.3, 0.3, 0.1, 0.15])
+    gpu_type = rng.choice(np.array(GENERATED_GPU_TYPES), size=n, p=[0.15, 0.3, 0.3, 0.1, 0.15])
     precision = np.where((precision == "fp8") & np.isin(gpu_type, ("a100_40gb", "a100_80gb")), "bf16", precision)
     num_requests = np.clip(np.round(20000 * np.exp(rng.normal(0, 1.5, n))), 100, 5_000_000).astype(np.int64)
     mean_in = np.clip(np.round(600 * np.exp(rng.normal(0, 0.8, n))), 16, 32000)

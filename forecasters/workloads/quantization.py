@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from domain.units import pow2_ceil_array
-from forecasters.schema import GPU_TYPES, QUANT_METHODS, QUANTIZATION
+from forecasters.schema import GENERATED_GPU_TYPES, QUANT_METHODS, QUANTIZATION
 from forecasters.workloads.hardware import (
     BANDWIDTH_BPS,
     PEAK_BF16_FLOPS,
@@ -163,7 +163,7 @@ def sample_features(n: int, rng: np.random.Generator) -> pd.DataFrame:
     )
     seq = np.where(samples > 0, rng.choice(np.array([512, 1024, 2048, 4096]), size=n, p=[0.3, 0.2, 0.4, 0.1]), 0)
     act_order = (method == "gptq") & (rng.random(n) < 0.5)
-    gpu_type = rng.choice(np.array(GPU_TYPES), size=n, p=[0.15, 0.3, 0.3, 0.1, 0.15])
+    gpu_type = rng.choice(np.array(GENERATED_GPU_TYPES), size=n, p=[0.15, 0.3, 0.3, 0.1, 0.15])
     frame = pd.DataFrame(
         {
             "quant_method": method,

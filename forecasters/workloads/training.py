@@ -51,7 +51,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from forecasters.schema import GPU_TYPES, OPTIMIZERS, TRAINING, TRAINING_VARIANTS
+from forecasters.schema import GENERATED_GPU_TYPES, OPTIMIZERS, TRAINING, TRAINING_VARIANTS
 from forecasters.workloads.hardware import (
     BANDWIDTH_BPS,
     BASE_MFU,
@@ -188,7 +188,7 @@ def _sample_batch(n: int, rng: np.random.Generator) -> pd.DataFrame:
         ),
     )
     optimizer = rng.choice(np.array(OPTIMIZERS), size=n, p=[0.6, 0.15, 0.1, 0.1, 0.05])
-    gpu_type = rng.choice(np.array(GPU_TYPES), size=n, p=[0.15, 0.3, 0.3, 0.1, 0.15])
+    gpu_type = rng.choice(np.array(GENERATED_GPU_TYPES), size=n, p=[0.15, 0.3, 0.3, 0.1, 0.15])
     # fp8 training only where the hardware has fp8 tensor cores
     precision = np.where((precision == "fp8") & np.isin(gpu_type, ("a100_40gb", "a100_80gb")), "bf16", precision)
 

@@ -131,9 +131,10 @@ def _table(doc: dict) -> None:
 def workspace_report(ws) -> dict:
     """An operator's workspace: the scheduler-history forecaster scored on the latest jobs of its store.
 
-    The stored history (ingest it first) split by submit time (the latest 20 % of jobs held out,
-    :func:`forecasters.scheduler.time_split`), fitted on the rest and evaluated against the time
-    limit, per-user and global medians
+    The stored history (ingest it first) split by submit time (the latest 20 % of jobs held out),
+    fitted on the history as it was at that cut (:func:`forecasters.scheduler.time_split_as_of`: a
+    run still going at the cut is not a target) and evaluated against the time limit, per-user,
+    per-GPU-count and global medians
     (:func:`forecasters.scheduler.evaluate_scheduler_model`). Then the nightly retraining on demand
     (:func:`pipelines.scheduler_models.nightly_fit` at the newest record's submit time): logged to
     the ``scheduler`` MLflow experiment, registered, and made the champion plans use when the
@@ -142,7 +143,7 @@ def workspace_report(ws) -> dict:
     Raises:
         InputError: nothing ingested, or no finished run to train on or to score.
     """
-    from forecasters.scheduler import evaluate_scheduler_model, fit_scheduler_model, time_split
+    from forecasters.scheduler import evaluate_scheduler_model, fit_scheduler_model, time_split_as_of
     from pipelines.store import Store
 
     jobs = Store(ws.store_dir).jobs()
@@ -155,7 +156,7 @@ def workspace_report(ws) -> dict:
 
     settings = load_settings()
     tracking.init_store(settings)
-    train_rows, holdout = time_split(jobs, 0.2)
+    train_rows, holdout = time_split_as_of(jobs, 0.2)
     model = fit_scheduler_model(train_rows, timezone=ws.config.cluster.timezone)
     doc = {"kind": "scheduler", "workspace": str(ws.root), **evaluate_scheduler_model(model, holdout)}
     # then the nightly retraining on demand: gated against the champion, registered, champion moved if no worse
@@ -172,6 +173,45 @@ def workspace_report(ws) -> dict:
     return doc
 
 
+def history_report(path: Path, fmt: str | None, timezone: str | None, ws) -> dict:
+    """``gpuplan train --history FILE``: the scheduler forecaster of one exported history, scored and saved.
+
+    Reads the file (:func:`pipelines.scheduler_models.read_history_file`; naive times in ``timezone``,
+    default the workspace's cluster clock), scores the model fitted on the history as it was at the
+    cut of its latest 20 % against the time limit and the per-user, per-GPU-count and global medians,
+    refits on all of it and saves it where ``gpuplan predict --kind scheduler`` loads it
+    (:func:`pipelines.scheduler_models.train_from_history`), and logs the scores to the ``scheduler``
+    MLflow experiment. Rejected rows are counted in the
+    document (``rejected_rows``, ``first_rejected``) and told on standard error; the rest are used.
+
+    Raises:
+        InputError: no such file, unknown format, unreadable, no finished run to train on or to score.
+    """
+    from forecasters.scheduler.features import check_timezone
+    from pipelines import scheduler_models
+    from pipelines.config import load_settings
+
+    tz = check_timezone(timezone or ws.config.cluster.timezone)
+    records, n_read, errors = scheduler_models.read_history_file(path, fmt, tz)
+    if errors:
+        print(f"--history {path}: {len(errors)} of {n_read} rows rejected, first: {errors[0]}", file=sys.stderr)
+    from pipelines import tracking
+
+    settings = load_settings()
+    model, doc = scheduler_models.train_from_history(settings, records, tz, str(path))
+    tracking.init_store(settings)
+    numbers = tracking.flatten({"metrics": doc["metrics"], "baselines": doc["baselines"], "mae_ratio": doc["mae_ratio"]})
+    tracking.log_run(settings, "scheduler", f"history-{Path(path).name}",
+                     params={"history": str(path), "mode": model.mode, "timezone": tz,
+                             "feature_groups": ",".join(model.spec.groups)},
+                     metrics={k: v for k, v in numbers.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
+                     tags={"gpuplan.stage": "train"})
+    doc["workspace"] = str(path)
+    doc["rejected_rows"] = len(errors)
+    doc["first_rejected"] = errors[0] if errors else None
+    return doc
+
+
 def _workspace_text(doc: dict) -> str:
     m = doc["metrics"]
     lines = [f"scheduler forecaster of {doc['workspace']}: trained on the earliest {doc['n_train']} jobs, scored "
@@ -183,6 +223,17 @@ def _workspace_text(doc: dict) -> str:
         if b and "mae_h" in b:
             lines.append(f"  {name:<22}{b['n']:>6}{b['mae_h']:>10.3f}{b['pinball_p50_h']:>13.3f}"
                          f"{b['pinball_p90_h']:>13.3f}{b['coverage_p90']:>11.2f}")
+        elif b and b.get("note"):
+            lines.append(f"  {name:<22}  n/a: {b['note']}")
+    if "coverage_p10_p90" in m:
+        w = m["width_ratio_p90_p10"]
+        lines.append(f"  model P10-P90 coverage {m['coverage_p10_p90']:.2f}; width P90/P10 over jobs: "
+                     f"{w[0]:.1f} (10th pct) / {w[1]:.1f} (median) / {w[2]:.1f} (90th pct)")
+    for name, r in (doc.get("mae_ratio") or {}).items():
+        lines.append(f"  MAE ratio model / {name}: {r:.3f}")
+    if doc.get("saved"):
+        lines.append(f"saved (refitted on all {doc['history_rows']} records) to {doc['saved']}; "
+                     f"feature groups {doc['fit_report']['feature_selection'].get('chosen')}")
     reg = doc.get("registered") or {}
     if reg:
         lines.append(f"registered {reg['name']} version {reg['version']}: "
@@ -194,12 +245,27 @@ def train(
     kind: str = typer.Option("all", "--kind", help="training | quantization | batch_inference | realtime | all"),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
     workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
+    history: Annotated[Path | None, typer.Option(
+        "--history", help="A scheduler history export (CSV/parquet job table: job_id, submitted_at, started_at, "
+                          "ended_at or elapsed_s, state, gpus, time_limit_s, user, account, partition, qos, "
+                          "gpu_type, job_name; or sacct --parsable2 text, or Kueue workloads JSON): fit the "
+                          "scheduler-history forecaster on it, score it on its latest 20 %, save it for "
+                          "'gpuplan predict --kind scheduler'.")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", help="Format of --history: csv | parquet | slurm-sacct | "
+                                                           "kueue-json (default: by suffix).")] = None,
+    timezone: Annotated[str | None, typer.Option("--timezone", help="IANA zone of naive times in --history "
+                                                                  "(default: the workspace's cluster clock).")] = None,
 ) -> None:
-    """Fit and evaluate forecasters against their baselines; print the metrics (an operator's workspace: its scheduler-history forecaster)."""
+    """Fit and evaluate forecasters against their baselines; print the metrics (an operator's workspace or --history FILE: the scheduler-history forecaster)."""
 
     def body() -> int:
         ws = use_workspace(workspace)
         from pipelines.cli_support import emit_json
+
+        if history is not None:
+            doc = history_report(history, fmt, timezone, ws)
+            emit_json(doc) if json_out else typer.echo(_workspace_text(doc))
+            return 0
 
         if not ws.is_demo:  # an operator's workspace: its scheduler-history forecaster on the store
             doc = workspace_report(ws)

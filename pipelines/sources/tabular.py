@@ -112,7 +112,9 @@ def parse_jobs(frame: pd.DataFrame, timezone: str, csv: bool = True, source: str
             if pd.isna(row.get("elapsed_s", np.nan)) and pd.notna(row["started_at"]) and pd.notna(row["ended_at"]):
                 row["elapsed_s"] = (row["ended_at"] - row["started_at"]).total_seconds()
             gpus = row.get("gpus", 0)
-            if pd.isna(gpus) or float(gpus) < 0 or float(gpus) != int(float(gpus)):
+            if pd.notna(gpus) and float(gpus) < 0:
+                raise ValueError(f"gpus {gpus!r} is negative (a count of GPUs: expected a whole number >= 0)")
+            if pd.isna(gpus) or float(gpus) != int(float(gpus)):
                 raise ValueError(f"gpus {gpus!r} is not a whole number of GPUs")
             row["gpus"] = int(float(gpus))
             ann = {str(k): str(v) for k, v in raw.items() if k not in known and pd.notna(v)}

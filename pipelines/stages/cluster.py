@@ -180,7 +180,8 @@ def forecast_cluster_queue(history: pd.DataFrame, queue: pd.DataFrame, ws: Works
                            step_minutes: int, seed: int = 0, model: Any = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The workspace's queue with forecasts: ``model`` (the champion), else the forecaster fitted on ``history`` now.
 
-    It predicts each pending job's run time and each running job's remaining time at ``start``
+    A champion's recent-runs features read ``history`` (runs that ended since its fit included;
+    :func:`forecasters.scheduler.refresh_recent`, no refit). It predicts each pending job's run time and each running job's remaining time at ``start``
     (:func:`forecasters.scheduler.predict_runtime`); kinds, priorities and rows as
     :func:`queue_forecasts`. Returns ``(forecasts, notes)`` (notes: counts and the fit report's
     target and censored counts).
@@ -188,12 +189,14 @@ def forecast_cluster_queue(history: pd.DataFrame, queue: pd.DataFrame, ws: Works
     Raises:
         forecasters.errors.InputError: a history without one finished run to learn from.
     """
-    from forecasters.scheduler import fit_scheduler_model, predict_runtime
+    from forecasters.scheduler import fit_scheduler_model, predict_runtime, refresh_recent
 
     cluster = ws.config.cluster
     queue, outside = on_this_cluster(queue, cluster.node_names, cluster.partitions)
     if model is None:
         model = fit_scheduler_model(history, timezone=cluster.timezone, seed=seed)
+    elif not history.empty:
+        model = refresh_recent(model, history)
     pred = predict_runtime(model, queue, now=start)
     running = (queue["state"] == "running").to_numpy()
     for q in ("p10", "p50", "p90"):  # a running job: its remaining time (queue_forecasts adds the elapsed back)

@@ -63,11 +63,12 @@ def held_out(trained: TrainedModel) -> tuple[pd.DataFrame, np.ndarray, np.ndarra
     return pred, actual, actual > 0
 
 
-def predict_document(model: Any, jobs: pd.DataFrame, step_minutes: float) -> dict[str, Any]:
+def predict_document(model: Any, jobs: pd.DataFrame, step_minutes: float | None = None) -> dict[str, Any]:
     """Forecast every job of ``jobs`` (``gpuplan predict``); unknown categories are refused.
 
     Returns ``{"kind", "jobs": [{"job_id", "duration_p10_h", "duration_p50_h", "duration_p90_h",
-    "gpus_pred", "flags"}]}`` in the input's order (hours, each at least one step of ``step_minutes``).
+    "gpus_pred", "flags"}]}`` in the input's order (hours as forecast; with ``step_minutes``, each at
+    least one step of it and flagged ``clipped_min_duration`` where raised).
 
     Raises:
         InputError: a non-numeric value or an unknown or missing category (row, column, value named).
