@@ -137,3 +137,17 @@ def make_problem(tmp_path):
 def srv_env(prefect_server, iso_env):
     """Subprocess environment bound to the session Prefect server and the isolated gpuplan paths."""
     return server_env(prefect_server, iso_env)
+
+
+def api_post(url: str, path: str, body: dict) -> object:
+    """POST ``body`` (JSON) to ``<url><path>`` of a Prefect server's REST API; the decoded JSON answer."""
+    req = urllib.request.Request(url.rstrip("/") + path, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+@pytest.fixture()
+def prefect_api(prefect_server):
+    """``post(path, body)`` against the session server's REST API (``/logs/filter``, ``/artifacts/filter``, ...)."""
+    return lambda path, body: api_post(prefect_server["url"], path, body)
