@@ -133,7 +133,7 @@ def ingest_traffic(services: list[ServiceSettings], raw: dict[str, pd.DataFrame]
         out = realtime.ingest_traffic(services, raw)
     for name, d in out.diagnostics.items():
         rows = out.frame[out.frame["service"] == name]
-        log().info("traffic %s: %d hours %s .. %s UTC; %d imputed, %d outliers%s", name, len(rows),
+        log().info("traffic %s: %d hours %s .. %s UTC; imputed hours %d, outlier hours %d%s", name, len(rows),
                    f"{rows['ts'].min():%Y-%m-%d %H:%M}", f"{rows['ts'].max():%Y-%m-%d %H:%M}", len(d.get("imputed", [])),
                    len(d.get("outliers", [])), f"; {d['message']}" if d.get("message") else "")
     return out
@@ -666,9 +666,10 @@ def nightly_realtime(ws: Workspace) -> dict[str, Any]:
         rid = tracking.log_realtime_backtest(s, doc, hours)
     for name, d in doc["services"].items():
         m = d["metrics"]
-        log().info("real-time %s backtest (%d origins, %d hours to %s): MAE %s %s, MASE vs seasonal naive 168 h %s, "
-                   "vs naive 24 h %s, P90 coverage %.2f", name, d["n_days"], d["n_hours"], d["cutoff"],
-                   f"{m['mae']:,.0f}", d["units"], m["mase_snaive168"], m["mase_naive24"], m["p90_coverage"])
+        log().info("real-time %s backtest (%d origins, %d hours up to %s): MAE %s %s, MASE vs seasonal naive 168 h "
+                   "%s, vs naive 24 h %s, P90 coverage %.2f", name, d["n_days"], d["n_hours"], observe.fmt_ts(d["cutoff"]),
+                   f"{m['mae']:,.0f}", d["units"], observe.fmt_value(m["mase_snaive168"]),
+                   observe.fmt_value(m["mase_naive24"]), m["p90_coverage"])
     link = tracking.run_link(s, rid)
     log().info("real-time accuracy: MLflow run %s%s", rid, f" ({link['url']})" if link["url"] else "")
     return {"run_id": rid, "rows": observe.realtime_rows(doc, None), "notes": [f"real-time accuracy: MLflow run {rid}"]}

@@ -238,22 +238,23 @@ def plan_markdown(summary: Mapping[str, Any], report: pd.DataFrame | None, run_d
     page = run_dir / "risk_report.html"
     page = page if page.is_file() else run_dir / "risk_report.md"
     lines += ["", "## Where everything is", "",
-              f"- run folder: [`{run_dir}`]({run_dir.as_uri()})",
-              f"- risk report: [`{page.name}`]({page.as_uri()})"]
+              f"- run folder: [{run_dir}]({run_dir.as_uri()})",
+              f"- risk report: [{page.name}]({page.as_uri()})"]
     rid = mlflow_run.get("run_id")
     if rid:
         where = f"experiment `{mlflow_run.get('experiment', '')}` in `{mlflow_run.get('tracking_uri', '')}`"
         url = mlflow_run.get("url")
-        lines.append(f"- MLflow run: [`{rid}`]({url}) ({where})" if url else f"- MLflow run: `{rid}` ({where})")
+        lines.append(f"- MLflow run: [{rid}]({url}) ({where})" if url else f"- MLflow run: `{rid}` ({where})")
     return "\n".join(lines) + "\n"
 
 
 def _num(v: Any) -> float | None:
+    """A table number: 6 significant digits (readable in the UI table), None when missing or not finite."""
     try:
         f = float(v)
     except (TypeError, ValueError):
         return None
-    return f if math.isfinite(f) else None
+    return float(f"{f:.6g}") if math.isfinite(f) else None
 
 
 def unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:

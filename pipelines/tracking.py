@@ -655,7 +655,28 @@ def log_realtime_backtest(settings: Settings, doc: Mapping[str, Any], hours: Map
             arts["plots/backtest_realtime.png"] = png
         return log_run(settings, "realtime", run_name("realtime", cutoff, on=on), params=params,
                        metrics=realtime_backtest_metrics(doc), artifacts=arts,
-                       tags={"gpuplan.stage": stage, "gpuplan.kind": "realtime"})
+                       tags={"gpuplan.stage": stage, "gpuplan.kind": "realtime",
+                             "mlflow.note.content": realtime_backtest_note(doc)})
+
+
+def realtime_backtest_note(doc: Mapping[str, Any]) -> str:
+    """The run's description (MLflow's ``mlflow.note.content`` tag, shown as "Description"): one line per service.
+
+    ``<service>: day-ahead MAE <mae> <units> = <r168> x seasonal naive 168 h, <r24> x naive 24 h; P90 coverage
+    <c> over <n> hours (<k> daily origins up to <cutoff>)``.
+    """
+    def r(v: Any) -> str:
+        return "n/a" if v is None else f"{v:.3f}"
+
+    lines = ["Rolling-origin backtest of the real-time forecast (24 h ahead, each origin refitted on the hours "
+             "before it):", ""]
+    for svc, d in (doc.get("services") or {}).items():
+        m = d.get("metrics") or {}
+        lines.append(f"- {svc}: day-ahead MAE {m.get('mae', float('nan')):,.0f} {d.get('units')} = "
+                     f"{r(m.get('mase_snaive168'))} x seasonal naive 168 h, {r(m.get('mase_naive24'))} x naive 24 h; "
+                     f"P90 coverage {r(m.get('p90_coverage'))} over {d.get('n_hours')} hours ({d.get('n_days')} daily "
+                     f"origins up to {d.get('cutoff')})")
+    return "\n".join(lines)
 
 
 def log_job_model_run(settings: Settings, kind: str, model: Any, doc: Mapping[str, Any], test: pd.DataFrame,

@@ -121,13 +121,13 @@ def test_plan_markdown_has_headline_jobs_at_risk_and_links(tmp_path):
     assert ("| B | training | 8 | 2025-03-16 17:30Z | 2025-03-17 00:21:30Z | P90 finish after deadline \\| late |"
             in md)
     assert "- `m-small`: **degraded** — weekly seasonality needs more than 336 hourly points" in md
-    assert f"- run folder: [`{run_dir}`]({run_dir.as_uri()})" in md
-    assert f"- risk report: [`risk_report.md`]({(run_dir / 'risk_report.md').as_uri()})" in md
-    assert ("- MLflow run: [`r123`](http://127.0.0.1:5000/#/experiments/7/runs/r123) (experiment `gpuplan-plans` "
+    assert f"- run folder: [{run_dir}]({run_dir.as_uri()})" in md
+    assert f"- risk report: [risk_report.md]({(run_dir / 'risk_report.md').as_uri()})" in md
+    assert ("- MLflow run: [r123](http://127.0.0.1:5000/#/experiments/7/runs/r123) (experiment `gpuplan-plans` "
             "in `sqlite:////x/mlflow.db`)") in md
     (run_dir / "risk_report.html").write_text("<html></html>")  # the self-contained page, when written
     md = observe.plan_markdown(SUMMARY, _report(), run_dir, {**link, "url": None})
-    assert f"- risk report: [`risk_report.html`]({(run_dir / 'risk_report.html').as_uri()})" in md
+    assert f"- risk report: [risk_report.html]({(run_dir / 'risk_report.html').as_uri()})" in md
     assert "- MLflow run: `r123` (experiment `gpuplan-plans` in `sqlite:////x/mlflow.db`)" in md
 
 

@@ -137,9 +137,10 @@ def test_nightly_flow_runs_once_per_local_day(prefect_server, iso_env, monkeypat
         assert [(r["forecaster"], r["model"], r["version"], r["alias"]) for r in rows] == [
             ("quantization", "LightGBM", version, "champion"), ("quantization", "baseline: per_variant_median", None, None),
             ("quantization", "baseline: analytic", None, None)]
-        assert [r["mae"] for r in rows] == [m["metrics.mae_h"], m["baselines.per_variant_median.mae_h"],
-                                            m["baselines.analytic.mae_h"]]
-        assert rows[0]["mae_units"] == "h" and rows[0]["coverage_frac"] == m["metrics.coverage_p10_p90"]
+        assert [r["mae"] for r in rows] == pytest.approx([m["metrics.mae_h"], m["baselines.per_variant_median.mae_h"],
+                                                          m["baselines.analytic.mae_h"]], rel=1e-5)
+        assert rows[0]["mae_units"] == "h" and rows[0]["coverage_frac"] == pytest.approx(m["metrics.coverage_p10_p90"],
+                                                                                          rel=1e-5)
     md = prefect_api("/artifacts/filter", {"artifacts": {"key": {"any_": ["retrain-summary-demo"]}},
                                            "sort": "CREATED_DESC"})[::-1]
     assert [a["type"] for a in md] == ["markdown", "markdown"]

@@ -108,7 +108,7 @@ def test_serve_trigger_complete_and_c28(prefect_server, srv_env, make_problem, s
     assert sorted(by_key) == ["estimated-starts-demo", "plan-summary-demo"]
     assert by_key["plan-summary-demo"]["type"] == "markdown" and by_key["estimated-starts-demo"]["type"] == "table"
     md = by_key["plan-summary-demo"]["data"]
-    assert md.startswith(f"# Plan {run_dir.name}\n") and f"- run folder: [`{run_dir}`]({run_dir.as_uri()})" in md
+    assert md.startswith(f"# Plan {run_dir.name}\n") and f"- run folder: [{run_dir}]({run_dir.as_uri()})" in md
     assert f"- MLflow run: `{runs[0].info.run_id}` (experiment `gpuplan-plans`" in md and "## Jobs at risk (0)" in md
     table = json.loads(by_key["estimated-starts-demo"]["data"])
     eta = pd.read_parquet(run_dir / "risk_report.parquet").query("section == 'queue_eta'")

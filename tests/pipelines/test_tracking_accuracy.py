@@ -92,6 +92,9 @@ def test_realtime_backtest_run_per_service_with_units_baselines_and_plot(store):
     run = _client(store).get_run(rid)
     assert run.info.run_name == "realtime cutoff=2025-03-16 15:00Z 2026-12-01"
     assert run.data.tags["gpuplan.stage"] == "nightly"
+    assert run.data.tags["mlflow.note.content"].splitlines()[-1] == (
+        "- m-small: day-ahead MAE 10 requests/h = 0.333 x seasonal naive 168 h, 0.500 x naive 24 h; P90 coverage 1.000 "
+        "over 48 hours (2 daily origins up to 2025-03-16T15:00:00+00:00)")
     assert run.data.metrics == {
         "rt.m-small.mae_requests_per_h": 10.0, "rt.m-small.mase_snaive168_ratio": pytest.approx(1 / 3),
         "rt.m-small.mase_naive24_ratio": 0.5, "rt.m-small.mase_persistence_ratio": 2.0, "rt.m-small.mape_frac": 0.1,
