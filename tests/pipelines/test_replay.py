@@ -114,7 +114,7 @@ def test_each_nightly_version_carries_a_description_and_its_holdout_metrics(repl
     c = MlflowClient(tracking_uri=uri, registry_uri=uri)
     days = replayed["doc"]["days"]
     versions = sorted(c.search_model_versions("name='gpuplan-scheduler-ws'"), key=lambda v: int(v.version))
-    assert [v.version for v in versions] == [d["version"] for d in days] == ["1", "2", "3", "4", "5"]
+    assert [str(v.version) for v in versions] == [d["version"] for d in days] == ["1", "2", "3", "4", "5"]
     for v, d in zip(versions, days):
         assert pd.Timestamp(v.tags["cutoff"]) == pd.Timestamp(d["T"]) and v.tags["promoted"] == str(d["promoted"])
         assert v.description.startswith(f"Scheduler-history runtime forecaster of {replayed['ws']}")

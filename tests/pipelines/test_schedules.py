@@ -119,9 +119,9 @@ def test_nightly_flow_runs_once_per_local_day(prefect_server, iso_env, monkeypat
         first = train_forecasters(scheduled_at=datetime(2025, 10, 26, 0, 30, tzinfo=UTC), kinds=["quantization"])
         second = train_forecasters(scheduled_at=datetime(2025, 10, 26, 1, 30, tzinfo=UTC), kinds=["quantization"])
         third = train_forecasters(scheduled_at=datetime(2025, 10, 27, 1, 30, tzinfo=UTC), kinds=["quantization"])
-        from prefect.logging.handlers import APILogHandler
+        from prefect.logging.handlers import APILogWorker
 
-        APILogHandler.flush()  # the runs' INFO lines reach the server before the session stops it
+        APILogWorker.drain_all(timeout=10)  # the runs' INFO lines reach the server before the session stops it
     assert (first["local_day"], first["skipped"]) == ("2025-10-26", False)
     assert (second["local_day"], second["skipped"]) == ("2025-10-26", True)
     assert (third["local_day"], third["skipped"]) == ("2025-10-27", False)
