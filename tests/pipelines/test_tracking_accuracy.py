@@ -154,3 +154,23 @@ def test_registered_version_has_a_description_and_its_holdout_metrics(store):
     assert run.data.params["info.oof_mse_log_by_round"] == "25 values: params/info.oof_mse_log_by_round.json"
     assert len(c.get_metric_history(rid, "cv.oof_mse_log")) == 25
     assert max(len(v) for v in run.data.params.values()) < 300
+
+
+def test_plan_run_named_by_workspace_and_plan_start_logs_the_html_report_when_present(store, tmp_path):
+    run_dir = tmp_path / "20250316T1600Z_abc"
+    run_dir.mkdir()
+    (run_dir / "risk_report.md").write_text("# Risk report\n")
+    (run_dir / "risk_report.html").write_text("<html><body>report</body></html>")
+    summary = {"metrics": {"planned_utilization_pct": 68.7}, "objective": 3312.8, "bound": 3314.2, "mip_gap": 4e-4,
+               "solve_s": 2.0, "proven_optimal": True, "status": "optimal", "plan_start": "2025-03-16T16:00:00+00:00",
+               "fallback": False, "rt_status": {"m-small": ["ok", ""]},
+               "cluster": {"workspace": "/srv/prod-a", "n_gpus": 64}}
+    rid = tracking.log_plan_run(store, run_dir, run_dir.name, "milp", summary,
+                                {"m-small": {"band_mae": 5.0, "band_p90_coverage": 0.667}},
+                                {"report/risk_report.md": run_dir / "risk_report.md"}, units={"m-small": "requests/h"})
+    run = _client(store).get_run(rid)
+    assert run.info.run_name == tracking.run_name("plan", "2025-03-16T16:00:00+00:00", "prod-a")
+    assert run.data.tags["gpuplan.run_folder"] == "20250316T1600Z_abc"
+    assert run.data.metrics["m-small.band_mae_requests_per_h"] == 5.0
+    assert run.data.metrics["m-small.band_p90_coverage_frac"] == 0.667
+    assert _artifact_files(store, rid) == ["report/risk_report.html", "report/risk_report.md"]
