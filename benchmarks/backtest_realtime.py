@@ -42,6 +42,7 @@ def main() -> int:
         series, diag = ingest(df, svc["timezone"])
         settings = ProfileSettings(trend=False) if args.no_trend else None
         res = backtest(series, svc["timezone"], exclude=diag["imputed"], settings=settings)
+        res.pop("hours", None)  # the per-hour forecast against actual (MLflow's plot): not part of this table
         res["seconds"] = round(time.perf_counter() - t, 2)
         res["masked_hours"] = len(diag["imputed"])
         res["outliers"] = diag["outliers"]

@@ -16,6 +16,7 @@ plus environment overrides:
 | ``GPUPLAN_SOLVE_TIMEOUT_S`` | ``solve_timeout_s`` (Prefect task) | ``180`` |
 | ``GPUPLAN_SERVE_SCHEDULES`` | ``serve_schedules`` (``0`` = serve without schedules) | ``1`` |
 | ``GPUPLAN_WORKSPACE`` | ``workspace_dir`` (and the cluster, runs, models, tracking it gives) | ``data/demo`` |
+| ``GPUPLAN_MLFLOW_UI_URL`` | ``mlflow_ui_url`` (links from Prefect artifacts to MLflow runs) | the tracking URI when it is ``http(s)``, else none |
 
 The MLflow default is a SQLite store inside the project's ``mlruns/`` folder with artifacts
 under ``mlruns/artifacts`` (case C28: MLflow >= 3.13 refuses the plain-folder store and would
@@ -45,17 +46,33 @@ ENV_DEFAULTS: dict[str, str] = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "DO_NOT_TRACK": "1",
     "MLFLOW_DISABLE_TELEMETRY": "true",
-    # the CLI prints its own progress; Prefect's per-task INFO lines would drown it
-    "PREFECT_LOGGING_LEVEL": "WARNING",
+    # flow and task runs send their INFO lines to the Prefect API (the run page shows them; logging.yml of
+    # Prefect 3.9: the "prefect" logger's level is PREFECT_LOGGING_LEVEL, prefect.flow_runs/task_runs
+    # inherit it and carry the API handler) ...
+    "PREFECT_LOGGING_LEVEL": "INFO",
+    # ... while the terminal stays quiet: the console handler (on the root logger) shows WARNING and above
+    # only (override of logging.yml's handlers.console.level, PREFECT_LOGGING_[PATH]_[KEY])
+    "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING",
 }
+
+#: The database of the temporary server a flow starts when no ``PREFECT_API_URL`` is set, inside
+#: ``PREFECT_HOME``: never ``prefect.db``, the file a ``prefect server start`` with the same home uses.
+EPHEMERAL_DB = "gpuplan-ephemeral.db"
+#: Prefect 3.9's setting of the server database (``ServerDatabaseSettings.connection_url``).
+PREFECT_DB_VAR = "PREFECT_SERVER_DATABASE_CONNECTION_URL"
+#: Set to ``1`` when :data:`PREFECT_DB_VAR` was chosen by :func:`apply_env_defaults` (so a child process with
+#: another ``PREFECT_HOME`` or with ``PREFECT_API_URL`` re-derives it instead of keeping the parent's).
+PREFECT_DB_MARK = "GPUPLAN_PREFECT_DB_DEFAULTED"
 
 
 def apply_env_defaults() -> dict[str, str]:
     """Set :data:`ENV_DEFAULTS` in ``os.environ`` where not already set.
 
-    Also keeps Prefect's own database inside the project: ``PREFECT_HOME`` defaults to
+    Also keeps Prefect's own files inside the project: ``PREFECT_HOME`` defaults to
     ``<project>/.prefect`` (git-ignored) instead of ``~/.prefect``, so the main job writes nothing
-    outside the clone. Call before importing prefect.
+    outside the clone; and without ``PREFECT_API_URL`` the temporary server gets its own database file
+    there (:func:`_ephemeral_database`), never the one of a running ``prefect server``. Call before
+    importing prefect.
 
     Returns the variables that were set by this call (name -> value).
     """
@@ -65,7 +82,36 @@ def apply_env_defaults() -> dict[str, str]:
         if key not in os.environ:
             os.environ[key] = value
             applied[key] = value
+    applied.update(_ephemeral_database())
     return applied
+
+
+def _ephemeral_database() -> dict[str, str]:
+    """Give the temporary server of ephemeral mode its own SQLite file (``<PREFECT_HOME>/gpuplan-ephemeral.db``).
+
+    With no ``PREFECT_API_URL``, Prefect starts a temporary server on the database
+    ``sqlite+aiosqlite:///<PREFECT_HOME>/prefect.db`` (Prefect 3.9 ``settings/models/_defaults.py``),
+    the same file as a ``prefect server start`` with that home: both would migrate and write one SQLite
+    file. Here the temporary server gets :data:`EPHEMERAL_DB` in ``PREFECT_HOME`` instead. An operator's
+    own database setting is kept; with ``PREFECT_API_URL`` set no database is chosen (the server has
+    its own), and a value chosen by a parent gpuplan process is re-derived or dropped.
+
+    Returns the variables set (name -> value).
+    """
+    ours = os.environ.get(PREFECT_DB_MARK) == "1"
+    if os.environ.get(PREFECT_DB_VAR) and not ours:
+        return {}  # the operator's choice
+    if ours:
+        os.environ.pop(PREFECT_DB_VAR, None)
+        os.environ.pop(PREFECT_DB_MARK, None)
+    if os.environ.get("PREFECT_API_URL") or os.environ.get("PREFECT_API_DATABASE_CONNECTION_URL"):
+        return {}
+    home = Path(os.environ["PREFECT_HOME"]).expanduser()
+    home.mkdir(parents=True, exist_ok=True)
+    url = f"sqlite+aiosqlite:///{(home / EPHEMERAL_DB).resolve()}"
+    os.environ[PREFECT_DB_VAR] = url
+    os.environ[PREFECT_DB_MARK] = "1"
+    return {PREFECT_DB_VAR: url}
 
 
 def default_tracking_uri(project_root: Path = PROJECT_ROOT) -> str:
@@ -96,6 +142,8 @@ class Settings(BaseModel):
             and tests that must not start scheduled runs).
         seed: seed for generated LLM jobs in the queue.
         workspace_dir: the workspace planned (:mod:`pipelines.workspace`; default the shipped demo).
+        mlflow_ui_url: base URL of an MLflow UI showing ``tracking_uri`` (e.g. ``http://127.0.0.1:5000``), used
+            for links to MLflow runs in Prefect artifacts; None: runs are named by id and store only.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -121,6 +169,7 @@ class Settings(BaseModel):
     serve_schedules: bool = True
     seed: int = 0
     workspace_dir: Path = PROJECT_ROOT / "data" / "demo"
+    mlflow_ui_url: str | None = None
 
     @field_validator("nightly_timezone")
     @classmethod
@@ -169,6 +218,9 @@ def workspace_defaults(folder: str | Path | None = None) -> dict[str, object]:
 def load_settings(workspace: str | Path | None = None, **overrides: object) -> Settings:
     """Build :class:`Settings` from defaults, the workspace (:func:`workspace_defaults`), environment variables, then ``overrides``.
 
+    A SQLite ``tracking_uri`` from any of them puts the MLflow artifacts in ``artifacts/`` beside its
+    database file unless ``artifact_root`` is given (``GPUPLAN_ARTIFACT_ROOT`` or an override).
+
     Raises:
         pipelines.errors.InputError: an unknown time zone, a non-power-of-two GPU count, or an
             invalid workspace.
@@ -177,13 +229,13 @@ def load_settings(workspace: str | Path | None = None, **overrides: object) -> S
     uri = os.environ.get("GPUPLAN_TRACKING_URI") or os.environ.get("MLFLOW_TRACKING_URI")
     if uri:
         env["tracking_uri"] = uri
-        if uri.startswith("sqlite:///"):  # artifacts beside the database, not in the clone's mlruns/
-            env["artifact_root"] = Path(uri.removeprefix("sqlite:///")).resolve().parent / "artifacts"
     if os.environ.get("GPUPLAN_ARTIFACT_ROOT"):
         env["artifact_root"] = Path(os.environ["GPUPLAN_ARTIFACT_ROOT"]).resolve()
     for var, key in (("GPUPLAN_RUNS_DIR", "runs_dir"), ("GPUPLAN_MODELS_DIR", "models_dir")):
         if os.environ.get(var):
             env[key] = Path(os.environ[var]).resolve()
+    if os.environ.get("GPUPLAN_MLFLOW_UI_URL"):
+        env["mlflow_ui_url"] = os.environ["GPUPLAN_MLFLOW_UI_URL"].rstrip("/")
     if os.environ.get("GPUPLAN_NIGHTLY_TZ"):
         env["nightly_timezone"] = os.environ["GPUPLAN_NIGHTLY_TZ"]
     for var, key, typ in (("GPUPLAN_N_GPUS", "n_gpus", int), ("GPUPLAN_SOLVE_TIME_LIMIT_S", "solve_time_limit_s", float),
@@ -197,8 +249,16 @@ def load_settings(workspace: str | Path | None = None, **overrides: object) -> S
         env["serve_schedules"] = os.environ["GPUPLAN_SERVE_SCHEDULES"].strip().lower() not in ("0", "false", "no", "off")
     from pydantic import ValidationError
 
+    merged = {**env, **overrides}
+    db = str(merged.get("tracking_uri") or "")
+    if "artifact_root" not in merged and db.startswith("sqlite:///"):
+        # artifacts beside the database (whoever chose it: environment, workspace, caller), never in the
+        # clone's mlruns/ for a store elsewhere (experiments would point there and leave orphan folders)
+        merged["artifact_root"] = Path(db.removeprefix("sqlite:///").split("?", 1)[0]).resolve().parent / "artifacts"
+    if not merged.get("mlflow_ui_url") and db.startswith(("http://", "https://")):  # a tracking server is its UI
+        merged["mlflow_ui_url"] = db.rstrip("/")
     try:
-        return Settings(**{**env, **overrides})
+        return Settings(**merged)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(x) for x in first.get("loc", ())) or "settings"

@@ -23,6 +23,10 @@ Conventions (``docs/STACK.md`` and Prefect's own examples):
 - The MLflow store is initialised once, before any fan-out (:func:`pipelines.tracking.init_store`).
 - Outputs are built in a temporary run folder and published atomically with a ``latest`` pointer
   (:mod:`pipelines.run_folder`); a failed or killed run leaves the previous one intact.
+- The run shows what it did (:mod:`pipelines.observe`): flows and tasks log at INFO through Prefect's run
+  logger (run folder, status, objective, headline numbers, the age of the inputs; the terminal shows only
+  warnings), each plan publishes a markdown summary and a table of estimated starts, each retraining a
+  table of metrics against baselines with the champion version (Prefect artifacts).
 
 Settings come from :func:`pipelines.config.load_settings` (environment) in every flow and task, so a
 served deployment and the tests configure paths and the tracking URI through the environment.
@@ -54,8 +58,9 @@ from prefect.runtime import flow_run  # noqa: E402
 from domain.kinds import JOB_KINDS  # noqa: E402
 from optimizer.plan import Plan  # noqa: E402
 from optimizer.problem import Problem  # noqa: E402
-from pipelines import bench, model_store, scheduler_models, tracking  # noqa: E402
+from pipelines import bench, model_store, observe, scheduler_models, tracking  # noqa: E402
 from pipelines.catalog import Catalog, RunCatalog, read_problem_file  # noqa: E402
+from pipelines.errors import InputError  # noqa: E402
 from pipelines.ingest import WorkspaceData, read_source, workspace_data  # noqa: E402
 from pipelines.ingest import ingest as run_ingest  # noqa: E402
 from pipelines.report import write_risk_report  # noqa: E402
@@ -72,6 +77,8 @@ from pipelines.stages import solve as solve_stage  # noqa: E402
 from pipelines.stages.problem import ClusterShape  # noqa: E402
 from pipelines.stages.realtime import IngestedTraffic, ProfileFit, ServiceSettings  # noqa: E402
 from pipelines.workspace import Workspace, load_workspace  # noqa: E402
+
+log = observe.run_logger  # the current flow's or task's logger (INFO reaches the Prefect run page)
 
 # ---------------------------------------------------------------- progress hook
 
@@ -123,7 +130,13 @@ class Forecasts:
 def ingest_traffic(services: list[ServiceSettings], raw: dict[str, pd.DataFrame]) -> IngestedTraffic:
     """:func:`pipelines.stages.realtime.ingest_traffic`: hourly UTC traffic, gaps imputed, outliers flagged."""
     with _Stage("ingest traffic"):
-        return realtime.ingest_traffic(services, raw)
+        out = realtime.ingest_traffic(services, raw)
+    for name, d in out.diagnostics.items():
+        rows = out.frame[out.frame["service"] == name]
+        log().info("traffic %s: %d hours %s .. %s UTC; imputed hours %d, outlier hours %d%s", name, len(rows),
+                   f"{rows['ts'].min():%Y-%m-%d %H:%M}", f"{rows['ts'].max():%Y-%m-%d %H:%M}", len(d.get("imputed", [])),
+                   len(d.get("outliers", [])), f"; {d['message']}" if d.get("message") else "")
+    return out
 
 
 @task(name="train-or-load", cache_policy=NO_CACHE)
@@ -132,8 +145,13 @@ def train_or_load(kind: str, retrain: bool = False) -> Any:
 
     Trained, saved and logged to MLflow when missing or ``retrain``.
     """
+    s = load_settings()
     with _Stage(f"forecaster {kind}"):
-        return model_store.train_or_load(load_settings(), kind, retrain=retrain)
+        model = model_store.train_or_load(s, kind, retrain=retrain, notify=log().info)
+    v = model_store.model_version(s, kind)
+    log().info("%s forecaster: %s version %s (alias %s, MLflow run %s)", kind, v.get("name"), v.get("version"),
+               v.get("alias"), v.get("run_id"))
+    return model
 
 
 @task(name="fit-profiles", cache_policy=NO_CACHE)
@@ -141,7 +159,15 @@ def fit_profiles(services: list[ServiceSettings], traffic: pd.DataFrame, as_of: 
                  diagnostics: dict | None = None) -> ProfileFit:
     """:func:`pipelines.stages.realtime.fit_profiles`: forecasts up to ``as_of`` (chosen by backtest), last-day bands."""
     with _Stage("real-time profiles"):
-        return realtime.fit_profiles(services, traffic, as_of, diagnostics)
+        fit = realtime.fit_profiles(services, traffic, as_of, diagnostics)
+    units = {svc.service: svc.units for svc in services}
+    for name, m in fit.metrics.items():
+        weights = ", ".join(f"{c} {v.get('weight', 0):.2f}" for c, v in fit.selection.get(name, {})
+                            .get("candidates", {}).items())
+        log().info("real-time %s: status %s; last day 24 h ahead: MAE %s %s, P90 coverage %.2f; weights: %s%s",
+                   name, fit.status[name][0], f"{m['band_mae']:,.0f}", units.get(name, ""), m["band_p90_coverage"],
+                   weights or "n/a", f" ({fit.status[name][1]})" if fit.status[name][1] else "")
+    return fit
 
 
 @task(name="log-profiles", retries=2, retry_delay_seconds=3, cache_policy=NO_CACHE)
@@ -158,6 +184,7 @@ def log_profiles(run: RunCatalog, fit: ProfileFit, as_of: datetime) -> list[str]
                      as_of, png)
         ids.append(tracking.log_profile_run(s, name, prof, fit.metrics[name], as_of, png,
                                             selection=fit.selection.get(name)))
+        log().info("real-time %s: MLflow run %s (experiment %s)", name, ids[-1], tracking.EXPERIMENTS["realtime"])
     return ids
 
 
@@ -195,7 +222,14 @@ def solve(problem: Problem, planner: str) -> Plan:
         RuntimeError: the solver ended without any valid plan (C13 b).
     """
     with _Stage(f"solve ({planner})"):
-        return solve_stage.solve(problem, planner)
+        plan = solve_stage.solve(problem, planner)
+    d = plan.to_dict()
+    log().info("solve (%s): status %s, plan from %s%s; objective %s, bound %s, gap %s, %.1f s; %d jobs, %d running, "
+               "%d GPUs", planner, plan.status, plan.source, " (FALLBACK)" if plan.fallback else "",
+               observe.fmt_value(d["objective"]), observe.fmt_value(d["bound"]),
+               "n/a" if d["gap"] is None else f"{100 * d['gap']:.2f} %", plan.solve_s, len(problem.jobs),
+               len(problem.running), problem.n_gpus)
+    return plan
 
 
 @task(name="verify", cache_policy=NO_CACHE)
@@ -205,7 +239,9 @@ def verify_plan(problem: Problem, plan: Plan) -> str:
     Raises:
         RuntimeError: any violation, or status ``no_solution`` (C13 b).
     """
-    return solve_stage.check_plan(problem, plan)
+    status = solve_stage.check_plan(problem, plan)
+    log().info("verified: %d assignments, no violation; status %s", len(plan.assignments), status)
+    return status
 
 
 @task(name="write-outputs", cache_policy=NO_CACHE)
@@ -243,7 +279,10 @@ def write_outputs(run: RunCatalog, run_name: str, problem: Problem, plan: Plan, 
                           "gpus_per_node": cluster.node_gpus, "n_gpus": cluster.n_gpus}
         summary_path = run.save("summary", doc)
         paths[summary_path.name] = summary_path
-        return {k: str(v) for k, v in paths.items()}
+    report = run.load("risk_report_table") if run.exists("risk_report_table") else None
+    log().info("headline: %s", "; ".join(f"{k} {v}" for k, v in observe.headline_rows(run.load("summary"), report)))
+    log().info("wrote %d files into %s", len(paths), run.folder)
+    return {k: str(v) for k, v in paths.items()}
 
 
 def _write_commands(run: RunCatalog, run_name: str, ws: Workspace, tables_path: Path, forecasts: Forecasts,
@@ -269,11 +308,56 @@ def log_plan(run_dir: str, run_name: str, planner: str) -> str:
     Reads the folder's summary and real-time metrics through the catalog and calls
     :func:`pipelines.tracking.log_plan_run`. Retried: SQLite lock contention is transient.
     """
+    s = load_settings()
     with _Stage("mlflow"):
         run = RunCatalog(Path(run_dir))
         rt_metrics = run.load("rt_metrics") if run.exists("rt_metrics") else None
-        return tracking.log_plan_run(load_settings(), Path(run_dir), run_name, planner, run.load("summary"),
-                                     rt_metrics, run.artifacts())
+        units = {svc.service: svc.units for svc in load_workspace(s.workspace_dir).services()}
+        rid = tracking.log_plan_run(s, Path(run_dir), run_name, planner, run.load("summary"), rt_metrics,
+                                    run.artifacts(), units=units)
+    link = tracking.run_link(s, rid)
+    log().info("MLflow run %s in experiment %s (%s)%s", rid, link["experiment"], s.tracking_uri,
+               f": {link['url']}" if link["url"] else "")
+    return rid
+
+
+@task(name="publish-plan", retries=2, retry_delay_seconds=3, cache_policy=NO_CACHE)
+def publish_plan(run_dir: str, mlflow_run_id: str | None, workspace: str) -> list[str]:
+    """The plan run's Prefect artifacts: a markdown summary and a table of estimated starts; returns their keys.
+
+    Read from the published folder (``summary.json``, ``risk_report.parquet``; :mod:`pipelines.observe`).
+    Keys ``plan-summary-<workspace>`` and ``estimated-starts-<workspace>`` (one history per workspace).
+    """
+    s = load_settings()
+    run = RunCatalog(Path(run_dir))
+    summary = run.load("summary")
+    report = run.load("risk_report_table") if run.exists("risk_report_table") else None
+    link = tracking.run_link(s, mlflow_run_id) if mlflow_run_id else {}
+    md_key, table_key = observe.artifact_key("plan-summary", workspace), observe.artifact_key("estimated-starts", workspace)
+    observe.publish_markdown(md_key, observe.plan_markdown(summary, report, Path(run_dir), link),
+                             f"Plan {summary['run']}: headline, jobs at risk, where the run folder and MLflow run are")
+    starts = observe.starts_rows(report)
+    observe.publish_table(table_key, starts, f"Estimated start of every queued job, plan {summary['run']} "
+                                             f"(UTC; {len(starts)} jobs)")
+    log().info("published Prefect artifacts %s and %s", md_key, table_key)
+    return [md_key, table_key]
+
+
+def _publish_plan(run_dir: str, mlflow_run_id: str | None, workspace: str) -> None:
+    """:func:`publish_plan`; a failure after its retries is a warning: the plan itself is already published."""
+    try:
+        publish_plan(run_dir, mlflow_run_id, workspace)
+    except Exception as exc:  # noqa: BLE001 - the plan is published; only its artifacts are missing
+        log().warning("Prefect artifacts of %s not published: %s", run_dir, exc)
+
+
+def _log_inputs(inp: WorkspaceInputs, now: datetime) -> None:
+    """Log the plan start and the age of the inputs (traffic, queue export) at the plan start and now."""
+    traffic_end = pd.to_datetime(inp.ingested.frame["ts"], utc=True).max() if len(inp.ingested.frame) else None
+    snap = inp.data.snapshot_at if inp.data is not None else None
+    for line in observe.inputs_age_lines(inp.start, traffic_end, now, snap,
+                                         inp.data.snapshot_file if inp.data is not None else None):
+        log().info("inputs: %s", line)
 
 
 # ---------------------------------------------------------------- flow helpers
@@ -460,12 +544,15 @@ def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: s
     when = _scheduled_time(scheduled_at)
     out = Path(out_dir) if out_dir else s.runs_dir / "replan"
     rf = RunFolder.begin(out, when, step_minutes=s.step_minutes)
+    log().info("replan of workspace %s (%d GPUs) for the slot of %s; building in %s", ws.root, s.n_gpus,
+               f"{when:%Y-%m-%d %H:%MZ}", rf.tmp_path)
     try:
         run = catalog.run(rf.tmp_path)
         forecasts: Forecasts | None = None
         if problem_path is None:
             # plan from the newest data available: the shipped traffic ends before "now"
             inp = _workspace_inputs(ws, when, replan=True)
+            _log_inputs(inp, datetime.now(UTC))
             services, ingested, start = inp.services, inp.ingested, inp.start
             _write_realtime(run, ingested, None)
             fit = fit_profiles(services, ingested.frame, start, ingested.diagnostics)
@@ -480,12 +567,18 @@ def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: s
             problem = read_problem_file(Path(problem_path))
             run.save_problem(problem)
             start = datetime.now(UTC).replace(second=0, microsecond=0)
+            log().info("inputs: problem file %s (%d jobs, %d running, %d services); plan starts now, %s",
+                       problem_path, len(problem.jobs), len(problem.running), len(problem.services),
+                       f"{start:%Y-%m-%d %H:%MZ}")
         res = _plan_into(rf, run, problem, planner, start, forecasts)
         info, moved = rf.commit()
     except BaseException:
         rf.abort()
         raise
+    log().info("published run folder %s (status %s, verified)%s", info.path, res["status"],
+               "; latest moved to it" if moved else "; latest NOT moved: a newer slot is published")
     rid = log_plan(str(info.path), info.path.name, planner)
+    _publish_plan(str(info.path), rid, str(ws.root))
     return {"run_dir": str(info.path), "slot": info.slot, "latest_moved": moved, "status": res["status"], "source": res["source"], "fallback": res["fallback"],
             "mlflow_run_id": rid}
 
@@ -493,17 +586,26 @@ def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: s
 @flow(name="train_forecasters", log_prints=False)
 def train_forecasters(scheduled_at: datetime | None = None, kinds: list[str] | None = None,
                       force: bool = False, workspace: str | None = None) -> dict[str, Any]:
-    """Nightly retraining: refit every job forecaster.
+    """Nightly retraining: refit the job forecasters and measure the real-time forecast's accuracy.
 
-    Each is logged to MLflow and registered with the ``champion`` alias. The real-time profiles are refitted on the trailing window at every
-    planning run (DESIGN §4.4), so they need no nightly step.
+    Each job forecaster is logged to MLflow and registered with the ``champion`` alias (an operator's
+    workspace: its scheduler-history forecaster, gated against the champion). The real-time forecasts
+    are refitted on the trailing window at every planning run (DESIGN §4.4); the nightly run measures
+    them: the rolling-origin backtest of every service (MAE, MASE against seasonal naive 168 h and naive
+    24 h, P90 coverage) is logged as one ``realtime cutoff=...`` run with its forecast-against-actual plot
+    (:func:`nightly_realtime`). ``kinds``: which of the job kinds (``scheduler`` for a workspace) and
+    ``realtime`` to run; None: all.
+
+    The run publishes a table artifact of every metric against its baselines, with the version now
+    champion, and a short markdown (``retrain-metrics-<workspace>``, ``retrain-summary-<workspace>``).
 
     One run per local day of ``Settings.nightly_timezone``: a second scheduled run for a local
     day that already retrained (possible around a DST change) is skipped, unless ``force``.
 
     ``workspace``: whose model store (default ``$GPUPLAN_WORKSPACE``, else the demo's).
 
-    Returns ``{"local_day", "skipped", "models": {kind: model folder}}``.
+    Returns ``{"local_day", "skipped", "models": {kind: model folder}, "realtime_run_id"}`` (and a workspace's
+    retraining document).
     """
     ws = _use_workspace(workspace)
     s = load_settings()
@@ -512,18 +614,90 @@ def train_forecasters(scheduled_at: datetime | None = None, kinds: list[str] | N
     when = _scheduled_time(scheduled_at)
     day = local_day(when, s.nightly_timezone)
     if not force and not claim_local_day(catalog.nightly_marker(), day):
+        log().info("retraining of local day %s (%s) already done: skipped", day, s.nightly_timezone)
         return {"local_day": day.isoformat(), "skipped": True, "models": {}}
+    log().info("retraining of workspace %s for local day %s (%s), data up to %s", ws.root, day, s.nightly_timezone,
+               f"{when:%Y-%m-%d %H:%MZ}")
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    out: dict[str, Any] = {"local_day": day.isoformat(), "skipped": False}
     if not ws.is_demo:
         with _Stage("ingest sources"):
             ingest_sources(ws)
-        res = nightly_scheduler.with_options(timeout_seconds=s.train_timeout_s)(ws, when)
-        return {"local_day": day.isoformat(), "skipped": False,
-                "models": {"scheduler": str(scheduler_models.model_path(s))}, **res}
-    models = {}
-    for kind in kinds or JOB_KINDS:
-        train_or_load.with_options(timeout_seconds=s.train_timeout_s)(kind, retrain=True)
-        models[kind] = str(catalog.model_path(kind))
-    return {"local_day": day.isoformat(), "skipped": False, "models": models}
+        if kinds is None or "scheduler" in kinds:
+            res = nightly_scheduler.with_options(timeout_seconds=s.train_timeout_s)(ws, when)
+            out.update({"models": {"scheduler": str(scheduler_models.model_path(s))}, **res})
+            rows += observe.scheduler_rows(res, res.get("version"))
+            notes.append(f"scheduler: {res.get('reason')}")
+        out.setdefault("models", {})
+    else:
+        models = {}
+        for kind in [k for k in (kinds or JOB_KINDS) if k in JOB_KINDS]:
+            train_or_load.with_options(timeout_seconds=s.train_timeout_s)(kind, retrain=True)
+            models[kind] = str(catalog.model_path(kind))
+            v = model_store.model_version(s, kind)
+            doc = observe.unflatten(tracking.run_metrics(s, v["run_id"])) if v.get("run_id") else {}
+            rows += observe.job_model_rows(kind, doc, v)
+        out["models"] = models
+    if kinds is None or "realtime" in kinds:
+        rt = nightly_realtime(ws)
+        out["realtime_run_id"] = rt.get("run_id")
+        rows += rt["rows"]
+        notes += rt["notes"]
+    _publish_retrain(day.isoformat(), rows, notes, str(ws.root))
+    return out
+
+
+@task(name="nightly-realtime", cache_policy=NO_CACHE)
+def nightly_realtime(ws: Workspace) -> dict[str, Any]:
+    """The real-time forecast's rolling-origin backtest on the workspace's traffic, logged to MLflow.
+
+    :func:`pipelines.stages.realtime.backtest_report` (7 daily origins, 24 h ahead, each refitted on the
+    hours before it) on every service, logged by :func:`pipelines.tracking.log_realtime_backtest`. A history
+    too short for one origin is a warning, not a failure (the job forecasters are still retrained).
+
+    Returns ``{"run_id" (None when skipped), "rows" (:func:`pipelines.observe.realtime_rows`), "notes"}``.
+    """
+    s = load_settings()
+    services = ws.services()
+    data = None if ws.is_demo else workspace_data(ws)
+    hours: dict[str, pd.DataFrame] = {}
+    with _Stage("real-time backtest"):
+        try:
+            doc = realtime.backtest_report(services, _workspace_traffic(ws, services, data), hours_out=hours)
+        except (InputError, ValueError) as exc:
+            log().warning("real-time backtest skipped: %s", exc)
+            return {"run_id": None, "rows": [], "notes": [f"real-time backtest skipped: {exc}"]}
+        rid = tracking.log_realtime_backtest(s, doc, hours)
+    for name, d in doc["services"].items():
+        m = d["metrics"]
+        log().info("real-time %s backtest (%d origins, %d hours up to %s): MAE %s %s, MASE vs seasonal naive 168 h "
+                   "%s, vs naive 24 h %s, P90 coverage %.2f", name, d["n_days"], d["n_hours"], observe.fmt_ts(d["cutoff"]),
+                   f"{m['mae']:,.0f}", d["units"], observe.fmt_value(m["mase_snaive168"]),
+                   observe.fmt_value(m["mase_naive24"]), m["p90_coverage"])
+    link = tracking.run_link(s, rid)
+    log().info("real-time accuracy: MLflow run %s%s", rid, f" ({link['url']})" if link["url"] else "")
+    return {"run_id": rid, "rows": observe.realtime_rows(doc, None), "notes": [f"real-time accuracy: MLflow run {rid}"]}
+
+
+@task(name="publish-retrain", retries=2, retry_delay_seconds=3, cache_policy=NO_CACHE)
+def publish_retrain(local_day: str, rows: list[dict[str, Any]], notes: list[str], workspace: str) -> list[str]:
+    """The retraining run's Prefect artifacts: the metrics table and a markdown of the champions; returns their keys."""
+    table_key = observe.artifact_key("retrain-metrics", workspace)
+    md_key = observe.artifact_key("retrain-summary", workspace)
+    observe.publish_table(table_key, rows, f"Retraining {local_day}: holdout / backtest metrics of each forecaster "
+                                           "beside its baselines; version and alias (champion)")
+    observe.publish_markdown(md_key, observe.retrain_markdown(local_day, rows, notes), f"Retraining {local_day}")
+    log().info("published Prefect artifacts %s and %s", table_key, md_key)
+    return [table_key, md_key]
+
+
+def _publish_retrain(local_day: str, rows: list[dict[str, Any]], notes: list[str], workspace: str) -> None:
+    """:func:`publish_retrain`; a failure after its retries is a warning (the models are registered)."""
+    try:
+        publish_retrain(local_day, rows, notes, workspace)
+    except Exception as exc:  # noqa: BLE001 - the models are trained and registered; only the artifacts are missing
+        log().warning("Prefect artifacts of the retraining of %s not published: %s", local_day, exc)
 
 
 @task(name="nightly-scheduler", cache_policy=NO_CACHE)
@@ -599,7 +773,11 @@ def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "m
     tracking.init_store(s)
     catalog = Catalog(s)
     out = Path(out_dir) if out_dir else s.runs_dir
-    inp = _workspace_inputs(ws, datetime.now(UTC), replan=False)
+    now = datetime.now(UTC)
+    log().info("gpuplan run of workspace %s (%d GPUs, %d nodes) into %s", ws.root, s.n_gpus,
+               len(ws.config.cluster.node_names), out)
+    inp = _workspace_inputs(ws, now, replan=False)
+    _log_inputs(inp, now)
     services, ingested, start = inp.services, inp.ingested, inp.start
     rf = RunFolder.begin(out, start, step_minutes=s.step_minutes)
     try:
@@ -624,7 +802,10 @@ def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "m
     except BaseException:
         rf.abort()
         raise
+    log().info("published run folder %s (status %s, verified)%s", info.path, res["status"],
+               "; latest moved to it" if moved else "; latest NOT moved: a newer slot is published")
     rid = log_plan(str(info.path), info.path.name, planner)
+    _publish_plan(str(info.path), rid, str(ws.root))
     return {"run_dir": str(info.path), "latest": str(out / LATEST), "latest_moved": moved,
             "status": res["status"], "source": res["source"], "fallback": res["fallback"], "mlflow_run_id": rid, "tracking_uri": s.tracking_uri,
             "workspace": str(ws.root), "n_gpus": s.n_gpus, "nodes": ws.config.cluster.node_names,

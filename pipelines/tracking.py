@@ -205,6 +205,29 @@ def _clean_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+#: A parameter value that is a list (or tuple) longer than this is logged as a JSON artifact
+#: ``params/<key>.json`` instead (a parameter is one short setting; MLflow caps values at 6,000 characters).
+MAX_PARAM_ITEMS = 20
+
+
+def split_params(params: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
+    """``(params, long_lists)``: values as text (None dropped), and list values of more than :data:`MAX_PARAM_ITEMS` items.
+
+    A long list keeps a short parameter naming where it went: ``"<n> values: params/<key>.json"``.
+    """
+    short: dict[str, str] = {}
+    lists: dict[str, Any] = {}
+    for k, v in params.items():
+        if v is None:
+            continue
+        if isinstance(v, (list, tuple)) and len(v) > MAX_PARAM_ITEMS:
+            lists[k] = list(v)
+            short[k] = f"{len(v)} values: params/{k}.json"
+        else:
+            short[k] = str(v)[:6000]
+    return short, lists
+
+
 def log_run(
     settings: Settings,
     experiment: str,
@@ -214,6 +237,7 @@ def log_run(
     metrics: Mapping[str, Any] | None = None,
     tags: Mapping[str, str] | None = None,
     artifacts: Mapping[str, Path] | None = None,
+    metric_steps: Mapping[str, Sequence[float]] | None = None,
     status: str = "FINISHED",
 ) -> str:
     """Create one finished MLflow run in ``EXPERIMENTS[experiment]`` and return its run id.
@@ -221,12 +245,15 @@ def log_run(
     Args:
         settings: where the store is (``tracking_uri``).
         experiment: a key of :data:`EXPERIMENTS`.
-        run_name: the run's name.
-        params: logged as strings; None values skipped.
+        run_name: the run's name (:func:`run_name`).
+        params: logged as strings; None values skipped; a list longer than :data:`MAX_PARAM_ITEMS` goes to
+            the artifact ``params/<key>.json`` (:func:`split_params`).
         metrics: numeric values; None, NaN, inf and non-numeric values are skipped (MLflow
             refuses NaN in SQLite stores).
         artifacts: artifact path inside the run (``plots/gantt.png``) -> local file; the file is
             stored under the key's folder with its own name.
+        metric_steps: metric name -> values logged as one metric history, step 0, 1, ... (a curve in
+            the UI, e.g. a cross-validation loss per boosting round); non-finite values skipped.
         tags: run tags.
         status: terminal status, ``FINISHED`` or ``FAILED``.
 
@@ -243,9 +270,19 @@ def log_run(
     try:
         now_ms = int(time.time() * 1000)
         m = [Metric(k, v, now_ms, 0) for k, v in _clean_metrics(metrics or {}).items()]
-        p = [Param(k, str(v)[:6000]) for k, v in (params or {}).items() if v is not None]
+        for key, values in (metric_steps or {}).items():
+            m += [Metric(key, float(v), now_ms, i) for i, v in enumerate(values)
+                  if v is not None and math.isfinite(float(v))]
+        short, lists = split_params(params or {})
+        p = [Param(k, v) for k, v in short.items()]
         for i in range(0, max(len(m), len(p)), 100):
             client.log_batch(rid, metrics=m[i:i + 100], params=p[i:i + 100])
+        if lists:
+            with tempfile.TemporaryDirectory() as td:
+                for key, values in lists.items():
+                    f = Path(td) / f"{key}.json"
+                    f.write_text(json.dumps(values))
+                    client.log_artifact(rid, str(f), artifact_path="params")
         for key, path in (artifacts or {}).items():
             client.log_artifact(rid, str(path), artifact_path=posixpath.dirname(key) or None)
     except BaseException:
@@ -253,6 +290,38 @@ def log_run(
         raise
     client.set_terminated(rid, status=status)
     return rid
+
+
+def _cut_text(ts: Any) -> str:
+    """A cut-off instant as text: ``2025-03-14`` at midnight UTC, else ``2025-03-16 15:00Z``."""
+    t = pd.Timestamp(ts)
+    t = t.tz_localize("UTC") if t.tzinfo is None else t.tz_convert("UTC")
+    return t.strftime("%Y-%m-%d") if (t.hour, t.minute, t.second) == (0, 0, 0) else t.strftime("%Y-%m-%d %H:%MZ")
+
+
+def run_name(kind: str, cutoff: Any, subject: str | None = None, on: datetime | None = None) -> str:
+    """An MLflow run name: kind, what it is about, data cut-off and the date it ran (UTC).
+
+    ``run_name("realtime", "2025-03-14T00:00Z", on=...)`` -> ``"realtime cutoff=2025-03-14 2026-12-01"``;
+    ``run_name("profile", ts, "m-small")`` -> ``"profile m-small cutoff=2025-03-16 15:00Z 2026-12-01"``.
+    ``cutoff``: the newest data the run used (None: left out); ``on``: default now.
+    """
+    day = (pd.Timestamp(on) if on is not None else pd.Timestamp.now(tz="UTC")).strftime("%Y-%m-%d")
+    parts = [kind] + ([subject] if subject else []) + ([f"cutoff={_cut_text(cutoff)}"] if cutoff is not None else [])
+    return " ".join([*parts, day])
+
+
+def run_link(settings: Settings, run_id: str) -> dict[str, Any]:
+    """Where an MLflow run is: ``{"run_id", "experiment", "tracking_uri", "url"}``.
+
+    ``url`` is the run's page in the MLflow UI at ``settings.mlflow_ui_url``
+    (``<ui>/#/experiments/<experiment id>/runs/<run id>``, the MLflow UI's route), None without a UI URL.
+    """
+    run = _client(settings).get_run(run_id)
+    exp = _client(settings).get_experiment(run.info.experiment_id)
+    url = (f"{settings.mlflow_ui_url}/#/experiments/{run.info.experiment_id}/runs/{run_id}"
+           if settings.mlflow_ui_url else None)
+    return {"run_id": run_id, "experiment": exp.name, "tracking_uri": settings.tracking_uri, "url": url}
 
 
 _QUIET_LOCK = threading.Lock()
@@ -302,6 +371,8 @@ def log_job_model(
     example_jobs: Any,
     *,
     alias: str = "champion",
+    description: str | None = None,
+    version_tags: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
     """Log a job forecaster to ``run_id``, register it and point ``alias`` at it (case C11).
 
@@ -323,7 +394,8 @@ def log_job_model(
       ``;``). Signature and input example (``example_jobs``, at most 5 rows).
 
     The forecaster is registered as a new version of :func:`registered_model_name` with ``alias``
-    pointed at it (aliases, not the deprecated stages); ``mlflow.pyfunc.load_model(
+    pointed at it (aliases, not the deprecated stages), the version's ``description`` and its tags
+    ``version_tags`` (the holdout metrics, :func:`holdout_tags`); ``mlflow.pyfunc.load_model(
     "models:/gpuplan-<kind>-forecaster@champion")`` serves it. Before registering, the logged
     pyfunc is reloaded and must reproduce the in-memory predictions on the example (1e-9 h).
 
@@ -334,6 +406,8 @@ def log_job_model(
         example_jobs: ``(n >= 1, ...)`` jobs with the kind's raw feature columns (``job_id``
             optional); the first 5 rows are used.
         alias: registry alias pointed at the new version.
+        description: the new version's description in the registry (None: none).
+        version_tags: the new version's tags (the holdout metrics, :func:`holdout_tags`); values as text.
 
     Returns:
         ``{"run_id", "duration_uri", "gpus_uri", "pyfunc_uri", "registered_name", "version"}``.
@@ -378,9 +452,26 @@ def log_job_model(
         for col in ("duration_p10_h", "duration_p50_h", "duration_p90_h", "gpus_pred"):
             if not np.allclose(got[col].to_numpy(float), expected[col].to_numpy(float), rtol=0, atol=1e-9):
                 raise ValueError(f"{name}: the logged pyfunc does not reproduce {col} of the forecaster")
-        mv = mlflow.register_model(info.model_uri, name)
+        mv = mlflow.register_model(info.model_uri, name, tags=_tag_values(version_tags or {}))
+    describe_version(settings, name, str(mv.version), description)
     _client(settings).set_registered_model_alias(name, alias, mv.version)
     return {**uris, "registered_name": name, "version": str(mv.version)}
+
+
+def _tag_values(tags: Mapping[str, Any]) -> dict[str, str]:
+    """Tag values as text (floats to 6 significant digits); None dropped."""
+    return {k: (f"{v:.6g}" if isinstance(v, float) else str(v)) for k, v in tags.items() if v is not None}
+
+
+def holdout_tags(metrics: Mapping[str, Any], prefix: str = "holdout.") -> dict[str, float]:
+    """Registry version tags of holdout metrics: finite numbers of ``metrics`` (flat) as ``<prefix><name>``."""
+    return {f"{prefix}{k}": float(v) for k, v in _clean_metrics(metrics).items()}
+
+
+def describe_version(settings: Settings, name: str, version: str, description: str | None) -> None:
+    """Set a registered model version's description (``MlflowClient.update_model_version``); None: nothing."""
+    if description:
+        _client(settings).update_model_version(name, version, description=description)
 
 
 def alias_version(settings: Settings, name: str, alias: str) -> str | None:
@@ -399,6 +490,11 @@ def finished_runs(settings: Settings, experiment: str) -> list[Any]:
         return []
     return [r for r in client.search_runs([exp.experiment_id], order_by=["attributes.start_time DESC"])
             if r.info.status == "FINISHED"]
+
+
+def run_metrics(settings: Settings, run_id: str) -> dict[str, float]:
+    """The latest value of every metric of one MLflow run (flat names, as logged)."""
+    return dict(_client(settings).get_run(run_id).data.metrics)
 
 
 def flatten(doc: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -463,13 +559,124 @@ def log_profile_run(settings: Settings, service: str, profile: Any, metrics: Map
     params = {"service": service, "method": profile.method, "status": profile.status,
               "timezone": profile.timezone, "components": ",".join(profile.components),
               "as_of": as_of.isoformat()}
-    all_metrics = dict(metrics)
+    all_metrics = band_metrics(metrics, (selection or {}).get("units", "traffic/h"))
     if selection:
         sel_params, sel_metrics = selection_metrics(selection)
         params.update(sel_params)
         all_metrics.update(sel_metrics)
-    return log_run(settings, "realtime", f"profile-{service}", params=params, metrics=all_metrics,
-                   artifacts={f"plots/{png.name}": png}, tags={"gpuplan.stage": "profile"})
+    cutoff = pd.Timestamp(as_of) - pd.Timedelta(hours=1)  # the newest hour the forecast read
+    return log_run(settings, "realtime", run_name("profile", cutoff, service), params=params, metrics=all_metrics,
+                   artifacts={f"plots/{png.name}": png}, tags={"gpuplan.stage": "profile", "gpuplan.service": service})
+
+
+#: Band metric of :class:`pipelines.stages.realtime.ProfileFit` -> its MLflow name (``{u}``: the units slug).
+BAND_METRIC_NAMES = {"band_mae": "band_mae_{u}", "band_mape": "band_mape_frac",
+                     "band_p90_coverage": "band_p90_coverage_frac", "level_factor": "level_factor_ratio",
+                     "history_hours": "history_h"}
+
+
+def band_metrics(metrics: Mapping[str, Any], units: str) -> dict[str, Any]:
+    """A service's last-day band metrics with units in their names (:data:`BAND_METRIC_NAMES`).
+
+    ``band_mae`` -> ``band_mae_<units slug>`` (:func:`units_slug`: ``requests/h`` -> ``requests_per_h``),
+    ``band_mape`` -> ``band_mape_frac``, ``band_p90_coverage`` -> ``band_p90_coverage_frac``; other keys kept.
+    """
+    u = units_slug(units)
+    return {BAND_METRIC_NAMES.get(k, k).format(u=u): v for k, v in metrics.items()}
+
+
+def _ratio_metrics(prefix: str, m: Mapping[str, Any], u: str) -> dict[str, Any]:
+    """One backtest variant's metrics with units in their names (``mae_<u>``, ``*_ratio``, ``*_frac``)."""
+    return {f"{prefix}mae_{u}": m.get("mae"), f"{prefix}mase_snaive168_ratio": m.get("mase_snaive168"),
+            f"{prefix}mase_naive24_ratio": m.get("mase_naive24"),
+            f"{prefix}mase_persistence_ratio": m.get("mase_persistence"), f"{prefix}mape_frac": m.get("mape"),
+            f"{prefix}p90_coverage_frac": m.get("p90_coverage")}
+
+
+def realtime_backtest_metrics(doc: Mapping[str, Any]) -> dict[str, float]:
+    """MLflow metrics of the real-time rolling-origin backtest (:func:`pipelines.stages.realtime.backtest_report`).
+
+    Per service ``s`` with units slug ``u`` (:func:`units_slug`: ``requests/h`` -> ``requests_per_h``):
+    ``rt.<s>.mae_<u>``, ``rt.<s>.mase_snaive168_ratio``, ``rt.<s>.mase_naive24_ratio``,
+    ``rt.<s>.mase_persistence_ratio``, ``rt.<s>.mape_frac``, ``rt.<s>.p90_coverage_frac`` (the day-ahead
+    P50/P90); the same under ``rt.<s>.hourly.`` (one hour ahead); ``rt.<s>.baseline.<b>.mae_<u>`` (seasonal
+    naive 168 h, naive 24 h, persistence on the same hours); ``rt.<s>.cand.<c>.mae_<u>`` and
+    ``rt.<s>.cand.<c>.mase_naive24_ratio`` (each candidate), ``rt.<s>.weight.<c>``; ``rt.<s>.n_scored_h``,
+    ``rt.<s>.n_origins``, ``rt.<s>.masked_h``. A MASE whose baseline error is 0 (None) is left out.
+    """
+    out: dict[str, Any] = {}
+    for svc, d in (doc.get("services") or {}).items():
+        u, p = units_slug(str(d.get("units", "traffic/h"))), f"rt.{svc}."
+        out.update(_ratio_metrics(p, d.get("metrics") or {}, u))
+        out.update(_ratio_metrics(f"{p}hourly.", d.get("hourly_recal") or {}, u))
+        for b, m in (d.get("baselines") or {}).items():
+            out[f"{p}baseline.{b}.mae_{u}"] = m.get("mae")
+        for c, m in (d.get("candidates") or {}).items():
+            out[f"{p}cand.{c}.mae_{u}"] = m.get("mae")
+            out[f"{p}cand.{c}.mase_naive24_ratio"] = m.get("mase_naive24")
+            out[f"{p}cand.{c}.mase_snaive168_ratio"] = m.get("mase_snaive168")
+        for c, w in (d.get("weights") or {}).items():
+            out[f"{p}weight.{c}"] = w
+        out.update({f"{p}n_scored_h": d.get("n_hours"), f"{p}n_origins": d.get("n_days"),
+                    f"{p}masked_h": d.get("masked_hours")})
+    return _clean_metrics(out)
+
+
+def log_realtime_backtest(settings: Settings, doc: Mapping[str, Any], hours: Mapping[str, pd.DataFrame] | None = None,
+                          stage: str = "nightly", on: datetime | None = None) -> str:
+    """Log the real-time rolling-origin backtest of every service as one run of the ``realtime`` experiment.
+
+    One run per retraining (the nightly flow, ``gpuplan train --kind realtime``), named
+    ``realtime cutoff=<newest traffic hour> <date>`` (:func:`run_name`). Metrics:
+    :func:`realtime_backtest_metrics`. Params per service: status, units, method, first and last origin,
+    horizon; ``cutoff``. Artifacts: the document ``backtest/realtime_backtest.json`` and, with ``hours``
+    (:func:`pipelines.stages.realtime.backtest_report`'s ``hours_out``), the forecast-against-actual plot
+    ``plots/backtest_realtime.png`` (:func:`pipelines.backtest_plot.plot_backtest`). Tag ``gpuplan.stage`` =
+    ``stage``. Returns the run id.
+    """
+    from pipelines.backtest_plot import plot_backtest
+
+    svcs = doc.get("services") or {}
+    cutoffs = [d["cutoff"] for d in svcs.values() if d.get("cutoff")]
+    cutoff = max(cutoffs, key=pd.Timestamp) if cutoffs else None
+    params: dict[str, Any] = {"services": ",".join(svcs), "cutoff": cutoff}
+    for svc, d in svcs.items():
+        origins = d.get("origins") or []
+        params.update({f"rt.{svc}.status": d.get("status"), f"rt.{svc}.units": d.get("units"),
+                       f"rt.{svc}.method": d.get("method"), f"rt.{svc}.horizon_h": d.get("horizon_h"),
+                       f"rt.{svc}.origins": f"{origins[0]} .. {origins[-1]}" if origins else None})
+    with tempfile.TemporaryDirectory() as td:
+        js = Path(td) / "realtime_backtest.json"
+        js.write_text(json.dumps(doc, indent=1, default=str))
+        arts = {"backtest/realtime_backtest.json": js}
+        if hours:
+            png = Path(td) / "backtest_realtime.png"
+            plot_backtest(hours, {k: str(d.get("units", "traffic/h")) for k, d in svcs.items()}, png)
+            arts["plots/backtest_realtime.png"] = png
+        return log_run(settings, "realtime", run_name("realtime", cutoff, on=on), params=params,
+                       metrics=realtime_backtest_metrics(doc), artifacts=arts,
+                       tags={"gpuplan.stage": stage, "gpuplan.kind": "realtime",
+                             "mlflow.note.content": realtime_backtest_note(doc)})
+
+
+def realtime_backtest_note(doc: Mapping[str, Any]) -> str:
+    """The run's description (MLflow's ``mlflow.note.content`` tag, shown as "Description"): one line per service.
+
+    ``<service>: day-ahead MAE <mae> <units> = <r168> x seasonal naive 168 h, <r24> x naive 24 h; P90 coverage
+    <c> over <n> hours (<k> daily origins up to <cutoff>)``.
+    """
+    def r(v: Any) -> str:
+        return "n/a" if v is None else f"{v:.3f}"
+
+    lines = ["Rolling-origin backtest of the real-time forecast (24 h ahead, each origin refitted on the hours "
+             "before it):", ""]
+    for svc, d in (doc.get("services") or {}).items():
+        m = d.get("metrics") or {}
+        lines.append(f"- {svc}: day-ahead MAE {m.get('mae', float('nan')):,.0f} {d.get('units')} = "
+                     f"{r(m.get('mase_snaive168'))} x seasonal naive 168 h, {r(m.get('mase_naive24'))} x naive 24 h; "
+                     f"P90 coverage {r(m.get('p90_coverage'))} over {d.get('n_hours')} hours ({d.get('n_days')} daily "
+                     f"origins up to {d.get('cutoff')})")
+    return "\n".join(lines)
 
 
 def log_job_model_run(settings: Settings, kind: str, model: Any, doc: Mapping[str, Any], test: pd.DataFrame,
@@ -492,11 +699,31 @@ def log_job_model_run(settings: Settings, kind: str, model: Any, doc: Mapping[st
         params = {"kind": kind, "history": source, "levels_version": model.levels_version,
                   "n_train": doc.get("n_train"), "n_test": doc.get("n_test"),
                   **{f"info.{k}": v for k, v in model.info.items() if not isinstance(v, dict)}}
-        rid = log_run(settings, kind, f"train-{kind}", params=params, metrics=flatten(doc),
-                      artifacts={f"plots/{png.name}": png, "model_meta/levels.json": levels},
-                      tags={"gpuplan.stage": "train"})
-    log_job_model(settings, rid, model, test.head(5), alias=alias)
+        curve = model.info.get("oof_mse_log_by_round")
+        cutoff = _data_cutoff(test)
+        rid = log_run(settings, kind, run_name(kind, cutoff), params={**params, "cutoff": cutoff},
+                      metrics=flatten(doc), artifacts={f"plots/{png.name}": png, "model_meta/levels.json": levels},
+                      metric_steps={"cv.oof_mse_log": curve} if isinstance(curve, (list, tuple)) else None,
+                      tags={"gpuplan.stage": "train", "gpuplan.kind": kind})
+    m = doc.get("metrics") or {}
+    description = (f"{kind} duration forecaster (LightGBM, P10/P50/P90 hours and GPUs), trained on the "
+                   f"{doc.get('n_train')} earliest jobs of {Path(source).name} up to {cutoff or 'n/a'}; held out: the "
+                   f"{doc.get('n_test')} latest. Holdout MAE {m.get('mae_h', float('nan')):.3f} h; baselines "
+                   + ", ".join(f"{b} {v.get('mae_h', float('nan')):.3f} h" for b, v in (doc.get("baselines") or {}).items())
+                   + f". MLflow run {rid}.")
+    tags = {**holdout_tags(m), **holdout_tags({f"{b}.mae_h": v.get("mae_h") for b, v in
+                                               (doc.get("baselines") or {}).items()}, "holdout.baseline."),
+            "holdout.n_jobs": doc.get("n_test"), "cutoff": cutoff}
+    log_job_model(settings, rid, model, test.head(5), alias=alias, description=description, version_tags=tags)
     return rid
+
+
+def _data_cutoff(frame: pd.DataFrame) -> str | None:
+    """The newest ``submitted_at`` of ``frame`` (ISO, UTC), None without that column or any value."""
+    if "submitted_at" not in frame or frame.empty:
+        return None
+    t = pd.to_datetime(frame["submitted_at"], utc=True).max()
+    return None if pd.isna(t) else t.isoformat()
 
 
 def scheduler_model_name(workspace: Path) -> str:
@@ -527,8 +754,8 @@ def log_scheduler_model_run(settings: Settings, ws: Any, model: Any, doc: Mappin
     for key in ("candidate", "champion"):
         if doc.get(key):
             metrics.update(flatten(doc[key], f"{key}."))
-    rid = log_run(settings, "scheduler", f"nightly-{Path(ws.root).name}", params=params, metrics=metrics,
-                  tags={"gpuplan.stage": "nightly", "gpuplan.workspace": str(ws.root)})
+    rid = log_run(settings, "scheduler", run_name("scheduler", doc.get("cutoff"), Path(ws.root).name), params=params,
+                  metrics=metrics, tags={"gpuplan.stage": "nightly", "gpuplan.workspace": str(ws.root)})
     mlflow.set_tracking_uri(settings.tracking_uri)
     mlflow.set_registry_uri(settings.tracking_uri)
     name = scheduler_model_name(ws.root)
@@ -537,27 +764,40 @@ def log_scheduler_model_run(settings: Settings, ws: Any, model: Any, doc: Mappin
         pkl.write_bytes(pickle.dumps(model))
         info = mlflow.pyfunc.log_model(name="forecaster", python_model=scheduler_models.SchedulerModelPyfunc(),
                                        artifacts={"model": str(pkl)}, pip_requirements=model_pip_requirements())
-        mv = mlflow.register_model(info.model_uri, name)
+        cand = (doc.get("candidate") or {}).get("metrics") or {}
+        champ = (doc.get("champion") or {}).get("metrics") or {}
+        tags = {**holdout_tags(cand), **holdout_tags(champ, "holdout.champion_before."),
+                "cutoff": doc.get("cutoff"), "promoted": doc.get("promoted")}
+        mv = mlflow.register_model(info.model_uri, name, tags=_tag_values(tags))
+    describe_version(settings, name, str(mv.version), (
+        f"Scheduler-history runtime forecaster of {ws.root} (P50/P90 hours per job), trained on "
+        f"{doc.get('history_rows')} records up to {doc.get('cutoff')}; holdout {doc.get('holdout_rows')} runs"
+        + (f", MAE {cand['mae_h']:.3f} h, pinball P90 {cand.get('pinball_p90_h', float('nan')):.3f} h" if "mae_h" in cand
+           else "") + f". {alias}: {doc.get('reason')}. MLflow run {rid}."))
     _client(settings).set_registered_model_alias(name, alias, mv.version)
     return str(mv.version)
 
 
-def log_plan_run(settings: Settings, run_dir: Path, run_name: str, planner: str, summary: Mapping[str, Any],
-                 rt_metrics: Mapping[str, Mapping[str, Any]] | None, artifacts: Mapping[str, Path]) -> str:
+def log_plan_run(settings: Settings, run_dir: Path, folder_name: str, planner: str, summary: Mapping[str, Any],
+                 rt_metrics: Mapping[str, Mapping[str, Any]] | None, artifacts: Mapping[str, Path],
+                 units: Mapping[str, str] | None = None) -> str:
     """Log a published run folder to the ``plans`` experiment; returns the MLflow run id.
 
+    Run name ``plan <workspace> cutoff=<plan start> <date>`` (:func:`run_name`; the inputs end at the plan
+    start); the folder's name is the tag ``gpuplan.run_folder``.
     Params: planner, status, plan start, fallback, run folder, model size, real-time profile status.
     Metrics: the summary's planned metrics (:func:`pipelines.stages.outputs.planned_metrics`),
     ``objective``, ``bound``, ``mip_gap`` (fraction), ``solve_s``, ``proven_optimal`` (0/1), and the
-    real-time band metrics as ``<service>.<metric>``. Artifacts: ``artifacts`` (artifact path -> file;
+    real-time band metrics as ``<service>.<metric>`` with units (:func:`band_metrics`; ``units``: service ->
+    traffic units). Artifacts: ``artifacts`` (artifact path -> file;
     :meth:`pipelines.catalog.RunCatalog.artifacts`: Gantt chart, demand bands, risk report, plan tables,
-    problem, summary).
+    problem, summary; and ``report/risk_report.html`` when the folder has it).
     """
     metrics = dict(summary["metrics"])
     metrics.update({"objective": summary["objective"], "bound": summary["bound"], "mip_gap": summary["mip_gap"],
                     "solve_s": summary["solve_s"], "proven_optimal": 1.0 if summary["proven_optimal"] else 0.0})
     for svc, m in (rt_metrics or {}).items():
-        metrics.update({f"{svc}.{k}": v for k, v in m.items()})
+        metrics.update({f"{svc}.{k}": v for k, v in band_metrics(m, (units or {}).get(svc, "traffic/h")).items()})
     model = summary.get("model") or {}
     params = {"planner": planner, "status": summary["status"], "plan_start": summary["plan_start"],
               "fallback": summary["fallback"], "run_dir": str(run_dir),
@@ -568,8 +808,13 @@ def log_plan_run(settings: Settings, run_dir: Path, run_name: str, planner: str,
     cluster = summary.get("cluster") or {}
     if cluster:
         params.update({"workspace": cluster.get("workspace"), "n_gpus": cluster.get("n_gpus")})
-    return log_run(settings, "plans", run_name, params=params, metrics=metrics,
-                   tags={"gpuplan.status": summary["status"]}, artifacts=artifacts)
+    arts = dict(artifacts)
+    html = Path(run_dir) / "risk_report.html"
+    if html.is_file():
+        arts.setdefault("report/risk_report.html", html)
+    ws = Path(str(cluster.get("workspace") or "demo")).name
+    return log_run(settings, "plans", run_name("plan", summary["plan_start"], ws), params=params, metrics=metrics,
+                   tags={"gpuplan.status": summary["status"], "gpuplan.run_folder": folder_name}, artifacts=arts)
 
 
 def log_benchmark_run(settings: Settings, scenario: str, quick: bool, out: Path, cfg: Any, res: Any,

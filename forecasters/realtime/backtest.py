@@ -85,7 +85,9 @@ def backtest(
     Returns:
         ``{"variants": {name: metrics}, "candidates": {name: {"mae", "mase_naive24", "mase_snaive168",
         "n_hours"}}, "origins": [...], "n_days": k, "skipped": [{"origin", "reason"}], "per_origin": [...],
-        "status", "method"}``. Metrics: ``mae``, ``mae_snaive168``, ``mae_naive24``, ``mae_persistence``,
+        "status", "method", "hours"}``. ``hours``: the scored hours of the day-ahead variant as columns
+        ``ts`` (ISO), ``actual``, ``snaive168``, ``naive24``, ``persistence``, ``p50``, ``p90`` (the
+        forecast-against-actual of every origin, in order). Metrics: ``mae``, ``mae_snaive168``, ``mae_naive24``, ``mae_persistence``,
         ``mase_snaive168`` (= mae / mae_snaive168 on the same hours), ``mase_naive24``,
         ``mase_persistence``, ``mape_pct`` (hours with actual > 0), ``p90_coverage`` (share of hours with
         actual <= P90), ``n_hours``; all in the series' units. ``per_origin[i]``: ``origin``, ``weights``,
@@ -120,6 +122,7 @@ def backtest(
     rows: dict[str, list[tuple[float, ...]]] = {v: [] for v in VARIANTS}
     cand_err: dict[str, list[tuple[float, float, float, float]]] = {c: [] for c in CANDIDATES}
     per_origin, skipped, used = [], [], []
+    hour_ts: list[str] = []  # the scored hours of rows["day_ahead"], in order
     comb = None
     for o in origins:
         io = pos[o]
@@ -148,6 +151,7 @@ def backtest(
                 continue
             base = (y[i], y[i - 168], y[i - 24], y[i - 1])
             rows["day_ahead"].append(base + (fc["p50"].iat[h], fc["p90"].iat[h]))
+            hour_ts.append(idx[i].isoformat())
             hr = forecast_combined(reanchor(comb, series.iloc[io:i], exclude=day_imputed, outliers=day_out), 1,
                                    start=idx[i])
             rows["hourly_recal"].append(base + (hr["p50"].iat[0], hr["p90"].iat[0]))
@@ -171,8 +175,12 @@ def backtest(
         a = np.array(e)
         cands[c] = {"mae": float(a[:, 0].mean()), "mase_naive24": _ratio(a[:, 0].sum(), a[:, 1].sum()),
                     "mase_snaive168": _ratio(a[:, 0].sum(), a[:, 2].sum()), "n_hours": int(len(a))}
+    day = np.array(rows["day_ahead"]).reshape(-1, 6)
+    hours = {"ts": hour_ts, **{k: [float(v) for v in day[:, j]] for j, k in
+                               enumerate(("actual", "snaive168", "naive24", "persistence", "p50", "p90"))}}
     return {"variants": out, "candidates": cands, "origins": [o.isoformat() for o in used], "n_days": len(used),
-            "skipped": skipped, "per_origin": per_origin, "status": comb.status, "method": comb.method}
+            "skipped": skipped, "per_origin": per_origin, "status": comb.status, "method": comb.method,
+            "hours": hours}
 
 
 def _ratio(a: float, b: float) -> float:

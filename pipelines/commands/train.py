@@ -52,7 +52,9 @@ def realtime_report(data_dir: Path | None = None) -> dict:
     """The real-time forecast's rolling-origin backtest on the shipped services (about 10 s).
 
     Reads the services and their traffic through :class:`pipelines.catalog.Catalog` (``data_dir``:
-    default the settings' ``data/``) and returns :func:`pipelines.stages.realtime.backtest_report`.
+    default the settings' ``data/``) and returns :func:`pipelines.stages.realtime.backtest_report`, logged
+    to MLflow as one ``realtime cutoff=...`` run with units in the metric names and the forecast-against-actual
+    plot (:func:`pipelines.tracking.log_realtime_backtest`).
 
     Raises:
         pipelines.errors.InputError, FileNotFoundError: ``data/traffic/services.json`` or a traffic
@@ -67,9 +69,9 @@ def realtime_report(data_dir: Path | None = None) -> dict:
     tracking.init_store(settings)
     catalog = Catalog(settings)
     services = catalog.services()
-    doc = backtest_report(services, catalog.raw_traffic(services))
-    tracking.log_run(settings, "realtime", "backtest", metrics=tracking.flatten(doc),
-                     params={"services": ",".join(s.service for s in services)}, tags={"gpuplan.stage": "train"})
+    hours: dict = {}
+    doc = backtest_report(services, catalog.raw_traffic(services), hours_out=hours)
+    tracking.log_realtime_backtest(settings, doc, hours, stage="train")
     return doc
 
 

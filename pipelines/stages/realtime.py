@@ -292,7 +292,8 @@ def _report_metrics(m: dict) -> dict:
     return {k: (None if isinstance(v, float) and math.isnan(v) else float(v)) for k, v in doc.items()}
 
 
-def backtest_report(services: Sequence[ServiceSettings], raw: Mapping[str, pd.DataFrame]) -> dict:
+def backtest_report(services: Sequence[ServiceSettings], raw: Mapping[str, pd.DataFrame],
+                    hours_out: dict[str, pd.DataFrame] | None = None) -> dict:
     """Backtest report of the real-time forecast on every service (``gpuplan train --kind realtime``).
 
     For each service: ingest its raw hourly rows, fit the forecast the pipeline uses on the whole history
@@ -305,11 +306,14 @@ def backtest_report(services: Sequence[ServiceSettings], raw: Mapping[str, pd.Da
     Args:
         services: the service settings.
         raw: service name -> its raw traffic rows (``ts``, ``value``).
+        hours_out: when given, filled with service -> the day-ahead forecast against actual of every scored
+            hour (``ts`` UTC, ``actual``, ``p50``, ``p90``, ``snaive168``, ``naive24``, ``persistence``, the
+            service's units per hour; ``backtest``'s ``hours``), for the MLflow plot.
 
     Returns:
         ``{"kind": "realtime", "services": {name: doc}}`` with, per service::
 
-            {"status", "messages", "method", "units", "n_hours", "n_days", "horizon_h", "origins",
+            {"status", "messages", "method", "units", "cutoff", "n_hours", "n_days", "horizon_h", "origins",
              "masked_hours", "outliers",
              "metrics": {"mae", "mase_snaive168", "mase_naive24", "mase_persistence", "mape", "p90_coverage"},
              "baselines": {"snaive168": {"mae"}, "naive24": {"mae"}, "persistence": {"mae"}},
@@ -323,6 +327,7 @@ def backtest_report(services: Sequence[ServiceSettings], raw: Mapping[str, pd.Da
         in the file's units per hour (``units``); ``mase_*`` = MAE ÷ the baseline's MAE on the same
         ``n_hours`` hours (seasonal naive ``y[t-168]``, naive ``y[t-24]``, persistence ``y[t-1]``);
         ``mape`` and ``p90_coverage`` are fractions (0..1). A MASE whose baseline error is 0 is None.
+        ``cutoff``: the newest hour of the service's ingested traffic (ISO, UTC), the data cut-off.
 
     Raises:
         forecasters.errors.InputError / ValueError: bad stamps, or a series too short for the backtest.
@@ -339,6 +344,7 @@ def backtest_report(services: Sequence[ServiceSettings], raw: Mapping[str, pd.Da
             "messages": list(comb.messages),
             "method": comb.method,
             "units": svc.units,
+            "cutoff": series_.index[-1].isoformat(),
             "n_hours": int(day["n_hours"]),
             "n_days": int(res["n_days"]),
             "horizon_h": REPORT_HORIZON_H,
@@ -355,4 +361,7 @@ def backtest_report(services: Sequence[ServiceSettings], raw: Mapping[str, pd.Da
                            for c, m in res["candidates"].items()},
             "weights": {c: float(w) for c, w in comb.weights.items()},
         }
+        if hours_out is not None:
+            h = pd.DataFrame(res["hours"])
+            hours_out[svc.service] = h.assign(ts=pd.to_datetime(h["ts"], utc=True))
     return {"kind": "realtime", "services": out}

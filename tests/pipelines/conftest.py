@@ -100,6 +100,9 @@ def prefect_server(tmp_path_factory):
     url = f"http://127.0.0.1:{port}/api"
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "DO_NOT_TRACK": "1", "PREFECT_API_URL": url, "PREFECT_LOGGING_LEVEL": "WARNING"}
+    # the test process's own choice of a temporary-server database (pipelines.config) is not the server's
+    for var in ("PREFECT_SERVER_DATABASE_CONNECTION_URL", "GPUPLAN_PREFECT_DB_DEFAULTED"):
+        env.pop(var, None)
     log = open(home / "server.log", "w")
     proc = subprocess.Popen([str(VENV_BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port",
                              str(port), "--no-ui"], env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -134,3 +137,17 @@ def make_problem(tmp_path):
 def srv_env(prefect_server, iso_env):
     """Subprocess environment bound to the session Prefect server and the isolated gpuplan paths."""
     return server_env(prefect_server, iso_env)
+
+
+def api_post(url: str, path: str, body: dict) -> object:
+    """POST ``body`` (JSON) to ``<url><path>`` of a Prefect server's REST API; the decoded JSON answer."""
+    req = urllib.request.Request(url.rstrip("/") + path, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+@pytest.fixture()
+def prefect_api(prefect_server):
+    """``post(path, body)`` against the session server's REST API (``/logs/filter``, ``/artifacts/filter``, ...)."""
+    return lambda path, body: api_post(prefect_server["url"], path, body)

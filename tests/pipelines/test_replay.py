@@ -105,3 +105,24 @@ def test_gate_forced_both_ways_on_the_replayed_store(replayed, monkeypatch):
     scheduler_models.save_champion(settings, good, {"version": "oracle"})
     _, doc = scheduler_models.nightly_fit(settings, ws, cutoff)
     assert not doc["promoted"] and "kept as challenger" in doc["reason"]
+
+
+def test_each_nightly_version_carries_a_description_and_its_holdout_metrics(replayed):
+    from mlflow import MlflowClient
+
+    uri = replayed["env"]["GPUPLAN_TRACKING_URI"]
+    c = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    days = replayed["doc"]["days"]
+    versions = sorted(c.search_model_versions("name='gpuplan-scheduler-ws'"), key=lambda v: int(v.version))
+    assert [str(v.version) for v in versions] == [d["version"] for d in days] == ["1", "2", "3", "4", "5"]
+    for v, d in zip(versions, days):
+        assert pd.Timestamp(v.tags["cutoff"]) == pd.Timestamp(d["T"]) and v.tags["promoted"] == str(d["promoted"])
+        assert v.description.startswith(f"Scheduler-history runtime forecaster of {replayed['ws']}")
+        assert d["reason"] in v.description
+        if "holdout.mae_h" in v.tags:  # a holdout with finished runs was scored
+            assert float(v.tags["holdout.mae_h"]) >= 0 and "holdout.pinball_p90_h" in v.tags
+    assert sum("holdout.mae_h" in v.tags for v in versions) >= 4
+    exp = c.get_experiment_by_name("gpuplan-forecaster-scheduler")
+    names = sorted(r.info.run_name for r in c.search_runs([exp.experiment_id]))
+    today = pd.Timestamp.now(tz="UTC").strftime("%Y-%m-%d")
+    assert names == [f"scheduler ws cutoff={pd.Timestamp(d['T']):%Y-%m-%d %H:%M}Z {today}" for d in days]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from datetime import UTC, date, datetime
 from zoneinfo import ZoneInfo
@@ -105,7 +106,7 @@ def test_gpuplan_serve_exits_2_without_a_persistent_server(monkeypatch):
     assert "prefect server start --host 127.0.0.1" in res.output
 
 
-def test_nightly_flow_runs_once_per_local_day(prefect_server, iso_env, monkeypatch):
+def test_nightly_flow_runs_once_per_local_day(prefect_server, iso_env, monkeypatch, prefect_api):
     # C25 (c) at flow level: 01:30 BST and 01:30 GMT on 2025-10-26 are one London day
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
@@ -118,11 +119,32 @@ def test_nightly_flow_runs_once_per_local_day(prefect_server, iso_env, monkeypat
         first = train_forecasters(scheduled_at=datetime(2025, 10, 26, 0, 30, tzinfo=UTC), kinds=["quantization"])
         second = train_forecasters(scheduled_at=datetime(2025, 10, 26, 1, 30, tzinfo=UTC), kinds=["quantization"])
         third = train_forecasters(scheduled_at=datetime(2025, 10, 27, 1, 30, tzinfo=UTC), kinds=["quantization"])
+        from prefect.logging.handlers import APILogWorker
+
+        APILogWorker.drain_all(timeout=10)  # the runs' INFO lines reach the server before the session stops it
     assert (first["local_day"], first["skipped"]) == ("2025-10-26", False)
     assert (second["local_day"], second["skipped"]) == ("2025-10-26", True)
     assert (third["local_day"], third["skipped"]) == ("2025-10-27", False)
     runs = tracking.finished_runs(load_settings(), "quantization")
     assert len(runs) == 2 and all("metrics.mape" in r.data.metrics for r in runs)
+    # issue 14: each retraining publishes its metrics beside the baselines and the champion version
+    arts = prefect_api("/artifacts/filter", {"artifacts": {"key": {"any_": ["retrain-metrics-demo"]}},
+                                             "sort": "CREATED_DESC"})[::-1]
+    assert [a["type"] for a in arts] == ["table", "table"]  # the two runs that retrained (not the skipped one)
+    for version, art, run in zip(("1", "2"), arts, reversed(runs)):
+        rows = json.loads(art["data"])
+        m = run.data.metrics
+        assert [(r["forecaster"], r["model"], r["version"], r["alias"]) for r in rows] == [
+            ("quantization", "LightGBM", version, "champion"), ("quantization", "baseline: per_variant_median", None, None),
+            ("quantization", "baseline: analytic", None, None)]
+        assert [r["mae"] for r in rows] == pytest.approx([m["metrics.mae_h"], m["baselines.per_variant_median.mae_h"],
+                                                          m["baselines.analytic.mae_h"]], rel=1e-5)
+        assert rows[0]["mae_units"] == "h" and rows[0]["coverage_frac"] == pytest.approx(m["metrics.coverage_p10_p90"],
+                                                                                          rel=1e-5)
+    md = prefect_api("/artifacts/filter", {"artifacts": {"key": {"any_": ["retrain-summary-demo"]}},
+                                           "sort": "CREATED_DESC"})[::-1]
+    assert [a["type"] for a in md] == ["markdown", "markdown"]
+    assert md[1]["data"].startswith("# Retraining 2025-10-27\n") and "- quantization: version **2**" in md[1]["data"]
 
 
 def test_bad_setting_from_environment_is_bad_input(monkeypatch):

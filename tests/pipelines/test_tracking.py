@@ -105,7 +105,7 @@ def test_profile_run_logs_each_candidates_backtest_score_and_weight(tmp_path):
     assert m["hourly.mae_requests_per_h"] == 4.0 and m["hourly.persistence_mae_requests_per_h"] == 4.0
     assert m["hourly.day_ahead_mae_requests_per_h"] == 9.0 and m["hourly.w"] == 1.0
     assert [m[f"p90.q_band{k}"] for k in range(4)] == [1.1, 1.2, 1.3, 1.4]
-    assert m["band_mae"] == 5.0 and m["selection.n_scored_h"] == 160
+    assert m["band_mae_requests_per_h"] == 5.0 and "band_mae" not in m and m["selection.n_scored_h"] == 160
     assert p["selection.rule"] == selection["rule"] and p["selection.candidates"] == "profile,naive24"
     assert p["selection.failed"] == "mstl_ets: ValueError: x" and p["hourly.kind"] == "flat"
     assert tracking.units_slug("requests/h") == "requests_per_h" and tracking.units_slug("GPUs") == "GPUs"

@@ -114,6 +114,12 @@ def test_coverage_mae_and_mape_by_hand_on_a_known_miss():
     assert m["mase_snaive168"] == pytest.approx(1.0, rel=1e-6)
     actual = vals[n:]
     assert m["mape_pct"] == pytest.approx(100 * np.mean(np.abs(bump) / actual), rel=1e-6)
+    # the scored hours themselves (the forecast-against-actual plot of the nightly MLflow run)
+    h = res["hours"]
+    assert h["ts"] == [t.isoformat() for t in s.index[n:]] and np.allclose(h["actual"], actual)
+    assert np.allclose(h["snaive168"], vals[n - 168:n - 144]) and np.allclose(h["naive24"], vals[n - 24:n])
+    assert np.mean(np.abs(np.array(h["actual"]) - h["p50"])) == pytest.approx(m["mae"], rel=1e-12)
+    assert np.mean(np.array(h["actual"]) <= h["p90"]) == m["p90_coverage"]
 
 
 def test_p90_coverage_counts_hours_at_or_below_p90_not_p50():

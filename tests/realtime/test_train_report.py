@@ -17,7 +17,7 @@ from pipelines.commands.train import realtime_report as train_report
 from pipelines.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVICE_KEYS = {"status", "messages", "method", "units", "n_hours", "n_days", "horizon_h", "origins",
+SERVICE_KEYS = {"status", "messages", "method", "units", "cutoff", "n_hours", "n_days", "horizon_h", "origins",
                 "masked_hours", "outliers", "metrics", "baselines", "hourly_recal", "candidates", "weights"}
 METRIC_KEYS = {"mae", "mase_snaive168", "mase_naive24", "mase_persistence", "mape", "p90_coverage"}
 CANDIDATES = ["profile", "naive24", "mean7", "ets", "mstl_ets"]
@@ -59,6 +59,30 @@ def test_report_keys_are_exact(report):
         assert all(set(c) == {"mae", "mase_naive24", "mase_snaive168"} for c in doc["candidates"].values())
         assert sum(doc["weights"].values()) == pytest.approx(1.0, abs=1e-12)
     json.dumps(report, allow_nan=False)  # JSON-able as emit_json needs it
+
+
+def test_report_is_logged_as_one_realtime_run_with_units_baselines_and_plot(report, isolated_mlflow):
+    import pandas as pd
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{isolated_mlflow / 'mlflow.db'}"
+    c = MlflowClient(tracking_uri=uri)
+    exp = c.get_experiment_by_name("gpuplan-forecaster-realtime")
+    today = pd.Timestamp.now(tz="UTC").strftime("%Y-%m-%d")
+    runs = [r for r in c.search_runs([exp.experiment_id])
+            if r.info.run_name == f"realtime cutoff=2025-03-16 15:00Z {today}"]
+    assert runs and all(r.data.tags["gpuplan.stage"] == "train" for r in runs)
+    m = runs[-1].data.metrics
+    for name, doc in report["services"].items():
+        assert doc["cutoff"] == "2025-03-16T15:00:00+00:00"
+        assert m[f"rt.{name}.mae_requests_per_h"] == pytest.approx(doc["metrics"]["mae"], rel=1e-12)
+        assert m[f"rt.{name}.mase_snaive168_ratio"] == pytest.approx(doc["metrics"]["mase_snaive168"], rel=1e-12)
+        assert m[f"rt.{name}.mase_naive24_ratio"] == pytest.approx(doc["metrics"]["mase_naive24"], rel=1e-12)
+        assert m[f"rt.{name}.p90_coverage_frac"] == pytest.approx(doc["metrics"]["p90_coverage"], rel=1e-12)
+        assert m[f"rt.{name}.baseline.snaive168.mae_requests_per_h"] == pytest.approx(
+            doc["baselines"]["snaive168"]["mae"], rel=1e-12)
+    files = [f.path for f in c.list_artifacts(runs[-1].info.run_id, "plots")]
+    assert files == ["plots/backtest_realtime.png"]
 
 
 def test_report_values_equal_the_benchmark(report, benchmark):

@@ -1,0 +1,382 @@
+"""What a Prefect run shows: INFO log lines and artifacts (issue 14, "the run shows what it did").
+
+Two halves:
+
+- **Builders** (pure: dicts and frames in, text and rows out), tested on hand-made values:
+  :func:`inputs_age_lines`, :func:`headline_rows`, :func:`plan_markdown`, :func:`starts_rows`,
+  :func:`job_model_rows`, :func:`scheduler_rows`, :func:`realtime_rows`, :func:`retrain_markdown`.
+- **Publishers**, which talk to Prefect and are called from flows and tasks only:
+  :func:`run_logger` (Prefect's run logger, so the lines reach the run page through the API handler of
+  ``prefect.flow_runs`` / ``prefect.task_runs``; outside a run a plain ``gpuplan`` logger),
+  :func:`publish_markdown` and :func:`publish_table` (``prefect.artifacts.create_markdown_artifact`` /
+  ``create_table_artifact``; Prefect 3.9, https://docs.prefect.io/v3/api-ref/python/prefect-artifacts).
+
+Artifact keys (:func:`artifact_key`) hold only lowercase letters, digits and dashes (Prefect's rule for
+keys) and name the workspace, so the Artifacts page keeps one history per workspace and kind
+(``plan-summary-demo``, ``estimated-starts-demo``, ``retrain-metrics-demo``).
+
+The terminal stays quiet: Prefect's console handler shows WARNING and above only
+(:data:`pipelines.config.ENV_DEFAULTS`), so these INFO lines go to the Prefect API alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+#: Rows of a markdown table shown before "and N more" (the full list is in the run folder).
+MAX_MD_ROWS = 20
+#: Estimated-start rows in the table artifact (the queue of a real cluster can be long; the parquet has all).
+MAX_TABLE_ROWS = 500
+
+_FALLBACK = logging.getLogger("gpuplan")
+
+
+def run_logger() -> logging.Logger | logging.LoggerAdapter:
+    """Prefect's logger of the current flow or task run; outside a run the plain ``gpuplan`` logger.
+
+    Lines logged here at INFO reach the run's page in the Prefect UI (and ``/api/logs/filter``).
+    """
+    from prefect.exceptions import MissingContextError
+    from prefect.logging import get_run_logger
+
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return _FALLBACK
+
+
+def artifact_key(kind: str, workspace: str | Path | None) -> str:
+    """``<kind>-<workspace folder>`` in lowercase letters, digits and dashes (Prefect's rule for artifact keys).
+
+    The shipped demo (``data/demo``) gives ``<kind>-demo``.
+    """
+    name = Path(str(workspace)).name if workspace else "demo"
+    slug = re.sub(r"[^a-z0-9]+", "-", f"{kind}-{name}".lower()).strip("-")
+    return slug or kind
+
+
+def fmt_ts(value: Any) -> str:
+    """A UTC instant as ``2025-03-16 19:30Z`` (seconds when not whole minutes); ``""`` for a missing value."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT:
+        return ""
+    t = pd.Timestamp(value)
+    if pd.isna(t):
+        return ""
+    t = t.tz_localize("UTC") if t.tzinfo is None else t.tz_convert("UTC")
+    return t.strftime("%Y-%m-%d %H:%M:%SZ" if t.second or t.microsecond else "%Y-%m-%d %H:%MZ")
+
+
+def age_text(hours: float) -> str:
+    """An age in hours as text: ``45 min``, ``3.5 h``, ``12.0 d`` (days from 48 h)."""
+    if hours < 1:
+        return f"{hours * 60:.0f} min"
+    if hours < 48:
+        return f"{hours:.1f} h"
+    return f"{hours / 24:,.1f} d"
+
+
+def inputs_age_lines(plan_start: datetime, traffic_end: datetime | None, now: datetime,
+                     queue_at: datetime | None = None, queue_file: str | None = None) -> list[str]:
+    """Log lines giving the age of the plan's inputs at the plan start and at ``now`` (UTC instants).
+
+    ``traffic_end``: the newest hour of traffic read (None: none); ``queue_at``: when the queue export was
+    taken (an operator's workspace; None for the demo, whose queue is built at the plan start).
+    """
+    def both(t: datetime) -> str:
+        at_start = (pd.Timestamp(plan_start) - pd.Timestamp(t)).total_seconds() / 3600
+        at_now = (pd.Timestamp(now) - pd.Timestamp(t)).total_seconds() / 3600
+        return f"{age_text(max(at_start, 0.0))} before the plan start, {age_text(max(at_now, 0.0))} before now"
+
+    lines = [f"plan start {fmt_ts(plan_start)} (now {fmt_ts(now)})"]
+    lines.append(f"traffic: newest hour {fmt_ts(traffic_end)}, {both(traffic_end)}" if traffic_end is not None
+                 else "traffic: none read")
+    if queue_at is not None:
+        lines.append(f"queue export {queue_file or ''} taken {fmt_ts(queue_at)}, {both(queue_at)}".replace("  ", " "))
+    return lines
+
+
+def fmt_value(v: Any) -> str:
+    """A value for a log line or a table cell: ``yes``/``no``, thousands separators, 3 significant digits below 1."""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "n/a"
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:,.3g}" if abs(v) < 1 and v != 0 else f"{v:,.1f}"
+    if isinstance(v, Mapping):
+        return ", ".join(f"{k} {fmt_value(x)}" for k, x in v.items())
+    if isinstance(v, (list, tuple)):
+        return ", ".join(fmt_value(x) for x in v)
+    return "" if v is None else str(v)
+
+
+def headline_rows(summary: Mapping[str, Any], report: pd.DataFrame | None) -> list[tuple[str, str]]:
+    """``(figure, value)`` rows of the plan's headline.
+
+    When ``summary.json`` has a ``headline`` dict (the risk report's, issue 14) its entries are shown as
+    given (key with ``_`` as spaces, value formatted). Otherwise the headline is built from the summary's
+    planned metrics (:func:`pipelines.stages.outputs.planned_metrics`): planned utilisation, real-time P90
+    demand covered, jobs started / waiting / at risk (``job_at_risk`` rows of ``report``), idle GPU-hours,
+    and the forecaster versions (``models``).
+    """
+    head = summary.get("headline")
+    if isinstance(head, Mapping) and head:
+        return [(str(k).replace("_", " "), fmt_value(v)) for k, v in head.items()]
+    m = summary.get("metrics") or {}
+    rows: list[tuple[str, str]] = []
+    if "planned_utilization_pct" in m:
+        rows.append(("planned utilisation", f"{m['planned_utilization_pct']:.1f} %"))
+    if "planned_rt_sla_pct" in m:
+        rows.append(("real-time P90 demand covered", f"{m['planned_rt_sla_pct']:.1f} % "
+                                                      f"({m.get('planned_rt_unmet_gpu_h', 0.0):.1f} GPU-h short)"))
+    if "jobs_started" in m:
+        started, total = int(m["jobs_started"]), int(m.get("jobs_total", m["jobs_started"]))
+        at_risk = 0 if report is None or report.empty else int((report["section"] == "job_at_risk").sum())
+        rows.append(("jobs started / waiting / at risk", f"{started} / {total - started} / {at_risk} "
+                                                          f"(of {total} queued)"))
+    if "idle_gpu_h" in m:
+        rows.append(("idle GPU-hours over the horizon", f"{m['idle_gpu_h']:.1f}"))
+    for kind, mv in (summary.get("models") or {}).items():
+        if isinstance(mv, Mapping):
+            ver = mv.get("version")
+            rows.append((f"{kind} forecaster", f"{mv.get('name', kind)} v{ver}" if ver is not None else
+                         str(mv.get("note") or mv.get("name") or "unversioned")))
+    return rows
+
+
+def _md_cell(v: Any) -> str:
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], limit: int = MAX_MD_ROWS) -> str:
+    """A GitHub-flavoured markdown table of ``rows`` (first ``limit``; then ``and N more``); ``_none_`` if empty."""
+    if not rows:
+        return "_none_"
+    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    out += ["| " + " | ".join(_md_cell(r.get(c, "")) for c in columns) + " |" for r in rows[:limit]]
+    if len(rows) > limit:
+        out.append(f"\n… and {len(rows) - limit} more (the run folder's `risk_report.parquet` has all)")
+    return "\n".join(out)
+
+
+def _section(report: pd.DataFrame | None, name: str) -> pd.DataFrame:
+    if report is None or report.empty or "section" not in report:
+        return pd.DataFrame()
+    return report[report["section"] == name]
+
+
+def _int(v: Any) -> int | None:
+    return None if v is None or pd.isna(v) else int(v)
+
+
+def at_risk_rows(report: pd.DataFrame | None) -> list[dict[str, Any]]:
+    """The ``job_at_risk`` rows of the risk report: job, kind, GPUs, planned start, P90 finish (UTC), reason."""
+    d = _section(report, "job_at_risk")
+    return [{"job": r.job_id, "kind": r.kind, "gpus": _int(r.gpus), "start (UTC)": fmt_ts(r.start_ts),
+             "P90 finish (UTC)": fmt_ts(r.end_ts), "reason": r.reason} for r in d.itertuples()]
+
+
+def starts_rows(report: pd.DataFrame | None, limit: int = MAX_TABLE_ROWS) -> list[dict[str, Any]]:
+    """The estimated start of every queued job (``queue_eta`` rows of the risk report), earliest first.
+
+    Columns: ``job_id``, ``kind``, ``priority``, ``gpus``, ``start_utc`` and ``planned_end_utc``
+    (``2025-03-16 19:30Z``; a job the plan does not start in the horizon, a ``queue_eta`` row without
+    ``start_step``, reads ``after <horizon end>``), ``reason``. At most ``limit`` rows, by start (not-started
+    jobs last).
+    """
+    d = _section(report, "queue_eta")
+    if d.empty:
+        return []
+    d = d.assign(_ns=d["start_step"].isna()).sort_values(["_ns", "start_ts", "job_id"], kind="stable")
+    out = []
+    for r in d.head(limit).itertuples():
+        started = not pd.isna(r.start_step)
+        out.append({"job_id": r.job_id, "kind": r.kind, "priority": None if pd.isna(r.value) else float(r.value),
+                    "gpus": _int(r.gpus), "start_utc": fmt_ts(r.start_ts) if started else f"after {fmt_ts(r.start_ts)}",
+                    "planned_end_utc": fmt_ts(r.end_ts) if started else "", "reason": r.reason})
+    return out
+
+
+def plan_markdown(summary: Mapping[str, Any], report: pd.DataFrame | None, run_dir: Path,
+                  mlflow_run: Mapping[str, Any]) -> str:
+    """The markdown summary artifact of a plan run.
+
+    Headline (:func:`headline_rows`), plan status and solver figures, real-time forecast status, jobs
+    at risk (:func:`at_risk_rows`), then where everything is: the run folder, its risk report
+    (``risk_report.html`` when present, else ``risk_report.md``) and the MLflow run (``mlflow_run``:
+    ``run_id``, ``experiment``, ``tracking_uri``, optional ``url``).
+    """
+    run_dir = Path(run_dir)
+    lines = [f"# Plan {summary.get('run', run_dir.name)}", ""]
+    start = summary.get("plan_start")
+    lines.append(f"Plan start **{fmt_ts(start)}**; status **{summary.get('status')}** (verified), plan from "
+                 f"`{summary.get('source') or summary.get('planner')}`"
+                 + (" — **FALLBACK**: the MILP gave no plan, the best baseline is published" if summary.get("fallback")
+                    else "") + ".")
+    obj, bound, gap, solve_s = (summary.get(k) for k in ("objective", "bound", "mip_gap", "solve_s"))
+    lines.append(f"Objective {fmt_value(obj)}, bound {fmt_value(bound)}, gap "
+                 f"{'n/a' if gap is None else f'{100 * gap:.2f} %'}, solve {fmt_value(solve_s)} s.")
+    lines += ["", "## Headline", "", md_table([{"figure": k, "value": v} for k, v in headline_rows(summary, report)],
+                                               ["figure", "value"], limit=50)]
+    rt = summary.get("rt_status") or {}
+    if rt:
+        lines += ["", "## Real-time forecasts", ""]
+        lines += [f"- `{svc}`: **{v[0]}**" + (f" — {v[1]}" if len(v) > 1 and v[1] else "") for svc, v in rt.items()]
+    risk = at_risk_rows(report)
+    lines += ["", f"## Jobs at risk ({len(risk)})", "",
+              md_table(risk, ["job", "kind", "gpus", "start (UTC)", "P90 finish (UTC)", "reason"])]
+    page = run_dir / "risk_report.html"
+    page = page if page.is_file() else run_dir / "risk_report.md"
+    lines += ["", "## Where everything is", "",
+              f"- run folder: [{run_dir}]({run_dir.as_uri()})",
+              f"- risk report: [{page.name}]({page.as_uri()})"]
+    rid = mlflow_run.get("run_id")
+    if rid:
+        where = f"experiment `{mlflow_run.get('experiment', '')}` in `{mlflow_run.get('tracking_uri', '')}`"
+        url = mlflow_run.get("url")
+        lines.append(f"- MLflow run: [{rid}]({url}) ({where})" if url else f"- MLflow run: `{rid}` ({where})")
+    return "\n".join(lines) + "\n"
+
+
+def _num(v: Any) -> float | None:
+    """A table number: 6 significant digits (readable in the UI table), None when missing or not finite."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return float(f"{f:.6g}") if math.isfinite(f) else None
+
+
+def unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """Flat ``a.b.c`` keys (an MLflow run's metrics, :func:`pipelines.tracking.flatten`) back to nested dicts.
+
+    A key that is both a value and a prefix (``a`` and ``a.b``) keeps the nested dict.
+    """
+    out: dict[str, Any] = {}
+    for key in sorted(flat, key=lambda k: k.count(".")):
+        *path, leaf = key.split(".")
+        node = out
+        for part in path:
+            nxt = node.get(part)
+            if not isinstance(nxt, dict):
+                nxt = node[part] = {}
+            node = nxt
+        if not isinstance(node.get(leaf), dict):
+            node[leaf] = flat[key]
+    return out
+
+
+#: Columns of the retraining table artifact (one row per forecaster and model/baseline).
+RETRAIN_COLUMNS = ("forecaster", "model", "version", "alias", "mae", "mae_units", "mape_frac", "pinball_p90_h",
+                   "coverage_frac", "coverage_of", "mase_snaive168_ratio", "mase_naive24_ratio", "n_scored")
+
+
+def _row(**kw: Any) -> dict[str, Any]:
+    return {c: kw.get(c) for c in RETRAIN_COLUMNS}
+
+
+def job_model_rows(kind: str, doc: Mapping[str, Any], version: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Rows of one LightGBM job forecaster's held-out evaluation against its baselines (:data:`RETRAIN_COLUMNS`).
+
+    ``doc``: :func:`forecasters.jobs.evaluate`'s document (``metrics``: ``mae_h``, ``mape`` (fraction),
+    ``pinball_p90``, ``coverage_p10_p90``; ``baselines``: name -> ``mae_h``, ``mape``; ``n_test``);
+    ``version``: the registered version the model is (``version``, ``alias``).
+    """
+    m, n = doc.get("metrics") or {}, doc.get("n_test")
+    n = None if n is None else int(n)
+    v = version or {}
+    rows = [_row(forecaster=kind, model="LightGBM", version=v.get("version"), alias=v.get("alias"),
+                 mae=_num(m.get("mae_h")), mae_units="h", mape_frac=_num(m.get("mape")),
+                 pinball_p90_h=_num(m.get("pinball_p90")), coverage_frac=_num(m.get("coverage_p10_p90")),
+                 coverage_of="P10-P90", n_scored=n)]
+    for name, b in (doc.get("baselines") or {}).items():
+        rows.append(_row(forecaster=kind, model=f"baseline: {name}", mae=_num(b.get("mae_h")), mae_units="h",
+                         mape_frac=_num(b.get("mape")), n_scored=n))
+    return rows
+
+
+def scheduler_rows(doc: Mapping[str, Any], version: str | None) -> list[dict[str, Any]]:
+    """Rows of a workspace's nightly retraining: the new version, the champion and the baselines on one holdout.
+
+    ``doc``: :func:`pipelines.scheduler_models.nightly_fit`'s document (``candidate`` / ``champion``: an
+    evaluation with ``metrics`` ``mae_h``, ``pinball_p90_h``, ``coverage_p90``, ``n`` and the candidate's
+    ``baselines``; ``promoted``; ``champion_version_before``); ``version``: the version just registered.
+    """
+    rows = []
+    promoted = bool(doc.get("promoted"))
+
+    def ev_row(model: str, ver: Any, alias: str | None, m: Mapping[str, Any]) -> dict[str, Any]:
+        return _row(forecaster="scheduler", model=model, version=ver, alias=alias, mae=_num(m.get("mae_h")),
+                    mae_units="h", pinball_p90_h=_num(m.get("pinball_p90_h")), coverage_frac=_num(m.get("coverage_p90")),
+                    coverage_of="<= P90", n_scored=m.get("n"))
+
+    cand = doc.get("candidate") or {}
+    if cand:
+        rows.append(ev_row("new version", version, "champion" if promoted else "challenger", cand.get("metrics") or {}))
+    champ = doc.get("champion") or {}
+    if champ:
+        rows.append(ev_row("previous champion", doc.get("champion_version_before"),
+                           "replaced" if promoted else "champion", champ.get("metrics") or {}))
+    for name, b in (cand.get("baselines") or {}).items():
+        if b and "mae_h" in b:
+            rows.append(ev_row(f"baseline: {name}", None, None, b))
+    return rows
+
+
+def realtime_rows(doc: Mapping[str, Any], version: str | None = None) -> list[dict[str, Any]]:
+    """Rows of the real-time rolling-origin backtest (:func:`pipelines.stages.realtime.backtest_report`).
+
+    Per service: the day-ahead combination, the hourly mode, and the baselines seasonal naive 168 h,
+    naive 24 h and persistence (MAE in the service's units per hour, MASE against both seasonal
+    baselines, P90 coverage); ``version``: the tracking run that logged it (no registry for these).
+    """
+    rows = []
+    for svc, s in (doc.get("services") or {}).items():
+        units = s.get("units")
+        for label, m in (("combination, day ahead", s.get("metrics") or {}),
+                         ("combination, 1 h ahead", s.get("hourly_recal") or {})):
+            rows.append(_row(forecaster=f"realtime {svc}", model=label, version=version, mae=_num(m.get("mae")),
+                             mae_units=units, mape_frac=_num(m.get("mape")), coverage_frac=_num(m.get("p90_coverage")),
+                             coverage_of="<= P90", mase_snaive168_ratio=_num(m.get("mase_snaive168")),
+                             mase_naive24_ratio=_num(m.get("mase_naive24")), n_scored=s.get("n_hours")))
+        for name, b in (s.get("baselines") or {}).items():
+            rows.append(_row(forecaster=f"realtime {svc}", model=f"baseline: {name}", mae=_num(b.get("mae")),
+                             mae_units=units, n_scored=s.get("n_hours")))
+    return rows
+
+
+def retrain_markdown(local_day: str, rows: Sequence[Mapping[str, Any]], notes: Sequence[str]) -> str:
+    """Short markdown of a retraining run: which version of each forecaster is champion, and notes."""
+    lines = [f"# Retraining {local_day}", ""]
+    champs = [r for r in rows if r.get("alias") == "champion"]
+    if champs:
+        lines += ["Champion after this run:", ""]
+        lines += [f"- {r['forecaster']}: version **{r['version']}** (MAE {fmt_value(r['mae'])} {r['mae_units']})"
+                  for r in champs]
+    lines += [f"- {n}" for n in notes]
+    lines += ["", "The table artifact of this run has every metric beside its baselines."]
+    return "\n".join(lines) + "\n"
+
+
+def publish_markdown(key: str, markdown: str, description: str) -> None:
+    """Create a markdown artifact of the current run (``prefect.artifacts.create_markdown_artifact``)."""
+    from prefect.artifacts import create_markdown_artifact
+
+    create_markdown_artifact(markdown=markdown, key=key, description=description)
+
+
+def publish_table(key: str, rows: Sequence[Mapping[str, Any]], description: str) -> None:
+    """Create a table artifact of the current run (``prefect.artifacts.create_table_artifact``; NaN shown empty)."""
+    from prefect.artifacts import create_table_artifact
+
+    create_table_artifact(table=[dict(r) for r in rows], key=key, description=description)
