@@ -23,11 +23,14 @@ past) and the forecast refitted, including its choice of weights and hourly mode
 before the origin only: nothing is tuned on the evaluation origins). Scored 24 h ahead (day-ahead P50 and
 P90) and 1 h ahead (hourly mode, re-anchored on the actuals before each hour, no refit inside the day) on
 every hour with data (masked gap hours are not scored). Baselines on the same hours: naive 24 h
-``y[t-24]``, seasonal naive 168 h ``y[t-168]``, persistence ``y[t-1]``.
+``y[t-24]``, seasonal naive 168 h ``y[t-168]``, persistence ``y[t-1]`` (imputed where ``t-1`` was a masked
+gap: an interpolation that can read ``y[t]``, so persistence is also shown from the last observed hour,
+``1h/pers(obs)``; the targets use ``y[t-1]``).
 
 Printed per series: MAE ratios (forecast MAE / baseline MAE on the same hours) of the day-ahead P50
-against naive 24 h and seasonal naive 168 h, P90 coverage (share of hours at or below P90), the hourly
-mode's MAE ratio against persistence and its P90 coverage, and each candidate's own day-ahead ratio;
+against naive 24 h and seasonal naive 168 h, P90 coverage (share of hours at or below P90) and width (sum of
+P90 / sum of P50), the hourly mode's MAE ratio against persistence (and against the last observed hour) and
+its P90 coverage, and each candidate's own day-ahead ratio;
 then per period (consecutive blocks of 7 origins; a last block of fewer than 4 origins joins the one
 before) and the geometric means over series and over series x periods, against the issue's targets:
 day-ahead geo-mean <= 0.90 x naive 24 h and <= 0.75 x seasonal naive 168 h, no series above 1.05 x
@@ -127,12 +130,14 @@ def evaluate(name: str, df, timezone: str) -> dict:
         "first_origin": res["origins"][0], "last_origin": res["origins"][-1], "skipped": res["skipped"],
         "day_naive24": day["mase_naive24"], "day_snaive168": day["mase_snaive168"], "day_p90_coverage": day["p90_coverage"],
         "hourly_persistence": hourly["mase_persistence"], "hourly_p90_coverage": hourly["p90_coverage"],
+        "hourly_persistence_obs": hourly["mase_persistence_obs"], "day_p90_p50": day["p90_p50_ratio"],
         "n_hours": day["n_hours"], "mae": day["mae"], "mae_hourly": hourly["mae"],
         "candidates_naive24": {c: m["mase_naive24"] for c, m in res["candidates"].items()},
         "periods": [{"first_origin": b[0]["origin"], "n_origins": len(b),
                      "day_naive24": ratio(b, "day_ahead", "naive24"), "day_snaive168": ratio(b, "day_ahead", "snaive168"),
                      "hourly_persistence": ratio(b, "hourly_recal", "persistence")} for b in blocks],
-        "hourly_modes": sorted({f"{o['hourly'][0]} w={o['hourly'][1]:.1f}" for o in res["per_origin"]}),
+        "hourly_modes": {m: sum(o["hourly"] == m for o in res["per_origin"])
+                         for m in sorted({o["hourly"] for o in res["per_origin"]})},
         "seconds": round(time.perf_counter() - t, 1),
     }
 
@@ -181,18 +186,19 @@ def main() -> int:
     for note in notes:
         print(f"note: {note}")
     hdr = (f"{'series':18s} {'origins':>7s} {'hours':>6s} {'day/naive24':>11s} {'day/sN168':>9s} {'P90cov':>6s} "
-           f"{'1h/persist':>10s} {'1h P90cov':>9s} {'sec':>6s}")
+           f"{'P90/P50':>7s} {'1h/persist':>10s} {'1h/pers(obs)':>12s} {'1h P90cov':>9s} {'sec':>6s}")
     print(hdr)
     for r in results:
         print(f"{r['series']:18s} {r['n_origins']:7d} {r['n_hours']:6d} {r['day_naive24']:11.3f} "
-              f"{r['day_snaive168']:9.3f} {r['day_p90_coverage']:6.3f} {r['hourly_persistence']:10.3f} "
+              f"{r['day_snaive168']:9.3f} {r['day_p90_coverage']:6.3f} {r['day_p90_p50']:7.3f} "
+              f"{r['hourly_persistence']:10.3f} {r['hourly_persistence_obs']:12.3f} "
               f"{r['hourly_p90_coverage']:9.3f} {r['seconds']:6.1f}")
     print("\ncandidates alone, day-ahead MAE / naive 24 h:")
     for r in results:
         print(f"  {r['series']:18s} " + "  ".join(f"{c} {v:.3f}" for c, v in r["candidates_naive24"].items()))
-    print("\nhourly modes chosen (kind, w) over the origins:")
+    print("\nhourly models chosen (origins):")
     for r in results:
-        print(f"  {r['series']:18s} {', '.join(r['hourly_modes'])}")
+        print(f"  {r['series']:18s} {', '.join(f'{m} {n}' for m, n in r['hourly_modes'].items())}")
     print("\nper period (blocks of 7 origins):")
     print(f"  {'series':18s} {'from':10s} {'n':>3s} {'day/naive24':>11s} {'day/sN168':>9s} {'1h/persist':>10s}")
     for r in results:

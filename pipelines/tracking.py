@@ -518,13 +518,16 @@ def selection_metrics(selection: Mapping[str, Any]) -> tuple[dict[str, Any], dic
     """Params and metrics of a real-time choice by backtest (:attr:`pipelines.stages.realtime.ProfileFit.selection`).
 
     Params: ``selection.rule``, ``selection.candidates`` (comma-joined), ``selection.failed`` (candidate:
-    reason), ``hourly.kind``, ``p90.kind``. Metrics (``<u>`` = :func:`units_slug` of ``units``):
-    ``cand.<name>.mae_<u>`` (the candidate's day-ahead backtest MAE), ``cand.<name>.weight``,
-    ``selection.n_inner_origins``, ``selection.n_scored_h``, ``hourly.w``, ``hourly.rho``,
-    ``hourly.mae_<u>`` / ``hourly.persistence_mae_<u>`` / ``hourly.day_ahead_mae_<u>`` (one-hour-ahead
-    backtest MAE of the chosen mode, of persistence, of the day-ahead P50), ``p90.q_band<k>`` (the
-    conformal quantile per 6 h band: a ratio to P50, or traffic units when the kind is additive),
-    ``hourly.q90``.
+    reason), ``hourly.kind`` (``combination`` or ``persistence``), ``hourly.read_flagged``, ``p90.kind``.
+    Metrics (``<u>`` = :func:`units_slug` of ``units``): ``cand.<name>.mae_<u>`` (the candidate's day-ahead
+    backtest MAE), ``cand.<name>.weight``, ``selection.n_inner_origins``, ``selection.n_scored_h``,
+    ``hourly.rho``, ``hourly.coef.<feature>`` (the hourly change model's coefficients),
+    ``hourly.weight.<model>`` (its combination weights), ``hourly.mae_<u>`` / ``hourly.persistence_mae_<u>`` /
+    ``hourly.day_ahead_mae_<u>`` (one-hour-ahead backtest MAE of the hourly mode, of persistence, of the
+    day-ahead P50), ``p90.q_band<k>`` (the conformal quantile per hour band: a ratio to P50, or traffic units
+    when the kind is additive), ``p90.alpha`` (the miss rate it is taken at, after the adaptive update),
+    ``hourly.q90``. A selection record without a key logs nothing for it (``hourly.w``: the anchor weight of
+    records written before the hourly change model).
     """
     u = units_slug(str(selection.get("units", "traffic/h")))
     cands = selection.get("candidates", {})
@@ -532,6 +535,8 @@ def selection_metrics(selection: Mapping[str, Any]) -> tuple[dict[str, Any], dic
     params = {"selection.rule": selection.get("rule"), "selection.candidates": ",".join(cands),
               "selection.failed": "; ".join(f"{k}: {v}" for k, v in selection.get("failed", {}).items()) or None,
               "hourly.kind": hourly.get("kind"), "p90.kind": selection.get("p90", {}).get("kind")}
+    if "read_flagged" in hourly:
+        params["hourly.read_flagged"] = bool(hourly["read_flagged"])
     metrics: dict[str, float] = {"selection.n_inner_origins": selection.get("n_inner_origins"),
                                  "selection.n_scored_h": selection.get("n_scored_h")}
     for name, c in cands.items():
@@ -543,6 +548,11 @@ def selection_metrics(selection: Mapping[str, Any]) -> tuple[dict[str, Any], dic
                     f"hourly.day_ahead_mae_{u}": hourly.get("mae_day_ahead")})
     for k, q in enumerate(selection.get("p90", {}).get("bands", [])):
         metrics[f"p90.q_band{k}"] = q
+    metrics["p90.alpha"] = selection.get("p90", {}).get("alpha")
+    for f, b in hourly.get("coef", {}).items():
+        metrics[f"hourly.coef.{f}"] = b
+    for m, v in hourly.get("weights", {}).items():
+        metrics[f"hourly.weight.{m}"] = v
     return params, {k: v for k, v in metrics.items() if v is not None}
 
 

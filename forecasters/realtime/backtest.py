@@ -1,8 +1,9 @@
 """Rolling-origin backtest of the real-time forecast against naive baselines (DESIGN §4.4).
 
 The forecast evaluated is the one the pipeline plans with: :func:`forecasters.realtime.combine.fit_combined`
-(candidates chosen and weighted by their own backtest, split-conformal P90, persistence-anchored hourly
-mode). History at each origin = every hour before it, re-ingested as a planning run would see it.
+(candidates chosen and weighted by their own backtest, conformal P90 with an adaptive level, hourly change
+model anchored on the last readable hour). History at each origin = every hour before it, re-ingested as a
+planning run would see it.
 """
 
 from __future__ import annotations
@@ -64,7 +65,10 @@ def backtest(
 
     Baselines on the same hours, from ``series`` as given (imputed values where a lag hour was a gap):
     seasonal naive ``y[t-168]``, naive-24 ``y[t-24]`` (both known at every origin for horizons <= 24 h) and
-    persistence ``y[t-1]`` (the hourly mode's baseline). Hours in ``exclude`` (masked gaps) are neither
+    persistence ``y[t-1]`` (the hourly mode's baseline). Where a lag hour was a masked gap its value is ingest's
+    imputation, which can read the hour being forecast (a gap of up to 2 h is interpolated to the next observed
+    hour); so persistence is also given from the last observed hour before ``t`` (``persistence_obs``, what an
+    operator has at ``t - 1``). Hours in ``exclude`` (masked gaps) are neither
     fitted nor scored; ``outliers`` are kept out of the fits (as in production) but scored, since they are
     real demand.
 
@@ -86,13 +90,15 @@ def backtest(
         ``{"variants": {name: metrics}, "candidates": {name: {"mae", "mase_naive24", "mase_snaive168",
         "n_hours"}}, "origins": [...], "n_days": k, "skipped": [{"origin", "reason"}], "per_origin": [...],
         "status", "method", "hours"}``. ``hours``: the scored hours of the day-ahead variant as columns
-        ``ts`` (ISO), ``actual``, ``snaive168``, ``naive24``, ``persistence``, ``p50``, ``p90`` (the
-        forecast-against-actual of every origin, in order). Metrics: ``mae``, ``mae_snaive168``, ``mae_naive24``, ``mae_persistence``,
+        ``ts`` (ISO), ``actual``, ``snaive168``, ``naive24``, ``persistence``, ``persistence_obs``, ``p50``,
+        ``p90`` (the forecast-against-actual of every origin, in order). Metrics: ``mae``, ``mae_snaive168``,
+        ``mae_naive24``, ``mae_persistence``, ``mae_persistence_obs``, ``mase_persistence_obs`` (against the
+        last observed hour), ``p90_p50_ratio`` (sum of P90 / sum of P50: the width of the band),
         ``mase_snaive168`` (= mae / mae_snaive168 on the same hours), ``mase_naive24``,
         ``mase_persistence``, ``mape_pct`` (hours with actual > 0), ``p90_coverage`` (share of hours with
         actual <= P90), ``n_hours``; all in the series' units. ``per_origin[i]``: ``origin``, ``weights``,
-        ``hourly`` (kind, w), ``n_hours`` and the sums of absolute errors ``sae`` per forecast and baseline
-        (for per-period ratios). An origin whose history ingest refuses (e.g. too many missing hours in a
+        ``hourly`` (the hourly mode: ``combination`` or ``persistence``), ``n_hours`` and the sums of absolute
+        errors ``sae`` per forecast and baseline (for per-period ratios). An origin whose history ingest refuses (e.g. too many missing hours in a
         short history) is skipped and listed.
 
     Raises:
@@ -118,6 +124,8 @@ def backtest(
         raise InputError(f"backtest: origin {off_grid[0].isoformat()} is not an hour of the series "
                          "(test_start must be on the series' hourly grid)")
     y = series.to_numpy(dtype=float)
+    # position of the last observed (not masked) hour at or before each hour; the first hour if none
+    last_obs = np.maximum(np.maximum.accumulate(np.where(masked, -1, np.arange(len(y)))), 0)
     memo: dict = {}
     rows: dict[str, list[tuple[float, ...]]] = {v: [] for v in VARIANTS}
     cand_err: dict[str, list[tuple[float, float, float, float]]] = {c: [] for c in CANDIDATES}
@@ -143,13 +151,14 @@ def backtest(
         day_out = day_flagged.union(out_idx[out_idx < idx[end - 1]])
         cpred = {c: comb.fit.predict(c, np.arange(end - io)) for c in CANDIDATES
                  if c == "profile" or c in comb.fit.paths}
-        sae = dict.fromkeys(("day_ahead", "hourly_recal", "naive24", "snaive168", "persistence"), 0.0)
+        sae = dict.fromkeys(("day_ahead", "hourly_recal", "naive24", "snaive168", "persistence", "persistence_obs"),
+                            0.0)
         n_scored = 0
         for h in range(end - io):
             i = io + h
             if masked[i]:
                 continue
-            base = (y[i], y[i - 168], y[i - 24], y[i - 1])
+            base = (y[i], y[i - 168], y[i - 24], y[i - 1], y[last_obs[i - 1]])
             rows["day_ahead"].append(base + (fc["p50"].iat[h], fc["p90"].iat[h]))
             hour_ts.append(idx[i].isoformat())
             hr = forecast_combined(reanchor(comb, series.iloc[io:i], exclude=day_imputed, outliers=day_out), 1,
@@ -158,12 +167,13 @@ def backtest(
             for c, p in cpred.items():
                 cand_err[c].append((abs(y[i] - p[h]), abs(y[i] - y[i - 24]), abs(y[i] - y[i - 168]), 1.0))
             for k, v in (("day_ahead", fc["p50"].iat[h]), ("hourly_recal", hr["p50"].iat[0]), ("naive24", y[i - 24]),
-                         ("snaive168", y[i - 168]), ("persistence", y[i - 1])):
+                         ("snaive168", y[i - 168]), ("persistence", y[i - 1]),
+                         ("persistence_obs", y[last_obs[i - 1]])):
                 sae[k] += abs(y[i] - float(v))
             n_scored += 1
         used.append(o)
         per_origin.append({"origin": o.isoformat(), "weights": dict(comb.weights),
-                           "hourly": [comb.hourly_kind, comb.hourly_w], "n_hours": n_scored, "sae": sae,
+                           "hourly": comb.hourly_model, "n_hours": n_scored, "sae": sae,
                            "status": comb.status})
     if comb is None:
         raise InputError(f"backtest: no origin could be evaluated ({skipped[0]['reason'] if skipped else ''})")
@@ -175,9 +185,9 @@ def backtest(
         a = np.array(e)
         cands[c] = {"mae": float(a[:, 0].mean()), "mase_naive24": _ratio(a[:, 0].sum(), a[:, 1].sum()),
                     "mase_snaive168": _ratio(a[:, 0].sum(), a[:, 2].sum()), "n_hours": int(len(a))}
-    day = np.array(rows["day_ahead"]).reshape(-1, 6)
-    hours = {"ts": hour_ts, **{k: [float(v) for v in day[:, j]] for j, k in
-                               enumerate(("actual", "snaive168", "naive24", "persistence", "p50", "p90"))}}
+    cols = ("actual", "snaive168", "naive24", "persistence", "persistence_obs", "p50", "p90")
+    day = np.array(rows["day_ahead"]).reshape(-1, len(cols))
+    hours = {"ts": hour_ts, **{k: [float(v) for v in day[:, j]] for j, k in enumerate(cols)}}
     return {"variants": out, "candidates": cands, "origins": [o.isoformat() for o in used], "n_days": len(used),
             "skipped": skipped, "per_origin": per_origin, "status": comb.status, "method": comb.method,
             "hours": hours}
@@ -188,9 +198,10 @@ def _ratio(a: float, b: float) -> float:
 
 
 def _metrics(a: np.ndarray) -> dict:
-    """Metrics from rows (actual, snaive168, naive24, persistence, p50, p90)."""
-    act, sn, n24, pers, p50, p90 = a.T
+    """Metrics from rows (actual, snaive168, naive24, persistence, persistence_obs, p50, p90)."""
+    act, sn, n24, pers, pers_obs, p50, p90 = a.T
     mae, mae_sn, mae_24, mae_p = M.mae(act, p50), M.mae(act, sn), M.mae(act, n24), M.mae(act, pers)
+    mae_po = M.mae(act, pers_obs)
     pos = act > 0
     return {
         "mae": mae,
@@ -200,6 +211,9 @@ def _metrics(a: np.ndarray) -> dict:
         "mase_snaive168": _ratio(mae, mae_sn),
         "mase_naive24": _ratio(mae, mae_24),
         "mase_persistence": _ratio(mae, mae_p),
+        "mae_persistence_obs": mae_po,
+        "mase_persistence_obs": _ratio(mae, mae_po),
+        "p90_p50_ratio": _ratio(float(p90.sum()), float(p50.sum())),
         "mape_pct": 100 * M.mape(act[pos], p50[pos]) if pos.any() else float("nan"),
         "p90_coverage": float(np.mean(act <= p90)),
         "n_hours": int(len(act)),

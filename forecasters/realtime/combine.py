@@ -1,4 +1,4 @@
-"""Real-time demand chosen by backtest: candidates, inverse-MAE combination, split-conformal P90 (DESIGN §4.4).
+"""Real-time demand chosen by backtest: candidates, inverse-MAE combination, conformal P90, hourly mode (DESIGN §4.4).
 
 Pure (no file IO). One forecast per service and origin ``o`` (the first hour after the history):
 
@@ -50,27 +50,44 @@ When the final profile follows a level shift that an inner origin did not know, 
 the change on are not scored (the profile's P90 calibration rule). The weights scored on the day ahead
 apply to every horizon.
 
-**Hourly mode** (one hour ahead, persistence-anchored): with ``a`` the last readable hour before ``t``
-and ``S`` the profile without level correction, ``A(t) = y_a * S(t) / S(a)`` (anchor kind ``ratio``)
-or ``A(t) = y_a`` (``flat``), ``P50(t) = w A(t) + (1 - w) C(t)`` with ``C`` the combination. Kind and
-``w`` (grid 0, 0.1, ..., 1) are chosen on the same backtest (each readable hour ``t`` of each inner day
-from the readable actuals before it and that origin's ``C``; the full ``w`` at every such hour) by the
-lowest MAE; persistence itself is ``flat`` with ``w = 1``, and the best option replaces it only when its
-MAE is lower by more than one standard error of the per-origin MAE difference (the one-standard-error
-rule, Hastie, Tibshirani and Friedman, *The Elements of Statistical Learning*, 2nd ed., §7.10); so on
-the backtest the hourly mode never does worse than persistence (on readable anchors). Further from the
-anchor the weight decays, ``w_k = w * rho ** (k - 1)`` at ``k`` hours, with ``rho`` the lag-1
-autocorrelation of the combination's relative backtest errors (clipped to [0, 0.99]). The forecast from
-the origin is this anchored P50 (anchor = the last readable history hour).
+**Hourly mode** (one hour ahead, a model of the change from the anchor): with ``a`` the last readable hour
+before ``t``, ``C`` the combination and ``r`` the same-hour reference (mean of the clean hours 1..7 days
+before, :func:`same_hour_mean`), each model of :data:`HOURLY_MODELS` forecasts ``y_a + sum_j b_j x_j(t)`` on
+the :data:`HOURLY_FEATURES` ``C(t) - y_a`` (the day-ahead gap: a persistence/day-ahead blend),
+``r(t) - r(a)`` (the expected seasonal change) and ``y_a - y_{a-1}`` (the last change: AR(1) on differences;
+measured no better, not in the default list); persistence is the model with no feature. Coefficients are
+least absolute deviations (:func:`lad_fit`: the score is MAE) on the inner days' readable hours, each hour
+forecast from the readable actuals before it and that origin's ``C``. Each model is scored leave-one-day-out
+(coefficients from the other 6 days); the mode is the inverse-MAE combination of the models on those scores
+(a linear model again: coefficients = the weighted sum of each model's coefficients fitted on all 7 days;
+combining was measured steadier than picking the best model, whose choice flips from day to day on series
+whose changes are white noise), kept only when its own leave-one-day-out MAE beats persistence's by more
+than one standard error of the per-day difference (the one-standard-error rule, Hastie, Tibshirani and
+Friedman, *The Elements of Statistical Learning*, 2nd ed., §7.10); else persistence. So on the backtest the
+hourly mode is not worse than persistence. Further from the anchor its correction to ``C`` decays:
+``P50(t) = C(t) + rho ** (k - 1) (H(t) - C(t))`` at ``k`` hours with ``H`` the model's forecast and ``rho``
+the lag-1 autocorrelation of the combination's relative backtest errors (clipped to [0, 0.99]). The forecast
+from the origin is this anchored P50 (anchor = the last readable history hour).
+
+*Flagged hours as anchors*: an hour ingest flagged anchors the hourly mode (judged by :meth:`AnchorRule.accepts`
+as if unflagged: an outage's zero outside the bounds still never anchors) when, over the flagged hours of this
+history, persisting the flagged hour erred less on the next hour than persisting the last read hour before
+it (:attr:`Combined.read_flagged`): on the Philly series ingest flags the first hours of the cluster's real
+steps (24 hours: 385 against 2113 node-hours of error), on ServeGen m-small its one flagged hour is a spike.
+The candidates, the scoring and the level correction read flagged hours as before.
 
 **P90**: split-conformal quantiles of the residuals of the forecast as issued at each inner origin (the
-final weights and hourly choice applied to that origin's candidates and anchor): ratio ``actual / P50``
-(multiplicative, when every backtest P50 is > 0; else the difference), per local hour-of-day band
-(``hour_bands`` = 4 bands of 6 h; a band with fewer than ``min_band_residuals`` (24) residuals uses all
-of them); at ``k = 1`` hour after the anchor (with ``w > 0``) the hourly mode's own quantile (all its
-backtest hours). Quantile: the ``ceil((n + 1) * 0.9)``-th smallest of ``n`` residuals (Angelopoulos and
-Bates, *A Gentle Introduction to Conformal Prediction*, 2021, eq. 1), the largest when that exceeds ``n``.
-So the P90 covers at least 90 % of the recent backtest hours by construction.
+final weights and hourly mode applied to that origin's candidates and anchor): ratio ``actual / P50``
+(multiplicative, when every backtest P50 is > 0; else the difference), pooled (``hour_bands`` = 1; 4 bands
+of 6 h, 42 residuals each, were measured to cover less); at ``k = 1`` hour after the anchor the hourly mode's
+own quantile (its out-of-day backtest residuals). Quantile: the ``ceil((n + 1) (1 - alpha))``-th smallest of
+``n`` residuals (Angelopoulos and Bates, *A Gentle Introduction to Conformal Prediction*, 2021, eq. 1). The
+level is adaptive (ACI, Gibbs and Candès 2021, :func:`aci_alpha`): from ``alpha = 0.1`` the inner days are
+replayed oldest first, each day's P90 taken from the days before it and each of its misses moving ``alpha``
+by ``gamma (0.1 - miss)`` (``gamma = 0.005``); the level then only widens (``alpha <= 0.1``): a run of
+recent misses (a new regime the older days do not show) widens the next P90, a quiet week does not narrow
+it below the plain split-conformal quantile (7 days hold few independent errors: the hours of a day miss
+together).
 
 **Range guard**: no P50/P90 leaves ``[min / m, max * m]`` of the clean history (``m`` =
 ``range_multiple`` = 2); a value outside is clipped (``clipped`` in the forecast frame), and when the
@@ -80,8 +97,9 @@ message naming the candidates beyond it.
 **History too short** for one scored inner origin: the profile alone (its own P90), status
 ``"degraded"`` with a message.
 
-Cost: the candidates at 8 origins (the profile fit dominates); ``gpuplan run`` fits 2 services twice
-(the forecast and the last-day band, sharing 7 origins through ``memo``): about 0.8 s.
+Cost: the candidates at 8 origins (the profile fit dominates) and the hourly models' 4 x 8 LAD fits;
+``gpuplan run`` fits 2 services twice (the forecast and the last-day band, sharing 7 origins through
+``memo``).
 """
 
 from __future__ import annotations
@@ -104,7 +122,20 @@ HOURS_PER_WEEK = 168
 #: The candidate forecasters (module docstring), in the order they are reported.
 CANDIDATES = ("profile", "naive24", "mean7", "ets", "mstl_ets")
 #: Rule name recorded with every combination (DESIGN §4.4).
-RULE = "inverse-MAE weights over the last 7 daily origins; split-conformal P90 per 6 h band"
+RULE = ("inverse-MAE weights over the last 7 daily origins; split-conformal P90 with an adaptive (ACI) level; "
+        "hourly: inverse-MAE combination of LAD change models, leave-one-day-out, or persistence")
+#: Features of the hourly model, each known at the anchor hour ``a`` for a target hour ``t > a`` (module
+#: docstring): the day-ahead combination's gap ``C(t) - y_a``, the seasonal change ``r(t) - r(a)`` (``r`` the
+#: mean of the same hour over the last 7 days, :func:`same_hour_mean`) and the last change ``y_a - y_{a-1}``.
+HOURLY_FEATURES = ("gap_day_ahead", "seasonal_change", "last_change")
+#: The hourly models ``y_a + sum_j b_j x_j(t)``: name -> the features ``x_j`` they use (persistence: none).
+HOURLY_MODELS: dict[str, tuple[str, ...]] = {
+    "persistence": (),
+    "blend": ("gap_day_ahead",),
+    "seasonal": ("seasonal_change",),
+    "blend_seasonal": ("gap_day_ahead", "seasonal_change"),
+    "full": HOURLY_FEATURES,
+}
 
 
 @dataclass(frozen=True)
@@ -120,10 +151,14 @@ class CombineSettings:
         ets_window_h: hours the ETS level is fitted on (336).
         mstl_window_h: hours MSTL decomposes (672).
         p90_quantile: the upper quantile (0.9).
-        hour_bands: local hour-of-day bands of the P90 (4 of 6 h).
+        hour_bands: local hour-of-day bands of the P90 (1: pooled; 4 bands of 6 h were measured to cover less).
         min_band_residuals: fewer residuals in a band: the pooled quantile (24).
-        hourly_weights: grid of the hourly anchor weight ``w``.
-        hourly_se_rule: standard errors the best hourly option must beat persistence by (1.0).
+        aci_gamma: step of the adaptive conformal update of the P90's miss rate (0.005, Gibbs and Candès 2021;
+            0 = plain split conformal).
+        aci_widen_only: the update may only widen the P90 (its miss rate never above ``1 - p90_quantile``).
+        hourly_models: names from :data:`HOURLY_MODELS` the hourly mode combines (persistence always; ``full``,
+            with the last change, was measured no better and is not in the default).
+        hourly_se_rule: standard errors the hourly combination must beat persistence by (1.0).
         range_multiple: the range guard's ``m`` (2.0).
         guard_horizon_h: hours checked by the range guard at fit time (168).
         profile: :class:`forecasters.realtime.ProfileSettings` of the profile candidate.
@@ -137,9 +172,11 @@ class CombineSettings:
     ets_window_h: int = 2 * HOURS_PER_WEEK
     mstl_window_h: int = 4 * HOURS_PER_WEEK
     p90_quantile: float = 0.9
-    hour_bands: int = 4
+    hour_bands: int = 1
     min_band_residuals: int = HOURS_PER_DAY
-    hourly_weights: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(11))
+    aci_gamma: float = 0.005
+    aci_widen_only: bool = True
+    hourly_models: tuple[str, ...] = ("persistence", "blend", "seasonal", "blend_seasonal")
     hourly_se_rule: float = 1.0
     range_multiple: float = 2.0
     guard_horizon_h: int = HOURS_PER_WEEK
@@ -253,11 +290,20 @@ class Combined:
         scores: candidate -> backtest MAE (series units per hour) on ``n_scored_h`` hours.
         n_scored_h: backtest hours scored; ``n_inner_origins``: origins they come from.
         p90_kind: ``"ratio"`` or ``"additive"``; ``p90_bands``: quantile per hour band (shape ``(bands,)``).
-        hourly_kind: ``"flat"`` or ``"ratio"``; ``hourly_w``: the anchor weight; ``rho``: its decay per hour.
+        p90_alpha: the miss rate the P90 quantiles are taken at (``1 - p90_alpha``), after the adaptive update
+            (``1 - p90_quantile`` without it).
+        hourly_model: ``"combination"`` (of :data:`HOURLY_MODELS`), ``"persistence"`` or ``"none"`` (no
+            backtest); ``hourly_coef``: its coefficients on :data:`HOURLY_FEATURES`, shape ``(3,)`` (all 0 for
+            persistence); ``hourly_weights``: model -> weight in the combination; ``rho``: the decay per hour
+            of its correction to the day-ahead P50.
         hourly_q90: P90 quantile of the one-hour-ahead mode (same kind as ``p90_kind``).
-        hourly_scores: backtest MAE of ``hourly`` (the chosen option), ``persistence``, ``day_ahead`` and
-            ``best`` (the grid's lowest, before the one-standard-error rule).
+        hourly_scores: leave-one-day-out backtest MAE of ``hourly`` (the mode used), ``persistence``,
+            ``combination`` (before the one-standard-error rule), each model, and ``day_ahead`` (the
+            combination of candidates alone).
+        read_flagged: whether hours ingest flagged anchor the hourly mode (when the rule accepts them as
+            unflagged): on this history, persisting a flagged hour erred less than persisting the hour before it.
         anchor_ts / anchor_value: the last usable actual hour and its value (None without one).
+        anchor_change: ``y_a - y_{a-1}`` at the anchor when the hour before it anchors too, else 0.
         bounds: the range guard's ``(low, high)``.
         anchor_rule: the :class:`AnchorRule` of flagged hours (None = nothing to judge by: never read).
         last_ts / last_value / last_z: the last observed history hour (flagged or not), its value and its
@@ -265,7 +311,11 @@ class Combined:
         anchor_z: the anchor's adjusted value.
         hour_ref: same-hour reference of the 24 hours after the origin (mean of the clean values 1..7
             days before each), shape ``(24,)``; NaN where none.
+        ref_hist: the same reference of the last 168 history hours (the anchors' ``r(a)``), shape ``(168,)``
+            (NaN-padded at the front for a shorter history).
         settings: the :class:`CombineSettings` used.
+        calibration: the P90's calibration residuals: ``ts`` (UTC hours), ``actual``, ``p50`` (as issued at
+            each inner origin) and ``day`` (inner origin, 0 = the most recent).
     """
 
     method: str
@@ -281,13 +331,17 @@ class Combined:
     n_inner_origins: int
     p90_kind: str
     p90_bands: np.ndarray
-    hourly_kind: str
-    hourly_w: float
+    p90_alpha: float
+    hourly_model: str
+    hourly_coef: np.ndarray
+    hourly_weights: dict[str, float]
     rho: float
     hourly_q90: float
     hourly_scores: dict[str, float]
+    read_flagged: bool
     anchor_ts: pd.Timestamp | None
     anchor_value: float | None
+    anchor_change: float
     bounds: tuple[float, float]
     anchor_rule: AnchorRule | None
     last_ts: pd.Timestamp | None
@@ -295,7 +349,9 @@ class Combined:
     last_z: float
     anchor_z: float
     hour_ref: np.ndarray
+    ref_hist: np.ndarray
     settings: CombineSettings
+    calibration: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def profile(self) -> Profile:
@@ -316,9 +372,13 @@ class Combined:
             "candidates": {c: {"mae": float(self.scores[c]), "weight": float(self.weights.get(c, 0.0))}
                            for c in self.scores},
             "failed": dict(self.fit.failed),
-            "p90": {"kind": self.p90_kind, "bands": [float(q) for q in self.p90_bands]},
-            "hourly": {"kind": self.hourly_kind, "w": float(self.hourly_w), "rho": float(self.rho),
-                       "q90": float(self.hourly_q90), **{f"mae_{k}": float(v) for k, v in self.hourly_scores.items()}},
+            "p90": {"kind": self.p90_kind, "bands": [float(q) for q in self.p90_bands],
+                    "alpha": float(self.p90_alpha)},
+            "hourly": {"kind": self.hourly_model, "rho": float(self.rho), "q90": float(self.hourly_q90),
+                       "coef": {f: float(b) for f, b in zip(HOURLY_FEATURES, self.hourly_coef)},
+                       "weights": {m: float(v) for m, v in self.hourly_weights.items()},
+                       "read_flagged": bool(self.read_flagged),
+                       **{f"mae_{k}": float(v) for k, v in self.hourly_scores.items()}},
             "bounds": [float(b) for b in self.bounds],
         }
 
@@ -551,14 +611,125 @@ def _usable(idx: pd.DatetimeIndex, exclude) -> np.ndarray:
 def conformal_quantile(residuals: np.ndarray, level: float) -> float:
     """Split-conformal upper quantile: the ``ceil((n + 1) level)``-th smallest of ``n`` residuals.
 
-    The largest residual when that rank exceeds ``n`` (Angelopoulos and Bates 2021, eq. 1). Raises
-    ``InputError`` for an empty input.
+    The ``(n + 1)`` is the finite-sample correction (Angelopoulos and Bates, *A Gentle Introduction to
+    Conformal Prediction*, 2021, eq. 1). The rank is clipped to ``1..n``: the largest residual when it exceeds
+    ``n`` (a level the residuals cannot resolve, e.g. ``level >= 1`` from the adaptive update, where
+    Gibbs and Candès take the whole line: a finite P90 takes the largest residual seen), the smallest when
+    ``level <= 0``. Raises ``InputError`` for an empty input.
     """
     r = np.sort(np.asarray(residuals, dtype=float))
     if r.size == 0:
         raise InputError("conformal_quantile: no residuals")
     k = math.ceil((r.size + 1) * level)
-    return float(r[min(k, r.size) - 1])
+    return float(r[min(max(k, 1), r.size) - 1])
+
+
+def aci_alpha(residuals: np.ndarray, day: np.ndarray, alpha: float, gamma: float, bands: np.ndarray | None = None,
+              n_bands: int = 1, min_band: int = HOURS_PER_DAY) -> float:
+    """Miss rate after adaptive conformal inference replayed over the backtest days, oldest first.
+
+    Adaptive conformal inference (Gibbs and Candès, "Adaptive Conformal Inference Under Distribution Shift",
+    NeurIPS 2021, eq. 2): ``alpha_{t+1} = alpha_t + gamma (alpha - err_t)``, ``err_t = 1`` when the actual
+    was above the upper quantile issued for it. Replay: from ``alpha``, each day ``e`` but the oldest gets the
+    P90 it would have been issued, the quantile at level ``1 - alpha_e`` (:func:`conformal_quantile`) of the
+    residuals of the days before it (per band when ``n_bands > 1``, a band with fewer than ``min_band``
+    residuals pooled), fixed for the day like a day-ahead P90; each of its hours then updates ``alpha``. So a
+    run of recent misses widens the next P90, a run of easy days narrows it, and with ``gamma = 0`` the level
+    stays ``1 - alpha``.
+
+    Args:
+        residuals: score per backtest hour (ratio actual / P50 or difference), shape ``(n,)``.
+        day: the day of each residual, larger = older (0 = the most recent), shape ``(n,)``.
+        alpha: target miss rate (0.1 for a P90).
+        gamma: step size (Gibbs and Candès use 0.005).
+        bands: band of each residual (None: one band), as in the P90 itself.
+        n_bands: number of bands.
+        min_band: fewer residuals in a band: the pooled quantile.
+
+    Returns:
+        The miss rate to take the next quantile at (may leave [0, 1]; :func:`conformal_quantile` clips the rank).
+    """
+    r = np.asarray(residuals, dtype=float)
+    d = np.asarray(day)
+    b = np.zeros(r.size, dtype=np.int64) if bands is None else np.asarray(bands)
+    a = float(alpha)
+    for e in sorted(set(d.tolist()), reverse=True)[1:]:
+        older, cur = d > e, d == e
+        pooled = conformal_quantile(r[older], 1 - a)
+        q = np.array([conformal_quantile(r[older & (b == k)], 1 - a) if (older & (b == k)).sum() >= min_band
+                      else pooled for k in range(n_bands)])
+        miss = int((r[cur] > q[b[cur]]).sum())
+        a += gamma * (alpha * int(cur.sum()) - miss)
+    return a
+
+
+def lad_fit(x: np.ndarray, z: np.ndarray, iterations: int = 30) -> np.ndarray:
+    """Least-absolute-deviations coefficients: ``b`` minimising ``sum_i |z_i - x_i b|`` (no intercept).
+
+    Iteratively reweighted least squares (Schlossmacher, "An iterative technique for absolute deviations curve
+    fitting", JASA 68, 1973): from the least-squares fit, weighted least squares (normal equations) with weights
+    ``1 / max(|r_i|, eps)`` (``eps`` = 1e-6 x the mean ``|z|``), at most ``iterations`` times and until the
+    sum of absolute residuals improves by less than 1e-6 of itself; the coefficients with the lowest sum seen
+    are kept, then replaced by the exact fit through the ``k``
+    points nearest them when that is no worse (an L1 fit passes through ``k`` points: a vertex of its linear
+    programme). Rank-deficient designs (a feature that is always 0) get the least-squares solution of the
+    singular normal equations (``numpy.linalg.lstsq``).
+
+    Args:
+        x: design, shape ``(n, k)`` (``k`` may be 0: an empty result).
+        z: targets, shape ``(n,)``.
+        iterations: reweighting steps at most (30).
+
+    Returns:
+        Coefficients, shape ``(k,)``.
+    """
+    x = np.asarray(x, dtype=float)
+    z = np.asarray(z, dtype=float)
+    if x.shape[1] == 0 or z.size == 0:
+        return np.zeros(x.shape[1])
+    b = np.linalg.lstsq(x, z, rcond=None)[0]
+    best, best_obj = b, float(np.abs(z - x @ b).sum())
+    eps = 1e-6 * (float(np.abs(z).mean()) + 1e-300)
+    for _ in range(iterations):
+        xw = x.T / np.maximum(np.abs(z - x @ b), eps)
+        a = xw @ x
+        try:
+            b = np.linalg.solve(a, xw @ z)
+        except np.linalg.LinAlgError:
+            b = np.linalg.lstsq(a, xw @ z, rcond=None)[0]
+        obj = float(np.abs(z - x @ b).sum())
+        if obj < best_obj:
+            done = obj > best_obj * (1 - 1e-6)
+            best, best_obj = b, obj
+            if done:
+                break
+        else:
+            break
+    # polish: an L1 fit passes through k of the points (a vertex of the linear programme); the k points
+    # nearest the IRLS fit, solved exactly, replace it when they are no worse
+    k = x.shape[1]
+    near = np.argsort(np.abs(z - x @ best), kind="stable")[:k]
+    if near.size == k and abs(np.linalg.det(x[near])) > 1e-12 * max(float(np.abs(x[near]).max()) ** k, 1e-300):
+        exact = np.linalg.solve(x[near], z[near])
+        if float(np.abs(z - x @ exact).sum()) <= best_obj:
+            best = exact
+    return best
+
+
+def hourly_features(day_ahead: np.ndarray, anchor_value: np.ndarray | float, ref_t: np.ndarray,
+                    ref_a: np.ndarray | float, last_change: np.ndarray | float) -> np.ndarray:
+    """The :data:`HOURLY_FEATURES` of target hours from their anchors; shape ``(n, 3)``.
+
+    ``gap_day_ahead = C(t) - y_a`` (``day_ahead`` = ``C``), ``seasonal_change = r(t) - r(a)`` (0 where either
+    reference is NaN), ``last_change`` as given. All in series units per hour; inputs broadcast to ``(n,)``.
+    """
+    c, ya = np.asarray(day_ahead, dtype=float), np.asarray(anchor_value, dtype=float)
+    rt, ra = np.asarray(ref_t, dtype=float), np.asarray(ref_a, dtype=float)
+    seas = np.where(np.isfinite(rt) & np.isfinite(ra), rt - ra, 0.0)
+    gap = c - ya
+    n = np.broadcast(gap, seas, np.asarray(last_change)).shape
+    return np.column_stack([np.broadcast_to(gap, n), np.broadcast_to(seas, n),
+                            np.broadcast_to(np.asarray(last_change, dtype=float), n)])
 
 
 def _bands(idx: pd.DatetimeIndex, timezone: str, n_bands: int) -> np.ndarray:
@@ -619,16 +790,21 @@ def fit_combined(series: pd.Series, timezone: str = "UTC", exclude=None, outlier
                          np.concatenate([fit_use, np.zeros(HOURS_PER_DAY, dtype=bool)]), s.mean_days)
     z = _adjusted(y, ref[:n])
     use = _plausible(y, obs, flagged, z, window, s.range_multiple)
+    read_flagged = _flags_are_steps(y, obs, flagged, use)
+    anchorable = _plausible(y, obs, np.zeros(n, dtype=bool), z, window, s.range_multiple) if read_flagged else use
     bounds = _range(y, use, s)
     rule = _anchor_rule(z, use, n - window, n, bounds)
     last_obs = int(np.flatnonzero(obs)[-1]) if obs.any() else None
+    ref_hist = np.concatenate([np.full(max(HOURS_PER_WEEK - n, 0), np.nan), ref[max(n - HOURS_PER_WEEK, 0):n]])
     last: dict[str, Any] = {"anchor_rule": rule, "bounds": bounds, "last_ts": None if last_obs is None else series.index[last_obs],
             "last_value": None if last_obs is None else float(y[last_obs]),
-            "last_z": float("nan") if last_obs is None else float(z[last_obs]), "hour_ref": ref[n:]}
-    anchor = int(np.flatnonzero(use)[-1]) if use.any() else None
+            "last_z": float("nan") if last_obs is None else float(z[last_obs]), "hour_ref": ref[n:],
+            "ref_hist": ref_hist, "read_flagged": read_flagged}
+    anchor = int(np.flatnonzero(anchorable)[-1]) if anchorable.any() else None
     last.update({"anchor_ts": None if anchor is None else series.index[anchor],
                  "anchor_value": None if anchor is None else float(y[anchor]),
-                 "anchor_z": float("nan") if anchor is None else float(z[anchor])})
+                 "anchor_z": float("nan") if anchor is None else float(z[anchor]),
+                 "anchor_change": _last_change(y, anchorable, anchor)})
     final = _fit_origin(series, fit_use, use, n, timezone, s, memo)
     inner: list[tuple[int, OriginFit]] = []
     for j in range(1, s.n_origins + 1):
@@ -681,35 +857,48 @@ def fit_combined(series: pd.Series, timezone: str = "UTC", exclude=None, outlier
         ok_all.append(~np.isnan(full))
     rho = _lag1(np.concatenate(e_all), np.concatenate(ok_all))
 
-    hk, hw, hq_pair, hscores = _choose_hourly(rows, w, y, use, s)
+    hm, coef, hweights, h_pred, h_act, hscores = _choose_hourly(rows, w, y, anchorable, ref, s)
 
-    # P90: split-conformal per hour band on the residuals of the forecast as issued at each inner origin
-    # (the combination with the anchor at the last usable hour before it, decaying with rho)
-    before = _last_usable_before(use)
+    # P90: split-conformal on the residuals of the forecast as issued at each inner origin (the combination
+    # with the hourly model at the last anchorable hour before it, its correction decaying with rho), at the
+    # level the adaptive update (ACI) replayed over those days leaves
+    before = _last_usable_before(anchorable)
     issued = []
-    for o, t, m, f in rows:
+    for o, t, m, _ in rows:
         a0 = int(before[o])
-        if a0 < 0 or hw == 0:
-            issued.append(w @ m)
+        c = w @ m
+        if a0 < 0:
+            issued.append(c)
             continue
-        issued.append(_anchored(w @ m, series.index[t], series.index[a0], float(y[a0]), f.shape, hk, hw, rho))
+        k = (t - a0).astype(float)
+        issued.append(_anchored(c, k, float(y[a0]), _last_change(y, anchorable, a0), ref[t], float(ref[a0]),
+                                coef, rho))
     p50_bt = np.concatenate(issued)
-    kind = "ratio" if (p50_bt > 0).all() and math.isfinite(hq_pair[0]) else "additive"
+    kind = "ratio" if (p50_bt > 0).all() and (h_pred > 0).all() else "additive"
     resid = act / p50_bt if kind == "ratio" else act - p50_bt
     band = _bands(tgt_idx, timezone, s.hour_bands)
-    pooled = conformal_quantile(resid, s.p90_quantile)
-    q_bands = np.array([conformal_quantile(resid[band == b], s.p90_quantile)
+    day_of = np.concatenate([np.full(t.size, r) for r, (_, t, _, _) in enumerate(rows)])
+    alpha0 = 1.0 - s.p90_quantile
+    alpha = aci_alpha(resid, day_of, alpha0, s.aci_gamma, band, s.hour_bands, s.min_band_residuals)
+    if s.aci_widen_only:
+        alpha = min(alpha, alpha0)
+    pooled = conformal_quantile(resid, 1.0 - alpha)
+    q_bands = np.array([conformal_quantile(resid[band == b], 1.0 - alpha)
                         if (band == b).sum() >= s.min_band_residuals else pooled for b in range(s.hour_bands)])
-    hq = hq_pair[0] if kind == "ratio" else hq_pair[1]
+    h_resid = h_act / h_pred if kind == "ratio" else h_act - h_pred
+    hq = conformal_quantile(h_resid, 1.0 - alpha) if h_resid.size else (1.0 if kind == "ratio" else 0.0)
+    hdesc = "persistence" if hm == "persistence" else (
+        "combination (" + ", ".join(f"{m} {v:.2f}" for m, v in hweights.items()) + "): y_a + "
+        + " + ".join(f"{b:.3f} x {f}" for f, b in zip(HOURLY_FEATURES, coef)))
     method = (f"combination of {', '.join(names)} by {RULE.split(';')[0]} "
-              f"({', '.join(f'{c} {weights[c]:.2f}' for c in names)}); P90 split-conformal ({kind}); hourly: "
-              + ("persistence" if (hk, hw) == ("flat", 1.0) else f"{hw:.1f} x {hk} anchor + {1 - hw:.1f} x day-ahead")
-              + f"; profile: {final.profile.method}")
+              f"({', '.join(f'{c} {weights[c]:.2f}' for c in names)}); P90 split-conformal ({kind}, level "
+              f"{1 - alpha:.3f} after ACI); hourly: {hdesc}; profile: {final.profile.method}")
     comb = Combined(method=method, status=status, messages=tuple(messages),
                     components=tuple(final.profile.components) + ("combination",), timezone=timezone,
                     origin=final.origin, fit=final, weights=weights, scores=scores, n_scored_h=int(act.size),
-                    n_inner_origins=len(rows), p90_kind=kind, p90_bands=q_bands, hourly_kind=hk, hourly_w=hw,
-                    rho=rho, hourly_q90=hq, hourly_scores=hscores, settings=s, **last)
+                    n_inner_origins=len(rows), p90_kind=kind, p90_bands=q_bands, p90_alpha=float(alpha),
+                    hourly_model=hm, hourly_coef=coef, hourly_weights=hweights, rho=rho, hourly_q90=hq, hourly_scores=hscores, settings=s,
+                    calibration={"ts": tgt_idx, "actual": act, "p50": p50_bt, "day": day_of}, **last)
     return _guard_status(comb)
 
 
@@ -718,57 +907,106 @@ def _range(y: np.ndarray, use: np.ndarray, s: CombineSettings) -> tuple[float, f
     return float(v.min()) / s.range_multiple, float(v.max()) * s.range_multiple
 
 
-def _choose_hourly(rows, w: np.ndarray, y: np.ndarray, use: np.ndarray,
-                   s: CombineSettings) -> tuple[str, float, tuple[float, float], dict[str, float]]:
-    """The hourly anchor kind and weight by backtest MAE with the one-standard-error rule (module docstring).
+def _last_change(y: np.ndarray, anchorable: np.ndarray, a: int | None) -> float:
+    """``y_a - y_{a-1}`` when both hours anchor, else 0."""
+    if a is None or a < 1 or not anchorable[a - 1]:
+        return 0.0
+    return float(y[a] - y[a - 1])
 
-    Returns ``(kind, w, (ratio q90, additive q90) of the chosen option's residuals, scores)``; the ratio
-    quantile is NaN when a prediction is 0.
+
+def _flags_are_steps(y: np.ndarray, obs: np.ndarray, flagged: np.ndarray, use: np.ndarray) -> bool:
+    """Whether this history's flagged hours were the first hours of new levels rather than spikes.
+
+    Over every flagged observed hour ``t`` whose next hour is observed: the absolute error of persisting
+    ``t`` (``|y_{t+1} - y_t|``) against that of persisting the last read hour before ``t``
+    (``|y_{t+1} - y_b|``, :func:`_plausible`); True when the first sum is lower (no flagged hour: False).
+    On the Philly series the cluster's real steps are flagged (24 hours: 385 against 2113 node-hours); on
+    ServeGen m-small the one flagged hour is a spike.
     """
-    options = [(k, float(wt)) for k in ("flat", "ratio") for wt in s.hourly_weights]
-    per_origin = np.zeros((len(rows), len(options)))
-    counts = np.zeros(len(rows))
+    cand = np.flatnonzero(flagged[:-1] & obs[1:])
+    if cand.size == 0:
+        return False
     before = _last_usable_before(use)
-    preds_all: list[np.ndarray] = []
-    acts: list[np.ndarray] = []
-    for r, (o, t, m, f) in enumerate(rows):
-        p50 = w @ m
+    b = before[cand]
+    ok = b >= 0
+    cand, b = cand[ok], b[ok]
+    if cand.size == 0:
+        return False
+    read = float(np.abs(y[cand + 1] - y[cand]).sum())
+    skip = float(np.abs(y[cand + 1] - y[b]).sum())
+    return read < skip
+
+
+def _choose_hourly(rows, w: np.ndarray, y: np.ndarray, anchorable: np.ndarray, ref: np.ndarray,
+                   s: CombineSettings) -> tuple[str, np.ndarray, dict[str, float], np.ndarray, np.ndarray,
+                                                dict[str, float]]:
+    """The hourly mode: the inverse-MAE combination of the hourly models, or persistence (module docstring).
+
+    Each model of ``s.hourly_models`` (persistence always among them) is scored leave-one-day-out on the
+    inner days (LAD coefficients from the other days, :func:`lad_fit`); the combination's weights are
+    ``(1 / MAE_m) / sum (1 / MAE)`` of those scores (a model with MAE 0 takes all the weight, shared), its
+    coefficients the weighted sum of each model's coefficients fitted on every day; it replaces persistence
+    only when its own leave-one-day-out MAE is lower by more than ``s.hourly_se_rule`` standard errors of the
+    per-day difference.
+
+    Returns ``(kind "combination" or "persistence", coefficients on HOURLY_FEATURES (shape (3,)), model
+    weights, the kind's out-of-day one-hour predictions and the actuals they forecast (shapes (m,)),
+    scores)``; scores: leave-one-day-out MAE of ``hourly`` (the kind), ``persistence``, ``combination``, each
+    model, and ``day_ahead`` (the combination of candidates alone).
+    """
+    before = _last_usable_before(anchorable)
+    days = []  # (anchor values, features, targets y_t, day-ahead C)
+    for _, t, m, _ in rows:
         a = before[t]
         has = a >= 0
-        t, p50, a = t[has], p50[has], a[has]
+        t, a, c = t[has], a[has], (w @ m)[has]
         if t.size == 0:
-            preds_all.append(np.zeros((len(options), 0)))
-            acts.append(np.zeros(0))
             continue
-        both = fitted(f.shape, pd.DatetimeIndex(f.origin + pd.to_timedelta(np.concatenate([t, a]) - o, unit="h")))
-        st, sa = both[:t.size], both[t.size:]
-        ratio = np.where(sa > 0, st / np.where(sa > 0, sa, 1.0), 1.0)
-        anchor = {"flat": y[a], "ratio": y[a] * ratio}
-        preds = np.vstack([wt * anchor[k] + (1 - wt) * p50 for k, wt in options])
-        preds_all.append(preds)
-        acts.append(y[t])
-        per_origin[r] = np.abs(preds - y[t][None, :]).sum(axis=1)
-        counts[r] = t.size
-    keep = counts > 0
-    pers = options.index(("flat", 1.0))
-    day = options.index(("flat", 0.0))
-    if not keep.any():
-        return "flat", 0.0, (1.0, 0.0), {}
-    total = per_origin[keep].sum(axis=0) / counts[keep].sum()
-    best = int(np.argmin(total))
-    chosen = pers
-    if best != pers:
-        d = per_origin[keep, best] / counts[keep] - per_origin[keep, pers] / counts[keep]
-        se = float(np.std(d, ddof=1) / np.sqrt(d.size)) if d.size > 1 else math.inf
-        if -float(np.mean(d)) > s.hourly_se_rule * se:
-            chosen = best
-    p = np.hstack([pa[chosen] for pa, k in zip(preds_all, keep) if k])
-    act = np.hstack([ac for ac, k in zip(acts, keep) if k])
-    q_ratio = conformal_quantile(act / p, s.p90_quantile) if (p > 0).all() else float("nan")
-    q = (q_ratio, conformal_quantile(act - p, s.p90_quantile))
-    scores = {"hourly": float(total[chosen]), "persistence": float(total[pers]), "day_ahead": float(total[day]),
-              "best": float(total[best])}
-    return options[chosen][0], options[chosen][1], q, scores
+        last = np.where(a >= 1, y[a] - y[np.maximum(a - 1, 0)], 0.0) * anchorable[np.maximum(a - 1, 0)]
+        days.append((y[a], hourly_features(c, y[a], ref[t], ref[a], last), y[t], c))
+    models = [mname for mname in s.hourly_models if mname in HOURLY_MODELS and mname != "persistence"]
+    models = ["persistence", *models]
+    zero = np.zeros(len(HOURLY_FEATURES))
+    pers_only = {"persistence": 1.0}
+    if len(days) < 2:  # nothing to validate on: persistence
+        return ("persistence", zero, pers_only, np.concatenate([dd[0] for dd in days]) if days else np.zeros(0),
+                np.concatenate([dd[2] for dd in days]) if days else np.zeros(0), {})
+    per_day = np.zeros((len(days), len(models)))
+    oof: list[list[np.ndarray]] = [[] for _ in models]
+    coefs = np.zeros((len(models), len(HOURLY_FEATURES)))
+    z_all = np.concatenate([dd[2] - dd[0] for dd in days])
+    for mi, mname in enumerate(models):
+        cols = [HOURLY_FEATURES.index(f) for f in HOURLY_MODELS[mname]]
+        if cols:
+            coefs[mi, cols] = lad_fit(np.vstack([dd[1][:, cols] for dd in days]), z_all)
+        for d, (ya, x, yt, _) in enumerate(days):
+            if cols:
+                xo = np.vstack([dd[1][:, cols] for j, dd in enumerate(days) if j != d])
+                zo = np.concatenate([dd[2] - dd[0] for j, dd in enumerate(days) if j != d])
+                pred = ya + x[:, cols] @ lad_fit(xo, zo)
+            else:
+                pred = ya
+            oof[mi].append(pred)
+            per_day[d, mi] = np.abs(yt - pred).mean()
+    counts = np.array([dd[2].size for dd in days], dtype=float)
+    total = (per_day * counts[:, None]).sum(axis=0) / counts.sum()
+    wm = (total == 0).astype(float) if (total == 0).any() else 1.0 / total
+    wm = wm / wm.sum()
+    comb_oof = [sum(wm[mi] * oof[mi][d] for mi in range(len(models))) for d in range(len(days))]
+    comb_day = np.array([np.abs(dd[2] - comb_oof[d]).mean() for d, dd in enumerate(days)])
+    comb_total = float((comb_day * counts).sum() / counts.sum())
+    diff = comb_day - per_day[:, 0]
+    se = float(np.std(diff, ddof=1) / np.sqrt(diff.size))
+    use_comb = -float(np.mean(diff)) > s.hourly_se_rule * se
+    act = np.concatenate([dd[2] for dd in days])
+    day_mae = float(np.abs(act - np.concatenate([dd[3] for dd in days])).mean())
+    scores = {"hourly": comb_total if use_comb else float(total[0]), "persistence": float(total[0]),
+              "combination": comb_total, "day_ahead": day_mae,
+              **{mname: float(total[mi]) for mi, mname in enumerate(models) if mname != "persistence"}}
+    if not use_comb:
+        return "persistence", zero, pers_only, np.concatenate(oof[0]), act, scores
+    return ("combination", wm @ coefs, {mname: float(wm[mi]) for mi, mname in enumerate(models)},
+            np.concatenate(comb_oof), act, scores)
 
 
 def _profile_only(series, use, timezone, final: OriginFit, s: CombineSettings, messages, status,
@@ -779,8 +1017,9 @@ def _profile_only(series, use, timezone, final: OriginFit, s: CombineSettings, m
     comb = Combined(method=final.profile.method + " (alone: no backtest)", status="degraded",
                     messages=tuple(messages), components=tuple(final.profile.components), timezone=timezone,
                     origin=final.origin, fit=final, weights={"profile": 1.0}, scores={}, n_scored_h=0,
-                    n_inner_origins=0, p90_kind="profile", p90_bands=np.zeros(s.hour_bands), hourly_kind="flat",
-                    hourly_w=0.0, rho=0.0, hourly_q90=0.0, hourly_scores={}, settings=s, **last)
+                    n_inner_origins=0, p90_kind="profile", p90_bands=np.zeros(s.hour_bands),
+                    p90_alpha=1.0 - s.p90_quantile, hourly_model="none", hourly_coef=np.zeros(len(HOURLY_FEATURES)),
+                    hourly_weights={}, rho=0.0, hourly_q90=0.0, hourly_scores={}, settings=s, **last)
     return _guard_status(comb)
 
 
@@ -804,17 +1043,31 @@ def _guard_status(comb: Combined) -> Combined:
 # ------------------------------------------------------------------------------------------ forecast
 
 
-def _anchored(day: np.ndarray, idx: pd.DatetimeIndex, anchor_ts: pd.Timestamp, anchor_value: float, shape: Profile,
-              kind: str, w: float, rho: float) -> np.ndarray:
-    """P50 with the hourly anchor: ``w_k A(t) + (1 - w_k) day(t)``, ``w_k = w rho ** (k - 1)`` at ``k >= 1`` h."""
-    k = ((idx - anchor_ts) / pd.Timedelta(hours=1)).to_numpy()
-    wk = np.where(k >= 1, w * rho ** np.maximum(k - 1, 0), 0.0)
-    anchor = np.full(len(idx), anchor_value)
-    if kind == "ratio":
-        both = fitted(shape, idx.append(pd.DatetimeIndex([anchor_ts])))
-        st, sa = both[:-1], float(both[-1])
-        anchor = anchor * (st / sa if sa > 0 else 1.0)
-    return wk * anchor + (1 - wk) * day
+def _anchored(day: np.ndarray, k: np.ndarray, anchor_value: float, anchor_change: float, ref_t: np.ndarray,
+              ref_a: float, coef: np.ndarray, rho: float) -> np.ndarray:
+    """P50 with the hourly model: ``C(t) + rho ** (k - 1) (H(t) - C(t))`` at ``k >= 1`` hours after the anchor.
+
+    ``H(t) = y_a + x(t) coef`` (:func:`hourly_features`); ``day`` = ``C``; ``k < 1``: ``C``. Shapes ``(n,)``.
+    """
+    x = hourly_features(day, anchor_value, ref_t, ref_a, anchor_change)
+    h1 = anchor_value + x @ coef
+    wk = np.where(k >= 1, rho ** np.maximum(k - 1, 0), 0.0)
+    return day + wk * (h1 - day)
+
+
+def _ref_at(comb: Combined, idx: pd.DatetimeIndex) -> np.ndarray:
+    """The same-hour reference ``r`` at UTC hours ``idx``; shape ``(len(idx),)``.
+
+    ``ref_hist`` before the origin (NaN further back), ``hour_ref`` for the next 24 h and, beyond, ``hour_ref``
+    repeated daily (the 7-day same-hour mean).
+    """
+    h = np.round(((idx - comb.origin) / pd.Timedelta(hours=1)).to_numpy()).astype(np.int64)
+    out = np.full(len(h), np.nan)
+    fut = h >= 0
+    out[fut] = comb.hour_ref[h[fut] % HOURS_PER_DAY]
+    past = ~fut & (h >= -len(comb.ref_hist))
+    out[past] = comb.ref_hist[len(comb.ref_hist) + h[past]]
+    return out
 
 
 def _raw(comb: Combined, idx: pd.DatetimeIndex) -> tuple[np.ndarray, np.ndarray]:
@@ -831,11 +1084,12 @@ def _raw(comb: Combined, idx: pd.DatetimeIndex) -> tuple[np.ndarray, np.ndarray]
     w = np.array([comb.weights[c] for c in names])
     p50 = w @ np.vstack([comb.fit.predict(c, h) for c in names])
     q = comb.p90_bands[_bands(idx, comb.timezone, len(comb.p90_bands))]
-    if comb.anchor_ts is not None and comb.hourly_w > 0:
-        p50 = _anchored(p50, idx, comb.anchor_ts, float(comb.anchor_value or 0.0), comb.fit.shape, comb.hourly_kind,
-                        comb.hourly_w, comb.rho)
-        one_h = ((idx - comb.anchor_ts) / pd.Timedelta(hours=1)).to_numpy() == 1
-        q = np.where(one_h, comb.hourly_q90, q)
+    if comb.anchor_ts is not None:
+        k = ((idx - comb.anchor_ts) / pd.Timedelta(hours=1)).to_numpy()
+        ref_a = float(_ref_at(comb, pd.DatetimeIndex([comb.anchor_ts]))[0])
+        p50 = _anchored(p50, k, float(comb.anchor_value or 0.0), comb.anchor_change, _ref_at(comb, idx), ref_a,
+                        comb.hourly_coef, comb.rho)
+        q = np.where(k == 1, comb.hourly_q90, q)
     p90 = p50 * q if comb.p90_kind == "ratio" else p50 + q
     return p50, np.maximum(p90, p50)
 
@@ -879,10 +1133,13 @@ def reanchor(comb: Combined, actuals: pd.Series, exclude=(), outliers=()) -> Com
         outliers: UTC stamps flagged as outliers. Every hour (flagged or not) anchors only when
             ``comb.anchor_rule`` accepts it (the fit's rule, :meth:`AnchorRule.accepts`, on values adjusted
             by ``comb.hour_ref``; meant for the 24 hours after the origin); a flagged hour the rule cannot
-            judge does not anchor.
+            judge does not anchor. With ``comb.read_flagged`` the flags are ignored (the rule judges every
+            hour as unflagged: an hour outside the range guard's bounds with an unusual change still does not
+            anchor).
 
     Returns:
-        A new :class:`Combined` (the day-ahead P50/P90 and the choices unchanged); the input unchanged when
+        A new :class:`Combined` (the day-ahead P50/P90 and the choices unchanged; ``anchor_change`` the new
+        anchor's change from the hour before when that hour anchored too, else 0); the input unchanged when
         no usable hour after the current anchor exists.
 
     Raises:
@@ -902,9 +1159,11 @@ def reanchor(comb: Combined, actuals: pd.Series, exclude=(), outliers=()) -> Com
     flagged = ~_usable(r.index, outliers)
     offs = (((r.index - comb.origin) / pd.Timedelta(hours=1)).to_numpy().astype(np.int64)) % HOURS_PER_DAY
     z = _adjusted(r.to_numpy(), comb.hour_ref[offs])
+    if comb.read_flagged:
+        flagged[:] = False
     ts: pd.Timestamp | None = comb.anchor_ts
     val: float | None = comb.anchor_value
-    za = comb.anchor_z
+    za, change = comb.anchor_z, comb.anchor_change
     prev_ts, zp, yp = comb.last_ts, comb.last_z, comb.last_value
     rule = comb.anchor_rule
     for i, (t, v) in enumerate(r.items()):
@@ -916,7 +1175,9 @@ def reanchor(comb: Combined, actuals: pd.Series, exclude=(), outliers=()) -> Com
         else:
             ok = not flagged[i]
         if ok:
+            follows = ts is not None and val is not None and t - ts == pd.Timedelta(hours=1)
+            change = float(v) - float(val) if follows and val is not None else 0.0
             ts, val, za = t, float(v), float(z[i])
     if ts == comb.anchor_ts:
         return comb
-    return dataclasses.replace(comb, anchor_ts=ts, anchor_value=val, anchor_z=za)
+    return dataclasses.replace(comb, anchor_ts=ts, anchor_value=val, anchor_z=za, anchor_change=change)

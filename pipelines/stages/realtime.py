@@ -286,6 +286,7 @@ def _report_metrics(m: dict) -> dict:
         "mase_snaive168": m["mase_snaive168"],
         "mase_naive24": m["mase_naive24"],
         "mase_persistence": m["mase_persistence"],
+        "mase_persistence_obs": m["mase_persistence_obs"],
         "mape": m["mape_pct"] / 100.0,
         "p90_coverage": m["p90_coverage"],
     }
@@ -315,8 +316,10 @@ def backtest_report(services: Sequence[ServiceSettings], raw: Mapping[str, pd.Da
 
             {"status", "messages", "method", "units", "cutoff", "n_hours", "n_days", "horizon_h", "origins",
              "masked_hours", "outliers",
-             "metrics": {"mae", "mase_snaive168", "mase_naive24", "mase_persistence", "mape", "p90_coverage"},
-             "baselines": {"snaive168": {"mae"}, "naive24": {"mae"}, "persistence": {"mae"}},
+             "metrics": {"mae", "mase_snaive168", "mase_naive24", "mase_persistence", "mase_persistence_obs",
+                         "mape", "p90_coverage"},
+             "baselines": {"snaive168": {"mae"}, "naive24": {"mae"}, "persistence": {"mae"},
+                           "persistence_obs": {"mae"}},
              "hourly_recal": {same keys as "metrics"},
              "candidates": {name: {"mae", "mase_naive24", "mase_snaive168"}},
              "weights": {name: weight}}
@@ -325,7 +328,9 @@ def backtest_report(services: Sequence[ServiceSettings], raw: Mapping[str, pd.Da
         one-hour-ahead hourly mode (variant ``hourly_recal``); ``candidates`` each candidate's own
         day-ahead P50 on the same hours; ``weights`` the combination fitted on the whole history. ``mae``
         in the file's units per hour (``units``); ``mase_*`` = MAE ÷ the baseline's MAE on the same
-        ``n_hours`` hours (seasonal naive ``y[t-168]``, naive ``y[t-24]``, persistence ``y[t-1]``);
+        ``n_hours`` hours (seasonal naive ``y[t-168]``, naive ``y[t-24]``, persistence ``y[t-1]`` and
+        ``persistence_obs``, the last observed hour: ``y[t-1]`` after a masked gap is ingest's imputation,
+        which can read hour ``t``);
         ``mape`` and ``p90_coverage`` are fractions (0..1). A MASE whose baseline error is 0 is None.
         ``cutoff``: the newest hour of the service's ingested traffic (ISO, UTC), the data cut-off.
 
@@ -354,7 +359,8 @@ def backtest_report(services: Sequence[ServiceSettings], raw: Mapping[str, pd.Da
             "metrics": _report_metrics(day),
             "baselines": {"snaive168": {"mae": float(day["mae_snaive168"])},
                           "naive24": {"mae": float(day["mae_naive24"])},
-                          "persistence": {"mae": float(day["mae_persistence"])}},
+                          "persistence": {"mae": float(day["mae_persistence"])},
+                          "persistence_obs": {"mae": float(day["mae_persistence_obs"])}},
             "hourly_recal": _report_metrics(hourly),
             "candidates": {c: {k: (None if math.isnan(float(m[k])) else float(m[k]))
                                for k in ("mae", "mase_naive24", "mase_snaive168")}

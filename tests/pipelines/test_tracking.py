@@ -108,4 +108,15 @@ def test_profile_run_logs_each_candidates_backtest_score_and_weight(tmp_path):
     assert m["band_mae_requests_per_h"] == 5.0 and "band_mae" not in m and m["selection.n_scored_h"] == 160
     assert p["selection.rule"] == selection["rule"] and p["selection.candidates"] == "profile,naive24"
     assert p["selection.failed"] == "mstl_ets: ValueError: x" and p["hourly.kind"] == "flat"
+    assert "hourly.read_flagged" not in p and "p90.alpha" not in m  # an older record: nothing invented
+    # a record of the hourly change model: its coefficients, combination weights, flag rule and P90 level
+    sel2 = {**selection, "p90": {"kind": "ratio", "bands": [1.3], "alpha": 0.085},
+            "hourly": {"kind": "combination", "rho": 0.8, "q90": 1.05, "read_flagged": True,
+                       "coef": {"gap_day_ahead": 0.1, "seasonal_change": 0.7, "last_change": 0.0},
+                       "weights": {"persistence": 0.2, "seasonal": 0.8}, "mae_hourly": 3.0}}
+    p2, m2 = tracking.selection_metrics(sel2)
+    assert p2["hourly.kind"] == "combination" and p2["hourly.read_flagged"] is True
+    assert m2["p90.alpha"] == 0.085 and m2["p90.q_band0"] == 1.3 and "p90.q_band1" not in m2
+    assert (m2["hourly.coef.seasonal_change"], m2["hourly.weight.seasonal"], m2["hourly.mae_requests_per_h"]) == (
+        0.7, 0.8, 3.0)
     assert tracking.units_slug("requests/h") == "requests_per_h" and tracking.units_slug("GPUs") == "GPUs"

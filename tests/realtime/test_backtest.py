@@ -43,6 +43,20 @@ def test_masked_hours_are_not_scored():
     assert res["variants"]["day_ahead"]["n_hours"] == 48
 
 
+def test_persistence_from_the_last_observed_hour_does_not_read_an_imputed_gap():
+    n = 336
+    vals = 100 + 20 * np.sin(2 * np.pi * (np.arange(n) % 24) / 24)
+    vals[200:202] = 0.0  # two masked hours whose stored (imputed) value is 0
+    s = _series(vals)
+    masked = list(s.index[200:202])
+    m = backtest(s, "UTC", exclude=masked)["variants"]["hourly_recal"]
+    assert m["n_hours"] == 166
+    # only hour 202 differs: y[t-1] is the stored 0, the last observed hour is 199
+    diff = (vals[202] - abs(vals[202] - vals[199])) / 166
+    assert m["mae_persistence"] - m["mae_persistence_obs"] == pytest.approx(diff, rel=1e-9)
+    assert m["mase_persistence_obs"] == pytest.approx(m["mae"] / m["mae_persistence_obs"], rel=1e-12)
+
+
 def test_level_correction_decays_with_the_residual_autocorrelation():
     rng = np.random.default_rng(1)
     n = 504
