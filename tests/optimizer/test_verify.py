@@ -294,3 +294,91 @@ def test_two_services_add_up_and_each_is_checked():
     assert verify(_plan(services={"a": (1,) * 6, "b": (1,) * 6, "ghost": (1,) * 6}), p) == [
         "service 'ghost': not in the problem"]
 
+
+
+# --- The starvation guard (max_wait_steps) at step 0 and at the last step ---
+# 4 GPUs, 4 steps. BIG (released ``release``, ``gpus`` GPUs, 2 steps) is first in arrival order
+# (equal releases are ordered by id); SMALL (1 GPU, 1 step, released with BIG or at 0) starts at ``at`` on GPU 3 while
+# BIG is not started: SMALL overtakes BIG at ``at`` once BIG is reserved (release + W <= at), and
+# that is a delay exactly when BIG's board leaves it room for its GPUs on [at, min(at + 2, H)).
+
+GH = 4
+
+
+def _guard_case(gpus=4, release=0, at=0, wait=0, running=(), services=(), alloc=None, planner="test",
+                small_release=0):
+    jobs = (Job("BIG", "training", 1.0, release, (SizeOption(gpus, 2),)),
+            Job("SMALL", "training", 1.0, small_release, (SizeOption(1, 1),)))
+    p = Problem(Cluster(4, 4, 30, GH), PlanSettings(max_wait_steps=wait), tuple(services), jobs, tuple(running))
+    a = [JobAssignment("BIG", None, None, None, None), JobAssignment("SMALL", at, at + 1, 3, 1)]
+    a += [JobAssignment(r.job_id, 0, max(1, r.remaining_steps), r.block_offset, r.gpus, running=True) for r in running]
+    plan = Plan(planner, "feasible", tuple(a), alloc or {}, 0.0, None, None, 0.0, None, n_gpus=4, horizon_steps=GH)
+    return plan, p
+
+
+def _delay(t, gpus, pi, last, wait=0):
+    return (f"step {t}: job 'SMALL' (after 'BIG' in arrival order, started at step {t}) runs while 'BIG', "
+            f"reserved since step {pi} (max_wait_steps={wait}), waits with room for its {gpus} GPUs at steps "
+            f"{t}..{last}: the overtaking delays the reserved job")
+
+
+def test_guard_delay_at_step_0_and_no_room_because_of_a_running_job():
+    plan, p = _guard_case(gpus=4, at=0)
+    assert verify(plan, p) == [_delay(0, 4, 0, 1)]
+    # R (1 GPU, remaining 0 = planned for 1 step) holds GPU 0 at step 0: BIG has only 3 GPUs there
+    r = RunningJob("R", "training", 1.0, 1, 0, 0)
+    assert verify(*_guard_case(gpus=4, at=0, running=(r,))) == []
+    # ... and a 2-GPU BIG still has room at steps 0..1
+    assert verify(*_guard_case(gpus=2, at=0, running=(r,))) == [_delay(0, 2, 0, 1)]
+
+
+def test_guard_delay_at_the_last_step_checks_only_the_steps_left():
+    # BIG and SMALL released at the last step: BIG's window [3, min(3 + 2, 4)) is the last step alone
+    last = {"release": GH - 1, "at": GH - 1, "small_release": GH - 1}
+    plan, p = _guard_case(gpus=4, **last)
+    assert verify(plan, p) == [_delay(3, 4, 3, 3)]
+    # R holds GPU 0 through the last step (remaining 4): no room for 4 GPUs at step 3
+    r = RunningJob("R", "training", 1.0, 1, 0, GH)
+    assert verify(*_guard_case(gpus=4, running=(r,), **last)) == []
+    # R ending one step before (remaining 3) leaves BIG room at the last step
+    r3 = RunningJob("R", "training", 1.0, 1, 0, GH - 1)
+    assert verify(*_guard_case(gpus=4, running=(r3,), **last)) == [_delay(3, 4, 3, 3)]
+    # SMALL released before BIG is ahead of it in arrival order: not an overtaker
+    assert verify(*_guard_case(gpus=4, release=GH - 1, at=GH - 1)) == []
+
+
+def test_guard_reserves_from_release_plus_max_wait_only():
+    # BIG released at 1: SMALL at step 0 overtakes nobody reserved
+    assert verify(*_guard_case(gpus=4, release=1, at=0)) == []
+    # W = 1: BIG reserved from step 1; SMALL at 0 is history, SMALL at 1 delays it
+    assert verify(*_guard_case(gpus=4, at=0, wait=1)) == []
+    assert verify(*_guard_case(gpus=4, at=1, wait=1)) == [_delay(1, 4, 1, 2, wait=1)]
+    # SMALL at the last step with W = 1: BIG's window is [3, 4)
+    assert verify(*_guard_case(gpus=4, at=GH - 1, wait=1)) == [_delay(3, 4, 1, 3, wait=1)]
+    # without max_wait_steps there is no guard
+    assert verify(*_guard_case(gpus=4, at=0, wait=None)) == []
+
+
+def test_guard_not_applied_to_baselines_unless_asked():
+    plan, p = _guard_case(gpus=4, at=0, planner="fifo")
+    assert verify(plan, p) == []
+    assert verify(plan, p, guard=True) == [_delay(0, 4, 0, 1)]
+    assert verify(replace(plan, planner="milp"), p, guard=False) == []
+
+
+@pytest.mark.parametrize(("svc", "alloc", "gpus", "delayed"), [
+    # forward from current_gpus: 4 -> need (3, 2, 1, 0); at step 0 BIG has 4 - 3 = 1 GPU: no room for 2
+    (Service("chat", (0,) * 4, 0, 4, 1, 4), (3, 2, 1, 0), 2, False),
+    (Service("chat", (0,) * 4, 0, 4, 1, 4), (3, 2, 1, 0), 1, True),
+    # backward ramp-up: demand 3 at step 2 with cap 1 needs (1, 2, 3, 3): 3 GPUs left at step 0
+    (Service("chat", (0, 0, 3, 3), 0, 4, 1, 0), (1, 2, 3, 3), 4, False),
+    (Service("chat", (0, 0, 3, 3), 0, 4, 1, 0), (1, 2, 3, 3), 2, True),
+    # capped by what is reachable from current 0: demand 4 needs only (1, 2, 3, 4)
+    (Service("chat", (4,) * 4, 0, 4, 1, 0), (1, 2, 3, 4), 2, True),
+    # band minimum 2 with demand 0: need 2, leaving 2 GPUs
+    (Service("chat", (0,) * 4, 2, 4, 1, 2), (2,) * 4, 4, False),
+    (Service("chat", (0,) * 4, 2, 4, 1, 2), (2,) * 4, 2, True),
+])
+def test_guard_counts_each_service_at_its_need_at_step_0(svc, alloc, gpus, delayed):
+    plan, p = _guard_case(gpus=gpus, at=0, services=(svc,), alloc={"chat": alloc})
+    assert verify(plan, p) == ([_delay(0, gpus, 0, 1)] if delayed else [])
