@@ -54,3 +54,10 @@ def test_objective_value_by_hand():
     other = _plan(JobAssignment("A", None, None, None, None), JobAssignment("Z", 0, 1, 0, 4),
                   JobAssignment("B", 2, 5, 4, 1), services={"chat": (2, 0, 3, 1)})
     assert objective_value(other, P) == 1.125
+
+
+def test_unmet_adds_up_over_services():
+    two = Problem(P.cluster, P.settings, (P.services[0], Service("embed", (1, 1, 1, 1), 0, 8, 8, 0)), P.jobs, P.running)
+    # chat 1 GPU-step short (as above), embed 4 (nothing allocated)
+    assert unmet_gpu_steps(_plan(), two) == 5.0
+    assert unmet_gpu_steps(_plan(services={"embed": (1, 1, 1, 1)}), two) == 6.0  # chat missing: 2 + 0 + 3 + 1
