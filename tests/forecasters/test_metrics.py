@@ -38,11 +38,11 @@ def test_median_ae_is_the_median_not_the_mean():
 
 
 def test_pinball_weights_under_and_over_forecasts_asymmetrically():
-    # e = y - q = (-1, +2): tau 0.9 -> (0.1 * 1, 0.9 * 2) = (0.1, 1.8); tau 0.1 -> (0.9, 0.2)
-    y, q = [1.0, 4.0], [2.0, 2.0]
-    assert M.pinball(y, q, 0.9) == pytest.approx(0.95)
-    assert M.pinball(y, q, 0.1) == pytest.approx(0.55)
-    assert M.pinball(y, q, 0.5) == pytest.approx(0.75)  # half the MAE of 1.5
+    # e = y - q = (-1.5, +2): tau 0.9 -> (0.1 * 1.5, 0.9 * 2) = (0.15, 1.8); tau 0.1 -> (1.35, 0.2)
+    y, q = [0.5, 4.0], [2.0, 2.0]
+    assert M.pinball(y, q, 0.9) == pytest.approx(0.975)
+    assert M.pinball(y, q, 0.1) == pytest.approx(0.775)
+    assert M.pinball(y, q, 0.5) == pytest.approx(0.875)  # half the MAE of 1.75
     assert M.pinball([2.0], [2.0], 0.9) == 0.0
 
 
