@@ -399,3 +399,24 @@ def test_a_long_gap_in_a_series_shorter_than_two_days_uses_the_day_before(make_u
     got = s.to_numpy()
     assert got[0] == 11.0  # a leading short gap: carried back from hour 1
     assert got[30:33].tolist() == [16.0, 17.0, 18.0]  # the day before alone (linear would give 56..58)
+
+
+def test_text_stamps_messages_and_counts():
+    aware = pd.DataFrame({"ts": ["2025-01-01T00:00Z", "2025-13-01T01:00Z"], "value": [1.0, 2.0]})
+    with pytest.raises(InputError, match=r"^traffic: ts not ISO 8601 \("):
+        ingest(aware, None)
+    mixed = pd.DataFrame({"ts": ["2025-01-01T00:00Z", "2025-01-01 01:00"], "value": [1.0, 2.0]})
+    with pytest.raises(InputError, match=r"^traffic row 1: ts '2025-01-01 01:00' has no zone while other rows "
+                                         r"do; use one convention$"):
+        ingest(mixed, None)
+    # stamps with offsets are never ambiguous: 01:00 twice in London (BST, then GMT) is two known instants
+    s, d = ingest(pd.DataFrame({"ts": ["2025-10-26T01:00+01:00", "2025-10-26T01:00+00:00"], "value": [1.0, 2.0]}),
+                  "Europe/London")
+    assert d["ambiguous_hours"] == 0 and _pairs(s) == [("2025-10-26T00:00Z", 1.0), ("2025-10-26T01:00Z", 2.0)]
+
+
+def test_naive_iso_stamps_in_mixed_forms_are_all_read():
+    # ISO 8601 allows a space or T and optional seconds; a format inferred from the first row would not
+    df = pd.DataFrame({"ts": ["2025-01-06 00:00", "2025-01-06T01:00:00", "2025-01-06 02:00:00"], "value": [1.0, 2.0, 3.0]})
+    s, d = ingest(df, "UTC")
+    assert _pairs(s) == [("2025-01-06T00:00Z", 1.0), ("2025-01-06T01:00Z", 2.0), ("2025-01-06T02:00Z", 3.0)]
