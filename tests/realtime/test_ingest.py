@@ -420,3 +420,24 @@ def test_naive_iso_stamps_in_mixed_forms_are_all_read():
     df = pd.DataFrame({"ts": ["2025-01-06 00:00", "2025-01-06T01:00:00", "2025-01-06 02:00:00"], "value": [1.0, 2.0, 3.0]})
     s, d = ingest(df, "UTC")
     assert _pairs(s) == [("2025-01-06T00:00Z", 1.0), ("2025-01-06T01:00Z", 2.0), ("2025-01-06T02:00Z", 3.0)]
+
+
+def test_value_and_zone_refusals_name_the_row_and_the_fix():
+    def frame(values, ts=None):
+        ts = ts or [f"2025-01-06T{h:02d}:00Z" for h in range(len(values))]
+        return pd.DataFrame({"ts": ts, "value": values})
+    with pytest.raises(InputError, match=r"^traffic row 2: value is infinite$"):
+        ingest(frame([1.0, 2.0, np.inf, np.inf]), None)
+    with pytest.raises(InputError, match=r"^traffic row 2: value -1 is negative; traffic must be >= 0$"):
+        ingest(frame([0.0, 0.5, -1.0]), None)
+    # a blank value is a missing hour, not a bad number
+    s, d = ingest(frame(["1", " ", "3"] + ["4"] * 21), None)
+    assert d["missing_hours"] == 1 and s.iloc[1] == 2.0
+    naive = [f"2025-01-06 {h:02d}:00" for h in range(3)]
+    with pytest.raises(InputError, match=r"^traffic: timestamps have no time zone; declare the source time zone "
+                                         r"\(--timezone, an IANA name such as Europe/Berlin\) or give UTC offsets$"):
+        ingest(frame([1.0, 2.0, 3.0], naive), None)
+    with pytest.raises(InputError, match=r"^timezone 'Mars/Olympus': not a known IANA zone \("):
+        ingest(frame([1.0, 2.0, 3.0], naive), "Mars/Olympus")
+    with pytest.raises(InputError, match=r"^traffic: ts not ISO 8601 \("):
+        ingest(frame([1.0, 2.0], ["2025-01-06 00:00", "2025-01-06 99:00"]), "UTC")
