@@ -441,3 +441,12 @@ def test_value_and_zone_refusals_name_the_row_and_the_fix():
         ingest(frame([1.0, 2.0, 3.0], naive), "Mars/Olympus")
     with pytest.raises(InputError, match=r"^traffic: ts not ISO 8601 \("):
         ingest(frame([1.0, 2.0], ["2025-01-06 00:00", "2025-01-06 99:00"]), "UTC")
+
+
+def test_one_service_column_is_accepted_and_a_given_zone_sets_the_clock(make_utc):
+    df = make_utc("2025-01-06T00:00", 24, np.arange(24.0)).assign(service="chat")
+    s, d = ingest(df, "Europe/London")
+    assert len(s) == 24 and (d["timezone"], d["timezone_given"], d["zone"]["kind"]) == ("Europe/London",
+                                                                                     "Europe/London", "utc")
+    with pytest.raises(InputError, match=r"^traffic: 2 services in one file \(\['chat', 'embed'\]\)"):
+        ingest(df.assign(service=["chat"] * 23 + ["embed"]), None)
