@@ -64,3 +64,12 @@ def test_percentage_errors_refuse_negative_actuals_and_accept_tiny_positive():
     with pytest.raises(ValueError, match="positive"):
         M.median_ape([-1.0, 1.0], [1.0, 1.0])
     assert M.ape([1e-9], [0.0]).tolist() == [1.0]
+
+
+def test_unsigned_integer_inputs_are_read_as_floats_and_the_refusal_message_is_exact():
+    # uint8 arithmetic would wrap 1 - 2 to 255 (MAE 128.5 instead of 1.5) if neither side were made float
+    y, q = np.array([1, 4], dtype=np.uint8), np.array([2, 2], dtype=np.uint8)
+    assert M.mae(y, q) == 1.5
+    assert M.mae(q, y) == 1.5
+    with pytest.raises(ValueError, match=r"^percentage errors need positive actual durations$"):
+        M.ape([0.0], [1.0])
