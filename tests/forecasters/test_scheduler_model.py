@@ -134,7 +134,8 @@ def test_a_one_hour_limit_caps_every_quantile():
                   rec(101, state="pending", elapsed_h=None, started=False, limit_h=8.0)])
     p = S.predict_runtime(m, jobs)
     assert list(p.columns) == list(S.RUNTIME_COLUMNS)
-    assert p.loc[0, "duration_p90_h"] <= 1.0 and p.loc[0, "duration_p50_h"] <= 1.0
+    # runs took 2-6 h, so every uncapped quantile is above the 1 h limit: all three are the limit itself
+    assert p.loc[0, ["duration_p10_h", "duration_p50_h", "duration_p90_h"]].tolist() == [1.0, 1.0, 1.0]
     assert bool(p.loc[0, "capped_at_limit"]) is True
     assert 2.0 < p.loc[1, "duration_p50_h"] < 6.0 and bool(p.loc[1, "capped_at_limit"]) is False
     assert p["gpus_pred"].tolist() == [1, 1]

@@ -13,6 +13,7 @@ max_examples: 450 + 150 + 420 = 1,020 random problems.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import replace
 
 import pytest
@@ -73,7 +74,11 @@ def problems(draw, max_gpus=8, max_steps=6, max_jobs=5, max_services=2, max_runn
 
 
 def fast(n: int) -> settings:
-    """Fixed, seeded examples (derandomize) without deadlines: no flaky timing."""
+    """Fixed, seeded examples (derandomize) without deadlines: no flaky timing.
+
+    ``GPUPLAN_PROPERTY_MAX_EXAMPLES`` caps ``n`` (benchmarks/mutation.sh runs these tests once per mutant).
+    """
+    n = min(n, int(os.environ.get("GPUPLAN_PROPERTY_MAX_EXAMPLES", n)))
     return settings(max_examples=n, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.filter_too_much])

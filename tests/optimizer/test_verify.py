@@ -294,3 +294,194 @@ def test_two_services_add_up_and_each_is_checked():
     assert verify(_plan(services={"a": (1,) * 6, "b": (1,) * 6, "ghost": (1,) * 6}), p) == [
         "service 'ghost': not in the problem"]
 
+
+
+# --- The starvation guard (max_wait_steps) at step 0 and at the last step ---
+# 4 GPUs, 4 steps. BIG (released ``release``, ``gpus`` GPUs, 2 steps) is first in arrival order
+# (equal releases are ordered by id); SMALL (1 GPU, 1 step, released with BIG or at 0) starts at ``at`` on GPU 3 while
+# BIG is not started: SMALL overtakes BIG at ``at`` once BIG is reserved (release + W <= at), and
+# that is a delay exactly when BIG's board leaves it room for its GPUs on [at, min(at + 2, H)).
+
+GH = 4
+
+
+def _guard_case(gpus=4, release=0, at=0, wait=0, running=(), services=(), alloc=None, planner="test",
+                small_release=0):
+    jobs = (Job("BIG", "training", 1.0, release, (SizeOption(gpus, 2),)),
+            Job("SMALL", "training", 1.0, small_release, (SizeOption(1, 1),)))
+    p = Problem(Cluster(4, 4, 30, GH), PlanSettings(max_wait_steps=wait), tuple(services), jobs, tuple(running))
+    a = [JobAssignment("BIG", None, None, None, None), JobAssignment("SMALL", at, at + 1, 3, 1)]
+    a += [JobAssignment(r.job_id, 0, max(1, r.remaining_steps), r.block_offset, r.gpus, running=True) for r in running]
+    plan = Plan(planner, "feasible", tuple(a), alloc or {}, 0.0, None, None, 0.0, None, n_gpus=4, horizon_steps=GH)
+    return plan, p
+
+
+def _delay(t, gpus, pi, last, wait=0):
+    return (f"step {t}: job 'SMALL' (after 'BIG' in arrival order, started at step {t}) runs while 'BIG', "
+            f"reserved since step {pi} (max_wait_steps={wait}), waits with room for its {gpus} GPUs at steps "
+            f"{t}..{last}: the overtaking delays the reserved job")
+
+
+def test_guard_delay_at_step_0_and_no_room_because_of_a_running_job():
+    plan, p = _guard_case(gpus=4, at=0)
+    assert verify(plan, p) == [_delay(0, 4, 0, 1)]
+    # R (1 GPU, remaining 0 = planned for 1 step) holds GPU 0 at step 0: BIG has only 3 GPUs there
+    r = RunningJob("R", "training", 1.0, 1, 0, 0)
+    assert verify(*_guard_case(gpus=4, at=0, running=(r,))) == []
+    # ... and a 2-GPU BIG still has room at steps 0..1
+    assert verify(*_guard_case(gpus=2, at=0, running=(r,))) == [_delay(0, 2, 0, 1)]
+
+
+def test_guard_delay_at_the_last_step_checks_only_the_steps_left():
+    # BIG and SMALL released at the last step: BIG's window [3, min(3 + 2, 4)) is the last step alone
+    last = {"release": GH - 1, "at": GH - 1, "small_release": GH - 1}
+    plan, p = _guard_case(gpus=4, **last)
+    assert verify(plan, p) == [_delay(3, 4, 3, 3)]
+    # R holds GPU 0 through the last step (remaining 4): no room for 4 GPUs at step 3
+    r = RunningJob("R", "training", 1.0, 1, 0, GH)
+    assert verify(*_guard_case(gpus=4, running=(r,), **last)) == []
+    # R ending one step before (remaining 3) leaves BIG room at the last step
+    r3 = RunningJob("R", "training", 1.0, 1, 0, GH - 1)
+    assert verify(*_guard_case(gpus=4, running=(r3,), **last)) == [_delay(3, 4, 3, 3)]
+    # SMALL released before BIG is ahead of it in arrival order: not an overtaker
+    assert verify(*_guard_case(gpus=4, release=GH - 1, at=GH - 1)) == []
+
+
+def test_guard_reserves_from_release_plus_max_wait_only():
+    # BIG released at 1: SMALL at step 0 overtakes nobody reserved
+    assert verify(*_guard_case(gpus=4, release=1, at=0)) == []
+    # W = 1: BIG reserved from step 1; SMALL at 0 is history, SMALL at 1 delays it
+    assert verify(*_guard_case(gpus=4, at=0, wait=1)) == []
+    assert verify(*_guard_case(gpus=4, at=1, wait=1)) == [_delay(1, 4, 1, 2, wait=1)]
+    # SMALL at the last step with W = 1: BIG's window is [3, 4)
+    assert verify(*_guard_case(gpus=4, at=GH - 1, wait=1)) == [_delay(3, 4, 1, 3, wait=1)]
+    # without max_wait_steps there is no guard
+    assert verify(*_guard_case(gpus=4, at=0, wait=None)) == []
+
+
+def test_guard_not_applied_to_baselines_unless_asked():
+    plan, p = _guard_case(gpus=4, at=0, planner="fifo")
+    assert verify(plan, p) == []
+    assert verify(plan, p, guard=True) == [_delay(0, 4, 0, 1)]
+    assert verify(replace(plan, planner="milp"), p, guard=False) == []
+
+
+@pytest.mark.parametrize(("svc", "alloc", "gpus", "delayed"), [
+    # forward from current_gpus: 4 -> need (3, 2, 1, 0); at step 0 BIG has 4 - 3 = 1 GPU: no room for 2
+    (Service("chat", (0,) * 4, 0, 4, 1, 4), (3, 2, 1, 0), 2, False),
+    (Service("chat", (0,) * 4, 0, 4, 1, 4), (3, 2, 1, 0), 1, True),
+    # backward ramp-up: demand 3 at step 2 with cap 1 needs (1, 2, 3, 3): 3 GPUs left at step 0
+    (Service("chat", (0, 0, 3, 3), 0, 4, 1, 0), (1, 2, 3, 3), 4, False),
+    (Service("chat", (0, 0, 3, 3), 0, 4, 1, 0), (1, 2, 3, 3), 2, True),
+    # capped by what is reachable from current 0: demand 4 needs only (1, 2, 3, 4)
+    (Service("chat", (4,) * 4, 0, 4, 1, 0), (1, 2, 3, 4), 2, True),
+    # band minimum 2 with demand 0: need 2, leaving 2 GPUs
+    (Service("chat", (0,) * 4, 2, 4, 1, 2), (2,) * 4, 4, False),
+    (Service("chat", (0,) * 4, 2, 4, 1, 2), (2,) * 4, 2, True),
+])
+def test_guard_counts_each_service_at_its_need_at_step_0(svc, alloc, gpus, delayed):
+    plan, p = _guard_case(gpus=gpus, at=0, services=(svc,), alloc={"chat": alloc})
+    assert verify(plan, p) == ([_delay(0, gpus, 0, 1)] if delayed else [])
+
+
+# --- Survivors of the mutation run over the guard, node spans and the job/service loops ---
+
+
+def test_block_within_a_node_and_block_spanning_nodes_with_multi_node_blocks_disabled():
+    job = Job("W", "training", 1.0, 0, (SizeOption(2, 1),))
+    p = _bare(multi=False, jobs=(job,))
+    # 2 GPUs at offset 2 or 6: inside a node (GPUs 0-3, 4-7), though 2 and 6 are not multiples of 4
+    assert verify(_plan(JobAssignment("W", 0, 1, 2, 2)), p) == []
+    assert verify(_plan(JobAssignment("W", 0, 1, 6, 2)), p) == []
+    # a misaligned block across the node boundary (GPUs 3-4) breaks both rules
+    assert verify(_plan(JobAssignment("W", 0, 1, 3, 2)), p) == [
+        "job 'W': block_offset 3 not aligned to its size 2",
+        "job 'W': block 3..4 spans nodes but multi_node_blocks is disabled"]
+    assert verify(_plan(JobAssignment("W", 0, 1, 3, 2)), _bare(multi=True, jobs=(job,))) == [
+        "job 'W': block_offset 3 not aligned to its size 2"]
+
+
+def test_checks_continue_after_an_unknown_job_a_non_integer_job_and_a_block_outside_the_cluster():
+    jobs = (Job("X", "training", 1.0, 0, (SizeOption(2, 1),)), Job("Y", "training", 1.0, 1, (SizeOption(2, 1),)))
+    p = _bare(jobs=jobs)
+    late_y = JobAssignment("Y", 0, 1, 0, 2)  # released at 1
+    assert verify(_plan(JobAssignment("Z", 0, 1, 0, 2), JobAssignment("X", 0, 1, 2, 2), late_y), p) == [
+        "job 'Z': not in the problem", "job 'Y': starts at step 0 before its release step 1"]
+    assert verify(_plan(JobAssignment("X", 0.5, 1, 2, 2), late_y), p) == [
+        "job 'X': start_step, end_step, block_offset, gpus must all be integers: (0.5, 1, 2, 2)",
+        "job 'Y': starts at step 0 before its release step 1"]
+    assert verify(_plan(JobAssignment("X", 0, 1, 8, 2), late_y), p) == [
+        "job 'X': block 8..9 outside the cluster of 8 GPUs", "job 'Y': starts at step 0 before its release step 1"]
+
+
+def test_a_service_of_the_wrong_length_does_not_stop_the_next_service_check():
+    svcs = (Service("a", (1,) * 6, 0, 8, 8, 0), Service("b", (1,) * 6, 0, 8, 8, 0))
+    assert verify(_plan(services={"a": (1,) * 5, "b": (1, 1, 1, 1, 1, 9)}), _bare(services=svcs)) == [
+        "service 'a': 5 steps of GPUs, horizon is 6", "service 'b': step 5: 9 GPUs outside its band [0, 8]",
+        "step 5: batch 0 + real-time 9 GPUs exceed the 8 GPUs up"]
+
+
+def _two(a_at, a_gpus=2, a_steps=1, big_at=None, small_at=0, wait=0, down=(), extra=()):
+    """4 GPUs, 4 steps: BIG (4 GPUs, 2 steps), SMALL (1 GPU, 1 step) and, with ``a_at``, A (first by id), all released at 0."""
+    jobs = (Job("BIG", "training", 1.0, 0, (SizeOption(4, 2),)), Job("SMALL", "training", 1.0, 0, (SizeOption(1, 1),)))
+    a = [JobAssignment("BIG", big_at, big_at + 2, 0, 4) if big_at is not None else JobAssignment("BIG", None, None, None, None),
+         JobAssignment("SMALL", small_at, small_at + 1, 3, 1)]
+    if a_at is not None:
+        jobs = (Job("A", "training", 1.0, 0, (SizeOption(a_gpus, a_steps),)), *jobs)
+        a.append(JobAssignment("A", a_at, a_at + a_steps, 0, a_gpus))
+    p = Problem(Cluster(4, 4, 30, GH), PlanSettings(max_wait_steps=wait), (), jobs, tuple(extra), down_gpus=down)
+    a += [JobAssignment(r.job_id, 0, max(1, r.remaining_steps), r.block_offset, r.gpus, running=True) for r in extra]
+    return Plan("test", "feasible", tuple(a), {}, 0.0, None, None, 0.0, None, n_gpus=4, horizon_steps=GH), p
+
+
+def _bigdelay(t, pi, last, wait=0):
+    return (f"step {t}: job 'SMALL' (after 'BIG' in arrival order, started at step {t}) runs while 'BIG', "
+            f"reserved since step {pi} (max_wait_steps={wait}), waits with room for its 4 GPUs at steps "
+            f"{t}..{last}: the overtaking delays the reserved job")
+
+
+def test_guard_board_holds_earlier_jobs_from_their_start_to_their_end():
+    # A (before BIG in arrival order) on GPUs 0-1 at step 0 only: BIG has no room at step 0
+    assert verify(*_two(a_at=0)) == []
+    # A gone at step 1: with W = 1, BIG (reserved from 1) has room at steps 1-2 while SMALL runs at 1
+    assert verify(*_two(a_at=0, small_at=1, wait=1)) == [_bigdelay(1, 1, 2, wait=1)]
+
+
+def test_guard_head_is_a_job_not_started_by_that_step():
+    # everyone started at step 0 (A, SMALL) or nobody waits: no reserved job, no delay
+    jobs = (Job("A", "training", 1.0, 0, (SizeOption(1, 1),)), Job("B", "training", 1.0, 0, (SizeOption(1, 1),)))
+    p = Problem(Cluster(4, 4, 30, GH), PlanSettings(max_wait_steps=0), (), jobs, ())
+    both = Plan("test", "feasible", (JobAssignment("A", 0, 1, 0, 1), JobAssignment("B", 0, 1, 1, 1)), {}, 0.0,
+                None, None, 0.0, None, n_gpus=4, horizon_steps=GH)
+    assert verify(both, p) == []
+    # A running (steps 0-1) and B starting at 1 beside it; A starting at 1 together with B
+    assert verify(replace(both, assignments=(JobAssignment("A", 0, 2, 0, 1), JobAssignment("B", 1, 2, 1, 1))),
+                  replace(p, jobs=(replace(jobs[0], sizes=(SizeOption(1, 2),)), jobs[1]))) == []
+    assert verify(replace(both, assignments=(JobAssignment("A", 1, 2, 0, 1), JobAssignment("B", 1, 2, 1, 1))), p) == []
+
+
+def test_guard_the_reserved_job_does_not_block_itself_when_it_starts_late():
+    # BIG starts at 1 (one step late) after SMALL ran at 0: at step 0 BIG had room at steps 0..1
+    assert verify(*_two(a_at=None, big_at=1, small_at=0)) == [_bigdelay(0, 0, 1)]
+
+
+def test_guard_counts_down_gpus_and_running_jobs_for_their_planned_steps():
+    assert verify(*_two(a_at=None, small_at=0)) == [_bigdelay(0, 0, 1)]
+    assert verify(*_two(a_at=None, small_at=0, down=(0,))) == []  # 3 GPUs up: no room for BIG
+    # R (1 GPU) with 1 step left holds step 0 only: BIG reserved from 1 has room at steps 1-2
+    r = RunningJob("R", "training", 1.0, 1, 2, 1)
+    assert verify(*_two(a_at=None, small_at=1, wait=1, extra=(r,))) == [_bigdelay(1, 1, 2, wait=1)]
+
+
+@pytest.mark.parametrize(("svc", "alloc", "release", "delayed"), [
+    # demand 4 at the last step, cap 1 from 0: need (1, 2, 3, 4); at steps 1-2 a 2-GPU BIG has 2 then 1 GPUs
+    (Service("chat", (0, 0, 0, 4), 0, 4, 1, 0), (1, 2, 3, 4), 1, False),
+    # dropping from 4 by 1 per step: need (3, 2, 1, 0); at the last step BIG has all 4 GPUs
+    (Service("chat", (0,) * 4, 0, 4, 1, 4), (3, 2, 1, 0), GH - 1, True),
+])
+def test_guard_service_need_after_step_0(svc, alloc, release, delayed):
+    gpus = 2 if release == 1 else 4
+    plan, p = _guard_case(gpus=gpus, release=release, at=release, small_release=release, services=(svc,),
+                          alloc={"chat": alloc})
+    last = min(release + 2, GH) - 1
+    assert verify(plan, p) == ([_delay(release, gpus, release, last)] if delayed else [])

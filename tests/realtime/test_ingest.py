@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -334,3 +336,117 @@ def test_impute_hours_replaces_listed_hours_by_the_ingest_method():
     # nothing listed, or every hour listed: unchanged
     pd.testing.assert_series_equal(impute_hours(s, []), s)
     pd.testing.assert_series_equal(impute_hours(s, list(idx)), s)
+
+
+# --- Zone of a tz-aware column, missing stamps, and imputation with values a wrong rule changes -------------
+
+
+def test_tz_aware_column_sets_the_clock_iana_and_fixed_offset():
+    idx = pd.date_range("2025-03-01", periods=72, freq="h", tz="Europe/London")
+    s, d = ingest(pd.DataFrame({"ts": pd.Series(idx), "value": np.arange(72.0)}), None)
+    assert (d["timezone"], d["zone"]["kind"], d["zone"]["source"]) == ("Europe/London", "iana", "dtype")
+    assert s.index[0] == pd.Timestamp("2025-03-01T00:00Z")  # GMT in March before the change
+    fixed = pd.date_range("2025-03-01", periods=72, freq="h", tz=dt.timezone(dt.timedelta(hours=-5)))
+    s, d = ingest(pd.DataFrame({"ts": pd.Series(fixed), "value": np.arange(72.0)}), None)
+    assert (d["timezone"], d["zone"]["kind"], d["zone"]["offsets"]) == ("UTC-05:00", "fixed_offset", ["-05:00"])
+    assert s.index[0] == pd.Timestamp("2025-03-01T05:00Z")
+
+
+def test_a_missing_stamp_is_named_by_row():
+    df = pd.DataFrame({"ts": ["2025-01-01T00:00Z", "2025-01-01T01:00Z", None], "value": [1.0, 2.0, 3.0]})
+    with pytest.raises(InputError, match=r"^traffic row 2: ts is missing$"):
+        ingest(df, None)
+
+
+def test_a_complete_series_has_no_gap(make_utc):
+    s, d = ingest(make_utc("2025-01-01T00:00", 48, np.arange(48.0)), None)
+    assert (d["missing_hours"], d["longest_gap_h"], d["imputed"]) == (0, 0, [])
+
+
+def _days(levels, missing):
+    """Hour k of day d has value levels[d] + k; the hours in ``missing`` are NaN (rows kept, value empty)."""
+    vals = np.array([lv + k for lv in levels for k in range(24)], dtype=float)
+    truth = vals.copy()
+    vals[list(missing)] = np.nan
+    return vals, truth
+
+
+def test_imputation_short_gaps_linear_long_gaps_from_the_neighbouring_days(make_utc):
+    # 5 days at levels 10, 20, 50, 60, 100 (+ hour of day). interp_max_gap_h = 2.
+    vals, truth = _days([10, 20, 50, 60, 100], [0, 1, 2, 30, 31, 32, 50, 51, 60, 62, 119])
+    s, d = ingest(make_utc("2025-01-06T00:00", 120, vals), None)
+    assert (d["missing_hours"], d["longest_gap_h"]) == (11, 3)
+    got = s.to_numpy()
+    # hours 0-2 (3 h, at the start): only the next day exists -> 20 + k
+    assert got[0:3].tolist() == [20.0, 21.0, 22.0]
+    # hours 30-32 (day 1, 3 h): mean of day 0 and day 2 at that hour, (10 + 50) / 2 + k (linear: 26..28)
+    assert got[30:33].tolist() == [36.0, 37.0, 38.0]
+    # hours 50-51 (day 2, 2 h = the limit): linear from 51 to 54 (the neighbouring days would give 42, 43)
+    assert got[50:52].tolist() == [52.0, 53.0]
+    # hours 60 and 62, single-hour gaps with 61 between: each linear (62, 64), not seasonal (52, 54)
+    assert (got[60], got[62]) == (62.0, 64.0)
+    # the last hour (a 1-h gap at the end): carried from hour 118
+    assert got[119] == 122.0
+    # every observed hour is kept as it was
+    observed = ~np.isnan(vals)
+    assert (got[observed] == truth[observed]).all()
+
+
+def test_a_long_gap_in_a_series_shorter_than_two_days_uses_the_day_before(make_utc):
+    # 47 hours: day 0 at 10 + k, day 1 at 50 + k; hour 0 (1 h) and hours 30-32 (3 h) missing
+    vals, _ = _days([10, 50], [0, 30, 31, 32])
+    s, d = ingest(make_utc("2025-01-06T00:00", 47, vals[:47]), None)
+    got = s.to_numpy()
+    assert got[0] == 11.0  # a leading short gap: carried back from hour 1
+    assert got[30:33].tolist() == [16.0, 17.0, 18.0]  # the day before alone (linear would give 56..58)
+
+
+def test_text_stamps_messages_and_counts():
+    aware = pd.DataFrame({"ts": ["2025-01-01T00:00Z", "2025-13-01T01:00Z"], "value": [1.0, 2.0]})
+    with pytest.raises(InputError, match=r"^traffic: ts not ISO 8601 \("):
+        ingest(aware, None)
+    mixed = pd.DataFrame({"ts": ["2025-01-01T00:00Z", "2025-01-01 01:00"], "value": [1.0, 2.0]})
+    with pytest.raises(InputError, match=r"^traffic row 1: ts '2025-01-01 01:00' has no zone while other rows "
+                                         r"do; use one convention$"):
+        ingest(mixed, None)
+    # stamps with offsets are never ambiguous: 01:00 twice in London (BST, then GMT) is two known instants
+    s, d = ingest(pd.DataFrame({"ts": ["2025-10-26T01:00+01:00", "2025-10-26T01:00+00:00"], "value": [1.0, 2.0]}),
+                  "Europe/London")
+    assert d["ambiguous_hours"] == 0 and _pairs(s) == [("2025-10-26T00:00Z", 1.0), ("2025-10-26T01:00Z", 2.0)]
+
+
+def test_naive_iso_stamps_in_mixed_forms_are_all_read():
+    # ISO 8601 allows a space or T and optional seconds; a format inferred from the first row would not
+    df = pd.DataFrame({"ts": ["2025-01-06 00:00", "2025-01-06T01:00:00", "2025-01-06 02:00:00"], "value": [1.0, 2.0, 3.0]})
+    s, d = ingest(df, "UTC")
+    assert _pairs(s) == [("2025-01-06T00:00Z", 1.0), ("2025-01-06T01:00Z", 2.0), ("2025-01-06T02:00Z", 3.0)]
+
+
+def test_value_and_zone_refusals_name_the_row_and_the_fix():
+    def frame(values, ts=None):
+        ts = ts or [f"2025-01-06T{h:02d}:00Z" for h in range(len(values))]
+        return pd.DataFrame({"ts": ts, "value": values})
+    with pytest.raises(InputError, match=r"^traffic row 2: value is infinite$"):
+        ingest(frame([1.0, 2.0, np.inf, np.inf]), None)
+    with pytest.raises(InputError, match=r"^traffic row 2: value -1 is negative; traffic must be >= 0$"):
+        ingest(frame([0.0, 0.5, -1.0]), None)
+    # a blank value is a missing hour, not a bad number
+    s, d = ingest(frame(["1", " ", "3"] + ["4"] * 21), None)
+    assert d["missing_hours"] == 1 and s.iloc[1] == 2.0
+    naive = [f"2025-01-06 {h:02d}:00" for h in range(3)]
+    with pytest.raises(InputError, match=r"^traffic: timestamps have no time zone; declare the source time zone "
+                                         r"\(--timezone, an IANA name such as Europe/Berlin\) or give UTC offsets$"):
+        ingest(frame([1.0, 2.0, 3.0], naive), None)
+    with pytest.raises(InputError, match=r"^timezone 'Mars/Olympus': not a known IANA zone \("):
+        ingest(frame([1.0, 2.0, 3.0], naive), "Mars/Olympus")
+    with pytest.raises(InputError, match=r"^traffic: ts not ISO 8601 \("):
+        ingest(frame([1.0, 2.0], ["2025-01-06 00:00", "2025-01-06 99:00"]), "UTC")
+
+
+def test_one_service_column_is_accepted_and_a_given_zone_sets_the_clock(make_utc):
+    df = make_utc("2025-01-06T00:00", 24, np.arange(24.0)).assign(service="chat")
+    s, d = ingest(df, "Europe/London")
+    assert len(s) == 24 and (d["timezone"], d["timezone_given"], d["zone"]["kind"]) == ("Europe/London",
+                                                                                     "Europe/London", "utc")
+    with pytest.raises(InputError, match=r"^traffic: 2 services in one file \(\['chat', 'embed'\]\)"):
+        ingest(df.assign(service=["chat"] * 23 + ["embed"]), None)

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 from sim_helpers import greedy_plan, tiny_scenario
 
-from optimizer.metrics import CSV_COLUMNS, compute, percentile
+from optimizer.metrics import CSV_COLUMNS, compute, job_waits_h, percentile
 from optimizer.plan import PlanSource, SolveStatus
 from optimizer.simulate import JobRecord, ReplanRecord, SimResult, simulate, simulate_clairvoyant
 
@@ -198,3 +198,35 @@ def test_time_limited_solves_counts_fresh_milp_plans_on_a_limit():
     extra = ReplanRecord(4, True, SolveStatus.TIME_LIMIT, 1.0, 0.01, 0.0, 1, 1, source=PlanSource.MILP)
     # two fresh MILP plans on a limit (steps 2 and 4), one optimal, one fallback, one followed step
     assert compute(_hand_result(replans=[*base, extra])).time_limited_solves == 2
+
+
+def test_identity_fields_pass_through_and_rounding_is_4_decimals_6_for_gaps():
+    rec = ReplanRecord(0, True, SolveStatus.TIME_LIMIT, 1.23456789, 0.12345678, 0.0, 1, 0, source=PlanSource.MILP)
+    m = compute(_hand_result(scenario="mixed", planner="fifo", violations=2, stale_plans=3, replans=[rec]))
+    assert (m.scenario, m.planner, m.violations, m.stale_plans, m.verified_plans) == ("mixed", "fifo", 2, 3, 4)
+    assert (m.solve_s_p50, m.solve_s_max) == (1.2346, 1.2346)  # 4 decimals (5 would be 1.23457)
+    assert m.gap_max == 0.123457  # 6 decimals (4: 0.1235, 7: 0.1234568)
+
+
+def test_an_empty_window_has_zero_utilisation_not_a_division_error():
+    m = compute(_hand_result(n_steps=0, jobs={}, batch_gpus={}, service_gpus={"s": []}, service_demand={"s": []},
+                             replans=[]))
+    assert (m.utilization_pct, m.rt_sla_pct, m.jobs_total, m.wait_p50_h) == (0.0, 100.0, 0, None)
+
+
+def test_allocation_and_demand_of_different_lengths_are_refused():
+    with pytest.raises(ValueError, match="zip"):
+        compute(_hand_result(service_gpus={"s": [3, 1, 2]}))
+
+
+def test_sla_of_a_demand_below_one_gpu_hour_is_measured():
+    # one GPU demanded for one 15-minute step (0.25 GPU-h), none allocated: SLA 0 %, not "no demand" 100 %
+    m = compute(_hand_result(step_h=0.25, service_gpus={"s": [0, 0, 0, 0]}, service_demand={"s": [1, 0, 0, 0]}))
+    assert (m.rt_sla_pct, m.rt_unmet_gpu_h, m.rt_demand_gpu_h) == (0.0, 0.25, 0.25)
+
+
+def test_a_job_arriving_after_the_window_listed_first_does_not_hide_the_others():
+    res = _hand_result()
+    first = replace(res, jobs={"D": res.jobs["D"], **{k: v for k, v in res.jobs.items() if k != "D"}})
+    assert job_waits_h(first) == {"A": 0.0, "K": 0.0, "B": 0.5, "C": 1.5}
+    assert compute(first).wait_p50_h == 0.25
