@@ -60,7 +60,9 @@ class BenchConfig:
     deadline of each plan), ``mip_rel_gap``; the MILP replans every ``replan_every_steps``;
     baselines every ``baseline_replan_every_steps``. ``reproducible``: leave the wall-clock
     columns of ``bench.csv`` (:data:`optimizer.metrics.TIMING_COLUMNS`) empty, so that the same
-    seed gives a byte-identical file (``bench.md``/``bench.json`` keep the timings).
+    seed gives a byte-identical file (``bench.md``/``bench.json`` keep the timings). ``n_gpus`` /
+    ``n_jobs``: cluster size and job count of every generated scenario instead of its own, with
+    real-time demand scaled to the cluster (:func:`optimizer.scenarios.build`; None = the scenario's).
     """
 
     scenarios: tuple[str, ...]
@@ -77,6 +79,8 @@ class BenchConfig:
     quick_window_steps: int = 8
     quick_horizon_steps: int = 12
     reproducible: bool = False
+    n_gpus: int | None = None
+    n_jobs: int | None = None
 
 
 @dataclass
@@ -133,7 +137,8 @@ def _quick(sc, cfg: BenchConfig):
 
 def build_scenario(name: str, cfg: BenchConfig, trace=None):
     """Build one scenario (reduced under ``--quick``) with the bench's solver settings."""
-    sc = build(name, cfg.seed, trace=trace)
+    sizes = {} if name == "real_trace" else {"n_gpus": cfg.n_gpus, "n_jobs": cfg.n_jobs}
+    sc = build(name, cfg.seed, trace=trace, **sizes)
     if cfg.quick:
         sc = _quick(sc, cfg)
     settings = replace(sc.settings, time_limit_s=cfg.time_limit_s, mip_rel_gap=cfg.mip_rel_gap, threads=1,

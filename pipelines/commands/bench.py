@@ -25,6 +25,8 @@ def bench(
         help="Leave the wall-clock columns solve_s_p50/solve_s_max of bench.csv empty, so the same seed "
              "gives a byte-identical bench.csv (bench.md and bench.json keep the timings).",
     ),
+    gpus: int | None = typer.Option(None, "--gpus", help="Cluster size (GPUs, a power of two >= 8) of every generated scenario; real-time demand is scaled to it."),
+    jobs: int | None = typer.Option(None, "--jobs", help="Job count of every generated scenario."),
     workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
 ) -> None:
     """Simulate every planner on the scenarios; write bench.csv, bench.md and plots."""
@@ -44,6 +46,8 @@ def bench(
             planners=tuple(p for p in b.parse_planners(planners) if p != b.CLAIRVOYANT),
             quick=quick,
             reproducible=reproducible,
+            n_gpus=gpus,
+            n_jobs=jobs,
         )
         res = b.run_bench(cfg, log=b.main_log)
         files = b.write_outputs(res, out)

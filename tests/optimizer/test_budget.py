@@ -55,14 +55,19 @@ def _refusal(path: Path) -> str:
 
 def test_day_of_one_minute_steps_gives_a_verified_milp_plan_within_its_budget():
     """day_1min_steps.json (1,440 steps, 30 jobs, time_limit_s 30), through the real command: the
-    MILP gets the budget (today's heuristics left it 0.05 s) and its plan verifies."""
+    MILP gets the budget (today's heuristics left it 0.05 s) and its plan verifies. Its master
+    (65,700 columns) is on the scale path (issue 17): the plan is the LP's best rounding (or a warm
+    start) under the LP bound, or the master MILP's when the LP does not solve in its share, and
+    the call ends by the deadline whatever HiGHS does."""
     exe = Path(sys.executable).with_name("gpuplan")
     proc = subprocess.run([str(exe), "plan", "--problem", str(EXAMPLES / "day_1min_steps.json"), "--json"],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)  # sanity cap only
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["violations"] == [] and doc["source"] == "decomposition" and doc["fallback"] is False
+    assert doc["violations"] == [] and doc["fallback"] is False
+    assert doc["source"] in ("decomposition", "lp_rounding", "greedy")
     assert doc["status"] in ("optimal", "time_limit")
+    assert doc["solve_s"] < 30 + 5
     assert doc["model"]["method"] == "decomposed" and doc["bound"] is not None
     p = Problem.from_dict(json.loads((EXAMPLES / "day_1min_steps.json").read_text()))
     from optimizer.plan import Plan
