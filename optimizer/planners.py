@@ -13,18 +13,26 @@ the verifier rejects) the best baseline plan is returned with ``source="fallback
 (``fallback=True``), the MILP's own outcome as ``status`` and a message giving it. An unverified
 plan is never returned.
 
-Budget (DESIGN §5, case F05): every step shares one deadline, ``time_limit_s`` after :func:`plan`
-is called. The three baselines always run to the end (they are the answer of last resort, and
-event-driven they take milliseconds: 0.04 s each on a 1,440-step, 30-job day); the greedy warm
-starts, the LP-guided start, the block-packing MILP and the full model run only while at least
-:data:`MIN_SOLVE_S` is left for the MILP; the master (or full model) solve gets the rest minus
-:data:`AFTER_SOLVE_S`. With less than :data:`MIN_SOLVE_S` left before the solve, the best baseline
-plan is returned with status ``time_limit``, source ``fallback`` and a message giving the time
-each step took. Without ``settings.mip_work_limit`` the clock decides where
+Budget (DESIGN §5, case F05, issue 17): every step shares one deadline, ``time_limit_s`` after
+:func:`plan` is called. The three baselines always run to the end (they are the answer of last
+resort, and event-driven they take milliseconds: 0.04 s each on a 1,440-step, 30-job day; 0.5–2 s
+at 4,096 GPUs x 1,600 jobs); the greedy warm starts, the LP relaxation, the block-packing MILP and
+the full model run only while at least :data:`MIN_SOLVE_S` is left. Every HiGHS solve runs in a
+child process killed at its allowance, which ends :func:`finish_reserve_s` before the deadline
+(:func:`optimizer.solver.solve`), so the call returns by the deadline plus the finishing work
+whatever HiGHS does. After the master is built: its LP relaxation (a proven bound; its roundings
+join the warm starts) gets :data:`LP_SHARE` of the time left, or :data:`LP_SHARE_AT_SCALE` on the
+scale path (masters above :data:`SCALE_MIN_MASTER_COLUMNS` columns), where the plan is the best
+rounding or warm start under the LP bound with no branch-and-bound; otherwise, unless the best
+plan is already within ``mip_rel_gap`` of the LP bound, the master MILP gets the rest and the plan
+is the better of its packed solution and the best warm start, under the least bound found. With
+less than :data:`MIN_SOLVE_S` left before a solve, the best baseline plan (or the best warm start
+under the LP bound) is returned with status ``time_limit`` and a message giving the time each
+step took. Without ``settings.mip_work_limit`` the clock decides where
 each solve stops, so the plan depends on machine speed. With it, every MILP solve stops on that
-work limit and the deadline only matters if the plan as a whole reaches it; single-threaded with a
-fixed seed the plan is then reproducible, and ``Plan.wall_clock_limited`` (plus a note) says when
-the deadline was reached after all.
+work limit (and the LP solves to the end within the budget) and the deadline only matters if the
+plan as a whole reaches it; single-threaded with a fixed seed the plan is then reproducible, and
+``Plan.wall_clock_limited`` (plus a note) says when the deadline was reached after all.
 
 When the master's starts cannot be packed into aligned blocks, the full model is solved up to
 ``settings.full_model_max_binaries``; above it the plan is the best verified placement that the

@@ -266,7 +266,8 @@ def solve(
             return SolveOutcome("optimal", "kModelEmpty", obj, obj, 0.0, 0.0, np.zeros(0), "empty model")
         return SolveOutcome("infeasible", "kModelEmpty", None, None, None, 0.0, None, "the model is infeasible")
     iso = isolation_available() if isolate is None else bool(isolate)
-    kill_s = float(time_limit_s) + KILL_GRACE_S if kill_after_s is None else float(kill_after_s)
+    grace = KILL_GRACE_S + 1e-6 * int(sparse.csc_matrix(model.A).nnz)  # loading a large model takes longer
+    kill_s = float(time_limit_s) + grace if kill_after_s is None else float(kill_after_s)
     kill_at = t0 + kill_s
 
     def once(limit_s: float, start_: np.ndarray | None) -> SolveOutcome:
@@ -567,7 +568,8 @@ def solve_isolated(args: tuple, kill_at: float) -> SolveOutcome:
     ``args`` = (model, time_limit_s, mip_rel_gap, threads, random_seed, start, presolve,
     mip_work_limit, allow_restart). Returns the child's outcome when it finishes in time. Otherwise the child is
     killed (SIGKILL) and the outcome is built from what it streamed: the last improving solution
-    (when it passes :func:`check_solution`) and the last dual bound, status ``time_limit`` with a
+    (or, before the first, the ``start`` given), when it passes :func:`check_solution`, and the last
+    dual bound, status ``time_limit`` with a
     solution and ``no_solution`` without, ``highs_status`` ``"killed"``, ``wall_clock_limited`` True.
     A child that dies otherwise gives ``solver_error``. Ctrl-C in this process kills the child and
     propagates.
@@ -612,6 +614,10 @@ def solve_isolated(args: tuple, kill_at: float) -> SolveOutcome:
         return SolveOutcome("solver_error", "child", None, None, None, elapsed,
                             message=f"the HiGHS child process ended with exit code {exitcode}")
     x = obj = None
+    start = args[5]
+    if inc is None and start is not None:  # HiGHS had not reported its start yet: it is the incumbent
+        s = np.asarray(start, dtype=np.float64)
+        inc = (float(np.dot(model.cost, s) + model.offset), s)
     if inc is not None and not check_solution(model, inc[1], inc[0]):
         obj, x = inc
     status = "time_limit" if x is not None else "no_solution"

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from scipy import sparse
 
+import optimizer.decomposition as decomposition
 import optimizer.planners as planners
 from optimizer.diagnose import InfeasibleProblemError, ModelTooLargeError, check_size, estimate_size
 from optimizer.milp import build_model, plan_to_vector
@@ -93,6 +94,7 @@ def test_c13b_no_incumbent_falls_back_to_best_baseline(monkeypatch):
 
     monkeypatch.setattr(planners, "solve", no_solution)
     monkeypatch.setattr(planners, "solve_model", no_solution)
+    monkeypatch.setattr(decomposition, "solve", no_solution)  # the LP relaxation too: no bound either
     r = plan(p, "milp")
     assert r.status == "no_solution" and r.source == "fallback" and r.fallback and r.planner == "milp" and r.solver_status == "no_solution"
     assert "no_solution" in r.message and "0.001 s" in r.message and "best baseline" in r.message
