@@ -556,7 +556,9 @@ def _child_main(conn, args: tuple) -> None:
         conn.send((kind, objective, bound, x))
 
     try:
-        out = _solve_once(*args, on_event=on_event)
+        (model, time_limit_s, mip_rel_gap, threads, random_seed, start, presolve, mip_work_limit, allow_restart) = args
+        out = _solve_once(model, time_limit_s, mip_rel_gap, threads, random_seed, start, presolve, mip_work_limit,
+                          allow_restart, on_event=on_event)
         conn.send(("done", out))
     finally:
         conn.close()
