@@ -94,3 +94,13 @@ def test_bench_on_a_real_dask_scheduler_and_two_workers_equals_in_process(tmp_pa
         (f"mixed@{s}", p) for s in (0, 1) for p in ("milp", "fifo", "clairvoyant")]
     assert (tmp_path / "dask" / "bench.csv").read_bytes() == (tmp_path / "local" / "bench.csv").read_bytes()
     assert on_dask == in_process
+
+
+def test_bench_on_a_local_two_worker_cluster_equals_in_process(tmp_path, srv_env):
+    """`--dask local:2`: Prefect's DaskTaskRunner starts a local cluster of 2 worker processes and stops it."""
+    env = {**srv_env, "PYTHONPATH": str(ROOT)}
+    on_local_cluster = _bench(tmp_path / "cluster", env, "--dask", "local:2")
+    in_process = _bench(tmp_path / "local", env)
+    assert len(in_process) == 6
+    assert (tmp_path / "cluster" / "bench.csv").read_bytes() == (tmp_path / "local" / "bench.csv").read_bytes()
+    assert on_local_cluster == in_process
