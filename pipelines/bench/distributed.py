@@ -1,6 +1,7 @@
 """The benchmark's simulations on Dask, through Prefect's ``DaskTaskRunner`` (issue 17).
 
-:func:`run_items` runs every :class:`~pipelines.bench.run.BenchItem` as one Prefect task of one flow
+:func:`run_items` runs ``work(item, *args)`` for every item (the bench passes
+:func:`pipelines.bench.run.run_item` and its :class:`~pipelines.bench.run.BenchItem` list) as one Prefect task of one flow
 run (``bench-simulations``) whose task runner is ``prefect_dask.DaskTaskRunner``: on an existing
 Dask scheduler (``tcp://HOST:PORT``; start one with ``dask scheduler`` and workers with
 ``dask worker tcp://HOST:PORT``), or on a local cluster it starts and stops (``local`` or
@@ -18,10 +19,9 @@ immaterial to the results.
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from pipelines.bench.run import BenchConfig, BenchItem, ItemResult, run_item
 from pipelines.errors import InputError
 
 #: Workers of ``--dask local`` when no count is given.
@@ -55,26 +55,21 @@ def task_runner(value: str):
                                           "dashboard_address": None})
 
 
-def _simulate(item: BenchItem, cfg: BenchConfig, trace_dir: Path | None) -> ItemResult:
-    return run_item(item, cfg, trace_dir)
+def run_items(items: Sequence[Any], dask: str, work: Callable[..., Any], *args: Any) -> list[Any]:
+    """``[work(item, *args) for item in items]``, each call one task of one Prefect flow run on Dask (``dask``: :func:`parse_dask`); results in the items' order.
 
-
-def run_items(items: list[BenchItem], cfg: BenchConfig, trace_dir: Path | None = None) -> list[ItemResult]:
-    """Run ``items`` on Dask (``cfg.dask``) as tasks of one Prefect flow run; results in the items' order.
-
-    Raises :class:`InputError` for a bad ``cfg.dask``; a task's exception is re-raised here.
+    ``work`` must be a module-level function (it is pickled by reference to the workers). Raises
+    :class:`InputError` for a bad ``dask`` value; a task's exception is re-raised here.
     """
-    if not cfg.dask:
-        raise InputError("run_items needs BenchConfig.dask (an address or local[:N])")
-    parse_dask(cfg.dask)  # a bad value fails before Prefect is imported
+    parse_dask(dask)  # a bad value fails before Prefect is imported
     from prefect import flow, task
     from prefect.cache_policies import NONE
 
-    sim_task = task(_simulate, name="bench-simulation", cache_policy=NONE, persist_result=False, retries=0)
+    sim_task = task(work, name="bench-simulation", cache_policy=NONE, persist_result=False, retries=0)
 
-    @flow(name="bench-simulations", task_runner=task_runner(cfg.dask), persist_result=False, log_prints=False)
+    @flow(name="bench-simulations", task_runner=task_runner(dask), persist_result=False, log_prints=False)
     def simulations() -> list[Any]:
-        futures = [sim_task.submit(item, cfg, trace_dir) for item in items]
+        futures = [sim_task.submit(item, *args) for item in items]
         return [f.result() for f in futures]
 
     return simulations()

@@ -243,7 +243,7 @@ def run_bench(
     if cfg.dask:
         from pipelines.bench.distributed import run_items
 
-        for out in run_items(items, cfg, trace_dir):
+        for out in run_items(items, cfg.dask, run_item, cfg, trace_dir):
             _record(res, out, log)
     else:
         for item in items:

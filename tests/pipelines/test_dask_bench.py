@@ -87,8 +87,8 @@ def test_bench_on_a_real_dask_scheduler_and_two_workers_equals_in_process(tmp_pa
                 stop_group(p, signal.SIGTERM)
         logs.close()
     # 2 seeds x (milp, fifo, clairvoyant) = 6 simulations, each a Prefect task run on the cluster (Dask
-    # keys of the task function `_simulate`; the scheduler counts each task's state transitions)
-    assert prefixes.get("simulate", 0) >= 6, prefixes
+    # keys named after the task function `run_item`; the scheduler counts each task's state transitions)
+    assert prefixes.get("run_item", 0) >= 6, prefixes
     assert workers == ["w1", "w2"]
     assert [(r["scenario"], r["planner"]) for r in in_process] == [
         (f"mixed@{s}", p) for s in (0, 1) for p in ("milp", "fifo", "clairvoyant")]
