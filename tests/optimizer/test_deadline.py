@@ -128,3 +128,15 @@ def test_scale_path_reports_the_lp_bound(monkeypatch):
     assert pl.bound is not None and pl.gap == pytest.approx((pl.bound - pl.objective) / pl.objective)
     assert pl.objective >= best_baseline(p).objective
     assert "LP relaxation bound" in pl.message and "scale path" in pl.message
+
+
+def test_baselines_inside_a_plan_stop_at_their_deadline():
+    """best_baseline(deadline): past it, no baseline places a job; the plan is still valid (issue 17: at
+    4,096 GPUs the three baselines took 10.2 s of wall clock on the loaded machine, past a 5-s limit)."""
+    p = _problem(64, 30)
+    late = best_baseline(p, deadline=time.perf_counter() - 1.0)
+    assert verify(late, p) == []
+    assert [a.job_id for a in late.assignments if not a.running and a.started] == []
+    assert "stopped at the time limit after placing 0 of 30 jobs" in late.message
+    full = best_baseline(p)
+    assert full.objective > late.objective and sum(a.started for a in full.assignments if not a.running) > 0
