@@ -548,9 +548,24 @@ def _context():
         return _MP_CONTEXT
 
 
-def _child_main(conn, args: tuple) -> None:
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (``prctl(PR_SET_PDEATHSIG)``), so a solve never outlives a killed planner; exit at once if the parent is already gone. No-op elsewhere."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG (linux/prctl.h)
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        return
+    if os.getppid() != parent_pid:
+        os._exit(0)
+
+
+def _child_main(conn, args: tuple, parent_pid: int = 0) -> None:
     """Child side of :func:`solve_isolated`: solve, streaming events, then send the outcome."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it kills this process
+    if parent_pid:
+        _die_with_parent(parent_pid)
 
     def on_event(kind: str, objective: float, bound: float, x: np.ndarray | None) -> None:
         conn.send((kind, objective, bound, x))
@@ -574,12 +589,12 @@ def solve_isolated(args: tuple, kill_at: float) -> SolveOutcome:
     dual bound, status ``time_limit`` with a
     solution and ``no_solution`` without, ``highs_status`` ``"killed"``, ``wall_clock_limited`` True.
     A child that dies otherwise gives ``solver_error``. Ctrl-C in this process kills the child and
-    propagates.
+    propagates; if this process dies (``kill -9``), Linux kills the child too (:func:`_die_with_parent`).
     """
     model = args[0]
     t0 = time.perf_counter()
     recv, send = _context().Pipe(duplex=False)
-    proc = _context().Process(target=_child_main, args=(send, args), daemon=True)
+    proc = _context().Process(target=_child_main, args=(send, args, os.getpid()), daemon=True)
     inc: tuple[float, np.ndarray] | None = None
     bound: float | None = None
     done: SolveOutcome | None = None

@@ -140,3 +140,55 @@ def test_baselines_inside_a_plan_stop_at_their_deadline():
     assert "stopped at the time limit after placing 0 of 30 jobs" in late.message
     full = best_baseline(p)
     assert full.objective > late.objective and sum(a.started for a in full.assignments if not a.running) > 0
+
+
+_SLOW_SOLVE = """
+import sys
+from tests.optimizer.test_deadline import _problem
+from optimizer.decomposition import build_count_model
+from optimizer.solver import solve
+cm = build_count_model(_problem(64, 30))
+print("solving", flush=True)
+solve(cm.model, time_limit_s=1000.0, mip_rel_gap=0.0, kill_after_s=1000.0)
+"""
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as fh:
+        return [int(x) for x in fh.read().split()]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")  # killed, not yet reaped
+    except FileNotFoundError:
+        return True
+
+
+def test_the_highs_child_dies_with_a_killed_planner():
+    """kill -9 of the planning process: Linux kills its HiGHS child too (PR_SET_PDEATHSIG), no orphan solve."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_SOLVE], cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "solving"
+        deadline = time.monotonic() + 60
+        kids: list[int] = []
+        while not kids and time.monotonic() < deadline:
+            kids = _children(proc.pid)
+            time.sleep(0.1)
+        assert len(kids) == 1
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)  # by PID
+        proc.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while not _gone(kids[0]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _gone(kids[0])
