@@ -52,7 +52,7 @@ from optimizer.milp import (
 )
 from optimizer.plan import Plan
 from optimizer.problem import Problem
-from optimizer.solver import SparseModel, check_solution, solve
+from optimizer.solver import SolveOutcome, SparseModel, check_solution, solve
 
 
 def free_blocks(occ: np.ndarray, size: int) -> np.ndarray:
@@ -99,12 +99,26 @@ def add_count_starts(b: ModelBuilder, ctx: Context, occ: np.ndarray) -> list[Sta
     return out
 
 
+#: Longest run (steps) whose start counts cover their steps directly in the master's capacity rows
+#: (d nonzeros per start and row family); longer runs go through running-count columns
+#: (:func:`add_running_counts`, 4 nonzeros per step). 0: every run through running counts. Measured
+#: against each other on the same problems (benchmarks/bench_scale.py --formulation; DESIGN §5).
+DIRECT_MAX_STEPS = 0
+
+
 @dataclass
 class RunningCount:
-    """Running-count columns of one start-variable set: ``r[tau]`` for ``tau`` in ``steps`` (n,), the number of its starts whose run covers step tau (``cols`` (n,))."""
+    """How one start-variable set covers the steps of its runs in the capacity rows.
+
+    ``running`` True: running-count columns ``cols`` (n,), ``r[tau]`` for ``tau`` in ``steps`` (n,),
+    the number of its starts whose run covers step tau. False (runs of at most
+    :data:`DIRECT_MAX_STEPS` steps): ``steps`` and ``cols`` list every (step, start column) pair a
+    run covers, the start counts themselves (from branch s13-budget).
+    """
 
     steps: np.ndarray
     cols: np.ndarray
+    running: bool = True
 
 
 def add_running_counts(b: ModelBuilder, ctx: Context, ys: list[StartVars]) -> list[RunningCount]:
@@ -123,6 +137,11 @@ def add_running_counts(b: ModelBuilder, ctx: Context, ys: list[StartVars]) -> li
     H = ctx.problem.horizon_steps
     out: list[RunningCount] = []
     for v in ys:
+        if v.duration <= DIRECT_MAX_STEPS:
+            steps = v.starts[:, None] + np.arange(v.duration)[None, :]
+            ok = steps < H
+            out.append(RunningCount(steps[ok], np.broadcast_to(v.cols[:, None], steps.shape)[ok], running=False))
+            continue
         k = len(ctx.groups[v.group])
         t0, t1 = int(v.starts[0]), min(int(v.starts[-1]) + v.duration, H)
         n = t1 - t0
@@ -236,7 +255,8 @@ def count_vector(cm: CountModel, plan: Plan) -> np.ndarray | None:
             return None
         x[c] += 1.0
     for v, run in zip(cm.ys, cm.runs, strict=True):
-        x[run.cols] = running_values(v, run, x[v.cols])
+        if run.running:
+            x[run.cols] = running_values(v, run, x[v.cols])
     if not set_service_values(cm.ctx, cm.a_cols, cm.u_cols, plan, x):
         return None
     return complete_guard(cm.model, cm.guard, x)
@@ -258,13 +278,15 @@ def count_picks(cm: CountModel, x: np.ndarray) -> tuple[dict[str, tuple[int, int
 def pack_offsets(
     occ: np.ndarray, picks: dict[str, tuple[int, int, int]], time_limit_s: float = 5.0, seed: int = 0,
     threads: int = 1, mip_work_limit: int | None = None, log: list | None = None, milp: bool = True,
+    kill_after_s: float | None = None,
 ) -> dict[str, int] | None:
     """Aligned offsets for fixed (start, gpus, duration) so that no GPU is used twice at a step.
 
     ``occ`` (H, N) fixed occupancy. First fit by decreasing size (then start, then id); if that
     fails and ``milp`` is True, a feasibility MILP over all aligned offsets. Returns
     ``job_id -> offset`` or None when no packing exists (or none was found within
-    ``time_limit_s`` or ``mip_work_limit``, or first fit failed with ``milp`` False).
+    ``time_limit_s`` or ``mip_work_limit``, or first fit failed with ``milp`` False). The MILP is
+    killed after ``kill_after_s`` wall seconds when given (:func:`optimizer.solver.solve`).
     The MILP's :class:`~optimizer.solver.SolveOutcome` is appended to ``log`` when given.
     """
     H, N = occ.shape
@@ -282,12 +304,12 @@ def pack_offsets(
         return out
     if not milp:
         return None
-    return _pack_milp(occ, picks, time_limit_s, seed, threads, mip_work_limit, log)
+    return _pack_milp(occ, picks, time_limit_s, seed, threads, mip_work_limit, log, kill_after_s)
 
 
 def _pack_milp(occ: np.ndarray, picks: dict[str, tuple[int, int, int]], time_limit_s: float,
                seed: int, threads: int, mip_work_limit: int | None = None,
-               log: list | None = None) -> dict[str, int] | None:
+               log: list | None = None, kill_after_s: float | None = None) -> dict[str, int] | None:
     H, N = occ.shape
     b = ModelBuilder()
     items = sorted(picks.items())
@@ -312,7 +334,7 @@ def _pack_milp(occ: np.ndarray, picks: dict[str, tuple[int, int, int]], time_lim
     rows = b.add_rows(-np.inf, np.ones(len(used)), "one_task_per_gpu")
     b.add_coeffs(rows[inv], np.concatenate(cell_c), 1.0)
     out = solve(b.model(), time_limit_s=time_limit_s, mip_rel_gap=0.0, threads=threads, random_seed=seed,
-                mip_work_limit=mip_work_limit)
+                mip_work_limit=mip_work_limit, kill_after_s=kill_after_s)
     if log is not None:
         log.append(out)
     if out.x is None:
@@ -326,20 +348,81 @@ def _pack_milp(occ: np.ndarray, picks: dict[str, tuple[int, int, int]], time_lim
     return res
 
 
+def solve_master_lp(cm: CountModel, time_limit_s: float, kill_after_s: float | None = None) -> SolveOutcome:
+    """The master's LP relaxation (every column continuous), solved with the problem's seed and threads.
+
+    Its optimal value is an upper bound on the master's and so on every valid plan's objective
+    (the master is a relaxation of the §5 model), in units of the largest priority
+    (``cm.objective_scale``). ``kill_after_s``: see :func:`optimizer.solver.solve`.
+    """
+    st = cm.ctx.problem.settings
+    lp = replace(cm.model, integer=np.zeros(cm.model.n_cols, dtype=bool))
+    return solve(lp, time_limit_s=time_limit_s, mip_rel_gap=0.0, threads=st.threads, random_seed=st.random_seed,
+                 kill_after_s=kill_after_s)
+
+
+#: The job orders tried by :func:`lp_rounded_plans`, in this order (see there).
+LP_ROUNDING_ORDERS: tuple[str, ...] = ("fraction", "mean_start", "value")
+
+
+def lp_rounded_plans(cm: CountModel, x: np.ndarray, deadline: float | None = None) -> list[Plan]:
+    """Round a master LP solution ``x`` (n,) into plans: jobs placed by :func:`optimizer.baselines.greedy_place` (demand-following services, earliest aligned fit) in the orders of :data:`LP_ROUNDING_ORDERS`.
+
+    Per job, ``f`` is how much of it the LP starts (0..1, a group's starts shared among its members)
+    and ``m`` its LP mean start step. Orders: ``fraction`` (f descending, then m, then id: the
+    jobs the LP is sure of first); ``mean_start`` (m ascending for f >= 0.5, then the rest by f:
+    the LP's timeline); ``value`` (f x the LP reward of the job per GPU-step, descending). A
+    greedy placement of a job order is the classic rounding of a time-indexed LP by its start
+    times (alpha-point rounding, Hall, Schulz, Shmoys and Wein 1997). Past ``deadline`` (a
+    ``time.perf_counter()`` value) no further order is started. Unverified; the planner verifies.
+    """
+    p = cm.ctx.problem
+    started: dict[str, float] = {}
+    mean_t: dict[str, float] = {}
+    value: dict[str, float] = {}
+    for v in cm.ys:
+        y = x[v.cols]
+        members = cm.ctx.groups[v.group]
+        reward = float((y * cm.model.cost[v.cols]).sum())
+        for k in members:
+            jid = p.jobs[k].job_id
+            started[jid] = started.get(jid, 0.0) + float(y.sum()) / len(members)
+            mean_t[jid] = mean_t.get(jid, 0.0) + float((y * v.starts).sum()) / len(members)
+            value[jid] = value.get(jid, 0.0) + reward / len(members) / max(1, v.gpus * v.duration)
+
+    def f(j) -> float:
+        return round(started.get(j.job_id, 0.0), 3)
+
+    def m(j) -> float:
+        s = started.get(j.job_id, 0.0)
+        return mean_t.get(j.job_id, 0.0) / s if s > 1e-9 else float("inf")
+
+    keys = {
+        "fraction": lambda j: (-f(j), m(j), j.job_id),
+        "mean_start": lambda j: (f(j) < 0.5, m(j) if f(j) >= 0.5 else -f(j), j.job_id),
+        "value": lambda j: (-round(value.get(j.job_id, 0.0), 9), m(j), j.job_id),
+    }
+    svc = reserved_service_gpus(p, demand_following_target(p))
+    out: list[Plan] = []
+    for name in LP_ROUNDING_ORDERS:
+        if deadline is not None and time.perf_counter() >= deadline:
+            break
+        out.append(greedy_place(p, svc, sorted(p.jobs, key=keys[name]), planner="lp_guided", deadline=deadline))
+    return out
+
+
 def lp_guided_plan(cm: CountModel, time_limit_s: float = 2.0, log: list | None = None) -> Plan | None:
-    """A warm-start candidate from the master's LP relaxation: jobs ordered by how much of them the LP starts (most first), then by their LP mean start, placed by :func:`optimizer.baselines.greedy_place` with demand-following services.
+    """A warm-start candidate from the master's LP relaxation (:func:`solve_master_lp`), rounded in the ``fraction`` order of :func:`lp_rounded_plans`.
 
     None when the LP does not solve in time. Unverified; the planner verifies before use. The LP's
     :class:`~optimizer.solver.SolveOutcome` is appended to ``log`` when given.
     """
-    p = cm.ctx.problem
-    lp = replace(cm.model, integer=np.zeros(cm.model.n_cols, dtype=bool))
-    st = p.settings
-    out = solve(lp, time_limit_s=time_limit_s, mip_rel_gap=0.0, threads=st.threads, random_seed=st.random_seed)
+    out = solve_master_lp(cm, time_limit_s)
     if log is not None:
         log.append(out)
     if out.x is None:
         return None
+    p = cm.ctx.problem
     started: dict[str, float] = {}
     mean_t: dict[str, float] = {}
     for v in cm.ys:

@@ -264,40 +264,51 @@ def estimate_size(problem: Problem) -> SizeEstimate:
 
 
 def check_size(problem: Problem) -> SizeEstimate:
-    """Refuse a MILP too large to build and solve usefully, before anything is built.
+    """Refuse a MILP that the chosen path (``settings.milp_method``) cannot build and solve usefully, before anything is built.
 
-    Raises :class:`ModelTooLargeError` (one line: the count, the limit, what to change) when the
-    full model's start binaries exceed ``settings.max_binaries`` (case C17a), or when the model
-    ``settings.milp_method`` builds (the decomposed master, or the full model) has more than
-    :data:`MAX_MODEL_COLUMNS` columns or :data:`MAX_MODEL_NONZEROS` nonzeros, every column
-    counted: start variables, running counts, service GPUs and unmet demand (case F05: a
-    1,000,000-step horizon with one service and no job is 2,000,000 columns). O(jobs x sizes).
+    Raises :class:`ModelTooLargeError` (one line: the count, the limit, what to change for that
+    path) when the model the path builds has more than :data:`MAX_MODEL_COLUMNS` columns or
+    :data:`MAX_MODEL_NONZEROS` nonzeros, every column counted: start variables, running counts,
+    service GPUs and unmet demand (case F05: a 1,000,000-step horizon with one service and no job
+    is 2,000,000 columns). ``"decomposed"`` (the default) builds the count master
+    (``master_cols``, ``master_nonzeros``) and the full model only as a fallback, within
+    ``settings.full_model_max_binaries``, so the full model's size is not held against it (issue
+    17: a 1,024-GPU, 400-job problem has a 28,500-column master but 5.5 million full-model start
+    binaries, and was refused). ``"full"`` builds the full x[j, s, o, t] model: refused also when
+    its start binaries exceed ``settings.max_binaries`` (case C17a), with the decomposed method
+    named first in the advice. O(jobs x sizes).
     """
     est = estimate_size(problem)
-    limit = problem.settings.max_binaries
     H = problem.horizon_steps
-    if est.binaries > limit:
-        raise ModelTooLargeError(
-            f"model too large: about {est.binaries:,} start binaries ({len(problem.jobs)} jobs x up to "
-            f"{H} start steps x aligned blocks on {problem.n_gpus} GPUs) exceed max_binaries {limit:,}; "
-            f"use a shorter horizon (e.g. {max(1, H // 4)} steps), coarser steps (e.g. "
-            f"{problem.cluster.step_minutes * 2}-minute), GPU units of the smallest job size, or "
-            "aggregate small jobs into larger ones"
-        )
     method = problem.settings.milp_method
+    sm = problem.cluster.step_minutes
+    if method == "full":
+        limit = problem.settings.max_binaries
+        if est.binaries > limit:
+            raise ModelTooLargeError(
+                f"model too large: the full MILP would have about {est.binaries:,} start binaries "
+                f"({len(problem.jobs)} jobs x up to {H} start steps x aligned blocks on {problem.n_gpus} GPUs), "
+                f"above max_binaries {limit:,}; use milp_method 'decomposed' (its master would have about "
+                f"{est.master_cols:,} columns), or a shorter horizon (e.g. {max(1, H // 4)} steps) or coarser "
+                f"steps (e.g. {sm * 2}-minute)"
+            )
     cols, nonzeros = est.for_method(method)
     what = "master" if method == "decomposed" else "full model"
     for count, cap, unit in ((cols, MAX_MODEL_COLUMNS, "columns"), (nonzeros, MAX_MODEL_NONZEROS, "nonzeros")):
         if count <= cap:
             continue
         k = -(-count // cap)  # columns and nonzeros grow about linearly with the horizon
-        sm = problem.cluster.step_minutes
         n_j, n_s = len(problem.jobs), len(problem.services)
         detail = (f"{n_j} job{'s' * (n_j != 1)} and {n_s} service{'s' * (n_s != 1)} over {H:,} steps"
                   + (f", {est.service_cols:,} of them service columns" if unit == "columns" else ""))
+        alt = ""
+        if method == "full" and est.master_cols <= MAX_MODEL_COLUMNS and est.master_nonzeros <= MAX_MODEL_NONZEROS:
+            alt = f"use milp_method 'decomposed' (about {est.master_cols:,} columns), or "
+        else:
+            alt = "use "
         raise ModelTooLargeError(
             f"model too large: the MILP {what} would have about {count:,} {unit} ({detail}), above the limit "
-            f"of {cap:,} {unit}; use horizon_steps of at most {max(1, H * cap // count):,} or step_minutes of "
+            f"of {cap:,} {unit}; {alt}horizon_steps of at most {max(1, H * cap // count):,} or step_minutes of "
             f"{sm * k} instead of {sm} ({-(-H // k):,} steps for the same span)"
         )
     return est

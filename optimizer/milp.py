@@ -660,8 +660,9 @@ def solution_starts(bm: BuiltModel, x: np.ndarray) -> tuple[dict[str, tuple[int,
     return starts, svc
 
 
-def solve_model(bm: BuiltModel, start: np.ndarray | None = None, time_limit_s: float | None = None) -> SolveOutcome:
-    """Solve a built model with the problem's settings (fresh HiGHS object)."""
+def solve_model(bm: BuiltModel, start: np.ndarray | None = None, time_limit_s: float | None = None,
+                kill_after_s: float | None = None) -> SolveOutcome:
+    """Solve a built model with the problem's settings (fresh HiGHS object; ``kill_after_s`` as in :func:`optimizer.solver.solve`)."""
     st = bm.ctx.problem.settings
     return solve(
         bm.model,
@@ -671,4 +672,5 @@ def solve_model(bm: BuiltModel, start: np.ndarray | None = None, time_limit_s: f
         random_seed=st.random_seed,
         start=start,
         mip_work_limit=st.mip_work_limit,
+        kill_after_s=kill_after_s,
     )

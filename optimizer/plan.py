@@ -44,7 +44,11 @@ class PlanSource(StrEnum):
     starts could not be packed and the best verified placement the master admits was kept
     (master-guided repair, a greedy plan, the warm start or a baseline); ``FIFO``, ``EASY``,
     ``PRIORITY``: that baseline; ``GREEDY``: a warm-start candidate of the MILP (demand-following
-    or LP-guided greedy, never returned by :func:`optimizer.planners.plan` as such); ``FALLBACK``:
+    or LP-guided greedy); ``LP_ROUNDING``: the master's LP relaxation rounded by greedy placement
+    (:func:`optimizer.decomposition.lp_rounded_plans`), returned under the LP's bound. The MILP
+    planner returns its best verified warm start under a proven bound (LP relaxation or master
+    dual bound, DESIGN §5) when no solve found better; its source is then the warm start's own
+    (``LP_ROUNDING``, ``GREEDY`` or a baseline's); ``FALLBACK``:
     the MILP failed and this is the best baseline plan (:attr:`Plan.status` is then the MILP's
     own outcome).
     """
@@ -52,6 +56,7 @@ class PlanSource(StrEnum):
     MILP = "milp"
     DECOMPOSITION = "decomposition"
     REPAIR = "repair"
+    LP_ROUNDING = "lp_rounding"
     FIFO = "fifo"
     EASY = "easy"
     PRIORITY = "priority"
@@ -74,7 +79,7 @@ SOURCE_OF_PLANNER: dict[str, PlanSource] = {
     "easy": PlanSource.EASY,
     "priority": PlanSource.PRIORITY,
     "greedy": PlanSource.GREEDY,
-    "lp_guided": PlanSource.GREEDY,
+    "lp_guided": PlanSource.LP_ROUNDING,
     "master_guided": PlanSource.REPAIR,
     "milp": PlanSource.MILP,
 }

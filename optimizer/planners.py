@@ -13,18 +13,26 @@ the verifier rejects) the best baseline plan is returned with ``source="fallback
 (``fallback=True``), the MILP's own outcome as ``status`` and a message giving it. An unverified
 plan is never returned.
 
-Budget (DESIGN §5, case F05): every step shares one deadline, ``time_limit_s`` after :func:`plan`
-is called. The three baselines always run to the end (they are the answer of last resort, and
-event-driven they take milliseconds: 0.04 s each on a 1,440-step, 30-job day); the greedy warm
-starts, the LP-guided start, the block-packing MILP and the full model run only while at least
-:data:`MIN_SOLVE_S` is left for the MILP; the master (or full model) solve gets the rest minus
-:data:`AFTER_SOLVE_S`. With less than :data:`MIN_SOLVE_S` left before the solve, the best baseline
-plan is returned with status ``time_limit``, source ``fallback`` and a message giving the time
-each step took. Without ``settings.mip_work_limit`` the clock decides where
+Budget (DESIGN §5, case F05, issue 17): every step shares one deadline, ``time_limit_s`` after
+:func:`plan` is called. The three baselines always run to the end (they are the answer of last
+resort, and event-driven they take milliseconds: 0.04 s each on a 1,440-step, 30-job day; 0.5–2 s
+at 4,096 GPUs x 1,600 jobs); the greedy warm starts, the LP relaxation, the block-packing MILP and
+the full model run only while at least :data:`MIN_SOLVE_S` is left. Every HiGHS solve runs in a
+child process killed at its allowance, which ends :func:`finish_reserve_s` before the deadline
+(:func:`optimizer.solver.solve`), so the call returns by the deadline plus the finishing work
+whatever HiGHS does. After the master is built: its LP relaxation (a proven bound; its roundings
+join the warm starts) gets :data:`LP_SHARE` of the time left, or :data:`LP_SHARE_AT_SCALE` on the
+scale path (masters above :data:`SCALE_MIN_MASTER_COLUMNS` columns), where the plan is the best
+rounding or warm start under the LP bound with no branch-and-bound; otherwise, unless the best
+plan is already within ``mip_rel_gap`` of the LP bound, the master MILP gets the rest and the plan
+is the better of its packed solution and the best warm start, under the least bound found. With
+less than :data:`MIN_SOLVE_S` left before a solve, the best baseline plan (or the best warm start
+under the LP bound) is returned with status ``time_limit`` and a message giving the time each
+step took. Without ``settings.mip_work_limit`` the clock decides where
 each solve stops, so the plan depends on machine speed. With it, every MILP solve stops on that
-work limit and the deadline only matters if the plan as a whole reaches it; single-threaded with a
-fixed seed the plan is then reproducible, and ``Plan.wall_clock_limited`` (plus a note) says when
-the deadline was reached after all.
+work limit (and the LP solves to the end within the budget) and the deadline only matters if the
+plan as a whole reaches it; single-threaded with a fixed seed the plan is then reproducible, and
+``Plan.wall_clock_limited`` (plus a note) says when the deadline was reached after all.
 
 When the master's starts cannot be packed into aligned blocks, the full model is solved up to
 ``settings.full_model_max_binaries``; above it the plan is the best verified placement that the
@@ -44,10 +52,11 @@ from optimizer.decomposition import (
     build_count_model,
     count_picks,
     count_vector,
-    lp_guided_plan,
+    lp_rounded_plans,
     master_admits,
     master_guided_plan,
     pack_offsets,
+    solve_master_lp,
 )
 from optimizer.diagnose import (
     MAX_MODEL_COLUMNS,
@@ -59,7 +68,7 @@ from optimizer.diagnose import (
 )
 from optimizer.errors import InputError
 from optimizer.milp import build_model, plan_to_vector, solution_starts, solve_model
-from optimizer.plan import Plan, PlanSource, SolveStatus
+from optimizer.plan import SOURCE_OF_PLANNER, Plan, PlanSource, SolveStatus
 from optimizer.problem import Problem
 from optimizer.solver import SolveOutcome, mip_gap, solve
 from optimizer.verify import verify
@@ -96,6 +105,46 @@ MIN_SOLVE_S = 1.0
 #: own overshoot of its limit (0.3–0.9 s measured, mostly loading the model and checking the result).
 AFTER_SOLVE_S = 0.5
 
+#: Share of the budget left (after the master build) that the master's LP relaxation may use on the
+#: branch-and-bound path (masters up to :data:`SCALE_MIN_MASTER_COLUMNS` columns; no work limit):
+#: its value is a proven bound and its roundings warm-start the master MILP, which gets the rest (the
+#: LP took 0.06 s at 64 GPUs x 30 jobs and 0.7 s at 256 x 120, benchmarks/bench_scale.py).
+LP_SHARE = 0.25
+
+#: The LP's share on the scale path. When it does not solve in that time (the 65,700-column master of
+#: ``day_1min_steps``, 1,440 one-minute steps, needed 39–53 s at load 7, simplex or interior point),
+#: the master MILP gets the rest: HiGHS's MIP presolve shrinks such a master before its root LP.
+LP_SHARE_AT_SCALE = 0.6
+
+#: HiGHS's own overshoot of its time limit is left room for: this share of ``time_limit_s`` or
+#: :data:`AFTER_SOLVE_S`, whichever is more (1.7 s measured at load 3.8); past it the solve is
+#: killed anyway (:func:`optimizer.solver.solve`, ``kill_after_s``).
+AFTER_SOLVE_FRACTION = 0.05
+
+#: Masters with more columns than this take the scale path: the LP relaxation gets the budget, its
+#: value is the proven bound and the plan is the best of its roundings and the warm starts, with no
+#: branch-and-bound. Measured (benchmarks/bench_scale.py, 2-core machine at load 5-8): at 1,024 GPUs x
+#: 400 jobs (28,522 columns) the LP took 3 s and its best rounding was within 0.46 % of it, while
+#: the master MILP ran to its limit without improving on it (issue 17's table: no branch-and-bound
+#: node above about 256 GPUs); at 256 x 120 (8,586 columns) branch-and-bound closed the gap to
+#: 1.3 % within 30 s.
+SCALE_MIN_MASTER_COLUMNS = 20_000
+
+
+def finish_reserve_s(master_cols: int) -> float:
+    """Seconds kept after the last solve for reading it, packing, assembling and verifying the plan.
+
+    0.5 s plus 20 µs per master column (verification and packing grow with the plan: 0.3 s for a
+    4,096-GPU, 1,600-job plan of a 113,000-column master on the 2-core machine).
+    """
+    return AFTER_SOLVE_S + 20e-6 * master_cols
+
+
+def _min_bound(*bounds: float | None) -> float | None:
+    """The smallest of the finite bounds given (each a valid upper bound, so the least is the best); None without one."""
+    ok = [b for b in bounds if b is not None and b == b and abs(b) != float("inf")]
+    return min(ok) if ok else None
+
 
 def plan(problem: Problem, planner: str = "milp", warm_start: Plan | None = None) -> Plan:
     """Plan ``problem`` with ``planner`` in :data:`PLANNERS`; the returned plan passed the verifier.
@@ -127,13 +176,24 @@ def plan(problem: Problem, planner: str = "milp", warm_start: Plan | None = None
     return _plan_milp(problem, warm_start, notes, t0)
 
 
-def best_baseline(problem: Problem) -> Plan:
+#: How far past ``time_limit_s`` the baselines inside a MILP plan may run before they stop placing
+#: jobs (seconds). They normally take milliseconds to a few seconds (0.5–2 s each at 4,096 GPUs x
+#: 1,600 jobs, CPU), but on the loaded 2-core machine the three took 10.2 s of wall clock there, so a
+#: 5-s plan returned after 10.4 s; stopped here, the call stays within ``time_limit_s`` + 5 s.
+BASELINE_GRACE_S = 3.0
+
+
+def best_baseline(problem: Problem, deadline: float | None = None) -> Plan:
     """The verified baseline plan with the highest objective (ties: fifo, easy, priority order).
 
     With ``settings.max_wait_steps`` set, only baseline plans that also satisfy the starvation
     guard count (:func:`optimizer.verify.max_wait_violations`); FIFO never overtakes, so one always does.
+    ``deadline`` (a ``time.perf_counter()`` value): each baseline stops placing jobs once it has
+    passed (a valid plan with the rest unstarted, :func:`optimizer.baselines.baseline_plan`);
+    priority backfill runs first, then EASY, then FIFO (FIFO is the fastest and never overtakes).
     """
-    plans = [_verified(baseline_plan(problem, b), problem) for b in BASELINES]
+    made = {b: _verified(baseline_plan(problem, b, deadline), problem) for b in reversed(BASELINES)}
+    plans = [made[b] for b in BASELINES]
     if problem.settings.max_wait_steps is not None:
         plans = [p for p in plans if not verify(p, problem, guard=True)]
     return max(plans, key=lambda p: p.objective)  # max keeps the first of equals
@@ -162,7 +222,7 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
         spent[step] = spent.get(step, 0.0) + now - mark[0]
         mark[0] = now
 
-    base = best_baseline(problem)
+    base = best_baseline(problem, deadline + BASELINE_GRACE_S)
     took("baselines")
     seeds = [base] + [g for g in greedy_plans(problem, deadline - MIN_SOLVE_S) if not verify(g, problem)]
     if warm_start is not None and not verify(warm_start, problem):
@@ -202,18 +262,40 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
             notes=tuple(extra), wall_clock_limited=hit,
         ), problem)
 
+    def bounded(plan_: Plan, bound: float | None, what: str, why: str, size: dict | None,
+                out_of_time: bool = False) -> Plan:
+        """The verified plan ``plan_`` (the best warm start or rounded plan) as the MILP's answer, under ``bound``."""
+        if bound is not None and _below(bound, plan_.objective, scale, rel=1e-6):
+            bound = None  # a bound below a verified plan is not a bound of it (never expected)
+        gap = mip_gap(plan_.objective, bound)
+        status = SolveStatus.OPTIMAL if gap is not None and gap <= st.mip_rel_gap else SolveStatus.TIME_LIMIT
+        source = SOURCE_OF_PLANNER.get(plan_.planner, PlanSource.GREEDY)
+        if plan_.planner == "lp_guided":
+            source = PlanSource.LP_ROUNDING
+        gap_txt = "no bound" if gap is None else f"proven gap {gap:.3%} against the {what} bound"
+        return _verified(replace(
+            plan_, planner="milp", status=status, source=source, model=size, bound=bound, gap=gap,
+            solver_status=str(status), solve_s=time.perf_counter() - t0, notes=tuple(extra),
+            message=f"best verified plan ({plan_.planner}), {gap_txt}: {why}",
+            wall_clock_limited=clocked() or out_of_time,
+        ), problem)
+
     def out_of_time(before: str, size: dict | None) -> Plan:
         steps = ", ".join(f"{k} {v:.2f} s" for k, v in spent.items())
         return fallback("time_limit", f"the time budget of {st.time_limit_s:g} s (time_limit_s) was spent "
                         f"before {before} ({steps}; less than {MIN_SOLVE_S:g} s left)", size, out_of_time=True)
 
-    def finish(out, starts, svc, size, source: PlanSource) -> tuple[Plan | None, str]:
+    def finish(out, starts, svc, size, source: PlanSource, bound: float | None = None) -> tuple[Plan | None, str]:
         status = SolveStatus.OPTIMAL if out.status == "optimal" else SolveStatus.TIME_LIMIT
         hit = clocked()
         # the model is in units of the largest priority (DESIGN §5): its bound times P is in the user's
+        if bound is None and out.bound is not None:
+            bound = out.bound * scale
         p = assemble_plan(problem, "milp", status, starts, svc, time.perf_counter() - t0,
-                          bound=None if out.bound is None else out.bound * scale, gap=out.gap, model=size, message=out.message, notes=tuple(extra),
+                          bound=bound, gap=out.gap, model=size, message=out.message, notes=tuple(extra),
                           solver_status=out.status, source=source)
+        if bound is not None and not _below(bound, p.objective, scale, rel=1e-6):
+            p = replace(p, gap=mip_gap(p.objective, bound))
         p = replace(p, wall_clock_limited=hit)
         v = verify(p, problem)
         if v:
@@ -229,31 +311,78 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
         cm = build_count_model(problem)
         size = dict(cm.size, method="decomposed")
         took("master build")
-        lp_s = left() - MIN_SOLVE_S if work else min(2.0, (left() - MIN_SOLVE_S) / 4)
-        if lp_s >= 0.1:
-            guided = lp_guided_plan(cm, time_limit_s=lp_s, log=solves)
-            if guided is not None and not verify(guided, problem):
-                seeds.append(guided)
+        reserve = finish_reserve_s(cm.model.n_cols)
+        kill_at = deadline - reserve  # every solve is stopped by then, whatever HiGHS does
+
+        def limits(share: float = 1.0) -> tuple[float, float]:
+            """(HiGHS time limit, kill after) for a solve given ``share`` of what is left before ``kill_at``."""
+            room = max(0.0, kill_at - time.perf_counter()) * share
+            margin = max(AFTER_SOLVE_S, AFTER_SOLVE_FRACTION * st.time_limit_s) if share >= 1.0 else 0.0
+            return max(0.05, room - margin), room
+
+        # 1. the LP relaxation: a proven bound, and rounded plans (the scale path's plan)
+        lp_bound: float | None = None
+        at_scale = cm.model.n_cols > SCALE_MIN_MASTER_COLUMNS
+        lp_room = kill_at - time.perf_counter() - (0.0 if work or at_scale else MIN_SOLVE_S)
+        if lp_room >= 0.1:
+            share = 1.0 if work else LP_SHARE_AT_SCALE if at_scale else LP_SHARE
+            hl, kill = limits(share * lp_room / max(1e-9, kill_at - time.perf_counter()))
+            lp = solve_master_lp(cm, time_limit_s=hl, kill_after_s=kill)
+            solves.append(lp)
+            took("LP relaxation")
+            if lp.status == "optimal" and lp.objective is not None and lp.x is not None:
+                lp_bound = lp.objective * scale
+                for g in lp_rounded_plans(cm, lp.x, deadline=kill_at):
+                    if not verify(g, problem):
+                        seeds.append(g)
                 seeds.sort(key=lambda p: p.objective, reverse=True)
-            took("LP-guided start")
-        if left() < MIN_SOLVE_S:
+                took("LP rounding")
+            else:
+                extra.append(f"the master's LP relaxation did not solve in its {hl:.1f} s ({lp.status}): "
+                             "no LP bound")
+        best = seeds[0]
+        lp_gap = mip_gap(best.objective, lp_bound)
+        if lp_gap is not None and (at_scale or lp_gap <= st.mip_rel_gap):
+            # proven within the requested gap, or a master this large (where branch-and-bound did not
+            # improve on the rounded plans, DESIGN §5): the LP bound and the best rounded plan
+            why = ("within mip_rel_gap" if lp_gap is not None and lp_gap <= st.mip_rel_gap else
+                   f"master of {cm.model.n_cols:,} columns is above {SCALE_MIN_MASTER_COLUMNS:,} "
+                   "(scale path: no branch-and-bound)")
+            return bounded(best, lp_bound, "LP relaxation", why, size)
+        if left() < MIN_SOLVE_S or kill_at - time.perf_counter() < MIN_SOLVE_S:
+            if lp_bound is not None:
+                return bounded(best, lp_bound, "LP relaxation", "no time left for the master MILP", size,
+                               out_of_time=True)
             return out_of_time("the master solve", size)
+        # 2. the master MILP, warm-started from the best verified plan, stopped at kill_at
         start = next((x for x in (count_vector(cm, s) for s in seeds) if x is not None), None)
-        out = solve(cm.model, time_limit_s=solve_limit(), mip_rel_gap=st.mip_rel_gap, threads=st.threads,
-                    random_seed=st.random_seed, start=start, mip_work_limit=st.mip_work_limit)
+        hl, kill = limits()
+        out = solve(cm.model, time_limit_s=hl, mip_rel_gap=st.mip_rel_gap, threads=st.threads,
+                    random_seed=st.random_seed, start=start, mip_work_limit=st.mip_work_limit, kill_after_s=kill,
+                    allow_restart=False)
         solves.append(out)
         took("master solve")
+        master_bound = None if out.bound is None else out.bound * scale
+        bound = _min_bound(lp_bound, master_bound)
         if out.x is None or out.status not in ("optimal", "time_limit"):
+            if bound is not None:
+                return bounded(best, bound, "LP relaxation", f"the master MILP gave no plan ({out.status})", size)
             return fallback(out.status, out.message or out.status, size)
         picks, svc = count_picks(cm, out.x)
         # first fit always runs (milliseconds); the packing MILP only with budget left
-        offs = pack_offsets(cm.occ, picks, time_limit_s=left() if work else min(5.0, left() - AFTER_SOLVE_S),
+        pack_room = kill_at - time.perf_counter()
+        offs = pack_offsets(cm.occ, picks, time_limit_s=pack_room if work else min(5.0, pack_room),
                             seed=st.random_seed, threads=st.threads, mip_work_limit=st.mip_work_limit, log=solves,
-                            milp=left() >= MIN_SOLVE_S)
+                            milp=pack_room >= MIN_SOLVE_S, kill_after_s=max(0.05, pack_room))
         took("block packing")
         if offs is not None:
             starts = {jid: (t, offs[jid], g) for jid, (t, g, _d) in picks.items()}
-            plan_, why = finish(out, starts, svc, size, PlanSource.DECOMPOSITION)
+            plan_, why = finish(out, starts, svc, size, PlanSource.DECOMPOSITION, bound=bound)
+            if plan_ is not None and not _below(plan_.objective, best.objective, scale):
+                return plan_
+            if bound is not None:
+                return bounded(best, bound, "LP relaxation and master MILP",
+                               why or "the master's plan is below the best heuristic plan", size)
             if plan_ is not None:
                 return plan_
             return fallback(out.status, why, size)
@@ -272,9 +401,7 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
                 return fallback(out.status, "its starts could not be packed into aligned blocks and no verified "
                                 "placement satisfies the master's rows", size)
             best = admitted[0]
-            master_bound = None if out.bound is None else out.bound * scale
-            bound = master_bound if master_bound is not None and not _below(
-                master_bound, best.objective, scale, rel=1e-6) else None
+            bound = bound if bound is not None and not _below(bound, best.objective, scale, rel=1e-6) else None
             if binaries > st.full_model_max_binaries:
                 why = f"is above full_model_max_binaries={st.full_model_max_binaries}"
             elif too_big:
@@ -302,7 +429,8 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
     if left() < MIN_SOLVE_S:
         return out_of_time("the full model solve", size)
     start = next((x for x in (plan_to_vector(bm, s) for s in seeds) if x is not None), None)
-    out = solve_model(bm, start, time_limit_s=solve_limit())
+    out = solve_model(bm, start, time_limit_s=max(0.05, left() - finish_reserve_s(bm.model.n_cols) - AFTER_SOLVE_S),
+                      kill_after_s=max(0.05, left() - finish_reserve_s(bm.model.n_cols)))
     solves.append(out)
     if out.x is None or out.status not in ("optimal", "time_limit"):
         return fallback(out.status, out.message or out.status, size)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import multiprocessing
 import os
 import signal
 import sys
@@ -217,8 +218,20 @@ def solve(
     start: np.ndarray | None = None,
     presolve: bool = True,
     mip_work_limit: int | None = None,
+    isolate: bool | None = None,
+    kill_after_s: float | None = None,
+    allow_restart: bool = True,
 ) -> SolveOutcome:
     """Solve ``model`` with a fresh HiGHS object; never raises for solver trouble.
+
+    ``isolate`` (default :func:`isolation_available`): run HiGHS in a child process that is killed
+    when ``kill_after_s`` wall seconds (default ``time_limit_s`` + :data:`KILL_GRACE_S`) have passed
+    since the call, so the call returns within that bound whatever HiGHS does (its own time limit is
+    checked rarely in presolve probing and root cut separation: 172 s and 143 s past a 30-s limit on
+    a 512-GPU master, ERGO-Code/HiGHS #885, #1278, #2226). The child streams every improving MIP
+    solution and the dual bound to this process, so a killed solve still returns its last incumbent
+    (checked with :func:`check_solution`) and last bound, status ``time_limit`` (or ``no_solution``),
+    ``highs_status`` ``"killed"`` and ``wall_clock_limited`` True (see :func:`solve_isolated`).
 
     ``mip_work_limit``: a deterministic work budget, counted in HiGHS MIP *limit checks* — the
     points where HiGHS itself tests its time and node limits (between root cut rounds, around
@@ -235,6 +248,11 @@ def solve(
     was). None = no work limit (the clock decides). Pure LPs ignore it (they solve in well under
     a second and stop on ``time_limit_s`` only).
 
+    ``allow_restart`` False sets HiGHS's ``mip_allow_restart`` off (no restart of the root after
+    presolve reductions found there): on the count masters of benchmarks/bench_scale.py it halved
+    the CPU time to a 1 % gap at 64 GPUs x 30 jobs (5.7 s to 2.8 s) and ended with smaller gaps at 128
+    and 256 GPUs (2-core machine, load 8).
+
     ``start`` (n,) is a complete feasible column vector passed as the initial incumbent
     (``Highs.setSolution``). When the result with a start fails :func:`check_solution`, the
     solve is repeated once without the start (``message`` says so). A highspy exception becomes
@@ -247,12 +265,23 @@ def solve(
         if ok:
             return SolveOutcome("optimal", "kModelEmpty", obj, obj, 0.0, 0.0, np.zeros(0), "empty model")
         return SolveOutcome("infeasible", "kModelEmpty", None, None, None, 0.0, None, "the model is infeasible")
-    out = _solve_once(model, time_limit_s, mip_rel_gap, threads, random_seed, start, presolve, mip_work_limit)
+    iso = isolation_available() if isolate is None else bool(isolate)
+    grace = KILL_GRACE_S + 1e-6 * int(sparse.csc_matrix(model.A).nnz)  # loading a large model takes longer
+    kill_s = float(time_limit_s) + grace if kill_after_s is None else float(kill_after_s)
+    kill_at = t0 + kill_s
+
+    def once(limit_s: float, start_: np.ndarray | None) -> SolveOutcome:
+        args = (model, limit_s, mip_rel_gap, threads, random_seed, start_, presolve, mip_work_limit, allow_restart)
+        if iso:
+            return solve_isolated(args, kill_at)
+        return _solve_once(*args)
+
+    out = once(time_limit_s, start)
     if out.x is not None and out.objective is not None:
         why = check_solution(model, out.x, out.objective)
-        if why and start is not None:
-            left = max(1e-3, time_limit_s - (time.perf_counter() - t0))
-            again = _solve_once(model, left, mip_rel_gap, threads, random_seed, None, presolve, mip_work_limit)
+        if why and start is not None and kill_at - time.perf_counter() > 0.1:
+            left = max(1e-3, min(time_limit_s - (time.perf_counter() - t0), kill_at - time.perf_counter()))
+            again = once(left, None)
             note = f"warm start discarded ({why})"
             if again.x is not None and again.objective is not None:
                 why2 = check_solution(model, again.x, again.objective)
@@ -280,6 +309,8 @@ def _solve_once(
     start: np.ndarray | None,
     presolve: bool,
     mip_work_limit: int | None = None,
+    allow_restart: bool = True,
+    on_event=None,
 ) -> SolveOutcome:
     t0 = time.perf_counter()
     h = None
@@ -293,6 +324,8 @@ def _solve_once(
         h.setOptionValue("threads", int(threads))
         h.setOptionValue("random_seed", int(random_seed))
         h.setOptionValue("presolve", "on" if presolve else "off")
+        if not allow_restart:
+            h.setOptionValue("mip_allow_restart", False)
 
         A = sparse.csc_matrix(model.A, shape=(model.n_rows, model.n_cols))
         A.sort_indices()
@@ -326,7 +359,9 @@ def _solve_once(
             sol.col_value = np.asarray(start, dtype=np.float64).tolist()
             sol.value_valid = True
             h.setSolution(sol)
-        budget = _WorkBudget(h, highspy, mip_work_limit) if (integer.any() and mip_work_limit is not None) else None
+        budget = None
+        if integer.any() and (mip_work_limit is not None or on_event is not None):
+            budget = _WorkBudget(h, highspy, mip_work_limit, on_event)
         t1 = time.perf_counter()
         with budget.running() if budget is not None else contextlib.nullcontext():
             h.run()
@@ -354,7 +389,7 @@ def _solve_once(
         return SolveOutcome(status, name, obj, bound, gap, run_s, x,
                             _message(status, name, time_limit_s, mip_work_limit),
                             wall_clock_limited=(name == "kTimeLimit"), nodes=max(0, nodes),
-                            work=budget.checks if budget is not None else 0)
+                            work=budget.checks if (budget is not None and mip_work_limit is not None) else 0)
     except Exception as exc:  # noqa: BLE001 - solver trouble becomes an outcome, never a crash
         return SolveOutcome("solver_error", "exception", None, None, None, time.perf_counter() - t0,
                             message=f"HiGHS raised {type(exc).__name__}: {exc}")
@@ -369,7 +404,12 @@ _DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class _WorkBudget:
-    """Counts HiGHS's MIP limit checks on one ``Highs`` object and interrupts the solve at the ``limit``-th (see :func:`solve`).
+    """Counts HiGHS's MIP limit checks on one ``Highs`` object and interrupts the solve at the ``limit``-th (see :func:`solve`); with ``on_event`` also reports every improving solution and bound change.
+
+    ``limit`` None: no work limit (only counting and reporting). ``on_event(kind, objective,
+    dual_bound, x)``: called with ``"incumbent"`` and the solution (n,) at each improving MIP
+    solution (``kCallbackMipImprovingSolution``; HiGHS hands the solution in the original model's
+    columns) and with ``"bound"`` (``x`` None) at a limit check where the dual bound moved.
 
     HiGHS swallows an exception raised while it is in a Python callback and reports kSolveError,
     so Ctrl-C (SIGINT) or SIGTERM arriving during the solve would turn into a "solver error" and a
@@ -379,18 +419,33 @@ class _WorkBudget:
     Any other exception raised in the callback is kept and re-raised the same way.
     """
 
-    def __init__(self, h, highspy, limit: int) -> None:
+    def __init__(self, h, highspy, limit: int | None, on_event=None) -> None:
         self.checks = 0
-        self.limit = int(limit)
+        self.limit = None if limit is None else int(limit)
         self.error: BaseException | None = None
         self.signals: list[int] = []
+        self.on_event = on_event
+        self.last_bound: float | None = None
         h.setCallback(self._on_check, None)
         h.startCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
+        if on_event is not None:
+            self._improving = highspy.cb.HighsCallbackType.kCallbackMipImprovingSolution
+            h.startCallback(self._improving)
 
-    def _on_check(self, _type, _message, _data_out, data_in, _user_data) -> None:
+    def _on_check(self, cb_type, _message, data_out, data_in, _user_data) -> None:
         try:
+            if self.on_event is not None and cb_type == self._improving:
+                x = np.array(data_out.mip_solution, dtype=np.float64)
+                self.on_event("incumbent", float(data_out.objective_function_value),
+                              float(data_out.mip_dual_bound), x)
+                return
             self.checks += 1
-            if self.checks >= self.limit or self.signals:
+            if self.on_event is not None:
+                b = float(data_out.mip_dual_bound)
+                if math.isfinite(b) and b != self.last_bound:
+                    self.last_bound = b
+                    self.on_event("bound", float(data_out.mip_primal_bound), b, None)
+            if (self.limit is not None and self.checks >= self.limit) or self.signals:
                 data_in.user_interrupt = True
         except BaseException as exc:  # noqa: BLE001 - kept and re-raised after run()
             self.error = exc
@@ -451,3 +506,143 @@ def _message(status: str, name: str, time_limit_s: float, mip_work_limit: int | 
         "unbounded": "HiGHS reports unbounded: a modelling error",
         "solver_error": f"HiGHS failed ({name})",
     }.get(status, f"HiGHS returned status {name}, which this wrapper does not map")
+
+
+#: Seconds a child solve may run past its HiGHS ``time_limit`` before it is killed (when the caller
+#: gives no ``kill_after_s``): HiGHS's usual overshoot of its limit, loading and checking the model,
+#: was 0.1–0.4 s on an idle 2-core machine and 1.7 s at load average 3.8 (DESIGN §5).
+KILL_GRACE_S = 2.0
+
+_MP_CONTEXT = None
+_MP_LOCK = threading.Lock()
+
+
+def isolation_available() -> bool:
+    """True when solves can run in a killable child process (:func:`solve_isolated`).
+
+    False inside a daemonic process (multiprocessing forbids it children; e.g. a Dask worker
+    started by its nanny), and after this process itself ran a HiGHS solve with more than one
+    thread (its thread pool cannot be forked, see :func:`_context`): there :func:`solve` runs HiGHS
+    in this process, where only HiGHS's own time limit applies.
+    """
+    if multiprocessing.current_process().daemon:
+        return False
+    return _scheduler_threads is None or _scheduler_threads <= 1
+
+
+def _context():
+    """The ``fork`` multiprocessing context.
+
+    ``fork`` rather than ``spawn`` or ``forkserver``: those re-import the caller's ``__main__`` in
+    every child (a script without an ``if __name__ == "__main__"`` guard would run again) and
+    import numpy, scipy and highspy again (0.5–1 s per solve), while a forked child starts in
+    milliseconds with the model already in its memory (nothing is pickled on the way in). The
+    child only runs HiGHS and writes to its pipe. HiGHS's thread pool is not inherited in a usable
+    state by a forked child, so a process that ran a multi-threaded solve in itself
+    (``isolate=False``, ``threads`` > 1) no longer isolates (:func:`isolation_available`).
+    """
+    global _MP_CONTEXT
+    with _MP_LOCK:
+        if _MP_CONTEXT is None:
+            _MP_CONTEXT = multiprocessing.get_context("fork")
+        return _MP_CONTEXT
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (``prctl(PR_SET_PDEATHSIG)``), so a solve never outlives a killed planner; exit at once if the parent is already gone. No-op elsewhere."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG (linux/prctl.h)
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        return
+    if os.getppid() != parent_pid:
+        os._exit(0)
+
+
+def _child_main(conn, args: tuple, parent_pid: int = 0) -> None:
+    """Child side of :func:`solve_isolated`: solve, streaming events, then send the outcome."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it kills this process
+    if parent_pid:
+        _die_with_parent(parent_pid)
+
+    def on_event(kind: str, objective: float, bound: float, x: np.ndarray | None) -> None:
+        conn.send((kind, objective, bound, x))
+
+    try:
+        (model, time_limit_s, mip_rel_gap, threads, random_seed, start, presolve, mip_work_limit, allow_restart) = args
+        out = _solve_once(model, time_limit_s, mip_rel_gap, threads, random_seed, start, presolve, mip_work_limit,
+                          allow_restart, on_event=on_event)
+        conn.send(("done", out))
+    finally:
+        conn.close()
+
+
+def solve_isolated(args: tuple, kill_at: float) -> SolveOutcome:
+    """Run ``_solve_once(*args)`` in a child process; kill it at ``kill_at`` (``time.perf_counter()`` value).
+
+    ``args`` = (model, time_limit_s, mip_rel_gap, threads, random_seed, start, presolve,
+    mip_work_limit, allow_restart). Returns the child's outcome when it finishes in time. Otherwise the child is
+    killed (SIGKILL) and the outcome is built from what it streamed: the last improving solution
+    (or, before the first, the ``start`` given), when it passes :func:`check_solution`, and the last
+    dual bound, status ``time_limit`` with a
+    solution and ``no_solution`` without, ``highs_status`` ``"killed"``, ``wall_clock_limited`` True.
+    A child that dies otherwise gives ``solver_error``. Ctrl-C in this process kills the child and
+    propagates; if this process dies (``kill -9``), Linux kills the child too (:func:`_die_with_parent`).
+    """
+    model = args[0]
+    t0 = time.perf_counter()
+    recv, send = _context().Pipe(duplex=False)
+    proc = _context().Process(target=_child_main, args=(send, args, os.getpid()), daemon=True)
+    inc: tuple[float, np.ndarray] | None = None
+    bound: float | None = None
+    done: SolveOutcome | None = None
+    try:
+        proc.start()
+        send.close()
+        while done is None:
+            wait = kill_at - time.perf_counter()
+            if wait <= 0 or not recv.poll(wait):
+                break
+            try:
+                msg = recv.recv()
+            except EOFError:  # the child died without sending its outcome
+                break
+            if msg[0] == "done":
+                done = msg[1]
+            elif msg[0] == "incumbent":
+                inc = (msg[1], msg[3])
+                bound = msg[2] if math.isfinite(msg[2]) else bound
+            else:
+                bound = msg[2]
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(5.0)
+        exitcode = proc.exitcode
+        recv.close()
+        with contextlib.suppress(ValueError):
+            proc.close()
+    elapsed = time.perf_counter() - t0
+    if done is not None:
+        return done
+    if exitcode not in (None, -signal.SIGKILL) and time.perf_counter() < kill_at:
+        return SolveOutcome("solver_error", "child", None, None, None, elapsed,
+                            message=f"the HiGHS child process ended with exit code {exitcode}")
+    x = obj = None
+    start = args[5]
+    if inc is None and start is not None:  # HiGHS had not reported its start yet: it is the incumbent
+        s = np.asarray(start, dtype=np.float64)
+        inc = (float(np.dot(model.cost, s) + model.offset), s)
+    if inc is not None and not check_solution(model, inc[1], inc[0]):
+        obj, x = inc
+    status = "time_limit" if x is not None else "no_solution"
+    integer = bool(np.asarray(model.integer, dtype=bool).any())
+    b = bound if (integer and bound is not None) else None
+    limit_s = float(args[1])
+    return SolveOutcome(status, "killed", obj, b, mip_gap(obj, b), elapsed, x,
+                        f"HiGHS (time limit {limit_s:.3g} s) was stopped from outside after {elapsed:.1f} s "
+                        + ("with its last feasible plan: not proven optimal" if x is not None
+                           else "without a feasible allocation"),
+                        wall_clock_limited=True)

@@ -14,6 +14,8 @@ and the file, one line). Keys (``docs/operations.md``, "Connect your cluster"):
   ``service_label`` (Prometheus label naming the service) and ``value_units``.
 - ``[store]``: ``path`` of the accumulated data (default ``store`` inside the workspace).
 - ``[tracking]``: ``uri`` of the MLflow store (default: the project's embedded store).
+- ``[dask]``: ``address`` of the Dask scheduler for ``gpuplan bench`` (``tcp://HOST:PORT``, ``local``
+  or ``local:N``; default none, in-process; ``--dask`` wins).
 - ``[kinds]``: ``qos = {name = kind}``, ``partition = {name = kind}``, ``default`` — the job kind
   of a record whose comment/annotations do not say (``gpuplan.kind=...``).
 - ``[priorities]``: ``qos = {name = weight}``, ``default`` — the planner's priority weight.
@@ -225,6 +227,12 @@ class TrackingConfig(_Strict):
     uri: str | None = None
 
 
+class DaskConfig(_Strict):
+    """``[dask]``: ``address`` of the Dask scheduler that ``gpuplan bench`` sends its simulations to (``tcp://HOST:PORT``, ``local`` or ``local:N``; default none: in-process)."""
+
+    address: str | None = None
+
+
 class KindsConfig(_Strict):
     """``[kinds]``: the job kind of a record that does not say (qos first, then partition, then ``default``)."""
 
@@ -280,6 +288,7 @@ class WorkspaceConfig(_Strict):
     sources: SourcesConfig
     store: StoreConfig = Field(default_factory=StoreConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    dask: DaskConfig = Field(default_factory=DaskConfig)
     kinds: KindsConfig = Field(default_factory=KindsConfig)
     priorities: PrioritiesConfig = Field(default_factory=PrioritiesConfig)
     replan: ReplanConfig = Field(default_factory=ReplanConfig)

@@ -115,8 +115,11 @@ class PlanSettings:
     - ``decay_per_step`` gamma in (0, 1]: reward of a batch GPU-step at step tau is gamma**tau.
     - ``penalty_ratio`` kappa in [5, 10]: unmet real-time demand costs w = kappa * max_j p_j
       per GPU-step (DESIGN §5).
-    - ``time_limit_s``, ``mip_rel_gap``, ``threads``, ``random_seed``: HiGHS options.
-    - ``max_binaries``: refuse to build a model whose estimated start binaries exceed it (C17a).
+    - ``time_limit_s``: the budget of the whole plan call, heuristics included, enforced on the wall
+      clock (HiGHS runs in a child process killed at it; DESIGN §5 "A hard deadline");
+      ``mip_rel_gap``, ``threads``, ``random_seed``: HiGHS options.
+    - ``max_binaries``: with ``milp_method`` ``"full"``, refuse a full model whose estimated start
+      binaries exceed it (C17a); the decomposed path is judged on its master (issue 17).
     - ``max_wait_steps`` W: starvation guard of the MILP (cases C19, F03), EASY's reservation: the
       first job in arrival order (release_step, job_id) that has waited W steps and not started
       is reserved; a later job started at or after that point may run only at steps where the

@@ -47,6 +47,11 @@ from optimizer.scenarios.workload import (
 )
 
 
+def rt_scaled(gpus: float, k: float) -> int:
+    """A real-time GPU figure given for one cluster size, scaled by ``k`` (new / given GPUs): ``max(1, round(gpus x k))``."""
+    return max(1, int(round(gpus * k)))
+
+
 def _generated(
     name: str,
     seed: int,
@@ -65,8 +70,17 @@ def _generated(
     backlog_share: float = 0.3,
     noise_sd_gpus: float = 1.0,
     n_steps: int = WINDOW_STEPS,
+    base_gpus: int | None = None,
 ) -> Scenario:
-    """A scenario with one diurnal ``chat`` service and jobs drawn from ``mix``, load-calibrated."""
+    """A scenario with one diurnal ``chat`` service and jobs drawn from ``mix``, load-calibrated.
+
+    ``base_gpus``: the cluster size the service figures are given for; with another ``n_gpus``
+    the trough, peak, swap cap and band maximum are scaled by ``n_gpus / base_gpus``
+    (:func:`rt_scaled`), so real-time demand keeps its share of the cluster.
+    """
+    k = 1.0 if base_gpus is None else n_gpus / base_gpus
+    trough_gpus, peak_gpus = trough_gpus * k, peak_gpus * k
+    swap_cap_gpus, rt_max_gpus = rt_scaled(swap_cap_gpus, k), rt_scaled(rt_max_gpus, k)
     rng = scenario_rng(seed, name)
     total = n_steps + HORIZON_STEPS
     demand = diurnal_demand(
@@ -117,6 +131,7 @@ def mixed(seed: int = 0, *, n_jobs: int = 20, n_gpus: int = 32, target_load: flo
         "mixed",
         seed,
         n_gpus=n_gpus,
+        base_gpus=32,
         n_jobs=n_jobs,
         description="all four kinds, mixed sizes and priorities",
         trough_gpus=4,
@@ -137,6 +152,7 @@ def diurnal_peak(seed: int = 0, *, n_jobs: int = 40, n_gpus: int = 64, target_lo
         "diurnal_peak",
         seed,
         n_gpus=n_gpus,
+        base_gpus=64,
         n_jobs=n_jobs,
         description="strong real-time day/night swing; valley filling",
         trough_gpus=6,
@@ -166,6 +182,7 @@ def big_gangs(seed: int = 0, *, n_jobs: int = 30, n_gpus: int = 64, target_load:
         "big_gangs",
         seed,
         n_gpus=n_gpus,
+        base_gpus=64,
         n_jobs=n_jobs,
         description="16/32-GPU gangs among small jobs; fragmentation",
         trough_gpus=8,
@@ -197,8 +214,9 @@ def priority_skew(
     name = "priority_skew"
     rng = scenario_rng(seed, name)
     total = WINDOW_STEPS + HORIZON_STEPS
-    demand = diurnal_demand(rng, total, trough_gpus=4, peak_gpus=12)
-    svc = make_service("chat", demand, max_gpus=16, swap_cap_gpus=4)
+    k = n_gpus / 32  # service figures are given for 32 GPUs (rt_scaled)
+    demand = diurnal_demand(rng, total, trough_gpus=4 * k, peak_gpus=12 * k)
+    svc = make_service("chat", demand, max_gpus=rt_scaled(16, k), swap_cap_gpus=rt_scaled(4, k))
     drafts = []
     for i in range(n_long):
         gpus = int(rng.choice([4, 8]))
@@ -248,6 +266,7 @@ def uniform_priority(
         "uniform_priority",
         seed,
         n_gpus=n_gpus,
+        base_gpus=32,
         n_jobs=n_jobs,
         description="every job the same priority: gains must come from placement",
         trough_gpus=4,
@@ -268,6 +287,7 @@ def scale_64x30(seed: int = 0, *, n_jobs: int = 30, n_gpus: int = 64, target_loa
         "scale_64x30",
         seed,
         n_gpus=n_gpus,
+        base_gpus=64,
         n_jobs=n_jobs,
         description="64 GPUs, 30 jobs",
         trough_gpus=8,
@@ -306,7 +326,8 @@ def forecast_error(
     rng = scenario_rng(seed, name)
     day = HORIZON_STEPS
     total = WINDOW_STEPS + HORIZON_STEPS
-    hist_and_truth = diurnal_demand(rng, day + total, trough_gpus=8, peak_gpus=32, noise_sd_gpus=1.5)
+    k = n_gpus / 64  # service figures are given for 64 GPUs (rt_scaled)
+    hist_and_truth = diurnal_demand(rng, day + total, trough_gpus=8 * k, peak_gpus=32 * k, noise_sd_gpus=1.5)
     truth = hist_and_truth[day:].astype(float)
     h = np.arange(total) * STEP_MINUTES / 60.0
     hod = h % 24.0
@@ -319,8 +340,8 @@ def forecast_error(
     svc = make_service(
         "chat",
         truth_i,
-        max_gpus=48,
-        swap_cap_gpus=8,
+        max_gpus=rt_scaled(48, k),
+        swap_cap_gpus=rt_scaled(8, k),
         forecast=naive,
         recalibrate_steps=recalibrate_steps,
         margin=margin,
@@ -369,15 +390,35 @@ GENERATED: dict[str, Callable[..., Scenario]] = {
 SCENARIOS: tuple[str, ...] = (*GENERATED, "real_trace")
 
 
-def build(name: str, seed: int = 0, trace: RealTraceData | None = None, **kwargs: Any) -> Scenario:
+def build(name: str, seed: int = 0, trace: RealTraceData | None = None, *, n_gpus: int | None = None,
+          n_jobs: int | None = None, **kwargs: Any) -> Scenario:
     """Build scenario ``name`` with ``seed``. ``real_trace`` needs ``trace``.
 
-    Raises :class:`InputError` for an unknown name or a missing trace.
+    ``n_gpus`` / ``n_jobs``: another cluster size or job count for a generated scenario (issue 17);
+    its real-time demand, swap cap and band are scaled with the cluster (:func:`rt_scaled`) and job
+    durations are calibrated to the same target load. ``priority_skew`` splits ``n_jobs`` 2:3
+    between long and urgent jobs (its 10:15). Raises :class:`InputError` for an unknown name, a
+    missing trace, ``n_gpus`` not a power of two of at least 8, ``n_jobs`` below 1, or a size for
+    ``real_trace``.
     """
     if name == "real_trace":
         if trace is None:
             raise InputError("scenario 'real_trace' needs the trace data (pipelines.catalog.load_real_trace)")
+        if n_gpus is not None or n_jobs is not None:
+            raise InputError("scenario 'real_trace': --gpus and --jobs apply to generated scenarios only")
         return real_trace(trace, seed, **kwargs)
     if name not in GENERATED:
         raise InputError(f"unknown scenario {name!r}; expected one of {', '.join(SCENARIOS)}")
+    if n_gpus is not None:
+        if n_gpus < 8 or n_gpus & (n_gpus - 1):
+            raise InputError(f"n_gpus = {n_gpus}: expected a power of two of at least 8 (8-GPU nodes)")
+        kwargs["n_gpus"] = n_gpus
+    if n_jobs is not None:
+        if n_jobs < 1:
+            raise InputError(f"n_jobs = {n_jobs}: expected at least 1")
+        if name == "priority_skew":
+            kwargs["n_long"] = round(n_jobs * 2 / 5)
+            kwargs["n_urgent"] = n_jobs - kwargs["n_long"]
+        else:
+            kwargs["n_jobs"] = n_jobs
     return GENERATED[name](seed, **kwargs)

@@ -60,7 +60,14 @@ class BenchConfig:
     deadline of each plan), ``mip_rel_gap``; the MILP replans every ``replan_every_steps``;
     baselines every ``baseline_replan_every_steps``. ``reproducible``: leave the wall-clock
     columns of ``bench.csv`` (:data:`optimizer.metrics.TIMING_COLUMNS`) empty, so that the same
-    seed gives a byte-identical file (``bench.md``/``bench.json`` keep the timings).
+    seed gives a byte-identical file (``bench.md``/``bench.json`` keep the timings). ``n_gpus`` /
+    ``n_jobs``: cluster size and job count of every generated scenario instead of its own, with
+    real-time demand scaled to the cluster (:func:`optimizer.scenarios.build`; None = the scenario's).
+    ``seeds``: run seeds ``seed .. seed + seeds - 1``; with more than one, each scenario's rows are
+    labelled ``NAME@SEED`` (:func:`scenario_label`). ``dask``: where the simulations run (issue 17):
+    None in this process, ``"local"`` or ``"local:N"`` a local Dask cluster of N worker processes
+    (default 2), or a scheduler address ``tcp://HOST:PORT``; through Prefect's ``DaskTaskRunner``
+    (:mod:`pipelines.bench.distributed`). The results do not depend on where they ran.
     """
 
     scenarios: tuple[str, ...]
@@ -77,6 +84,10 @@ class BenchConfig:
     quick_window_steps: int = 8
     quick_horizon_steps: int = 12
     reproducible: bool = False
+    n_gpus: int | None = None
+    n_jobs: int | None = None
+    seeds: int = 1
+    dask: str | None = None
 
 
 @dataclass
@@ -133,7 +144,8 @@ def _quick(sc, cfg: BenchConfig):
 
 def build_scenario(name: str, cfg: BenchConfig, trace=None):
     """Build one scenario (reduced under ``--quick``) with the bench's solver settings."""
-    sc = build(name, cfg.seed, trace=trace)
+    sizes = {} if name == "real_trace" else {"n_gpus": cfg.n_gpus, "n_jobs": cfg.n_jobs}
+    sc = build(name, cfg.seed, trace=trace, **sizes)
     if cfg.quick:
         sc = _quick(sc, cfg)
     settings = replace(sc.settings, time_limit_s=cfg.time_limit_s, mip_rel_gap=cfg.mip_rel_gap, threads=1,
@@ -148,49 +160,110 @@ def _loadavg() -> tuple[float, float, float] | None:
         return None
 
 
+@dataclass(frozen=True)
+class BenchItem:
+    """One simulation of the bench: scenario ``scenario`` with ``seed``, planned by ``planner`` (or the clairvoyant reference)."""
+
+    scenario: str
+    seed: int
+    planner: str
+
+
+@dataclass
+class ItemResult:
+    """What one :class:`BenchItem` gives: the simulation, its metrics, the scenario's parameters and forecast kind, seconds taken."""
+
+    sim: Any
+    metrics: Any
+    params: dict
+    exact: bool
+    seconds: float
+
+
+def scenario_label(name: str, seed: int, cfg: BenchConfig) -> str:
+    """The scenario column of a row: ``name``, or ``name@seed`` when ``cfg.seeds`` > 1."""
+    return name if cfg.seeds <= 1 else f"{name}@{seed}"
+
+
+def bench_items(cfg: BenchConfig) -> list[BenchItem]:
+    """Every simulation of ``cfg`` in the order of ``bench.csv``: seeds, then scenarios, then planners, then the clairvoyant reference."""
+    items = []
+    for seed in range(cfg.seed, cfg.seed + max(1, cfg.seeds)):
+        for name in cfg.scenarios:
+            items += [BenchItem(name, seed, p) for p in cfg.planners if p != CLAIRVOYANT]
+            if cfg.clairvoyant or CLAIRVOYANT in cfg.planners:
+                items.append(BenchItem(name, seed, CLAIRVOYANT))
+    return items
+
+
+_TRACES: dict[Path, Any] = {}
+
+
+def run_item(item: BenchItem, cfg: BenchConfig, trace_dir: Path | None = None) -> ItemResult:
+    """Build the scenario of ``item`` and simulate it (the unit of work sent to a Dask worker).
+
+    Deterministic: the same item and config give the same simulation wherever it runs (the MILP
+    stops on its work limit; :class:`BenchConfig`). Raises :class:`InputError` for a missing trace.
+    """
+    ts = time.perf_counter()
+    trace = None
+    if item.scenario == "real_trace":
+        d = trace_dir or TRACE_DIR
+        if d not in _TRACES:
+            _TRACES[d] = load_real_trace(d)
+        trace = _TRACES[d]
+    sc = build_scenario(item.scenario, replace(cfg, seed=item.seed), trace)
+    sc = replace(sc, name=scenario_label(sc.name, item.seed, cfg))
+    if item.planner == CLAIRVOYANT:
+        sim = simulate_clairvoyant(sc, planner_fn("milp"), name=CLAIRVOYANT,
+                                   replan_every_steps=cfg.clairvoyant_replan_every_steps)
+    else:
+        k = cfg.replan_every_steps if item.planner == "milp" else cfg.baseline_replan_every_steps
+        sim = simulate(sc, planner_fn(item.planner), name=item.planner, replan_every_steps=k)
+    return ItemResult(sim, compute(sim), dict(sc.params), sc.exact_forecasts, time.perf_counter() - ts)
+
+
 def run_bench(
     cfg: BenchConfig,
     trace_dir: Path | None = None,
     log: Callable[[str], None] | None = None,
 ) -> BenchResult:
-    """Simulate every (scenario, planner) of ``cfg``; returns the metrics and simulations.
+    """Simulate every (seed, scenario, planner) of ``cfg``; returns the metrics and simulations.
 
-    Raises :class:`InputError` for unknown names or a missing real-trace file.
+    In this process by default; on Dask through Prefect when ``cfg.dask`` is set
+    (:func:`pipelines.bench.distributed.run_items`), with the same results in the same order.
+    Raises :class:`InputError` for unknown names, a missing real-trace file or a bad ``dask`` value.
     """
     log = log or (lambda s: None)
     res = BenchResult(config=cfg, load_before=_loadavg())
     t0 = time.perf_counter()
-    trace = None
+    items = bench_items(cfg)
     if "real_trace" in cfg.scenarios:
-        trace = load_real_trace(trace_dir or TRACE_DIR)
-    for name in cfg.scenarios:
-        sc = build_scenario(name, cfg, trace)
-        res.scenario_params[name] = dict(sc.params)
-        res.exact[name] = sc.exact_forecasts
-        for planner in cfg.planners:
-            ts = time.perf_counter()
-            if planner == CLAIRVOYANT:
-                continue
-            k = cfg.replan_every_steps if planner == "milp" else cfg.baseline_replan_every_steps
-            sim = simulate(sc, planner_fn(planner), name=planner, replan_every_steps=k)
-            _record(res, sim, compute(sim), log, ts)
-        if cfg.clairvoyant or CLAIRVOYANT in cfg.planners:
-            ts = time.perf_counter()
-            sim = simulate_clairvoyant(sc, planner_fn("milp"), name=CLAIRVOYANT, replan_every_steps=cfg.clairvoyant_replan_every_steps)
-            _record(res, sim, compute(sim), log, ts)
+        load_real_trace(trace_dir or TRACE_DIR)  # a missing trace fails here, before any simulation
+    if cfg.dask:
+        from pipelines.bench.distributed import run_items
+
+        for out in run_items(items, cfg.dask, run_item, cfg, trace_dir):
+            _record(res, out, log)
+    else:
+        for item in items:
+            _record(res, run_item(item, cfg, trace_dir), log)
     res.wall_s = time.perf_counter() - t0
     res.load_after = _loadavg()
     return res
 
 
-def _record(res: BenchResult, sim, m, log, ts: float) -> None:
+def _record(res: BenchResult, out: ItemResult, log) -> None:
+    sim, m = out.sim, out.metrics
+    res.scenario_params.setdefault(sim.scenario, out.params)
+    res.exact.setdefault(sim.scenario, out.exact)
     res.sims[(sim.scenario, sim.planner)] = sim
     res.metrics.append(m)
     log(
         f"{sim.scenario:>16} {sim.planner:>11}: util {m.utilization_pct:6.2f} %  value {m.value:9.1f}  "
         f"jobs {m.jobs_completed}/{m.jobs_total}  RT {m.rt_sla_pct:7.3f} %  solves {m.replans} "
         f"(p50 {m.solve_s_p50 or 0:.2f} s, max {m.solve_s_max or 0:.2f} s)  verified {m.verified_plans}, "
-        f"violations {m.violations}  [{time.perf_counter() - ts:.0f} s]"
+        f"violations {m.violations}  [{out.seconds:.0f} s]"
         + (f"  WARNING: {m.wall_clock_limited_solves} solve(s) stopped on the wall-clock deadline "
            "(this row may not reproduce)" if m.wall_clock_limited_solves else "")
     )

@@ -33,6 +33,14 @@ def bench(
         help="Leave the wall-clock columns solve_s_p50/solve_s_max of bench.csv empty, so the same seed "
              "gives a byte-identical bench.csv (bench.md and bench.json keep the timings).",
     ),
+    gpus: int | None = typer.Option(None, "--gpus", help="Cluster size (GPUs, a power of two >= 8) of every generated scenario; real-time demand is scaled to it."),
+    jobs: int | None = typer.Option(None, "--jobs", help="Job count of every generated scenario."),
+    seeds: int = typer.Option(1, "--seeds", min=1, help="Run seeds 0..N-1 (rows labelled SCENARIO@SEED when N > 1)."),
+    dask: str | None = typer.Option(
+        None, "--dask",
+        help="Run the simulations on Dask through Prefect: a scheduler tcp://HOST:PORT, or local[:N] for a local "
+             "cluster of N workers (default 2). Default: the workspace's [dask] address, else in-process.",
+    ),
     workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
 ) -> None:
     """Simulate every planner on the scenarios; write bench.csv, bench.md and plots; print the results table.
@@ -42,7 +50,7 @@ def bench(
     """
 
     def body() -> int:
-        use_workspace(workspace)
+        ws = use_workspace(workspace)
         # imported here, not at the top: pipelines.bench pulls in pandas and the optimizer (~0.4 s
         # measured on the 2-core machine against ~0.1 s for the whole CLI), which `gpuplan --help`
         # and the other commands need not pay.
@@ -56,7 +64,15 @@ def bench(
             planners=tuple(p for p in b.parse_planners(planners) if p != b.CLAIRVOYANT),
             quick=quick,
             reproducible=reproducible,
+            n_gpus=gpus,
+            n_jobs=jobs,
+            seeds=seeds,
+            dask=dask or ws.config.dask.address,
         )
+        if cfg.dask:
+            from pipelines.bench.distributed import parse_dask
+
+            parse_dask(cfg.dask)
         res = b.run_bench(cfg, log=b.main_log)
         files = b.write_outputs(res, out)
         b.main_log(

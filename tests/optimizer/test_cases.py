@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from scipy import sparse
 
+import optimizer.decomposition as decomposition
 import optimizer.planners as planners
 from optimizer.diagnose import InfeasibleProblemError, ModelTooLargeError, check_size, estimate_size
 from optimizer.milp import build_model, plan_to_vector
@@ -93,6 +94,7 @@ def test_c13b_no_incumbent_falls_back_to_best_baseline(monkeypatch):
 
     monkeypatch.setattr(planners, "solve", no_solution)
     monkeypatch.setattr(planners, "solve_model", no_solution)
+    monkeypatch.setattr(decomposition, "solve", no_solution)  # the LP relaxation too: no bound either
     r = plan(p, "milp")
     assert r.status == "no_solution" and r.source == "fallback" and r.fallback and r.planner == "milp" and r.solver_status == "no_solution"
     assert "no_solution" in r.message and "0.001 s" in r.message and "best baseline" in r.message
@@ -172,22 +174,50 @@ def test_c14_every_highs_status_maps_to_a_distinct_outcome_and_unknown_never_cra
 
 def test_c17a_oversized_model_refused_with_estimate_and_suggestion():
     jobs = tuple(Job(f"J{k}", "batch_inference", float(k + 1), 0, (SizeOption(1, 1 + k % 12),)) for k in range(600))
-    p = Problem(Cluster(512, 8, 30, 168), PlanSettings(), (), jobs, ())
+    p = Problem(Cluster(512, 8, 30, 168), PlanSettings(milp_method="full"), (), jobs, ())
     est = estimate_size(p)
     assert est.binaries == 600 * 168 * 512 == 51_609_600
+    # the master: 600 groups (distinct priorities) x 168 starts x (start count + running count)
+    assert est.master_cols == 600 * 168 * 2 == 201_600
     with pytest.raises(ModelTooLargeError) as ei:
         plan(p, "milp")
     msg = str(ei.value)
-    assert "51,609,600" in msg and "2,000,000" in msg and "shorter horizon" in msg and "coarser steps" in msg
+    assert "51,609,600" in msg and "2,000,000" in msg and "milp_method 'decomposed'" in msg
+    assert "shorter horizon" in msg and "coarser" in msg
+    # the default decomposed path is refused for its own master, with advice for that master
+    with pytest.raises(ModelTooLargeError) as ei:
+        plan(replace(p, settings=PlanSettings()), "milp")
+    msg = str(ei.value)
+    assert "master would have about 201,600 columns" in msg and "max_binaries" not in msg
+    assert "horizon_steps of at most 125" in msg
 
 
 def test_c17a_limit_is_configurable_and_counts_pruned_blocks():
     jobs = (Job("A", "training", 1.0, 2, (SizeOption(4, 2), SizeOption(8, 1, 0.9))),)
-    p = Problem(Cluster(16, 8, 30, 10), PlanSettings(max_binaries=23), (), jobs, (), down_gpus=(0,))
+    p = Problem(Cluster(16, 8, 30, 10), PlanSettings(max_binaries=23, milp_method="full"), (), jobs, (),
+                down_gpus=(0,))
     # size 4: blocks 1..3 (block 0 has a down GPU) x starts 2..9 = 24; size 8: 1 block x 8 = 8
     assert estimate_size(p).binaries == 32
     with pytest.raises(ModelTooLargeError, match="about 32 start binaries"):
         check_size(p)
+    # max_binaries is about the full model: the decomposed path (default) does not build it first
+    check_size(replace(p, settings=PlanSettings(max_binaries=23)))
+
+
+def test_issue17_default_path_judged_on_its_master_not_the_full_model():
+    """1,024 GPUs, 48 steps, 400 jobs of 8 GPUs x 4 steps released at 0 with distinct priorities.
+    Full model: 400 x 48 starts x 128 aligned blocks = 2,457,600 start binaries (> 2,000,000).
+    Master: 400 x 48 start counts + 400 x 48 running counts (span 0..min(47 + 4, 48)) = 38,400
+    columns, nonzeros 400 x 48 x (4 + 1 + 1 block level + 1) = 134,400; both under the limits."""
+    jobs = tuple(Job(f"J{k:03d}", "training", 1.0 + k, 0, (SizeOption(8, 4),)) for k in range(400))
+    p = Problem(Cluster(1024, 8, 30, 48), PlanSettings(), (), jobs, ())
+    est = check_size(p)  # no error: the decomposed master is what gets built
+    assert est.binaries == 2_457_600
+    assert est.master_cols == 38_400 and est.master_nonzeros == 134_400
+    with pytest.raises(ModelTooLargeError) as ei:
+        check_size(replace(p, settings=PlanSettings(milp_method="full")))
+    msg = str(ei.value)
+    assert "about 2,457,600 start binaries" in msg and "milp_method 'decomposed' (its master would have about 38,400" in msg
 
 
 def _rss_kb() -> int:

@@ -79,3 +79,27 @@ def test_published_mixed_fifo_row_is_pinned():
     assert m.utilization_pct == pytest.approx(68.2292) and m.rt_sla_pct == 100.0
     assert (m.value, m.jobs_completed, m.jobs_total) == (1094.0, 10, 20)
     assert (m.wait_p50_h, m.wait_p95_h, m.rt_unmet_gpu_h) == (24.5, 43.25, 0.0)
+
+
+def test_bench_takes_cluster_size_and_job_count(tmp_path):
+    """--gpus/--jobs (issue 17): every generated scenario on that cluster with that many jobs, the
+    real-time service scaled with the cluster (mixed is given for 32 GPUs: band maximum 16, swap
+    cap 4; on 128 GPUs x4: 64 and 16)."""
+    from optimizer.scenarios import build
+
+    sc = build("mixed", 0, n_gpus=128, n_jobs=50)
+    assert sc.cluster.n_gpus == 128 and len(sc.jobs) == 50
+    assert (sc.services[0].max_gpus, sc.services[0].swap_cap_gpus) == (64, 16)
+    assert build("mixed", 0, n_gpus=32, n_jobs=20) == build("mixed", 0)  # the defaults change nothing
+    out = tmp_path / "big"
+    r = CliRunner().invoke(app, ["bench", "--scenario", "mixed", "--planners", "fifo", "--quick", "--gpus", "128",
+                                 "--jobs", "50", "--out", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["violations"] == 0
+    with open(out / "bench.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {row["planner"] for row in rows} == {"fifo", "clairvoyant"}
+    assert all(int(row["jobs_total"]) <= 50 for row in rows)
+    r = CliRunner().invoke(app, ["bench", "--scenario", "mixed", "--quick", "--gpus", "100", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "n_gpus = 100" in r.output

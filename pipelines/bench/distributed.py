@@ -1,0 +1,75 @@
+"""The benchmark's simulations on Dask, through Prefect's ``DaskTaskRunner`` (issue 17).
+
+:func:`run_items` runs ``work(item, *args)`` for every item (the bench passes
+:func:`pipelines.bench.run.run_item` and its :class:`~pipelines.bench.run.BenchItem` list) as one Prefect task of one flow
+run (``bench-simulations``) whose task runner is ``prefect_dask.DaskTaskRunner``: on an existing
+Dask scheduler (``tcp://HOST:PORT``; start one with ``dask scheduler`` and workers with
+``dask worker tcp://HOST:PORT``), or on a local cluster it starts and stops (``local`` or
+``local:N``: N worker processes, one thread each; default 2). Results come back in the items' order,
+so ``bench.csv`` is the same as in-process: each simulation is deterministic (the MILP stops on its
+work limit, DESIGN §6) and does not depend on the process that ran it.
+
+Workers must import this project (same code, ``PYTHONPATH``) and, to report task runs, reach the
+same Prefect API: against a real server (``PREFECT_API_URL``) that is cheap; in Prefect's ephemeral
+mode every worker starts its own temporary server (43 s for a 3-s job measured, ../shared/STACK.md).
+In a worker process started by a Dask nanny (daemonic) HiGHS runs inside the worker, under its own
+time limit only (:func:`optimizer.solver.isolation_available`); the bench's work limit makes that
+immaterial to the results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pipelines.errors import InputError
+
+#: Workers of ``--dask local`` when no count is given.
+LOCAL_WORKERS = 2
+
+
+def parse_dask(value: str) -> tuple[str | None, int]:
+    """``(address, local_workers)`` from a ``--dask`` value: ``("tcp://h:p", 0)`` or ``(None, N)`` for ``local[:N]``.
+
+    Raises :class:`InputError` (one line naming ``--dask`` and what was expected) otherwise.
+    """
+    v = value.strip()
+    if v == "local" or v.startswith("local:"):
+        n = v.partition(":")[2]
+        if n and (not n.isdigit() or int(n) < 1):
+            raise InputError(f"--dask {value!r}: expected local:N with N >= 1 workers")
+        return None, int(n) if n else LOCAL_WORKERS
+    if v.startswith("tcp://") and v.rpartition(":")[2].isdigit():
+        return v, 0
+    raise InputError(f"--dask {value!r}: expected a scheduler address tcp://HOST:PORT, local or local:N")
+
+
+def task_runner(value: str):
+    """The ``DaskTaskRunner`` for a ``--dask`` value (:func:`parse_dask`)."""
+    from prefect_dask import DaskTaskRunner
+
+    address, n = parse_dask(value)
+    if address is not None:
+        return DaskTaskRunner(address=address)
+    return DaskTaskRunner(cluster_kwargs={"n_workers": n, "threads_per_worker": 1, "processes": True,
+                                          "dashboard_address": None})
+
+
+def run_items(items: Sequence[Any], dask: str, work: Callable[..., Any], *args: Any) -> list[Any]:
+    """``[work(item, *args) for item in items]``, each call one task of one Prefect flow run on Dask (``dask``: :func:`parse_dask`); results in the items' order.
+
+    ``work`` must be a module-level function (it is pickled by reference to the workers). Raises
+    :class:`InputError` for a bad ``dask`` value; a task's exception is re-raised here.
+    """
+    parse_dask(dask)  # a bad value fails before Prefect is imported
+    from prefect import flow, task
+    from prefect.cache_policies import NONE
+
+    sim_task = task(work, name="bench-simulation", cache_policy=NONE, persist_result=False, retries=0)
+
+    @flow(name="bench-simulations", task_runner=task_runner(dask), persist_result=False, log_prints=False)
+    def simulations() -> list[Any]:
+        futures = [sim_task.submit(item, *args) for item in items]
+        return [f.result() for f in futures]
+
+    return simulations()
