@@ -68,6 +68,7 @@ from optimizer.diagnose import (
 )
 from optimizer.errors import InputError
 from optimizer.milp import build_model, plan_to_vector, solution_starts, solve_model
+from optimizer.objective import objective_value
 from optimizer.plan import SOURCE_OF_PLANNER, Plan, PlanSource, SolveStatus
 from optimizer.problem import Problem
 from optimizer.solver import SolveOutcome, mip_gap, solve
@@ -226,7 +227,9 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
     took("baselines")
     seeds = [base] + [g for g in greedy_plans(problem, deadline - MIN_SOLVE_S) if not verify(g, problem)]
     if warm_start is not None and not verify(warm_start, problem):
-        seeds.append(warm_start)
+        # a warm start comes from another problem (the last replan, a what-if's base): its objective field is
+        # that problem's, so it is valued again on this one before it competes with the other starts
+        seeds.append(replace(warm_start, objective=objective_value(warm_start, problem)))
     seeds.sort(key=lambda p: p.objective, reverse=True)
     took("greedy warm starts")
     extra = list(notes)

@@ -13,6 +13,9 @@ R (priority 4) is running on GPUs [4, 8) for 2 more steps; A (8 GPUs, 2 steps) a
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from optimizer.errors import InputError
@@ -21,15 +24,9 @@ from optimizer.problem import Problem
 from optimizer.verify import verify
 from optimizer.whatif import WhatIf, apply_whatif, explain, warm_start
 
-HAND = {
-    "cluster": {"n_gpus": 8, "gpus_per_node": 4, "step_minutes": 30, "horizon_steps": 8},
-    "settings": {"decay_per_step": 0.9, "mip_rel_gap": 0.0, "time_limit_s": 20, "threads": 1},
-    "services": [],
-    "jobs": [{"job_id": "A", "kind": "training", "priority": 1, "gpus": 8, "duration_steps": 2},
-             {"job_id": "B", "kind": "quantization", "priority": 1, "gpus": 4, "duration_steps": 3}],
-    "running": [{"job_id": "R", "kind": "training", "priority": 4, "gpus": 4, "block_offset": 4,
-                 "remaining_steps": 2}],
-}
+#: The hand problem (8 GPUs on two 4-GPU nodes, 8 steps; worked in tests/optimizer/test_whatif.py), shared by
+#: the what-if tests: tests/data/whatif_hand.json.
+HAND = json.loads((Path(__file__).resolve().parents[1] / "data" / "whatif_hand.json").read_text())
 
 
 def _starts(p):
@@ -125,3 +122,24 @@ def test_bad_edits_name_the_option_and_value(base, w, msg):
     with pytest.raises(InputError) as exc:
         apply_whatif(base[0], w)
     assert str(exc.value) == msg
+
+
+def test_a_warm_start_is_valued_on_the_problem_it_starts():
+    """A warm start's objective field belongs to the problem it was solved on: it is recomputed, never trusted.
+
+    Demand rose from 2 to 6 GPUs on a 4-GPU cluster; the old plan (2 GPUs, objective 0 there) is feasible but
+    leaves 4 GPUs x 4 steps unmet, so the MILP must serve the band's 4 GPUs (unmet 2 x 4 steps = 8 GPU-steps).
+    """
+    from optimizer.plan import Plan
+
+    doc = {"cluster": {"n_gpus": 4, "gpus_per_node": 4, "step_minutes": 30, "horizon_steps": 4},
+           "settings": {"time_limit_s": 20, "threads": 1},
+           "services": [{"service": "chat", "demand_gpus": [6, 6, 6, 6], "min_gpus": 0, "max_gpus": 4,
+                         "swap_cap_gpus": 4, "current_gpus": 2}],
+           "jobs": [], "running": []}
+    prob = Problem.from_dict(doc)
+    stale = Plan(planner="milp", status="optimal", assignments=(), service_gpus={"chat": (2, 2, 2, 2)},
+                 objective=0.0, bound=None, gap=None, solve_s=0.0, model=None, n_gpus=4, horizon_steps=4)
+    out = plan(prob, "milp", warm_start=stale)
+    assert out.service_gpus["chat"] == (4, 4, 4, 4)
+    assert out.objective == pytest.approx(-prob.unmet_penalty() * 8)
