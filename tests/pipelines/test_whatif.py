@@ -13,15 +13,9 @@ from optimizer.planners import plan
 from optimizer.problem import Problem
 from pipelines.cli import app
 
-HAND = {
-    "cluster": {"n_gpus": 8, "gpus_per_node": 4, "step_minutes": 30, "horizon_steps": 8},
-    "settings": {"decay_per_step": 0.9, "mip_rel_gap": 0.0, "time_limit_s": 20, "threads": 1},
-    "services": [],
-    "jobs": [{"job_id": "A", "kind": "training", "priority": 1, "gpus": 8, "duration_steps": 2},
-             {"job_id": "B", "kind": "quantization", "priority": 1, "gpus": 4, "duration_steps": 3}],
-    "running": [{"job_id": "R", "kind": "training", "priority": 4, "gpus": 4, "block_offset": 4,
-                 "remaining_steps": 2}],
-}
+#: The hand problem (8 GPUs on two 4-GPU nodes, 8 steps; worked in tests/optimizer/test_whatif.py), shared by
+#: the what-if tests: tests/data/whatif_hand.json.
+HAND = json.loads((Path(__file__).resolve().parents[1] / "data" / "whatif_hand.json").read_text())
 CHAT = {
     "cluster": {"n_gpus": 4, "gpus_per_node": 4, "step_minutes": 30, "horizon_steps": 4},
     "settings": {"time_limit_s": 20, "threads": 1},
