@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pandas as pd
@@ -43,6 +44,7 @@ from optimizer.verify import verify
 from optimizer.whatif import WhatIf, apply_whatif, explain, warm_start
 from pipelines.catalog import RunCatalog
 from pipelines.errors import InputError
+from pipelines.report.risks import deadline_instant, planned_durations_h
 from pipelines.stages import solve as solve_stage
 from pipelines.stages.models import DURATION_QUANTILE
 from pipelines.stages.outputs import demand_from_problem, node_of_gpu, planned_metrics
@@ -50,7 +52,7 @@ from pipelines.stages.outputs import demand_from_problem, node_of_gpu, planned_m
 #: Keys of each side (``base``, ``whatif``) of the document; ``delta`` holds the numeric ones.
 SIDE_KEYS = ("status", "source", "verified", "objective", "planned_value", "planned_utilization_pct",
              "rt_covered_p90_pct", "rt_covered_p50_pct", "planned_rt_unmet_gpu_h", "jobs_started", "jobs_waiting",
-             "jobs_total", "idle_gpu_h", "gpus_up", "solve_s")
+             "jobs_total", "jobs_missing_deadline", "idle_gpu_h", "gpus_up", "solve_s")
 
 #: Name of the i-th node added by ``--add-gpus`` (nodes of the cluster's ``gpus_per_node``).
 ADDED_NODE = "added-{i:02d}"
@@ -171,6 +173,7 @@ class BaseRun:
         demand: P50/P90 GPUs per service and step (:data:`pipelines.schemas.DEMAND`; the problem's own
             demand as both when the folder has none).
         full_steps: job id -> its full P50 duration in steps at its planned size (running jobs' restart).
+        jobs: the run's ``jobs.parquet`` (forecast quantiles per size, ``deadline_at``), or None.
     """
 
     folder: Path
@@ -182,6 +185,7 @@ class BaseRun:
     nodes: list[str]
     demand: pd.DataFrame
     full_steps: dict[str, int]
+    jobs: pd.DataFrame | None = None
 
 
 def load_base(folder: Path) -> BaseRun:
@@ -211,6 +215,7 @@ def load_base(folder: Path) -> BaseRun:
     node_names = list(dict.fromkeys(nodes))
     demand = _base_demand(run, problem)
     full: dict[str, int] = {}
+    jobs = None
     if run.exists("jobs"):
         jobs = run.load("jobs")
         col = f"duration_{DURATION_QUANTILE}_h"
@@ -218,7 +223,7 @@ def load_base(folder: Path) -> BaseRun:
             if pd.notna(h) and float(h) > 0:
                 full[jid] = hours_to_steps(float(h), problem.cluster.step_minutes)
     return BaseRun(folder.resolve(), folder.resolve().name, problem, plan, start,
-                   str(summary.get("planner") or plan.planner or "milp"), node_names, demand, full)
+                   str(summary.get("planner") or plan.planner or "milp"), node_names, demand, full, jobs)
 
 
 def _base_demand(run: RunCatalog, problem: Problem) -> pd.DataFrame:
@@ -294,6 +299,36 @@ def scaled_demand(demand: pd.DataFrame, scale: Mapping[str, float]) -> pd.DataFr
     return d
 
 
+def deadline_misses(problem: Problem, plan: Plan, jobs: pd.DataFrame | None, start: datetime) -> dict[str, dict]:
+    """Queued jobs with a deadline whose P90 finish at their PLANNED size is after it (or that do not start).
+
+    The same rules as the risk report (:func:`pipelines.report.risks.planned_durations_h` at the planned
+    size, :func:`pipelines.report.risks.deadline_instant` to the second). Returns job id ->
+    ``{"deadline_at", "p90_finish_at"}`` (ISO 8601 UTC; ``p90_finish_at`` None: not started in the horizon).
+    """
+    inp = SimpleNamespace(start_ts=start, step_minutes=problem.cluster.step_minutes,
+                          step_h=problem.cluster.step_minutes / 60.0)
+    rows = {str(r["job_id"]): r for _, r in jobs.iterrows()} if jobs is not None and len(jobs) else {}
+    starts = {a.job_id: a for a in plan.assignments}
+    out: dict[str, dict] = {}
+    for job in problem.jobs:
+        info = rows.get(job.job_id)
+        dl = deadline_instant(inp, job, info)  # type: ignore[arg-type]
+        if dl is None:
+            continue
+        a = starts.get(job.job_id)
+        if a is None or a.start_step is None:
+            out[job.job_id] = {"deadline_at": dl.strftime("%Y-%m-%dT%H:%M:%SZ"), "p90_finish_at": None}
+            continue
+        q, _ = planned_durations_h(inp, job, int(a.gpus), info)  # type: ignore[arg-type]
+        finish = pd.Timestamp(start) + pd.Timedelta(minutes=a.start_step * problem.cluster.step_minutes) \
+            + pd.Timedelta(hours=q["p90"])
+        if finish > dl:
+            out[job.job_id] = {"deadline_at": dl.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                               "p90_finish_at": finish.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    return out
+
+
 def side(problem: Problem, plan: Plan, demand: pd.DataFrame) -> dict[str, Any]:
     """One side (``base`` or ``whatif``) of the document: the plan's planned figures (:data:`SIDE_KEYS`).
 
@@ -363,6 +398,9 @@ def run_whatif(base: BaseRun, w: WhatIf) -> dict[str, Any]:
     demand_new = scaled_demand(base.demand, applied.scaled)
     b = side(base.problem, base.plan, base.demand)
     n = side(p, plan, demand_new)
+    miss_b = deadline_misses(base.problem, base.plan, base.jobs, base.start)
+    miss_n = deadline_misses(p, plan, base.jobs, base.start)
+    b["jobs_missing_deadline"], n["jobs_missing_deadline"] = len(miss_b), len(miss_n)
     delta = {k: n[k] - b[k] for k in SIDE_KEYS if isinstance(b[k], (int, float)) and not isinstance(b[k], bool)
              and isinstance(n[k], (int, float)) and b[k] is not None and n[k] is not None}
     jobs = []
@@ -375,8 +413,17 @@ def run_whatif(base: BaseRun, w: WhatIf) -> dict[str, Any]:
                      "gpus_base": None if c.block_base is None else c.block_base[1],
                      "gpus_whatif": None if c.block_whatif is None else c.block_whatif[1],
                      "nodes_base": None if c.block_base is None else node_names(*c.block_base),
-                     "nodes_whatif": None if c.block_whatif is None else node_names(*c.block_whatif)})
+                     "nodes_whatif": None if c.block_whatif is None else node_names(*c.block_whatif),
+                     "deadline_at": (miss_n.get(c.job_id) or miss_b.get(c.job_id) or {}).get("deadline_at"),
+                     "misses_deadline_base": c.job_id in miss_b, "misses_deadline_whatif": c.job_id in miss_n,
+                     "p90_finish_whatif": (miss_n.get(c.job_id) or {}).get("p90_finish_at")})
     notes = list(plan.notes)
+    listed = {j["job_id"] for j in jobs}
+    for jid in sorted(set(miss_n) - set(miss_b)):
+        m = miss_n[jid]
+        fin = "does not start in the horizon" if m["p90_finish_at"] is None else f"P90 finish {m['p90_finish_at']}"
+        notes.append(f"{jid} now misses its deadline {m['deadline_at']}: {fin}" + ("" if jid in listed else
+                                                                                  " (start unchanged)"))
     if w.add_gpus and p.n_gpus > applied.physical_gpus:
         notes.append(f"{applied.physical_gpus} GPUs are planned as a {p.n_gpus}-GPU model with GPUs "
                      f"{applied.physical_gpus}..{p.n_gpus - 1} down (blocks are aligned powers of two)")
@@ -401,6 +448,7 @@ TABLE_ROWS = (("plan value (priority x GPU-h)", "planned_value", ",.1f"),
               ("real-time P90 demand covered %", "rt_covered_p90_pct", ".1f"),
               ("real-time P50 demand covered %", "rt_covered_p50_pct", ".1f"),
               ("jobs started / waiting", None, ""),
+              ("jobs missing their deadline (P90)", "jobs_missing_deadline", "d"),
               ("idle GPU-h", "idle_gpu_h", ",.1f"),
               ("GPUs up", "gpus_up", "d"))
 
@@ -439,8 +487,14 @@ def render_text(doc: dict[str, Any]) -> str:
     for j in jobs:
         dh = "" if j["delta_h"] is None else f" ({j['delta_h']:+.1f} h)"
         was = _was(j)
+        size = ("" if j["gpus_base"] == j["gpus_whatif"] or j["gpus_base"] is None or j["gpus_whatif"] is None
+                else f" [{j['gpus_base']} -> {j['gpus_whatif']} GPUs]")
+        late = ""
+        if j.get("misses_deadline_whatif"):
+            fin = j.get("p90_finish_whatif")
+            late = (f" MISSES DEADLINE {j['deadline_at']}" + (f" (P90 finish {fin})" if fin else " (not started)"))
         L.append(f"  {j['job_id']:<14s}{was:>13s} -> {_when(j['start_ts_whatif']):<13s}{dh:<10s}"
-                 f" {j['reason']}")
+                 f" {j['reason']}{size}{late}")
     for note in doc["notes"]:
         L.append(f"note: {note}")
     return "\n".join(L)

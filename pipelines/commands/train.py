@@ -208,7 +208,8 @@ def history_report(path: Path, fmt: str | None, timezone: str | None, ws) -> dic
                              "feature_groups": ",".join(model.spec.groups)},
                      metrics={k: v for k, v in numbers.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
                      tags={"gpuplan.stage": "train"})
-    doc["workspace"] = str(path)
+    doc["workspace"] = str(ws.root)
+    doc["history"] = str(Path(path).resolve())
     doc["rejected_rows"] = len(errors)
     doc["first_rejected"] = errors[0] if errors else None
     return doc

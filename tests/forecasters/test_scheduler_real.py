@@ -279,6 +279,7 @@ def test_train_history_then_predict_loads_the_saved_model_without_fitting(cli_en
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["history_rows"] == 120 and doc["n_test"] == 24 and doc["rejected_rows"] == 0
+    assert doc["history"] == str((cli_env / "history.csv").resolve())  # the file read; "workspace" is the workspace
     assert {"per_user_median", "per_gpu_count_median", "global_median", "time_limit"} <= set(doc["baselines"])
     saved = cli_env / "models" / "scheduler" / "model.pkl"
     stamp = os.stat(saved).st_mtime_ns

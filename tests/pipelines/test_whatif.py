@@ -134,3 +134,39 @@ def test_not_a_run_folder(tmp_path):
     assert res.exit_code == 2
     assert res.stderr.strip() == (f"error: RUN_FOLDER {tmp_path}: no problem.json in it (not a run folder written by "
                                   "'gpuplan run' or the replan deployment)")
+
+
+def _with_deadline(folder: Path, p90_h: float) -> Path:
+    """jobs.parquet of the hand run: A (8 GPUs) due 2025-03-16 18:30:00Z with the given P90, B without a deadline."""
+    import pandas as pd
+
+    start = pd.Timestamp("2025-03-16T16:00:00Z")
+    pd.DataFrame([
+        {"job_id": "A", "kind": "training", "priority": 1.0, "state": "queued", "deadline_at": start + pd.Timedelta("2.5h"),
+         "gpus_requested": 8, "duration_p10_h": 0.8, "duration_p50_h": 0.9, "duration_p90_h": p90_h, "size_options": ""},
+        {"job_id": "B", "kind": "quantization", "priority": 1.0, "state": "queued", "deadline_at": pd.NaT,
+         "gpus_requested": 4, "duration_p10_h": 1.4, "duration_p50_h": 1.5, "duration_p90_h": 1.6, "size_options": ""},
+    ]).assign(submitted_at=start - pd.Timedelta("1h"), started_at=pd.NaT, source="generated", gpus_pred=0,
+              flags="").assign(gpus_pred=lambda d: d["gpus_requested"]).to_parquet(folder / "jobs.parquet")
+    return folder
+
+
+def test_a_whatif_that_makes_a_job_miss_its_deadline_says_so(hand):
+    """Base: A starts at step 3 (17:30Z) on 8 GPUs, P90 1.0 h: finishes 18:30:00Z, exactly its deadline (not late).
+    Draining gpu-b leaves 4 GPUs up: A (8 GPUs) never starts, so it now misses its deadline."""
+    _with_deadline(hand.resolve(), p90_h=1.0)
+    doc = _json(hand, "--drain-node", "gpu-b")
+    assert doc["base"]["jobs_missing_deadline"] == 0 and doc["whatif"]["jobs_missing_deadline"] == 1
+    assert doc["delta"]["jobs_missing_deadline"] == 1
+    a = {j["job_id"]: j for j in doc["jobs"]}["A"]
+    assert a["misses_deadline_whatif"] and not a["misses_deadline_base"]
+    assert a["deadline_at"] == "2025-03-16T18:30:00Z" and a["p90_finish_whatif"] is None
+    text = CliRunner().invoke(app, ["whatif", str(hand), "--drain-node", "gpu-b"]).stdout
+    assert "MISSES DEADLINE 2025-03-16T18:30:00Z (not started)" in text
+
+
+def test_deadline_compared_with_the_p90_at_the_planned_start(hand):
+    """With P90 1.01 h the base plan's A already ends at 18:30:36Z, after its 18:30:00Z deadline."""
+    _with_deadline(hand.resolve(), p90_h=1.01)
+    doc = _json(hand, "--add-gpus", "8")  # A moves to step 0 on the new GPUs: 16:00Z + 1.01 h = 17:00:36Z, in time
+    assert doc["base"]["jobs_missing_deadline"] == 1 and doc["whatif"]["jobs_missing_deadline"] == 0
