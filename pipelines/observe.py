@@ -123,15 +123,15 @@ def fmt_value(v: Any) -> str:
 def headline_rows(summary: Mapping[str, Any], report: pd.DataFrame | None) -> list[tuple[str, str]]:
     """``(figure, value)`` rows of the plan's headline.
 
-    When ``summary.json`` has a ``headline`` dict (the risk report's, issue 14) its entries are shown as
-    given (key with ``_`` as spaces, value formatted). Otherwise the headline is built from the summary's
+    When ``summary.json`` has a ``headline`` dict (the risk report's, issue 14), its figures in the page's
+    order (:func:`_risk_headline_rows`). Otherwise the headline is built from the summary's
     planned metrics (:func:`pipelines.stages.outputs.planned_metrics`): planned utilisation, real-time P90
     demand covered, jobs started / waiting / at risk (``job_at_risk`` rows of ``report``), idle GPU-hours,
     and the forecaster versions (``models``).
     """
     head = summary.get("headline")
     if isinstance(head, Mapping) and head:
-        return [(str(k).replace("_", " "), fmt_value(v)) for k, v in head.items()]
+        return _risk_headline_rows(head, summary)
     m = summary.get("metrics") or {}
     rows: list[tuple[str, str]] = []
     if "planned_utilization_pct" in m:
@@ -146,11 +146,55 @@ def headline_rows(summary: Mapping[str, Any], report: pd.DataFrame | None) -> li
                                                           f"(of {total} queued)"))
     if "idle_gpu_h" in m:
         rows.append(("idle GPU-hours over the horizon", f"{m['idle_gpu_h']:.1f}"))
-    for kind, mv in (summary.get("models") or {}).items():
+    rows += _models_rows(summary.get("models") or {})
+    return rows
+
+
+def _models_rows(models: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(kind forecaster, "name vN")`` rows of ``summary.json``'s ``models`` (or the headline's ``models["jobs"]``)."""
+    rows = []
+    for kind, mv in models.items():
         if isinstance(mv, Mapping):
             ver = mv.get("version")
             rows.append((f"{kind} forecaster", f"{mv.get('name', kind)} v{ver}" if ver is not None else
                          str(mv.get("note") or mv.get("name") or "unversioned")))
+    return rows
+
+
+def _risk_headline_rows(head: Mapping[str, Any], summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The rows of the risk report's headline (:func:`pipelines.report.headline` keys), in the page's order.
+
+    Planned utilisation, real-time demand covered (P50 / P90) and services below their P90 coverage target,
+    jobs started / waiting / at risk, idle GPU-hours, the newest input and its age, the forecaster versions.
+    Keys the headline lacks are left out.
+    """
+    rows: list[tuple[str, str]] = []
+    if head.get("planned_utilization_pct") is not None:
+        rows.append(("planned utilisation", f"{float(head['planned_utilization_pct']):.1f} %"))
+    if head.get("rt_covered_p90_pct") is not None:
+        p50 = head.get("rt_covered_p50_pct")
+        rows.append(("real-time demand covered (P50 / P90)",
+                     f"{'-' if p50 is None else format(float(p50), '.1f')} % / {float(head['rt_covered_p90_pct']):.1f} %"))
+    if "rt_below_target" in head:
+        below = list(head.get("rt_below_target") or [])
+        target = head.get("rt_coverage_target")
+        rows.append((f"services below P90 coverage target{'' if target is None else f' {float(target):.2f}'}",
+                     ", ".join(map(str, below)) or "none"))
+    if head.get("jobs_queued") is not None:
+        started = int(head.get("jobs_start_now", 0)) + int(head.get("jobs_start_later", 0))
+        rows.append(("jobs started / waiting / at risk", f"{started} / {int(head.get('jobs_waiting', 0))} / "
+                                                          f"{int(head.get('jobs_at_risk', 0))} "
+                                                          f"(of {int(head['jobs_queued'])} queued)"))
+    if head.get("idle_gpu_h") is not None:
+        rows.append(("idle GPU-hours over the horizon", f"{float(head['idle_gpu_h']):.1f}"))
+    newest = head.get("newest_input")
+    if isinstance(newest, Mapping) and newest.get("ts"):
+        age = head.get("input_age_h_at_plan_start")
+        rows.append(("newest input", f"{newest.get('what')} {newest['ts']}"
+                                     + ("" if age is None else f" ({float(age):.1f} h before the plan start)")))
+    models = head.get("models")
+    jobs_models = models.get("jobs") if isinstance(models, Mapping) else None
+    rows += _models_rows(jobs_models if isinstance(jobs_models, Mapping) else (summary.get("models") or {}))
     return rows
 
 

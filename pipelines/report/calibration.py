@@ -6,9 +6,8 @@ against actual (``bands``: each service's forecast fitted up to 24 h before the 
 against the last 24 actual hours, :func:`pipelines.stages.realtime.fit_profiles`), never on the
 hours the forecast was fitted on:
 
-- **measured P90 coverage** per service and local hour-of-day band (the combination's own P90 bands:
-  :attr:`forecasters.realtime.CombineSettings.hour_bands` bands of 24 / bands hours on the service's
-  clock): the share of scored hours with actual ≤ P90, hours above P90 and the longest run of them. A
+- **measured P90 coverage** per service and local hour-of-day band (:data:`HOUR_BANDS` bands of 6 h on
+  the service's clock): the share of scored hours with actual ≤ P90, hours above P90 and the longest run of them. A
   service whose coverage over the day is below :data:`COVERAGE_TARGET` (0.9 for the P90) is flagged.
 - **P(demand > plan)** per service and step, empirical: the recent forecast ratios ``r = actual / P50``
   (scored hours with P50 > 0) of the step's hour band when the band has at least
@@ -37,8 +36,10 @@ Z90 = 1.2815515655446004  # standard normal 0.9 quantile
 _COMBINE = CombineSettings()
 #: The P90's target coverage: the quantile the plan is given (DESIGN §4.4).
 COVERAGE_TARGET = float(_COMBINE.p90_quantile)
-#: Local hour-of-day bands of the measured coverage (the combination's P90 bands).
-HOUR_BANDS = int(_COMBINE.hour_bands)
+#: Local hour-of-day bands of the measured coverage: 4 bands of 6 h. The forecast's own P90 is pooled over
+#: the day (``CombineSettings.hour_bands`` = 1 since issue 16: 6-h bands were measured to cover less), but the
+#: report still shows in which part of the day the misses fall (issue 14: coverage per service and hour band).
+HOUR_BANDS = 4
 #: Fewer recent ratios than this in a band: the whole day's ratios (the combination's rule).
 MIN_BAND_RATIOS = int(_COMBINE.min_band_residuals)
 #: Upper clip for the GPU need of a recent ratio (demand beyond ``max_gpus`` still exceeds the plan).

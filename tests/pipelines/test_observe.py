@@ -87,11 +87,21 @@ def test_headline_from_planned_metrics_counts_waiting_and_at_risk_jobs():
                     ("scheduler forecaster", "no champion yet (no nightly retraining): fitted at plan time")]
 
 
-def test_headline_of_the_risk_report_is_shown_as_given():
-    doc = {**SUMMARY, "headline": {"planned_utilization_pct": 68.684, "jobs_at_risk": 2, "rt_covered_p90": 0.95,
-                                   "model_versions": {"training": "3"}}}
-    assert observe.headline_rows(doc, None) == [("planned utilization pct", "68.7"), ("jobs at risk", "2"),
-                                                ("rt covered p90", "0.95"), ("model versions", "training 3")]
+def test_headline_of_the_risk_report_in_the_pages_order():
+    doc = {**SUMMARY, "headline": {
+        "planned_utilization_pct": 68.684, "rt_covered_p50_pct": 100.0, "rt_covered_p90_pct": 99.87,
+        "rt_coverage_target": 0.9, "rt_below_target": ["m-small"], "jobs_queued": 54, "jobs_start_now": 12,
+        "jobs_start_later": 41, "jobs_waiting": 1, "jobs_at_risk": 2, "idle_gpu_h": 357.5,
+        "newest_input": {"what": "traffic_hour", "ts": "2025-03-16 15:00Z"}, "input_age_h_at_plan_start": 1.0,
+        "rt_services": {"m-small": {"recent_p90_coverage": 0.67}},
+        "models": {"jobs": {"training": {"name": "gpuplan-training-forecaster", "version": "3"}}}}}
+    assert observe.headline_rows(doc, None) == [
+        ("planned utilisation", "68.7 %"), ("real-time demand covered (P50 / P90)", "100.0 % / 99.9 %"),
+        ("services below P90 coverage target 0.90", "m-small"),
+        ("jobs started / waiting / at risk", "53 / 1 / 2 (of 54 queued)"),
+        ("idle GPU-hours over the horizon", "357.5"),
+        ("newest input", "traffic_hour 2025-03-16 15:00Z (1.0 h before the plan start)"),
+        ("training forecaster", "gpuplan-training-forecaster v3")]
 
 
 def test_estimated_starts_earliest_first_and_not_started_last():
