@@ -115,7 +115,15 @@ import pandas as pd
 
 from forecasters.errors import InputError
 from forecasters.realtime.ingest import impute_hours
-from forecasters.realtime.profile import Profile, ProfileSettings, fit_profile, fitted, forecast, recalibrate
+from forecasters.realtime.profile import (
+    Profile,
+    ProfileSettings,
+    check_hourly_series,
+    fit_profile,
+    fitted,
+    forecast,
+    recalibrate,
+)
 
 HOURS_PER_DAY = 24
 HOURS_PER_WEEK = 168
@@ -589,18 +597,6 @@ def _plausible(y: np.ndarray, obs: np.ndarray, flagged: np.ndarray, z: np.ndarra
 # ------------------------------------------------------------------------------------------ helpers
 
 
-def _check(series: pd.Series) -> pd.Series:
-    if not isinstance(series.index, pd.DatetimeIndex) or series.index.tz is None:
-        raise InputError("series: index must be tz-aware hourly timestamps (use forecasters.realtime.ingest)")
-    idx = series.index.tz_convert("UTC")
-    if len(idx) > 1 and not (idx[1:] - idx[:-1] == pd.Timedelta(hours=1)).all():
-        raise InputError("series: index must be a regular hourly grid (use forecasters.realtime.ingest)")
-    vals = series.to_numpy(dtype=float)
-    if not np.isfinite(vals).all() or (vals < 0).any():
-        raise InputError("series: values must be finite and >= 0 (use forecasters.realtime.ingest)")
-    return pd.Series(vals, index=idx)
-
-
 def _usable(idx: pd.DatetimeIndex, exclude) -> np.ndarray:
     ex = list(exclude) if exclude is not None else []
     if not ex:
@@ -779,7 +775,7 @@ def fit_combined(series: pd.Series, timezone: str = "UTC", exclude=None, outlier
     """
     s = settings or CombineSettings()
     memo = {} if memo is None else memo  # the final profile is used twice (shape, candidate)
-    series = _check(series)
+    series = check_hourly_series(series)
     n = len(series)
     y = series.to_numpy()
     obs = _usable(series.index, exclude)

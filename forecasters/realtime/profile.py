@@ -215,7 +215,12 @@ def _features(idx: pd.DatetimeIndex, timezone: str, t0: pd.Timestamp, s: Profile
     return np.column_stack([X, (idx >= shift_since).astype(float)])
 
 
-def _check_series(series: pd.Series) -> pd.Series:
+def check_hourly_series(series: pd.Series) -> pd.Series:
+    """The series as floats on its UTC index, checked: tz-aware, a regular hourly grid, finite, >= 0.
+
+    Raises:
+        forecasters.errors.InputError: naming the first bad timestamp (ingest first: it imputes and regrids).
+    """
     if not isinstance(series.index, pd.DatetimeIndex) or series.index.tz is None:
         raise InputError("series: index must be tz-aware hourly timestamps (use forecasters.realtime.ingest)")
     idx = series.index.tz_convert("UTC")
@@ -283,7 +288,7 @@ def _one_blas_thread() -> contextlib.AbstractContextManager[object]:
 
 
 def _fit_profile(series: pd.Series, timezone: str, exclude, s: ProfileSettings) -> Profile:
-    series = _check_series(series)
+    series = check_hourly_series(series)
     try:
         _local_hours(series.index[:1], timezone)
     except Exception as exc:  # noqa: BLE001

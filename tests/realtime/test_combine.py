@@ -259,3 +259,12 @@ def test_flagged_hours_anchor_the_hourly_mode_only_where_they_were_steps():
     assert out["burst"] == (True, True, pytest.approx(180.0))
     assert out["spike"][:2] == (False, False)  # the flagged 180 is not read: the anchor stays at 01:00
     assert out["spike"][2] == pytest.approx(100 * (1 + 0.4 * np.sin(2 * np.pi / 24)))
+
+
+def test_fit_combined_names_the_first_bad_hour():
+    """The combination checks its series with the profile's checker: the first negative hour is named."""
+    idx = pd.date_range("2025-06-02T00:00Z", periods=24 * 8, freq="h")
+    y = pd.Series(np.full(len(idx), 10.0), index=idx)
+    y.iloc[30] = -1.0
+    with pytest.raises(InputError, match="series: value at 2025-06-03T06:00:00\\+00:00 is negative"):
+        fit_combined(y, "UTC")
