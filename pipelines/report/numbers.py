@@ -19,7 +19,7 @@ from pipelines.report.risks import build_report_table
 
 #: Keys of :func:`planned_metrics`, in order.
 PLANNED_METRICS = ("planned_utilization_pct", "planned_value", "jobs_started", "jobs_total", "planned_rt_unmet_gpu_h",
-                   "planned_rt_sla_pct", "idle_gpu_h")
+                   "planned_rt_sla_pct", "idle_gpu_h", "rt_margin_gpu_h")
 
 
 def planned_metrics(problem: Any, plan: Any, demand: pd.DataFrame) -> dict[str, float]:
@@ -29,8 +29,10 @@ def planned_metrics(problem: Any, plan: Any, demand: pd.DataFrame) -> dict[str, 
     ``planned_value`` = Σ over planned batch GPU-hours inside the horizon of the job's priority;
     ``planned_rt_unmet_gpu_h`` and ``planned_rt_sla_pct`` against the P90 demand the planner was given
     (``demand``'s ``demand_gpus_p90``); ``jobs_started`` (queued jobs given a start) / ``jobs_total``
-    (queued jobs); ``idle_gpu_h`` (GPU-hours planned for neither). N is the GPUs up: the cluster's minus its
-    ``down_gpus``.
+    (queued jobs); ``idle_gpu_h`` (GPU-hours planned for neither); ``rt_margin_gpu_h`` = Σ max(planned −
+    P50 demand, 0) GPU-h, the real-time GPUs planned above the P50 demand (the margin toward the P90). N is the
+    GPUs up: the cluster's minus its ``down_gpus``; utilisation × N × horizon + ``rt_margin_gpu_h`` +
+    ``idle_gpu_h`` = N × horizon GPU-h.
     """
     H, N = problem.horizon_steps, problem.n_gpus - len(problem.down_gpus)
     step_h = problem.cluster.step_minutes / 60.0
@@ -61,6 +63,7 @@ def planned_metrics(problem: Any, plan: Any, demand: pd.DataFrame) -> dict[str, 
         "planned_rt_unmet_gpu_h": unmet_h,
         "planned_rt_sla_pct": 100.0 * (1 - unmet_h / dem_h) if dem_h > 0 else 100.0,
         "idle_gpu_h": N * H * step_h - batch_h - rt_h,
+        "rt_margin_gpu_h": rt_h - served_h,
     }
 
 
@@ -117,7 +120,8 @@ def headline(inp: ReportInputs, table: pd.DataFrame | None = None, calibration: 
     ``hours_above_p90``, ``below_target``, ``max_p_exceed``, ``expected_h_over_plan``),
     ``rt_coverage_target``, ``rt_below_target`` (services flagged), ``jobs_queued``,
     ``jobs_start_now`` (at step 0), ``jobs_start_later``, ``jobs_waiting`` (not started in the
-    horizon), ``jobs_at_risk``, ``idle_gpu_h``, ``idle_windows`` (count, rule
+    horizon), ``jobs_at_risk``, ``idle_gpu_h``, ``rt_margin_gpu_h`` (real-time GPU-h planned above the P50
+    demand), ``up_gpu_h`` (GPUs up × horizon hours: the utilisation's denominator), ``idle_windows`` (count, rule
     :func:`pipelines.report.risks.idle_windows`), ``idle_window_gpu_h``, ``inputs`` (per input, ``traffic_hour`` and
     ``job_submitted``: its newest time ``ts`` and its age in hours at the plan start and now),
     ``newest_input`` (``{"what", "ts"}``, the newest of them) with ``input_age_h_at_plan_start`` and
@@ -159,6 +163,8 @@ def headline(inp: ReportInputs, table: pd.DataFrame | None = None, calibration: 
         "jobs_at_risk": int(risk["job_id"].nunique()),
         "jobs_running": len(problem.running),
         "idle_gpu_h": round(metrics["idle_gpu_h"], 2),
+        "rt_margin_gpu_h": round(metrics["rt_margin_gpu_h"], 2),
+        "up_gpu_h": round((problem.n_gpus - len(problem.down_gpus)) * H * inp.step_h, 2),
         "idle_windows": len(idle),
         "idle_window_gpu_h": round(float(idle["value"].sum()), 2) if len(idle) else 0.0,
         "inputs": {k: {"ts": clock(v), "age_h_at_plan_start": round((start - v) / pd.Timedelta(hours=1), 2),

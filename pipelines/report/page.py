@@ -160,6 +160,14 @@ def _explain_degraded(message: str) -> str:
 
 
 
+def status_flag(status: str) -> str:
+    """How a real-time forecast status is shown: ``ok``/``given`` as is, ``degraded`` → ``**DEGRADED**``,
+    ``level_shift`` → ``**LEVEL SHIFT**``, any other status → ``**DEGRADED** (<status>)`` (never the same word twice)."""
+    if status in ("ok", "given"):
+        return status
+    return {"degraded": "**DEGRADED**", "level_shift": "**LEVEL SHIFT**"}.get(status, f"**DEGRADED** ({status})")
+
+
 def _verb(n: int, verb: str) -> str:
     """``"1 starts"``, ``"3 start"``: a count with its verb agreeing."""
     return f"{n} {verb}s" if n == 1 else f"{n} {verb}"
@@ -174,13 +182,17 @@ def headline_rows(inp: ReportInputs, head: Mapping[str, Any], cal: Sequence[Serv
     """The headline table's (figure, value) rows, from :func:`pipelines.report.headline`'s dict."""
     plan, problem = inp.plan, inp.problem
     settings = getattr(problem, "settings", None)
-    total_gpu_h = problem.n_gpus * head["horizon_h"]
     rows = [("Plan", f"{clock(inp.start_ts)} → {head['horizon_end']} ({problem.horizon_steps} × "
                      f"{inp.step_minutes} min), {plural(problem.n_gpus, 'GPU')}; planner `{plan.planner}`"
-                     f"{'' if not plan.source or str(plan.source) == plan.planner else ' (plan from `' + str(plan.source) + '`)'}"
+                     f"{'' if not plan.source or str(plan.source) == plan.planner else ' (best plan found by its `' + str(plan.source) + '` start)'}"
                      f", {status_text(plan, getattr(settings, 'mip_rel_gap', None))}, verified")]
-    rows.append(("Planned utilisation", f"{_pct1(head['planned_utilization_pct'])} of {total_gpu_h:g} GPU-h "
-                                        "(batch GPU-h + real-time GPU-h serving the P50 demand)"))
+    up_h = head["up_gpu_h"]
+    rows.append(("Planned utilisation", f"{_pct1(head['planned_utilization_pct'])} of {up_h:g} GPU-h "
+                                        "(batch GPU-h + real-time GPU-h serving the P50 demand); real-time GPUs "
+                                        f"above the P50 demand (the margin toward the P90): "
+                                        f"{_pct1(100 * head['rt_margin_gpu_h'] / up_h if up_h else None)} "
+                                        f"({head['rt_margin_gpu_h']:g} GPU-h); idle: "
+                                        f"{_pct1(100 * head['idle_gpu_h'] / up_h if up_h else None)}"))
     rows.append(("Real-time demand covered", f"P50 {_pct1(head['rt_covered_p50_pct'])}, P90 "
                                              f"{_pct1(head['rt_covered_p90_pct'])} of the forecast GPU-hours"))
     if cal:
@@ -197,7 +209,7 @@ def headline_rows(inp: ReportInputs, head: Mapping[str, Any], cal: Sequence[Serv
     rows.append(("Jobs", f"{head['jobs_queued']} queued: {_verb(head['jobs_start_now'], 'start')} now, "
                          f"{head['jobs_start_later']} later in the horizon, {_verb(head['jobs_waiting'], 'wait')} "
                          f"past it; **{head['jobs_at_risk']} at risk**; {head['jobs_running']} running"))
-    rows.append(("Idle", f"{head['idle_gpu_h']:g} GPU-h ({100 * head['idle_gpu_h'] / total_gpu_h:.0f} %); "
+    rows.append(("Idle", f"{head['idle_gpu_h']:g} GPU-h ({100 * head['idle_gpu_h'] / up_h if up_h else 0:.0f} %); "
                          f"{plural(head['idle_windows'], 'window')} of ≥ {IDLE_MIN_H:g} h with ≥ "
                          f"{problem.cluster.gpus_per_node} GPUs idle: {head['idle_window_gpu_h']:g} GPU-h"))
     fresh = []
@@ -280,8 +292,7 @@ def render_page(inp: ReportInputs, table: pd.DataFrame, plots: Mapping[str, str]
     out.append("Forecast status:\n")
     for svc in [s for s in inp.service_names() if s in inp.rt_status]:
         status, msg = inp.rt_status[svc]
-        flag = {"ok": "", "given": "", "level_shift": "**LEVEL SHIFT** — "}.get(status, "**DEGRADED** — ")
-        out.append(f"- `{svc}`: {flag}{status}{(': ' + msg) if msg else ''}")
+        out.append(f"- `{svc}`: {status_flag(status)}{(': ' + msg) if msg else ''}")
         why = explain_rt_status(status, msg or "")
         if why:
             out.append(f"  - What this means: {why}")

@@ -121,6 +121,10 @@ def test_plan_tables_and_metrics():
     assert m["planned_rt_unmet_gpu_h"] == pytest.approx(0.5)
     assert m["jobs_started"] == 1 and m["jobs_total"] == 2
     assert m["idle_gpu_h"] == pytest.approx(32 - 8 - 16)
+    # real-time planned 16 GPU-h, of which 15 serve the P50: 1 GPU-h of margin toward the P90 (steps 0 and 1 plan
+    # 6 GPUs against a P50 of 5: 2 GPU-steps x 0.5 h); with utilisation and idle it adds up to N x h
+    assert m["rt_margin_gpu_h"] == pytest.approx(1.0)
+    assert m["planned_utilization_pct"] / 100 * 32 + m["rt_margin_gpu_h"] + m["idle_gpu_h"] == pytest.approx(32)
 
 
 SHIPPED_336H_MSG = ("degraded", "weekly seasonality needs more than 336 hourly points; got 336; weekly component "
@@ -153,7 +157,11 @@ def test_page_layout_rounding_and_gap_wording(tmp_path):
     assert "| job_id | kind | planned GPUs | start_ts | p90_finish_ts | deadline_ts | reason |" in page
     assert "| job_id | kind | priority | planned GPUs | start_ts | planned_end_ts | deadline_ts | reason |" in page
     # the shipped 336 h series: degraded status explained in plain words
-    assert "**DEGRADED**" in page
+    assert "- `chat`: **DEGRADED**: weekly seasonality needs more than 336 hourly points" in page
+    assert "— degraded" not in page
+    # utilisation, the real-time margin above P50 and idle add up: 71.9 + 3.1 + 25.0 = 100 % of 32 GPU-h
+    assert ("| Planned utilisation | 71.9 % of 32 GPU-h (batch GPU-h + real-time GPU-h serving the P50 demand); "
+            "real-time GPUs above the P50 demand (the margin toward the P90): 3.1 % (1 GPU-h); idle: 25.0 % |") in page
     assert ("What this means: The traffic history has 336 hourly points (two weeks or less), so the weekly "
             "pattern (each hour of the week) is in effect fitted from one week only") in page
     assert "keep extra real-time headroom (a higher `min_gpus`)" in page
@@ -229,7 +237,7 @@ def test_page_real_time_section_states_a_level_shift():
            "follows the new level (a step term from 2025-09-22T00:00Z in the regression, estimated on 72 h)")
     inp = replace(_inputs(), rt_status={"chat": ("level_shift", msg)})
     page = render_page(inp, build_report_table(inp), {}, "run-s")
-    assert f"- `chat`: **LEVEL SHIFT** — level_shift: {msg}" in page and "**DEGRADED**" not in page
+    assert f"- `chat`: **LEVEL SHIFT**: {msg}" in page and "**DEGRADED**" not in page
     assert ("  - What this means: Traffic fell to 0.50× its usual level for each hour of the week from "
             "2025-09-22T00:00Z on (72 h so far), and stayed there: this is a new level, not a run of outliers. "
             "The forecast (and the GPUs planned for this service) follows the new level.") in page
