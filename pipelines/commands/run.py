@@ -1,4 +1,4 @@
-"""The main job end to end on the shipped real data (DESIGN §7.1)."""
+"""The main job end to end on a workspace (default: the shipped demo, real ServeGen traffic and generated job histories) (DESIGN §7.1)."""
 
 from __future__ import annotations
 
