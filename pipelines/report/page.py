@@ -161,8 +161,11 @@ def _explain_degraded(message: str) -> str:
 
 
 def status_flag(status: str) -> str:
-    """How a real-time forecast status is shown: ``ok``/``given`` as is, ``degraded`` → ``**DEGRADED**``,
-    ``level_shift`` → ``**LEVEL SHIFT**``, any other status → ``**DEGRADED** (<status>)`` (never the same word twice)."""
+    """How a real-time forecast status is shown on the page (never the same word twice).
+
+    ``ok``/``given`` as is, ``degraded`` → ``**DEGRADED**``, ``level_shift`` → ``**LEVEL SHIFT**``, any
+    other status → ``**DEGRADED** (<status>)``.
+    """
     if status in ("ok", "given"):
         return status
     return {"degraded": "**DEGRADED**", "level_shift": "**LEVEL SHIFT**"}.get(status, f"**DEGRADED** ({status})")
