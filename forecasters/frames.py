@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from domain.gpus import canonical_gpu_type
 from forecasters.errors import InputError
 from forecasters.schema import JOB_ID, KindSpec
 
@@ -137,6 +138,9 @@ def normalise_features(
         ``(features, issues)``: ``features`` is ``(n, len(spec.features))`` in contract order,
         categoricals as ``CategoricalDtype(levels)`` (missing and unknown values become NaN, and
         are reported in ``issues`` so the caller can refuse or flag them), numerics ``float64``.
+        ``gpu_type`` values are first read as the scheduler names they may be
+        (:func:`domain.gpus.canonical_gpu_type`: ``B200`` → ``b200_180gb``), as the scheduler-history
+        forecaster reads them.
 
     Raises:
         InputError: a missing feature column (named); a non-numeric value (row and column named);
@@ -152,6 +156,8 @@ def normalise_features(
         if col in spec.categorical:
             lv = tuple(levels[col])
             vals = _category_values(frame[col])
+            if col == "gpu_type":  # the names schedulers and device plugins print (B200, NVIDIA-A100-SXM4-80GB)
+                vals = np.array([v if v is None else (canonical_gpu_type(v) or v) for v in vals], dtype=object)
             missing = np.array([v is None for v in vals], dtype=bool)
             known = set(lv)
             unknown = np.array([(v is not None) and (v not in known) for v in vals], dtype=bool)

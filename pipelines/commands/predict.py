@@ -30,8 +30,9 @@ JOBS_COLUMNS_HELP = (
     "scheduler: job_id, submitted_at; optional gpus, time_limit_s (or time_limit_h), user, account, partition, "
     "qos, gpu_type, job_name, kind, state, started_at (a running job's remaining time); any other column "
     "(params_b, tokens_b, cpu_milli ...) is an annotation the model may read. "
-    "gpu_type (physics kinds): p100_16gb, v100_16gb, v100_32gb, t4_16gb, a10_24gb, a100_40gb, a100_80gb, "
-    "l40s_48gb, h100_80gb, h200_141gb, b200_180gb, mi300x_192gb."
+    "gpu_type (every kind): p100_16gb, v100_16gb, v100_32gb, t4_16gb, a10_24gb, a100_40gb, a100_80gb, "
+    "l40s_48gb, h100_80gb, h200_141gb, b200_180gb, mi300x_192gb, or the name a scheduler prints for one "
+    "(Slurm GRES b200, a100 = a100_40gb; Kubernetes NVIDIA-H100-80GB-HBM3)."
 )
 
 

@@ -93,3 +93,19 @@ def test_a_job_without_a_finite_prior_is_named(training_queue):
     feats, _ = normalise_features(training_queue.head(3).assign(model_params_b=[7.0, 0.0, 7.0]), TRAINING)
     with pytest.raises(InputError, match="row 1: the analytic duration estimate of this training job is not a number"):
         jobs.log_analytic_h("training", feats, np.zeros(3))
+
+
+def test_scheduler_gpu_names_are_read_as_the_table_types(training_model, training_queue):
+    # the physics kinds read gpu_type as the scheduler-history forecaster does: "B200" (a Slurm GRES type),
+    # a Kubernetes product label and the canonical name are one type, with one forecast
+    row = training_queue.head(1)
+    spellings = {"b200_180gb": "b200_180gb", "B200": "b200_180gb", "NVIDIA-H100-80GB-HBM3": "h100_80gb",
+                 "a100": "a100_40gb", "Tesla-V100-SXM2-32GB": "v100_32gb"}
+    for given, canonical in spellings.items():
+        feats, issues = normalise_features(row.assign(gpu_type=given), TRAINING)
+        assert str(feats["gpu_type"].iloc[0]) == canonical and not issues.unknown
+    got = [jobs.predict(training_model, row.assign(gpu_type=g))[["duration_p50_h", "duration_p90_h"]].iloc[0].tolist()
+           for g in ("b200_180gb", "B200")]
+    assert got[0] == got[1]
+    with pytest.raises(InputError, match="unknown gpu_type 'B300' at row 0"):
+        jobs.predict(training_model, row.assign(gpu_type="B300"))
