@@ -77,6 +77,8 @@ def forecast_metrics(y_h: np.ndarray, p50_h: np.ndarray, p90_h: np.ndarray,
     share of runs at most the P90; with ``p10_h`` also ``coverage_p10_p90`` (share in
     ``[P10, P90]``) and ``width_ratio_p90_p10`` (its 10th, 50th and 90th percentiles over the
     jobs: how much the interval width varies). A point forecast is scored as both its P50 and its P90.
+    ``p50_spread_q90_q10``: the 90th over the 10th percentile of the P50s (1.0: one duration for every
+    job, i.e. the forecast does not tell the jobs apart).
     """
     out: dict[str, Any] = {
         "n": int(len(y_h)),
@@ -86,6 +88,8 @@ def forecast_metrics(y_h: np.ndarray, p50_h: np.ndarray, p90_h: np.ndarray,
         "pinball_p90_h": M.pinball(y_h, p90_h, 0.9),
         "coverage_p90": float(np.mean(np.asarray(y_h) <= np.asarray(p90_h))),
     }
+    q10, q90 = np.quantile(np.broadcast_to(np.asarray(p50_h, dtype=float), np.shape(y_h)), (0.1, 0.9))
+    out["p50_spread_q90_q10"] = float(q90 / q10) if q10 > 0 else float("inf")
     if p10_h is not None:
         y, lo, hi = np.asarray(y_h), np.asarray(p10_h), np.asarray(p90_h)
         out["coverage_p10_p90"] = float(np.mean((y >= lo) & (y <= hi)))

@@ -215,6 +215,11 @@ def history_report(path: Path, fmt: str | None, timezone: str | None, ws) -> dic
     return doc
 
 
+#: Below this 90th/10th-percentile ratio of the P50s over the scored jobs, ``train`` says the model tells the jobs
+#: hardly apart (a 10 % spread: less than the rounding of a 30-min step on a 5-h job).
+FLAT_P50_SPREAD = 1.1
+
+
 def _workspace_text(doc: dict) -> str:
     m = doc["metrics"]
     lines = [f"scheduler forecaster of {doc['workspace']}: trained on the earliest {doc['n_train']} jobs, scored "
@@ -232,6 +237,11 @@ def _workspace_text(doc: dict) -> str:
         w = m["width_ratio_p90_p10"]
         lines.append(f"  model P10-P90 coverage {m['coverage_p10_p90']:.2f}; width P90/P10 over jobs: "
                      f"{w[0]:.1f} (10th pct) / {w[1]:.1f} (median) / {w[2]:.1f} (90th pct)")
+    spread = m.get("p50_spread_q90_q10")
+    if spread is not None and spread < FLAT_P50_SPREAD:
+        lines.append(f"  note: the model's P50 hardly differs between jobs (90th/10th percentile {spread:.2f} over "
+                     f"{m['n']} runs): {doc['n_train']} training runs were too few or too alike for the job features "
+                     "to matter, so it gives about one duration to every job, like the global median")
     for name, r in (doc.get("mae_ratio") or {}).items():
         lines.append(f"  MAE ratio model / {name}: {r:.3f}")
     if doc.get("saved"):

@@ -335,6 +335,9 @@ def test_evaluation_baselines_by_hand():
     assert g["coverage_p90"] == pytest.approx(2 / 3)
     u = ev["baselines"]["per_user_median"]  # alice 2, bob 4, carol (unseen) 2.5: errors 0, 2, 1.5
     assert u["mae_h"] == pytest.approx(3.5 / 3) and u["median_ae_h"] == pytest.approx(1.5)
+    # how much the P50 tells jobs apart: one value for all -> 1.0; P50s 2, 4, 2.5 -> numpy's linear 10th/90th
+    # percentiles 2.1 and 3.7
+    assert g["p50_spread_q90_q10"] == 1.0 and u["p50_spread_q90_q10"] == pytest.approx(3.7 / 2.1)
     t = ev["baselines"]["time_limit"]  # alice 4, carol 2 (bob has none): errors 2, 1
     assert t["n"] == 2 and t["mae_h"] == pytest.approx(1.5) and t["coverage_p90"] == 1.0
     # model (fallback): alice 2 / P90 2.8, bob 4 / 4, carol global 2.5 / 3.7 capped at 2 -> errors 0, 2, 1

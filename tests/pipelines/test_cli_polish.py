@@ -70,3 +70,16 @@ def test_plan_text_one_range_convention_and_verified():
     res = CliRunner().invoke(app, ["plan", "--problem", str(VALLEY), "--planner", "fifo"])
     assert "status feasible, verified (0 violations)" in res.stdout
     assert "  A: not started in the horizon [0, 8)" in res.stdout.splitlines()
+
+
+def test_train_text_says_when_the_scheduler_model_gives_every_job_one_duration():
+    from pipelines.commands.train import _workspace_text
+
+    metrics = {"n": 34, "mae_h": 0.031, "pinball_p50_h": 0.016, "pinball_p90_h": 0.029, "coverage_p90": 0.97}
+    doc = {"workspace": "/ws", "n_train": 159, "n_test": 34, "baselines": {}, "metrics": {**metrics,
+                                                                                        "p50_spread_q90_q10": 1.0}}
+    note = ("note: the model's P50 hardly differs between jobs (90th/10th percentile 1.00 over 34 runs): 159 "
+            "training runs were too few or too alike for the job features to matter")
+    assert note in _workspace_text(doc)
+    # a model whose P50s spread by 1.1 or more says nothing of the kind
+    assert "hardly differs" not in _workspace_text({**doc, "metrics": {**metrics, "p50_spread_q90_q10": 1.1}})
