@@ -19,7 +19,8 @@ Rules, in order (each a sentence of :func:`wait_reason`):
      time it ends (four named, then "and N others"); a holder of at least one node's GPUs for more
      than :data:`LONG_HOLD_H` hours is flagged "long holder". When real-time holds GPUs above its
      demand the text says how many are the swap cap's (services can change by at most ``swap_cap``
-     GPUs per step) and how many the plan's spare.
+     GPUs per step) and how many the plan's spare. When the block's batch holders leave before the
+     job starts, what keeps it waiting from then (:func:`_after_block_frees`).
    - **Waits although enough GPUs are idle**: *fragmentation* (no aligned block free at ``e``, or none
      free for the whole run), *room taken later in its run* (real-time rising, jobs starting), the
      *starvation guard* (EASY's reservation for an earlier job, DESIGN §5), or, with room for the whole
@@ -336,6 +337,49 @@ def _block_chain(view: PlanView, t0: int, t1: int, o: int, s: int, exclude: str)
     return sorted(found, key=lambda j: (-view.end[j], -view.start[j], j))
 
 
+def _after_block_frees(inp: ReportInputs, view: PlanView, jid: str, chain: Sequence[str], e: int, start: int | None,
+                       s: int, d: int) -> str:
+    """What keeps a job waiting after its block's batch holders have left and before it starts.
+
+    The window is ``[max(e + 1, last end of the chain), start)``; empty (or no start): ``""``. Else
+    ``"; from <t> until it starts at <start>, <room> (real-time holds R GPUs | R1–R2 GPUs; batch jobs
+    that start in between: ...)"``, where ``<room>`` is the first that holds: no step has ``s`` GPUs
+    idle ("at most M of N GPUs are idle at any step"); no step starts ``d`` steps with ``s`` idle
+    ("... but never for its whole run"); no aligned block stays free for them ("fragmented"); else
+    "room for its whole run from <u>: the planner's choice". So a block that frees early is not read
+    as the reason the job waits longer.
+    """
+    if start is None:
+        return ""
+    t0 = max(e + 1, max((min(view.end[h], start) for h in chain), default=e + 1))
+    if t0 >= start:
+        return ""
+    H = view.H
+
+    def idle(u: int) -> int:
+        return int(view.idle[u]) + _own_gpus(view, jid, u)
+
+    rt = view.rt[t0:start]
+    rt_txt = plural(int(rt.min()), "GPU") if rt.min() == rt.max() else f"{int(rt.min())}–{int(rt.max())} GPUs"
+    starters = sorted((j for j in view.ids if j != jid and j not in view.running and t0 <= view.start[j] < start),
+                      key=lambda j: (view.start[j], j))
+    why = f"real-time holds {rt_txt}"
+    if starters:
+        why += f"; batch jobs that start in between: {names_text(starters)}"
+    most = max(idle(u) for u in range(t0, start))
+    runs = [u for u in range(t0, start) if all(idle(v) >= s for v in range(u, min(H, u + d)))]
+    if most < s:
+        room = f"at most {most} of {plural(view.n_up, 'GPU')} are idle at any step"
+    elif not runs:
+        room = f"{s} or more GPUs are idle at some steps but never for its whole {hours_text(d * inp.step_h)} run"
+    else:
+        u = next((u for u in runs if _free_blocks(view, u, min(H, u + d), s, jid)), None)
+        room = (f"enough GPUs are idle for its whole run from {clock(step_ts(inp, runs[0]))} but fragmented: no "
+                f"aligned {s}-GPU block stays free" if u is None else
+                f"room for its whole run from {clock(step_ts(inp, u))}: the planner's choice")
+    return f"; from {clock(step_ts(inp, t0))} until it starts at {clock(step_ts(inp, start))}, {room} ({why})"
+
+
 def _blocked_at(inp: ReportInputs, view: PlanView, job: Any, start: int | None, e: int, s: int, d: int) -> str:
     """Rule 4 of the module docstring at the earliest feasible step ``e`` (size ``s``, ``d`` steps)."""
     jid = job.job_id
@@ -367,6 +411,7 @@ def _blocked_at(inp: ReportInputs, view: PlanView, job: Any, start: int | None, 
             txt += (f"; elsewhere batch jobs hold {plural(sum(view.gpus[h] for h in others), 'GPU')} then: "
                     f"{names_text([holder_text(inp, view, h) for h in others])}")
         txt += f"; real-time holds {plural(int(view.rt[e]), 'GPU')}"
+        after = _after_block_frees(inp, view, jid, chain, e, start, s, d)
         if swap + spare and idle_e + swap + spare >= s:
             parts = []
             if swap:
@@ -376,7 +421,7 @@ def _blocked_at(inp: ReportInputs, view: PlanView, job: Any, start: int | None, 
             fit = ("with real-time at its need it would fit (the plan's choice)" if idle_e + spare >= s else
                    "it would fit if the services could shrink faster (swap cap)")
             txt += f", of which {' and '.join(parts)}: {fit}"
-        return txt
+        return txt + after
     later = f"the plan starts it at {clock(step_ts(inp, start))}" if start is not None else \
         "the plan does not start it in the horizon"
     if not _free_blocks(view, e, e + 1, s, jid):

@@ -519,3 +519,33 @@ def test_every_report_plot_has_clock_times_units_and_legends_clear_of_the_data(t
 def test_headline_builds_its_table_when_not_given():
     inp = _calibrated_inputs()
     assert headline(inp, now=T0) == headline(inp, build_report_table(inp), now=T0)
+
+
+def test_wait_after_the_block_frees_names_what_holds_the_gpus_until_the_start():
+    # X holds W's block (GPUs 0-3) and Y GPUs 4-5 until 17:00; then real-time takes 6 of the 8 GPUs from 17:00 to
+    # 18:30: the block frees at 17:00, but W (4 GPUs) can only start at 18:30 — the reason must say why
+    def case(chat: list[int], w_start: int) -> str:
+        problem = _problem(8, [{"job_id": "X", "kind": "training", "priority": 1, "release_step": 0, "gpus": 4,
+                                "duration_steps": 2},
+                               {"job_id": "Y", "kind": "training", "priority": 1, "release_step": 0, "gpus": 2,
+                                "duration_steps": 2},
+                               {"job_id": "W", "kind": "training", "priority": 1, "release_step": 0, "gpus": 4,
+                                "duration_steps": 1}],
+                           services=[{"service": "chat", "demand_gpus": chat, "min_gpus": 0, "max_gpus": 8,
+                                      "swap_cap_gpus": 8, "current_gpus": 0}])
+        plan = _plan(problem, [JobAssignment("X", 0, 2, 0, 4), JobAssignment("Y", 0, 2, 4, 2),
+                               JobAssignment("W", w_start, w_start + 1, 0, 4)])
+        return wait_reason(_inputs(problem, plan), problem.jobs[2], w_start)
+
+    head = ("at 2025-03-16 16:00Z, its earliest feasible step, 2 of 8 GPUs are idle and it needs 4 (aligned block "
+            "GPUs 0-3 on node-00; until it starts it is held by X (4 GPUs until 2025-03-16 17:00Z)); elsewhere batch "
+            "jobs hold 2 GPUs then: Y (2 GPUs until 2025-03-16 17:00Z); real-time holds 0 GPUs")
+    assert case([0, 0, 6, 6, 6, 0, 0, 0], 5) == head + (
+        "; from 2025-03-16 17:00Z until it starts at 2025-03-16 18:30Z, at most 2 of 8 GPUs are idle at any step "
+        "(real-time holds 6 GPUs)")
+    # real-time leaves at 18:00: from then W had room, so the half-hour after it is the plan's own choice
+    assert case([0, 0, 6, 6, 0, 0, 0, 0], 5) == head + (
+        "; from 2025-03-16 17:00Z until it starts at 2025-03-16 18:30Z, room for its whole run from "
+        "2025-03-16 18:00Z: the planner's choice (real-time holds 0–6 GPUs)")
+    # W starting the moment its block frees: nothing more to say
+    assert case([0, 0, 0, 0, 0, 0, 0, 0], 2) == head
