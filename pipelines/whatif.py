@@ -470,6 +470,26 @@ def _was(j: dict[str, Any]) -> str:
     return {"requeued": "running", "added": "new"}.get(j["change"]) or _when(j["start_ts_base"])
 
 
+#: Each kind of job change (:class:`optimizer.whatif.JobChange` ``kind``) as the count line names it, in order.
+CHANGE_LABELS = (("earlier", "earlier"), ("later", "later"), ("moved", "re-packed at the same start"),
+                 ("added", "added"), ("requeued", "requeued"), ("cancelled", "cancelled"),
+                 ("unchanged", "with a new priority, start unchanged"))
+
+
+def change_counts_text(jobs: list[dict[str, Any]]) -> str:
+    """``"36 earlier, 11 later, 3 re-packed at the same start"``: every kind of change with a count, so they add up.
+
+    ``jobs``: the document's job rows (``change`` = the kind); a kind outside :data:`CHANGE_LABELS` is
+    counted under its own name. ``"none"`` for no rows.
+    """
+    counts: dict[str, int] = {}
+    for j in jobs:
+        counts[j["change"]] = counts.get(j["change"], 0) + 1
+    label = dict(CHANGE_LABELS)
+    order = [k for k, _ in CHANGE_LABELS if k in counts] + sorted(k for k in counts if k not in label)
+    return ", ".join(f"{counts[k]} {label.get(k, k)}" for k in order) or "none"
+
+
 def render_text(doc: dict[str, Any]) -> str:
     """The command's human output: the comparison table, then one line per job that changed."""
     L = [f"what-if on run {doc['run']} (plan from {doc['plan_start']}, planner {doc['planner']}, "
@@ -481,9 +501,7 @@ def render_text(doc: dict[str, Any]) -> str:
     b, n = doc["base"], doc["whatif"]
     L.append(f"  {'plan status':34s}{b['status']:>16s}{n['status']:>16s}{'both verified':>14s}")
     jobs = doc["jobs"]
-    earlier = sum(1 for j in jobs if j["change"] == "earlier")
-    later = sum(1 for j in jobs if j["change"] == "later")
-    L.append(f"jobs whose plan changed: {len(jobs)} ({earlier} earlier, {later} later; start times UTC):")
+    L.append(f"jobs whose plan changed: {len(jobs)} ({change_counts_text(jobs)}; start times UTC):")
     for j in jobs:
         dh = "" if j["delta_h"] is None else f" ({j['delta_h']:+.1f} h)"
         was = _was(j)
@@ -510,7 +528,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         bv, nv, dv = _row_values(doc, key, spec)
         L.append(f"| {label} | {bv} | {nv} | {dv} |")
     L.append(f"| plan status | {doc['base']['status']} (verified) | {doc['whatif']['status']} (verified) | |")
-    L += ["", f"## Jobs whose plan changed ({len(doc['jobs'])}; start times UTC)", "",
+    L += ["", f"## Jobs whose plan changed ({len(doc['jobs'])}: {change_counts_text(doc['jobs'])}; start times UTC)", "",
           "| job | base start | what-if start | change (h) | reason |", "|---|---|---|---:|---|"]
     for j in doc["jobs"]:
         was = _was(j)

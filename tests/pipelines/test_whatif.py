@@ -170,3 +170,20 @@ def test_deadline_compared_with_the_p90_at_the_planned_start(hand):
     _with_deadline(hand.resolve(), p90_h=1.01)
     doc = _json(hand, "--add-gpus", "8")  # A moves to step 0 on the new GPUs: 16:00Z + 1.01 h = 17:00:36Z, in time
     assert doc["base"]["jobs_missing_deadline"] == 1 and doc["whatif"]["jobs_missing_deadline"] == 0
+
+
+def test_the_count_line_names_every_kind_of_change_so_it_adds_up():
+    from pipelines.whatif import change_counts_text
+
+    kinds = ["earlier"] * 3 + ["later"] * 2 + ["moved"] * 4 + ["cancelled", "unchanged", "added"]
+    assert change_counts_text([{"change": k} for k in kinds]) == (
+        "3 earlier, 2 later, 4 re-packed at the same start, 1 added, 1 cancelled, 1 with a new priority, start "
+        "unchanged")
+    assert change_counts_text([]) == "none"
+
+
+def test_drain_text_counts_every_changed_job(hand):
+    # draining gpu-b: R (running there) is requeued, B moves from 16:00 to 17:00, A no longer starts (later)
+    res = CliRunner().invoke(app, ["whatif", str(hand), "--drain-node", "gpu-b"])
+    assert res.exit_code == 0, res.output
+    assert "jobs whose plan changed: 3 (2 later, 1 requeued; start times UTC):" in res.stdout.splitlines()
