@@ -50,6 +50,7 @@ from optimizer.milp import (
     model_size,
     set_service_values,
 )
+from optimizer.objective import run_decay
 from optimizer.plan import Plan
 from optimizer.problem import Problem
 from optimizer.solver import SolveOutcome, SparseModel, check_solution, solve
@@ -92,7 +93,7 @@ def add_count_starts(b: ModelBuilder, ctx: Context, occ: np.ndarray) -> list[Sta
             if not len(T):
                 continue
             q = job.priority / ctx.priority_scale  # in (0, 1]: units of the largest priority
-            reward = q * s.efficiency * s.gpus * (ctx.decay_cum[te] - ctx.decay_cum[T])
+            reward = q * s.efficiency * s.gpus * run_decay(p.settings.decay_per_step, T, s.duration_steps)
             # integer count of this group's jobs starting at t with this size (0..group size)
             cols = b.add_cols(reward, 0.0, float(len(members)), integer=True)
             out.append(StartVars(gi, s.gpus, s.duration_steps, s.efficiency, np.full(len(T), -1), T, cols))

@@ -17,7 +17,8 @@ step, and batch + real-time GPUs <= GPUs up per step), ``add_demand_band`` (2: b
 
 Objective (maximise), exactly DESIGN §5 in units of the largest priority ``P = max_j p_j``
 (case F01: the coefficients do not depend on the priorities' units):
-``Σ x · (p_j / P) · e_{j,s} · s · Σ_{τ=t}^{min(t+d,H)-1} γ^τ − Σ κ · u`` (``w / P = κ``).
+``Σ x · (p_j / P) · e_{j,s} · s · Σ_{τ=t}^{t+d-1} γ^τ − Σ κ · u`` (``w / P = κ``): a start is
+valued for its whole run, also past the horizon (terminal value, DESIGN §5).
 The model's objective and bound times ``P`` (:attr:`BuiltModel.objective_scale`) are the §5
 objective in the user's units.
 With ``settings.max_wait_steps`` set, :func:`add_max_wait` adds the starvation guard, EASY's
@@ -48,6 +49,7 @@ from scipy.sparse.linalg import spsolve_triangular
 
 from optimizer.capacity import fixed_occupancy, running_gpus_per_step, service_bounds, service_need, up_gpus
 from optimizer.diagnose import job_groups
+from optimizer.objective import run_decay
 from optimizer.plan import Plan
 from optimizer.problem import Problem
 from optimizer.solver import SolveOutcome, SparseModel, solve
@@ -143,12 +145,11 @@ class Context:
     batch_room: np.ndarray  # (H,) GPUs batch may use at most, after running jobs and min real-time
     L: np.ndarray  # (S, H) smallest valid service allocation
     U: np.ndarray  # (S, H) largest valid service allocation
-    decay_cum: np.ndarray  # (H+1,) prefix sums of gamma^tau
     priority_scale: float  # P = max priority: the model's objective unit (DESIGN §5)
 
 
 def make_context(problem: Problem) -> Context:
-    """The shared arrays of one model build: job groups, GPU cells, fixed occupancy, batch room, service bounds, decay sums."""
+    """The shared arrays of one model build: job groups, GPU cells, fixed occupancy, batch room, service bounds."""
     H, N = problem.horizon_steps, problem.n_gpus
     groups = job_groups(problem)
     unit = min((s.gpus for j in problem.jobs for s in j.sizes), default=N)
@@ -157,10 +158,7 @@ def make_context(problem: Problem) -> Context:
     blocked = np.asarray(gpu_blocked.reshape(H, n_cells, unit).any(axis=2))
     L, U = service_bounds(problem)
     room = up_gpus(problem) - running_gpus_per_step(problem) - (L.sum(axis=0) if len(L) else 0)
-    g = problem.settings.decay_per_step
-    decay_cum = np.concatenate([[0.0], np.cumsum(g ** np.arange(H, dtype=np.float64))])
-    return Context(problem, groups, unit, n_cells, blocked, np.asarray(room), L, U, decay_cum,
-                   problem.max_priority())
+    return Context(problem, groups, unit, n_cells, blocked, np.asarray(room), L, U, problem.max_priority())
 
 
 # ----------------------------------------------------------------------------- families
@@ -199,7 +197,7 @@ def add_power_of_two_blocks(b: ModelBuilder, ctx: Context) -> list[StartVars]:
             if not len(Os):
                 continue
             q = job.priority / ctx.priority_scale  # in (0, 1]: units of the largest priority
-            reward = q * s.efficiency * s.gpus * (ctx.decay_cum[te] - ctx.decay_cum[T])
+            reward = q * s.efficiency * s.gpus * run_decay(p.settings.decay_per_step, T, s.duration_steps)
             cols = b.add_cols(reward, 0.0, 1.0, integer=True)
             out.append(StartVars(gi, s.gpus, s.duration_steps, s.efficiency, Os, T, cols))
     return out

@@ -110,7 +110,7 @@ def _ref_greedy(problem: Problem, svc: np.ndarray, jobs: list[Job]) -> dict[str,
             hit = board.earliest(j.release_step, s.gpus, s.duration_steps)
             if hit is not None:
                 value = j.priority * s.efficiency * s.gpus * sum(
-                    g**tau for tau in range(hit[0], min(hit[0] + s.duration_steps, H)))
+                    g**tau for tau in range(hit[0], hit[0] + s.duration_steps))
                 if best is None or (value, -hit[0]) > best[:2]:
                     best = (value, -hit[0], s, hit)
         if best is not None:

@@ -92,9 +92,10 @@ def test_isolated_and_inline_solves_agree(master64):
 
 
 def test_plan_returns_by_its_deadline_when_highs_ignores_its_time_limit(monkeypatch):
-    """Every HiGHS solve would run for 1,000 s; plan() with time_limit_s 4 still returns a verified
+    """Every HiGHS solve would run for 1,000 s; plan() with time_limit_s 4 on 64 GPUs x 60 jobs (30 jobs
+    became easy with the terminal value of DESIGN §5: solved from the LP roundings) still returns a verified
     plan, no worse than the best baseline, within 4 + 5 s."""
-    p = _problem(64, 30, time_limit_s=4.0)
+    p = _problem(64, 60, time_limit_s=4.0)
     base = best_baseline(p)
     _slow_highs(monkeypatch)
     t0 = time.perf_counter()

@@ -152,7 +152,7 @@ def brute_force(p: Problem) -> float | None:
                     if any(g in fixed[tau] for tau, g in cells):
                         continue
                     reward = j.priority * s.efficiency * s.gpus * sum(
-                        gamma**tau for tau in range(t, min(t + s.duration_steps, H)))
+                        gamma**tau for tau in range(t, t + s.duration_steps))
                     use = tuple(s.gpus if t <= tau < t + s.duration_steps else 0 for tau in range(H))
                     opts.append((cells, reward, use))
         options.append(opts)
