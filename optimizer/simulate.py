@@ -131,7 +131,8 @@ class SimResult:
     ``down_gpus[t]`` GPUs down. ``verified_plans``: committed plans, each checked by the verifier
     (one per step); ``violations``: their findings (always 0 — a violation raises);
     ``stale_plans``: previous plans that no longer verified when followed (k > 1) and were replaced
-    by a fresh plan instead of being committed.
+    by a fresh plan instead of being committed. ``surge_replans``: plans made inside a step because
+    the actual demand of a service exceeded the GPUs committed to it (:func:`_surge`).
     """
 
     scenario: str
@@ -149,6 +150,7 @@ class SimResult:
     verified_plans: int = 0
     violations: int = 0
     stale_plans: int = 0
+    surge_replans: int = 0
     plans_at: dict[int, Plan] = field(default_factory=dict)
     problems_at: dict[int, Problem] = field(default_factory=dict)
     wall_s: float = 0.0
@@ -344,6 +346,7 @@ def simulate(
     keep_plans: bool = False,
     lookahead: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    surge_replan: bool = True,
 ) -> SimResult:
     """Run ``planner`` on ``scenario`` over its window; returns the :class:`SimResult`.
 
@@ -357,6 +360,9 @@ def simulate(
     - ``lookahead``: also show the planner the jobs arriving inside the horizon, with their arrival
       as release step (the clairvoyant reference; never for a real planner).
     - ``progress(t, n_steps)``: called after each step.
+    - ``surge_replan``: when a service's actual demand at step ``t`` exceeds the GPUs just
+      committed to it, plan again at once inside the step with that demand known (:func:`_surge`,
+      DESIGN §6.2; counted in ``SimResult.surge_replans``), instead of waiting for the next step.
 
     Raises :class:`InputError` for ``replan_every_steps < 1``.
     """
@@ -373,6 +379,8 @@ def simulate(
         decision = _plan(loop, problem, t, failed_now)
         _verify(loop, decision, problem, t)
         _commit(loop, decision, problem, t)
+        if surge_replan:
+            _surge(loop, problem, t)
         _advance(loop, t)
         if progress is not None:
             progress(t + 1, scenario.n_steps)
@@ -588,6 +596,41 @@ def _commit(loop: _Loop, d: _Decision, problem: Problem, t: int) -> None:
         st.alloc[s.service] = plan.service_gpus[s.service][0]
     st.place_services()
     _check_state(st, t)
+
+
+# -- 5b. surge: actual demand above the allocation
+
+
+SURGE_REASON = "demand above allocation"
+
+
+def _surge(loop: _Loop, problem: Problem, t: int) -> None:
+    """Replan at once inside step ``t`` when a service's actual demand exceeds its committed GPUs.
+
+    The demand of step ``t`` is observed during the step (an operator's autoscaler sees it at once),
+    so waiting for the next interval leaves it unmet for a whole step. The new problem is the one
+    of step ``t`` seen after the commit: the jobs just started are running, the queue is what is
+    left, each service keeps the swap cap from the GPUs it held before the step
+    (``problem``'s ``current_gpus``), and its step-0 demand is ``max(forecast, actual)``. The plan
+    is verified and committed like any other (its step-0 starts and service GPUs) and becomes the
+    plan followed from here; the record has reason :data:`SURGE_REASON`. Without free GPUs
+    (batch jobs are never preempted) or room under the swap cap the shortfall stays.
+    """
+    st, res = loop.st, loop.res
+    actual = {s.service: s.demand_true[t] for s in st.sc.services}
+    if all(actual[s] <= st.alloc[s] for s in actual):
+        return
+    current = {s.service: s.current_gpus for s in problem.services}
+    again = _problem_at(st, t, current, loop.lookahead)
+    services = tuple(
+        replace(s, demand_gpus=(min(s.max_gpus, max(s.demand_gpus[0], actual[s.service])),) + tuple(s.demand_gpus[1:]))
+        for s in again.services
+    )
+    again = replace(again, services=services)
+    res.surge_replans += 1
+    decision = _Decision(loop.planner(again, None), replanned=True, reason=SURGE_REASON)
+    _verify(loop, decision, again, t)
+    _commit(loop, decision, again, t)
 
 
 # -- 6. advance

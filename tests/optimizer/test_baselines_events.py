@@ -101,7 +101,6 @@ def _ref_backfill(problem: Problem, board: _RefBoard, key: Callable[[Job], tuple
 
 def _ref_greedy(problem: Problem, svc: np.ndarray, jobs: list[Job]) -> dict[str, tuple[int, int, int]]:
     g = problem.settings.decay_per_step
-    H = problem.horizon_steps
     board = _RefBoard(problem, svc)
     starts: dict[str, tuple[int, int, int]] = {}
     for j in jobs:
