@@ -29,7 +29,9 @@ durations, true demand, and the jobs arriving inside the horizon.
 
 from __future__ import annotations
 
+import math
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -42,6 +44,10 @@ from optimizer.plan import JobAssignment, Plan, PlanSource, SolveStatus
 from optimizer.problem import Job, Problem, RunningJob, Service, SizeOption
 from optimizer.scenarios import Scenario, SimJob
 from optimizer.verify import verify as verify_plan
+
+#: Miscoverage of the real-time margin (:class:`ConformalMargin`): 1 step in 1,000 may exceed the planned
+#: level. With fewer than 999 residuals in a lead band the margin is the largest residual seen.
+RT_MARGIN_ALPHA = 0.001
 
 PlannerFn = Callable[[Problem, "Plan | None"], Plan]
 """A planner: ``(problem, warm_start_or_None) -> Plan``."""
@@ -178,6 +184,69 @@ def planner_fn(name: str, settings_override: dict[str, Any] | None = None) -> Pl
     return fn
 
 
+# ----------------------------------------------------------------------------- calibrated margin
+
+
+def conformal_quantile(residuals: Sequence[float], alpha: float) -> float:
+    """Split-conformal upper quantile of ``residuals`` (actual − forecast, GPUs) at miscoverage ``alpha``.
+
+    The ``k``-th smallest residual with ``k = ceil((n + 1)(1 − alpha))`` (Vovk et al. 2005; Lei et al.
+    2018, split conformal): a new residual exchangeable with these is at most it with probability
+    >= 1 − alpha. When ``k > n`` (fewer than ``1/alpha − 1`` residuals) the largest residual is used,
+    the most the data can say; 0.0 for no residuals. Raises :class:`InputError` unless 0 < alpha < 1.
+    """
+    if not 0.0 < alpha < 1.0:
+        raise InputError(f"alpha = {alpha} must be in (0, 1)")
+    xs = sorted(residuals)
+    n = len(xs)
+    if n == 0:
+        return 0.0
+    k = math.ceil(round((n + 1) * (1.0 - alpha), 9))
+    return float(xs[min(k, n) - 1])
+
+
+class ConformalMargin:
+    """Per-service real-time margin from the rolling simulation's own forecast residuals (DESIGN §6.1).
+
+    Every forecast issued at step ``t`` is kept for ``horizon_steps``; when the actual demand of step
+    ``u`` is seen, the residual ``actual[u] − forecast_issued_at(u − k)[k]`` joins the pool of its
+    lead band ``k // band_steps`` (``band_steps`` = 6 h of steps, the bands of the risk report §6.4).
+    Only residuals of the last ``window_steps`` steps are kept. The margin for lead ``k`` is
+    ``max(0, ceil(conformal_quantile(pool, alpha)))`` GPUs: the planned level is the forecast plus it.
+    """
+
+    def __init__(self, alpha: float, horizon_steps: int, step_minutes: int, window_steps: int = 336) -> None:
+        self.alpha = alpha
+        self.H = horizon_steps
+        self.band_steps = max(1, 360 // step_minutes)
+        self.window_steps = window_steps
+        self.issued: dict[str, dict[int, tuple[int, ...]]] = {}
+        self.pools: dict[tuple[str, int], deque[tuple[int, int]]] = {}
+
+    def issue(self, t: int, service: str, forecast: Sequence[int]) -> None:
+        """Remember the forecast (GPUs per lead, shape (H,)) issued at step ``t``."""
+        book = self.issued.setdefault(service, {})
+        book[t] = tuple(forecast)
+        book.pop(t - self.H, None)
+
+    def observe(self, u: int, service: str, actual: int) -> None:
+        """Add the residuals of step ``u``'s actual demand against every forecast issued for it."""
+        for t0, fc in self.issued.get(service, {}).items():
+            k = u - t0
+            if 0 <= k < len(fc):
+                pool = self.pools.setdefault((service, k // self.band_steps), deque())
+                pool.append((u, actual - fc[k]))
+                while pool and pool[0][0] <= u - self.window_steps:
+                    pool.popleft()
+
+    def margin(self, service: str, lead: int) -> int:
+        """GPUs added to the forecast at ``lead`` steps ahead (>= 0)."""
+        pool = self.pools.get((service, lead // self.band_steps))
+        if not pool:
+            return 0
+        return max(0, math.ceil(conformal_quantile([r for _, r in pool], self.alpha) - 1e-9))
+
+
 # ----------------------------------------------------------------------------- state
 
 
@@ -237,13 +306,22 @@ class _State:
 # ----------------------------------------------------------------------------- problem building
 
 
-def _problem_at(st: _State, t: int, current: dict[str, int], lookahead: bool = False) -> Problem:
+def _problem_at(st: _State, t: int, current: dict[str, int], lookahead: bool = False,
+                margin: ConformalMargin | None = None) -> Problem:
     sc = st.sc
     H = sc.cluster.horizon_steps
+
+    def planned(s) -> tuple[int, ...]:
+        fc = s.forecast_at(t, H)
+        if margin is None:
+            return fc
+        margin.issue(t, s.service, fc)
+        return tuple(min(s.max_gpus, d + margin.margin(s.service, k)) for k, d in enumerate(fc))
+
     services = tuple(
         Service(
             service=s.service,
-            demand_gpus=s.forecast_at(t, H),
+            demand_gpus=planned(s),
             min_gpus=s.min_gpus,
             max_gpus=s.max_gpus,
             swap_cap_gpus=s.swap_cap_gpus,
@@ -347,6 +425,7 @@ def simulate(
     lookahead: bool = False,
     progress: Callable[[int, int], None] | None = None,
     surge_replan: bool = True,
+    rt_margin_alpha: float | None = RT_MARGIN_ALPHA,
 ) -> SimResult:
     """Run ``planner`` on ``scenario`` over its window; returns the :class:`SimResult`.
 
@@ -364,6 +443,10 @@ def simulate(
       committed to it, plan again at once inside the step with that demand known (:func:`_surge`,
       DESIGN §6.2; counted in ``SimResult.surge_replans``), instead of waiting for the next step.
 
+    - ``rt_margin_alpha``: each service's planned demand is its forecast plus a split-conformal
+      margin of the forecast residuals this run has seen, per 6-h lead band, at miscoverage alpha
+      (:class:`ConformalMargin`, DESIGN §6.1); the same for every planner. None: the forecast alone.
+
     Raises :class:`InputError` for ``replan_every_steps < 1``.
     """
     if replan_every_steps < 1:
@@ -371,7 +454,11 @@ def simulate(
     t_wall = time.perf_counter()
     st = _State(scenario)
     res = _empty_result(scenario, st, name)
-    loop = _Loop(planner, verify or verify_plan, name, replan_every_steps, keep_plans, lookahead, st, res)
+    margin = None
+    if rt_margin_alpha is not None:
+        margin = ConformalMargin(rt_margin_alpha, scenario.cluster.horizon_steps, scenario.cluster.step_minutes)
+    loop = _Loop(planner, verify or verify_plan, name, replan_every_steps, keep_plans, lookahead, st, res,
+                 margin=margin)
     st.place_services(initial=True)
     for t in range(scenario.n_steps):
         failed_now = _observe(loop, t)
@@ -402,6 +489,7 @@ class _Loop:
     res: SimResult
     prev_plan: Plan | None = None
     prev_at: int = 0
+    margin: ConformalMargin | None = None
 
 
 @dataclass(frozen=True)
@@ -515,7 +603,7 @@ def _drop_replicas_on(st: _State, gpus: tuple[int, ...]) -> dict[str, int]:
 
 def _forecast(loop: _Loop, t: int) -> Problem:
     """The horizon problem at ``t`` from what the planner may know (:func:`_problem_at`)."""
-    return _problem_at(loop.st, t, dict(loop.st.alloc), loop.lookahead)
+    return _problem_at(loop.st, t, dict(loop.st.alloc), loop.lookahead, loop.margin)
 
 
 # -- 3. plan
@@ -621,9 +709,11 @@ def _surge(loop: _Loop, problem: Problem, t: int) -> None:
     if all(actual[s] <= st.alloc[s] for s in actual):
         return
     current = {s.service: s.current_gpus for s in problem.services}
+    planned = {s.service: s.demand_gpus for s in problem.services}  # the step's planned level (with margin)
     again = _problem_at(st, t, current, loop.lookahead)
     services = tuple(
-        replace(s, demand_gpus=(min(s.max_gpus, max(s.demand_gpus[0], actual[s.service])),) + tuple(s.demand_gpus[1:]))
+        replace(s, demand_gpus=(min(s.max_gpus, max(planned[s.service][0], actual[s.service])),)
+                + tuple(planned[s.service][1:]))
         for s in again.services
     )
     again = replace(again, services=services)
@@ -644,6 +734,8 @@ def _advance(loop: _Loop, t: int) -> None:
         st.records[r.job.job_id].run_gpu_steps += r.job.gpus
     for s in st.sc.services:
         res.service_gpus[s.service][t] = st.alloc[s.service]
+        if loop.margin is not None:
+            loop.margin.observe(t, s.service, s.demand_true[t])  # seen during step t: used from t + 1
     res.down_gpus[t] = len(st.down)
 
 
