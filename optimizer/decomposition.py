@@ -42,6 +42,7 @@ from optimizer.milp import (
     add_demand_band,
     add_gpu_count,
     add_max_wait,
+    add_real_time_first,
     add_start_once,
     add_swap_cap,
     assign_group_members,
@@ -231,6 +232,7 @@ def build_count_model(problem: Problem) -> CountModel:
     ys = add_count_starts(b, ctx, occ)
     runs = add_running_counts(b, ctx, ys)
     a_cols, u_cols = add_demand_band(b, ctx)
+    add_real_time_first(b, ctx, u_cols)
     add_gpu_count(b, ctx, count_coverage(ys, runs), a_cols)
     add_block_levels(b, occ, ys, runs)
     add_start_once(b, ctx, ys)
