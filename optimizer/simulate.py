@@ -279,6 +279,8 @@ class _State:
             j.job_id: JobRecord(j.job_id, j.kind, j.priority, j.gpus, j.arrival_step) for j in sc.jobs
         }
         self.pins = {(p.step, p.job_id): p for p in sc.pinned}
+        #: actual / forecast duration of every job completed so far (None: not used, :func:`_remaining_upper`)
+        self.run_ratios: list[float] | None = []
 
     # -- placement of real-time replicas (only needed to know what a node failure takes)
     def batch_owned(self) -> set[int]:
@@ -341,10 +343,32 @@ def _problem_at(st: _State, t: int, current: dict[str, int], lookahead: bool = F
             for j in sorted(future, key=lambda j: (j.arrival_step, j.job_id))
         )
     running = tuple(
-        RunningJob(r.job.job_id, r.job.kind, r.job.priority, r.job.gpus, r.offset, max(1, r.forecast_end - t))
+        RunningJob(r.job.job_id, r.job.kind, r.job.priority, r.job.gpus, r.offset, _remaining_upper(st, r, t))
         for r in sorted(st.running.values(), key=lambda r: r.job.job_id)
     )
     return Problem(sc.cluster, sc.settings, services, jobs, running, tuple(sorted(st.down)))
+
+
+#: Miscoverage of a running job's upper run length (:func:`_remaining_upper`): its P90 under the
+#: ratios actual / forecast duration of the jobs completed so far.
+RUN_UPPER_ALPHA = 0.1
+
+
+def _remaining_upper(st: _State, r: _Run, t: int) -> int:
+    """Steps a running job is counted to hold its block from ``t`` on (DESIGN §6.1), >= 1.
+
+    ``ceil(start + q · forecast_steps) − t``, with ``q = max(1, conformal_quantile(ratios, α))`` over the
+    ratios actual / forecast duration of the jobs this run has seen complete (``α`` =
+    :data:`RUN_UPPER_ALPHA`: a P90), and at least ``forecast_end − t``: a running job is fixed
+    occupancy, its length changes no reward, only the GPUs plans count as free (for real-time and
+    batch alike), so an upper estimate keeps plans from giving real-time GPUs that an overrunning job
+    still holds. With ``st.run_ratios`` None (clairvoyant: true durations) the forecast end is used.
+    """
+    end = r.forecast_end
+    if st.run_ratios:
+        q = max(1.0, conformal_quantile(st.run_ratios, RUN_UPPER_ALPHA))
+        end = max(end, math.ceil(round(r.start + q * r.job.forecast_steps, 9)))
+    return max(1, end - t)
 
 
 def aged_priority(priority: float, waited_steps: int, max_wait_steps: int | None) -> float:
@@ -426,6 +450,7 @@ def simulate(
     progress: Callable[[int, int], None] | None = None,
     surge_replan: bool = True,
     rt_margin_alpha: float | None = RT_MARGIN_ALPHA,
+    run_upper: bool = True,
 ) -> SimResult:
     """Run ``planner`` on ``scenario`` over its window; returns the :class:`SimResult`.
 
@@ -447,12 +472,18 @@ def simulate(
       margin of the forecast residuals this run has seen, per 6-h lead band, at miscoverage alpha
       (:class:`ConformalMargin`, DESIGN §6.1); the same for every planner. None: the forecast alone.
 
+    - ``run_upper``: running jobs are shown to the planner holding their block to an upper
+      estimate of their end (:func:`_remaining_upper`, the P90 of the run's observed duration
+      ratios); False: to the forecast end (at least one more step).
+
     Raises :class:`InputError` for ``replan_every_steps < 1``.
     """
     if replan_every_steps < 1:
         raise InputError(f"replan_every_steps = {replan_every_steps} must be >= 1")
     t_wall = time.perf_counter()
     st = _State(scenario)
+    if not run_upper:
+        st.run_ratios = None
     res = _empty_result(scenario, st, name)
     margin = None
     if rt_margin_alpha is not None:
@@ -546,7 +577,10 @@ def _observe(loop: _Loop, t: int) -> bool:
 def _complete(st: _State, t: int) -> None:
     """Finish every running job whose *true* end is at or before ``t``."""
     for jid in [j for j, r in st.running.items() if r.true_end <= t]:
-        st.records[jid].end_step = st.running.pop(jid).true_end
+        r = st.running.pop(jid)
+        st.records[jid].end_step = r.true_end
+        if st.run_ratios is not None and r.job.forecast_steps > 0:
+            st.run_ratios.append((r.true_end - r.start) / r.job.forecast_steps)
 
 
 def _fail_and_recover(loop: _Loop, t: int) -> bool:
