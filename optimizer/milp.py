@@ -154,8 +154,8 @@ class Context:
     L: np.ndarray  # (S, H) smallest valid service allocation
     U: np.ndarray  # (S, H) largest valid service allocation
     priority_scale: float  # P = max priority: the model's objective unit (DESIGN §5)
-    unmet_cap: np.ndarray | None = None  # (S, H) u's upper bound: u* with one service, else the demand
-    least_unmet: int = 0  # U* = least unmet real-time GPU-steps of any valid plan (real time first)
+    unmet_cap: np.ndarray  # (S, H) u's upper bound: u* with one service, else the demand
+    least_unmet: int  # U* = least unmet real-time GPU-steps of any valid plan (real time first)
 
 
 def make_context(problem: Problem) -> Context:
@@ -670,7 +670,7 @@ def set_service_values(ctx: Context, a_cols: np.ndarray, u_cols: np.ndarray, pla
         unmet = np.maximum(0.0, np.asarray(s.demand_gpus, dtype=np.float64) - alloc)
         if p.settings.demand_hard and unmet.any():
             return False
-        if ctx.unmet_cap is not None and np.any(unmet > ctx.unmet_cap[i]):
+        if np.any(unmet > ctx.unmet_cap[i]):
             return False  # more unmet real-time demand than real time first allows
         total += float(unmet.sum())
         x[a_cols[i]] = alloc
