@@ -213,6 +213,8 @@ class ConformalMargin:
     lead band ``k // band_steps`` (``band_steps`` = 6 h of steps, the bands of the risk report §6.4).
     Only residuals of the last ``window_steps`` steps are kept. The margin for lead ``k`` is
     ``max(0, ceil(conformal_quantile(pool, alpha)))`` GPUs: the planned level is the forecast plus it.
+    A band with no residual yet uses all the service's residuals; before any (the first plan), the
+    planned level is the forecast plus the service's swap cap (:func:`_problem_at`).
     """
 
     def __init__(self, alpha: float, horizon_steps: int, step_minutes: int, window_steps: int = 336) -> None:
@@ -239,11 +241,17 @@ class ConformalMargin:
                 while pool and pool[0][0] <= u - self.window_steps:
                     pool.popleft()
 
-    def margin(self, service: str, lead: int) -> int:
-        """GPUs added to the forecast at ``lead`` steps ahead (>= 0)."""
+    def margin(self, service: str, lead: int) -> int | None:
+        """GPUs added to the forecast at ``lead`` steps ahead (>= 0); None before any residual of ``service``.
+
+        A lead band with no residual yet uses every residual of the service (all bands pooled).
+        None means nothing has been measured: the caller plans the cold-start level.
+        """
         pool = self.pools.get((service, lead // self.band_steps))
         if not pool:
-            return 0
+            pool = deque(x for (svc, _b), q in self.pools.items() if svc == service for x in q)
+        if not pool:
+            return None
         return max(0, math.ceil(conformal_quantile([r for _, r in pool], self.alpha) - 1e-9))
 
 
@@ -318,7 +326,13 @@ def _problem_at(st: _State, t: int, current: dict[str, int], lookahead: bool = F
         if margin is None:
             return fc
         margin.issue(t, s.service, fc)
-        return tuple(min(s.max_gpus, d + margin.margin(s.service, k)) for k, d in enumerate(fc))
+        out = []
+        for k, d in enumerate(fc):
+            m = margin.margin(s.service, k)
+            # cold start: no error measured yet, so hold back what the service can grow in one step
+            # (its swap cap, all a surge replan could use): reclaimable capacity, not a guess
+            out.append(min(s.max_gpus, d + (s.swap_cap_gpus if m is None else m)))
+        return tuple(out)
 
     services = tuple(
         Service(
@@ -470,7 +484,8 @@ def simulate(
 
     - ``rt_margin_alpha``: each service's planned demand is its forecast plus a split-conformal
       margin of the forecast residuals this run has seen, per 6-h lead band, at miscoverage alpha
-      (:class:`ConformalMargin`, DESIGN §6.1); the same for every planner. None: the forecast alone.
+      (:class:`ConformalMargin`, DESIGN §6.1); the same for every planner. None: the forecast alone
+      (also with ``lookahead``: the clairvoyant reference plans the true demand).
 
     - ``run_upper``: running jobs are shown to the planner holding their block to an upper
       estimate of their end (:func:`_remaining_upper`, the P90 of the run's observed duration
@@ -486,7 +501,7 @@ def simulate(
         st.run_ratios = None
     res = _empty_result(scenario, st, name)
     margin = None
-    if rt_margin_alpha is not None:
+    if rt_margin_alpha is not None and not lookahead:  # the clairvoyant reference plans the true demand
         margin = ConformalMargin(rt_margin_alpha, scenario.cluster.horizon_steps, scenario.cluster.step_minutes)
     loop = _Loop(planner, verify or verify_plan, name, replan_every_steps, keep_plans, lookahead, st, res,
                  margin=margin)
