@@ -31,7 +31,7 @@ from dataclasses import replace
 import numpy as np
 
 from optimizer.capacity import fixed_occupancy, running_gpus_per_step, service_bounds, up_gpus
-from optimizer.objective import objective_value
+from optimizer.objective import objective_value, run_decay
 from optimizer.plan import JobAssignment, Plan, SolveStatus
 from optimizer.problem import Job, Problem
 
@@ -348,7 +348,6 @@ def greedy_place(
     """
     t0 = time.perf_counter()
     g = problem.settings.decay_per_step
-    H = problem.horizon_steps
     board = Board(problem, service_gpus)
     starts: dict[str, tuple[int, int, int]] = {}
     for j in jobs:
@@ -358,8 +357,7 @@ def greedy_place(
         for s in j.sizes:
             hit = board.earliest(j.release_step, s.gpus, s.duration_steps)
             if hit is not None:
-                value = j.priority * s.efficiency * s.gpus * sum(
-                    g**tau for tau in range(hit[0], min(hit[0] + s.duration_steps, H)))
+                value = j.priority * s.efficiency * s.gpus * run_decay(g, hit[0], s.duration_steps)
                 if best is None or (value, -hit[0]) > best[:2]:
                     best = (value, -hit[0], s, hit)
         if best is not None:

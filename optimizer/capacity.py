@@ -8,6 +8,9 @@
   The smallest trajectory is itself valid for the service.
 - :func:`service_need`: per service and step, the fewest GPUs that meet its demand now and later
   within band and swap cap (the services' share of the starvation guard's board, DESIGN §5).
+- :func:`least_unmet_rt` / :func:`least_unmet_by_step`: ``U*``, the least unmet real-time
+  GPU-steps any valid plan can reach, and its split by service and step (the real-time-first
+  bounds of DESIGN §5).
 
 Used by the baselines, the MILP, the decomposition and the infeasibility diagnosis
 (:mod:`optimizer.diagnose`).
@@ -101,3 +104,76 @@ def service_need(problem: Problem) -> np.ndarray:
             lo[t] = max(lo[t], lo[t + 1] - c)
         out[i] = np.minimum(lo, U[i])
     return out
+
+
+
+def least_unmet_rt(problem: Problem) -> int:
+    """``U*``: the least total unmet real-time demand (GPU-steps) of any valid plan (``least_unmet_by_step(problem).sum()``)."""
+    return int(least_unmet_by_step(problem).sum())
+
+
+def least_unmet_by_step(problem: Problem) -> np.ndarray:
+    """Unmet real-time GPUs per service and step of a plan reaching ``U*``: shape (n_services, horizon_steps), int.
+
+    ``U*`` is ``min Σ_{i,t} max(0, D_{i,t} − a_{i,t})`` over service allocations within the valid
+    range ``[L, U]`` of :func:`service_bounds` (band, swap cap from ``current_gpus``), swap cap
+    between steps, and ``Σ_i a_{i,t} <= N_up − running(t)`` (running jobs are never preempted;
+    queued jobs can always be left unstarted, so they do not bind). One service: the pointwise
+    largest valid allocation ``hi``, the largest ``c``-Lipschitz trajectory under
+    ``min(U_t, N_up − running(t))`` (forward and backward passes), is above every valid
+    allocation at every step, so ``max(0, D − hi)`` is every valid plan's least unmet demand step
+    by step. Several services share the capacity: one optimum of a small integer program
+    (``scipy.optimize.milp``, HiGHS; ``2·S·H`` columns), unmet read as ``max(0, D − a)``. All zero
+    without services or with ``demand_hard`` (demand is then a constraint). The problem is assumed
+    feasible (:func:`optimizer.diagnose.check_feasible`); raises RuntimeError otherwise.
+    """
+    S, H = len(problem.services), problem.horizon_steps
+    if S == 0 or problem.settings.demand_hard:
+        return np.zeros((S, H), dtype=np.int64)
+    cap = (up_gpus(problem) - running_gpus_per_step(problem)).astype(np.int64)
+    L, U = service_bounds(problem)
+    D = np.array([s.demand_gpus for s in problem.services], dtype=np.int64)
+    if S == 1:
+        c = problem.services[0].swap_cap_gpus
+        hi = [int(v) for v in np.minimum(U[0], cap)]
+        for t in range(1, H):
+            hi[t] = min(hi[t], hi[t - 1] + c)
+        for t in range(H - 2, -1, -1):
+            hi[t] = min(hi[t], hi[t + 1] + c)
+        if any(h < lo for h, lo in zip(hi, L[0].tolist(), strict=True)):
+            raise RuntimeError("least_unmet_by_step: no valid service allocation (check_feasible first)")
+        return np.maximum(0, D - np.asarray(hi, dtype=np.int64)[None, :])
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import lil_matrix
+
+    n = S * H  # columns: a (S*H), then u (S*H)
+    A = lil_matrix((H + S * (H - 1) + n, 2 * n))
+    lo, up = [], []
+    r = 0
+    for t in range(H):  # Σ_i a[i,t] <= cap[t]
+        for i in range(S):
+            A[r, i * H + t] = 1.0
+        lo.append(-np.inf)
+        up.append(float(cap[t]))
+        r += 1
+    for i, s in enumerate(problem.services):  # |a[i,t] - a[i,t-1]| <= c
+        for t in range(1, H):
+            A[r, i * H + t] = 1.0
+            A[r, i * H + t - 1] = -1.0
+            lo.append(-float(s.swap_cap_gpus))
+            up.append(float(s.swap_cap_gpus))
+            r += 1
+    for k in range(n):  # a + u >= D
+        A[r, k] = 1.0
+        A[r, n + k] = 1.0
+        lo.append(float(D.ravel()[k]))
+        up.append(np.inf)
+        r += 1
+    cost = np.concatenate([np.zeros(n), np.ones(n)])
+    bounds = Bounds(np.concatenate([L.ravel(), np.zeros(n)]).astype(float),
+                    np.concatenate([U.ravel(), D.ravel()]).astype(float))
+    res = milp(cost, constraints=LinearConstraint(A.tocsr(), lo, up), integrality=np.ones(2 * n), bounds=bounds)
+    if res.status != 0 or res.x is None:
+        raise RuntimeError(f"least_unmet_by_step: {res.message} (check_feasible first)")
+    a = np.rint(res.x[:n]).astype(np.int64).reshape(S, H)
+    return np.maximum(0, D - a)

@@ -42,6 +42,7 @@ from optimizer.milp import (
     add_demand_band,
     add_gpu_count,
     add_max_wait,
+    add_real_time_first,
     add_start_once,
     add_swap_cap,
     assign_group_members,
@@ -50,6 +51,7 @@ from optimizer.milp import (
     model_size,
     set_service_values,
 )
+from optimizer.objective import run_decay
 from optimizer.plan import Plan
 from optimizer.problem import Problem
 from optimizer.solver import SolveOutcome, SparseModel, check_solution, solve
@@ -92,7 +94,7 @@ def add_count_starts(b: ModelBuilder, ctx: Context, occ: np.ndarray) -> list[Sta
             if not len(T):
                 continue
             q = job.priority / ctx.priority_scale  # in (0, 1]: units of the largest priority
-            reward = q * s.efficiency * s.gpus * (ctx.decay_cum[te] - ctx.decay_cum[T])
+            reward = q * s.efficiency * s.gpus * run_decay(p.settings.decay_per_step, T, s.duration_steps)
             # integer count of this group's jobs starting at t with this size (0..group size)
             cols = b.add_cols(reward, 0.0, float(len(members)), integer=True)
             out.append(StartVars(gi, s.gpus, s.duration_steps, s.efficiency, np.full(len(T), -1), T, cols))
@@ -230,6 +232,7 @@ def build_count_model(problem: Problem) -> CountModel:
     ys = add_count_starts(b, ctx, occ)
     runs = add_running_counts(b, ctx, ys)
     a_cols, u_cols = add_demand_band(b, ctx)
+    add_real_time_first(b, ctx, u_cols)
     add_gpu_count(b, ctx, count_coverage(ys, runs), a_cols)
     add_block_levels(b, occ, ys, runs)
     add_start_once(b, ctx, ys)

@@ -83,6 +83,7 @@ class Metrics:
     stale_plans: int
     time_limited_solves: int
     wall_clock_limited_solves: int = 0
+    surge_replans: int = 0
 
     def row(self) -> dict[str, object]:
         """The bench.csv row: exactly :data:`CSV_COLUMNS`."""
@@ -161,6 +162,7 @@ def compute(res: SimResult) -> Metrics:
         stale_plans=res.stale_plans,
         time_limited_solves=sum(1 for r in solves if r.status == "time_limit" and r.source != "fallback"),
         wall_clock_limited_solves=sum(1 for r in solves if r.wall_clock_limited),
+        surge_replans=res.surge_replans,
     )
 
 

@@ -13,11 +13,13 @@ Constraint families, one builder function each:
 down GPUs are fixed occupancy), ``add_one_task_per_gpu`` (1: at most one task per GPU cell and
 step, and batch + real-time GPUs <= GPUs up per step), ``add_demand_band`` (2: band,
 ``a + u >= D``), ``add_start_once`` (2: each job at most once, at or after release, one size),
-``add_swap_cap`` (4: ``|a_t - a_{t-1}| <= c`` from ``current_gpus``).
+``add_swap_cap`` (4: ``|a_t - a_{t-1}| <= c`` from ``current_gpus``); real time first (DESIGN §5):
+``u <= u*`` bounds with one service, ``add_real_time_first``'s row ``Σ u <= U*`` with several.
 
 Objective (maximise), exactly DESIGN §5 in units of the largest priority ``P = max_j p_j``
 (case F01: the coefficients do not depend on the priorities' units):
-``Σ x · (p_j / P) · e_{j,s} · s · Σ_{τ=t}^{min(t+d,H)-1} γ^τ − Σ κ · u`` (``w / P = κ``).
+``Σ x · (p_j / P) · e_{j,s} · s · Σ_{τ=t}^{t+d-1} γ^τ − Σ κ · u`` (``w / P = κ``): a start is
+valued for its whole run, also past the horizon (terminal value, DESIGN §5).
 The model's objective and bound times ``P`` (:attr:`BuiltModel.objective_scale`) are the §5
 objective in the user's units.
 With ``settings.max_wait_steps`` set, :func:`add_max_wait` adds the starvation guard, EASY's
@@ -46,8 +48,16 @@ import numpy as np
 from scipy import sparse
 from scipy.sparse.linalg import spsolve_triangular
 
-from optimizer.capacity import fixed_occupancy, running_gpus_per_step, service_bounds, service_need, up_gpus
+from optimizer.capacity import (
+    fixed_occupancy,
+    least_unmet_by_step,
+    running_gpus_per_step,
+    service_bounds,
+    service_need,
+    up_gpus,
+)
 from optimizer.diagnose import job_groups
+from optimizer.objective import run_decay
 from optimizer.plan import Plan
 from optimizer.problem import Problem
 from optimizer.solver import SolveOutcome, SparseModel, solve
@@ -143,12 +153,13 @@ class Context:
     batch_room: np.ndarray  # (H,) GPUs batch may use at most, after running jobs and min real-time
     L: np.ndarray  # (S, H) smallest valid service allocation
     U: np.ndarray  # (S, H) largest valid service allocation
-    decay_cum: np.ndarray  # (H+1,) prefix sums of gamma^tau
     priority_scale: float  # P = max priority: the model's objective unit (DESIGN §5)
+    unmet_cap: np.ndarray  # (S, H) u's upper bound: u* with one service, else the demand
+    least_unmet: int  # U* = least unmet real-time GPU-steps of any valid plan (real time first)
 
 
 def make_context(problem: Problem) -> Context:
-    """The shared arrays of one model build: job groups, GPU cells, fixed occupancy, batch room, service bounds, decay sums."""
+    """The shared arrays of one model build: job groups, GPU cells, fixed occupancy, batch room, service bounds."""
     H, N = problem.horizon_steps, problem.n_gpus
     groups = job_groups(problem)
     unit = min((s.gpus for j in problem.jobs for s in j.sizes), default=N)
@@ -157,10 +168,13 @@ def make_context(problem: Problem) -> Context:
     blocked = np.asarray(gpu_blocked.reshape(H, n_cells, unit).any(axis=2))
     L, U = service_bounds(problem)
     room = up_gpus(problem) - running_gpus_per_step(problem) - (L.sum(axis=0) if len(L) else 0)
-    g = problem.settings.decay_per_step
-    decay_cum = np.concatenate([[0.0], np.cumsum(g ** np.arange(H, dtype=np.float64))])
-    return Context(problem, groups, unit, n_cells, blocked, np.asarray(room), L, U, decay_cum,
-                   problem.max_priority())
+    u_star = least_unmet_by_step(problem)
+    D = np.array([s.demand_gpus for s in problem.services], dtype=np.int64).reshape(len(problem.services), H)
+    # one service: u <= u* step by step is exactly Σ u <= U* (every valid plan has u >= u* at every step);
+    # several services: U* can be split among them in several ways, so the row of add_real_time_first
+    cap = u_star if len(problem.services) == 1 else D
+    return Context(problem, groups, unit, n_cells, blocked, np.asarray(room), L, U, problem.max_priority(),
+                   cap, int(u_star.sum()))
 
 
 # ----------------------------------------------------------------------------- families
@@ -199,7 +213,7 @@ def add_power_of_two_blocks(b: ModelBuilder, ctx: Context) -> list[StartVars]:
             if not len(Os):
                 continue
             q = job.priority / ctx.priority_scale  # in (0, 1]: units of the largest priority
-            reward = q * s.efficiency * s.gpus * (ctx.decay_cum[te] - ctx.decay_cum[T])
+            reward = q * s.efficiency * s.gpus * run_decay(p.settings.decay_per_step, T, s.duration_steps)
             cols = b.add_cols(reward, 0.0, 1.0, integer=True)
             out.append(StartVars(gi, s.gpus, s.duration_steps, s.efficiency, Os, T, cols))
     return out
@@ -244,7 +258,11 @@ def add_no_preemption(ctx: Context, xs: list[StartVars]) -> Coverage:
 
 
 def add_demand_band(b: ModelBuilder, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
-    """Constraint 2 for services: integer ``a[i,t]`` in the band (tightened to the valid range ``[L, U]``), integer ``u[i,t] in [0, D]`` with cost ``-w / P = -κ`` (model units), and rows ``a + u >= D``.
+    """Constraint 2 for services: integer ``a[i,t]`` in the band (tightened to the valid range ``[L, U]``), integer ``u[i,t] in [0, u*[i,t]]`` with cost ``-w / P = -κ`` (model units), and rows ``a + u >= D``.
+
+    With one service ``u*`` (:func:`optimizer.capacity.least_unmet_by_step`) is the unmet demand of
+    the plan reaching ``U*``, the least any valid plan can reach: real time first (DESIGN §5); with
+    several, ``u* = D`` and :func:`add_real_time_first` adds the row ``Σ u <= U*``.
 
     With ``demand_hard`` the unmet slack is fixed at 0. Returns (a_cols, u_cols), each (S, H).
     """
@@ -256,7 +274,9 @@ def add_demand_band(b: ModelBuilder, ctx: Context) -> tuple[np.ndarray, np.ndarr
     D = np.array([s.demand_gpus for s in p.services], dtype=np.float64)
     a = b.add_cols(np.zeros(S * H), ctx.L.ravel(), ctx.U.ravel(), integer=True).reshape(S, H)
     w = p.unmet_penalty() / ctx.priority_scale  # = κ: the penalty stays relative to the largest priority
-    u_hi = np.zeros_like(D) if p.settings.demand_hard else D
+    # real time first (DESIGN §5, issue 15), one service: u <= u*, the unmet demand of the plan reaching U*
+    # (the least any valid plan can reach), so no batch reward buys an unmet GPU-step (several: a row)
+    u_hi = np.zeros_like(D) if p.settings.demand_hard else np.minimum(D, ctx.unmet_cap)
     # u is declared integer (exact: D and a are integers). As a continuous column singleton,
     # HiGHS 1.16 presolve mishandled a start solution with a > D (it priced u = D - a < 0 and
     # returned the start as "optimal" with a wrong objective).
@@ -265,6 +285,21 @@ def add_demand_band(b: ModelBuilder, ctx: Context) -> tuple[np.ndarray, np.ndarr
     b.add_coeffs(rows, a, 1.0)
     b.add_coeffs(rows, u, 1.0)
     return a, u
+
+
+def add_real_time_first(b: ModelBuilder, ctx: Context, u_cols: np.ndarray) -> None:
+    """Real time first with several services (DESIGN §5, issue 15): one row ``Σ_{i,t} u[i,t] <= U*``.
+
+    ``U*`` is the least unmet real-time GPU-steps any valid plan can reach
+    (:func:`optimizer.capacity.least_unmet_rt`). With one service the column bounds
+    ``u <= u*`` of :func:`add_demand_band` say the same step by step and no row is added; none
+    either without services or with ``demand_hard``. Never infeasible: the plan that starts nothing
+    and gives the services a ``U*`` trajectory satisfies every other row.
+    """
+    if u_cols.shape[0] < 2 or ctx.problem.settings.demand_hard:
+        return
+    row = b.add_rows(-np.inf, np.array([float(ctx.least_unmet)]), "real_time_first")
+    b.add_coeffs(np.broadcast_to(row, u_cols.ravel().shape), u_cols.ravel(), 1.0)
 
 
 def add_one_task_per_gpu(b: ModelBuilder, ctx: Context, cov: Coverage, a_cols: np.ndarray) -> None:
@@ -594,6 +629,7 @@ def build_model(problem: Problem) -> BuiltModel:
     xs = add_power_of_two_blocks(b, ctx)
     cov = add_no_preemption(ctx, xs)
     a_cols, u_cols = add_demand_band(b, ctx)
+    add_real_time_first(b, ctx, u_cols)
     add_one_task_per_gpu(b, ctx, cov, a_cols)
     add_start_once(b, ctx, xs)
     add_swap_cap(b, ctx, a_cols)
@@ -626,6 +662,7 @@ def plan_to_vector(bm: BuiltModel, plan: Plan) -> np.ndarray | None:
 def set_service_values(ctx: Context, a_cols: np.ndarray, u_cols: np.ndarray, plan: Plan, x: np.ndarray) -> bool:
     """Write a plan's service GPUs ``a`` and unmet demand ``u = max(0, D - a)`` into ``x`` (in place); False when they lie outside the model's bounds (then ``x`` is not a model point)."""
     p = ctx.problem
+    total = 0.0
     for i, s in enumerate(p.services):
         alloc = np.asarray(plan.service_gpus[s.service], dtype=np.float64)
         if np.any(alloc < ctx.L[i]) or np.any(alloc > ctx.U[i]):
@@ -633,9 +670,12 @@ def set_service_values(ctx: Context, a_cols: np.ndarray, u_cols: np.ndarray, pla
         unmet = np.maximum(0.0, np.asarray(s.demand_gpus, dtype=np.float64) - alloc)
         if p.settings.demand_hard and unmet.any():
             return False
+        if np.any(unmet > ctx.unmet_cap[i]):
+            return False  # more unmet real-time demand than real time first allows
+        total += float(unmet.sum())
         x[a_cols[i]] = alloc
         x[u_cols[i]] = unmet
-    return True
+    return p.settings.demand_hard or total <= ctx.least_unmet
 
 
 def assign_group_members(ctx: Context, chosen: dict[int, list[tuple]]) -> dict[str, tuple]:

@@ -1,31 +1,48 @@
 """The DESIGN §5 objective of a plan, computed from the plan alone (independent of the MILP).
 
-``objective = Σ_started jobs p_j · e_{j,s} · s · Σ_{τ=t}^{min(t+d_{j,s}, H)-1} γ^τ
+``objective = Σ_started jobs p_j · e_{j,s} · s · Σ_{τ=t}^{t+d_{j,s}-1} γ^τ
              − w · Σ_{i,t} max(0, D_{i,t} − a_{i,t})``,  with ``w = κ · max_j p_j``.
 
 Running jobs are fixed occupancy, not decisions, so they add nothing (a constant in every
-plan). A job started inside the horizon but ending after it earns only its in-horizon steps.
+plan). A job started inside the horizon is valued for its whole run, also the steps after the
+horizon (the terminal value of DESIGN §5, issue 15): cutting its reward at the horizon made a
+late start of a long job worth less than the real-time demand its GPUs would displace.
 """
 
 from __future__ import annotations
 
 from typing import cast
 
+import numpy as np
+
 from optimizer.plan import Plan
 from optimizer.problem import Job, Problem
+
+
+def run_decay(gamma: float, start_step, duration_steps):
+    """``Σ_{τ=t}^{t+d-1} γ^τ`` for start ``t`` and duration ``d`` steps (scalars or numpy arrays).
+
+    Closed form ``γ^t (1 − γ^d) / (1 − γ)`` (geometric series), ``d`` when ``γ = 1``. The run is
+    counted whole, also past the horizon (terminal value, DESIGN §5).
+    """
+    t = np.asarray(start_step, dtype=np.float64)
+    d = np.asarray(duration_steps, dtype=np.float64)
+    if gamma == 1.0:
+        out = d + 0.0 * t
+    else:
+        out = gamma**t * (1.0 - gamma**d) / (1.0 - gamma)
+    return float(out) if out.ndim == 0 else out
 
 
 def job_reward(job: Job, gpus: int, start_step: int, problem: Problem) -> float:
     """Reward of starting ``job`` with ``gpus`` GPUs at ``start_step`` (DESIGN §5, first term).
 
-    ``p_j · e_{j,s} · s · Σ_{τ=t}^{min(t+d, H)-1} γ^τ``. Raises KeyError naming the job when
+    ``p_j · e_{j,s} · s · Σ_{τ=t}^{t+d-1} γ^τ`` (whole run, :func:`run_decay`). Raises KeyError naming the job when
     ``gpus`` is not one of its sizes.
     """
     for s in job.sizes:
         if s.gpus == gpus:
-            g = problem.settings.decay_per_step
-            end = min(start_step + s.duration_steps, problem.horizon_steps)
-            decay = sum(g**tau for tau in range(start_step, end))
+            decay = run_decay(problem.settings.decay_per_step, start_step, s.duration_steps)
             return job.priority * s.efficiency * s.gpus * decay
     raise KeyError(f"job {job.job_id!r} has no size of {gpus} GPUs")
 

@@ -47,7 +47,10 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import numpy as np
+
 from optimizer.baselines import BASELINES, assemble_plan, baseline_plan, greedy_plans
+from optimizer.capacity import least_unmet_rt, service_need
 from optimizer.decomposition import (
     build_count_model,
     count_picks,
@@ -68,7 +71,7 @@ from optimizer.diagnose import (
 )
 from optimizer.errors import InputError
 from optimizer.milp import build_model, plan_to_vector, solution_starts, solve_model
-from optimizer.objective import objective_value
+from optimizer.objective import objective_value, unmet_gpu_steps
 from optimizer.plan import SOURCE_OF_PLANNER, Plan, PlanSource, SolveStatus
 from optimizer.problem import Problem
 from optimizer.solver import SolveOutcome, mip_gap, solve
@@ -197,7 +200,18 @@ def best_baseline(problem: Problem, deadline: float | None = None) -> Plan:
     plans = [made[b] for b in BASELINES]
     if problem.settings.max_wait_steps is not None:
         plans = [p for p in plans if not verify(p, problem, guard=True)]
-    return max(plans, key=lambda p: p.objective)  # max keeps the first of equals
+    least = least_unmet_rt(problem)
+    return max(plans, key=lambda p: _rank(p, problem, least))  # max keeps the first of equals
+
+
+def _rt_excess(p: Plan, problem: Problem, least: int) -> float:
+    """Unmet real-time GPU-steps of ``p`` above ``U*`` (``least``): 0 for a plan that serves real-time first."""
+    return max(0.0, unmet_gpu_steps(p, problem) - least)
+
+
+def _rank(p: Plan, problem: Problem, least: int) -> tuple[float, float]:
+    """Sort key, larger is better: real-time first (least unmet above ``U*``), then the §5 objective (DESIGN §5)."""
+    return (-_rt_excess(p, problem, least), p.objective)
 
 
 def _below(a: float, b: float, scale: float, rel: float = 1e-9) -> bool:
@@ -224,13 +238,26 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
         mark[0] = now
 
     base = best_baseline(problem, deadline + BASELINE_GRACE_S)
+    least = least_unmet_rt(problem)  # U*: the real-time-first row's bound (DESIGN §5)
+
+    def rt_first(p_: Plan) -> bool:
+        return _rt_excess(p_, problem, least) == 0.0
+
+    def ranked(plans: list[Plan]) -> None:
+        plans.sort(key=lambda p_: _rank(p_, problem, least), reverse=True)
+
+    def worse(a: Plan, b: Plan) -> bool:
+        """``a`` is below ``b``: more unmet real-time demand above U*, or, equal there, a lower objective."""
+        ea, eb = _rt_excess(a, problem, least), _rt_excess(b, problem, least)
+        return ea > eb or (ea == eb and _below(a.objective, b.objective, scale))
+
     took("baselines")
     seeds = [base] + [g for g in greedy_plans(problem, deadline - MIN_SOLVE_S) if not verify(g, problem)]
     if warm_start is not None and not verify(warm_start, problem):
         # a warm start comes from another problem (the last replan, a what-if's base): its objective field is
         # that problem's, so it is valued again on this one before it competes with the other starts
         seeds.append(replace(warm_start, objective=objective_value(warm_start, problem)))
-    seeds.sort(key=lambda p: p.objective, reverse=True)
+    ranked(seeds)
     took("greedy warm starts")
     extra = list(notes)
     if st.max_wait_steps is not None:
@@ -294,6 +321,10 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
         # the model is in units of the largest priority (DESIGN §5): its bound times P is in the user's
         if bound is None and out.bound is not None:
             bound = out.bound * scale
+        # GPUs above a service's need serve nothing (its objective is the same, DESIGN §5): trimmed to the need,
+        # min of two valid trajectories (band, swap cap), so the plan stays valid and no demand is left unmet
+        if len(problem.services):
+            svc = np.minimum(svc, service_need(problem))
         p = assemble_plan(problem, "milp", status, starts, svc, time.perf_counter() - t0,
                           bound=bound, gap=out.gap, model=size, message=out.message, notes=tuple(extra),
                           solver_status=out.status, source=source)
@@ -303,7 +334,7 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
         v = verify(p, problem)
         if v:
             return None, "its plan failed verification (" + "; ".join(v[:3]) + ")"
-        if _below(p.objective, base.objective, scale):  # base satisfies the guard too (best_baseline)
+        if worse(p, base):  # base satisfies the guard too (best_baseline)
             return None, f"its plan ({p.objective:.6g}) is below the best baseline's ({base.objective:.6g})"
         return p, ""
 
@@ -338,13 +369,13 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
                 for g in lp_rounded_plans(cm, lp.x, deadline=kill_at):
                     if not verify(g, problem):
                         seeds.append(g)
-                seeds.sort(key=lambda p: p.objective, reverse=True)
+                ranked(seeds)
                 took("LP rounding")
             else:
                 extra.append(f"the master's LP relaxation did not solve in its {hl:.1f} s ({lp.status}): "
                              "no LP bound")
         best = seeds[0]
-        lp_gap = mip_gap(best.objective, lp_bound)
+        lp_gap = mip_gap(best.objective, lp_bound) if rt_first(best) else None  # the bound holds under the row
         if lp_gap is not None and (at_scale or lp_gap <= st.mip_rel_gap):
             # proven within the requested gap, or a master this large (where branch-and-bound did not
             # improve on the rounded plans, DESIGN §5): the LP bound and the best rounded plan
@@ -381,7 +412,7 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
         if offs is not None:
             starts = {jid: (t, offs[jid], g) for jid, (t, g, _d) in picks.items()}
             plan_, why = finish(out, starts, svc, size, PlanSource.DECOMPOSITION, bound=bound)
-            if plan_ is not None and not _below(plan_.objective, best.objective, scale):
+            if plan_ is not None and not worse(plan_, best):
                 return plan_
             if bound is not None:
                 return bounded(best, bound, "LP relaxation and master MILP",
@@ -392,7 +423,7 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
         guided = master_guided_plan(problem, picks, svc)
         if not verify(guided, problem):
             seeds.append(guided)
-            seeds.sort(key=lambda p: p.objective, reverse=True)
+            ranked(seeds)
         took("master-guided repair")
         binaries = est.binaries
         too_big = est.nonzeros > MAX_MODEL_NONZEROS or est.cols > MAX_MODEL_COLUMNS

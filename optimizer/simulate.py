@@ -29,7 +29,9 @@ durations, true demand, and the jobs arriving inside the horizon.
 
 from __future__ import annotations
 
+import math
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -42,6 +44,10 @@ from optimizer.plan import JobAssignment, Plan, PlanSource, SolveStatus
 from optimizer.problem import Job, Problem, RunningJob, Service, SizeOption
 from optimizer.scenarios import Scenario, SimJob
 from optimizer.verify import verify as verify_plan
+
+#: Miscoverage of the real-time margin (:class:`ConformalMargin`): 1 step in 1,000 may exceed the planned
+#: level. With fewer than 999 residuals in a lead band the margin is the largest residual seen.
+RT_MARGIN_ALPHA = 0.001
 
 PlannerFn = Callable[[Problem, "Plan | None"], Plan]
 """A planner: ``(problem, warm_start_or_None) -> Plan``."""
@@ -131,7 +137,8 @@ class SimResult:
     ``down_gpus[t]`` GPUs down. ``verified_plans``: committed plans, each checked by the verifier
     (one per step); ``violations``: their findings (always 0 — a violation raises);
     ``stale_plans``: previous plans that no longer verified when followed (k > 1) and were replaced
-    by a fresh plan instead of being committed.
+    by a fresh plan instead of being committed. ``surge_replans``: plans made inside a step because
+    the actual demand of a service exceeded the GPUs committed to it (:func:`_surge`).
     """
 
     scenario: str
@@ -149,6 +156,7 @@ class SimResult:
     verified_plans: int = 0
     violations: int = 0
     stale_plans: int = 0
+    surge_replans: int = 0
     plans_at: dict[int, Plan] = field(default_factory=dict)
     problems_at: dict[int, Problem] = field(default_factory=dict)
     wall_s: float = 0.0
@@ -174,6 +182,77 @@ def planner_fn(name: str, settings_override: dict[str, Any] | None = None) -> Pl
         return planners.plan(problem, name)
 
     return fn
+
+
+# ----------------------------------------------------------------------------- calibrated margin
+
+
+def conformal_quantile(residuals: Sequence[float], alpha: float) -> float:
+    """Split-conformal upper quantile of ``residuals`` (actual − forecast, GPUs) at miscoverage ``alpha``.
+
+    The ``k``-th smallest residual with ``k = ceil((n + 1)(1 − alpha))`` (Vovk et al. 2005; Lei et al.
+    2018, split conformal): a new residual exchangeable with these is at most it with probability
+    >= 1 − alpha. When ``k > n`` (fewer than ``1/alpha − 1`` residuals) the largest residual is used,
+    the most the data can say; 0.0 for no residuals. Raises :class:`InputError` unless 0 < alpha < 1.
+    """
+    if not 0.0 < alpha < 1.0:
+        raise InputError(f"alpha = {alpha} must be in (0, 1)")
+    xs = sorted(residuals)
+    n = len(xs)
+    if n == 0:
+        return 0.0
+    k = math.ceil(round((n + 1) * (1.0 - alpha), 9))
+    return float(xs[min(k, n) - 1])
+
+
+class ConformalMargin:
+    """Per-service real-time margin from the rolling simulation's own forecast residuals (DESIGN §6.1).
+
+    Every forecast issued at step ``t`` is kept for ``horizon_steps``; when the actual demand of step
+    ``u`` is seen, the residual ``actual[u] − forecast_issued_at(u − k)[k]`` joins the pool of its
+    lead band ``k // band_steps`` (``band_steps`` = 6 h of steps, the bands of the risk report §6.4).
+    Only residuals of the last ``window_steps`` steps are kept. The margin for lead ``k`` is
+    ``max(0, ceil(conformal_quantile(pool, alpha)))`` GPUs: the planned level is the forecast plus it.
+    A band with no residual yet uses all the service's residuals; before any (the first plan), the
+    planned level is the forecast plus the service's swap cap (:func:`_problem_at`).
+    """
+
+    def __init__(self, alpha: float, horizon_steps: int, step_minutes: int, window_steps: int = 336) -> None:
+        self.alpha = alpha
+        self.H = horizon_steps
+        self.band_steps = max(1, 360 // step_minutes)
+        self.window_steps = window_steps
+        self.issued: dict[str, dict[int, tuple[int, ...]]] = {}
+        self.pools: dict[tuple[str, int], deque[tuple[int, int]]] = {}
+
+    def issue(self, t: int, service: str, forecast: Sequence[int]) -> None:
+        """Remember the forecast (GPUs per lead, shape (H,)) issued at step ``t``."""
+        book = self.issued.setdefault(service, {})
+        book[t] = tuple(forecast)
+        book.pop(t - self.H, None)
+
+    def observe(self, u: int, service: str, actual: int) -> None:
+        """Add the residuals of step ``u``'s actual demand against every forecast issued for it."""
+        for t0, fc in self.issued.get(service, {}).items():
+            k = u - t0
+            if 0 <= k < len(fc):
+                pool = self.pools.setdefault((service, k // self.band_steps), deque())
+                pool.append((u, actual - fc[k]))
+                while pool and pool[0][0] <= u - self.window_steps:
+                    pool.popleft()
+
+    def margin(self, service: str, lead: int) -> int | None:
+        """GPUs added to the forecast at ``lead`` steps ahead (>= 0); None before any residual of ``service``.
+
+        A lead band with no residual yet uses every residual of the service (all bands pooled).
+        None means nothing has been measured: the caller plans the cold-start level.
+        """
+        pool = self.pools.get((service, lead // self.band_steps))
+        if not pool:
+            pool = deque(x for (svc, _b), q in self.pools.items() if svc == service for x in q)
+        if not pool:
+            return None
+        return max(0, math.ceil(conformal_quantile([r for _, r in pool], self.alpha) - 1e-9))
 
 
 # ----------------------------------------------------------------------------- state
@@ -208,6 +287,8 @@ class _State:
             j.job_id: JobRecord(j.job_id, j.kind, j.priority, j.gpus, j.arrival_step) for j in sc.jobs
         }
         self.pins = {(p.step, p.job_id): p for p in sc.pinned}
+        #: actual / forecast duration of every job completed so far (None: not used, :func:`_remaining_upper`)
+        self.run_ratios: list[float] | None = []
 
     # -- placement of real-time replicas (only needed to know what a node failure takes)
     def batch_owned(self) -> set[int]:
@@ -235,13 +316,28 @@ class _State:
 # ----------------------------------------------------------------------------- problem building
 
 
-def _problem_at(st: _State, t: int, current: dict[str, int], lookahead: bool = False) -> Problem:
+def _problem_at(st: _State, t: int, current: dict[str, int], lookahead: bool = False,
+                margin: ConformalMargin | None = None) -> Problem:
     sc = st.sc
     H = sc.cluster.horizon_steps
+
+    def planned(s) -> tuple[int, ...]:
+        fc = s.forecast_at(t, H)
+        if margin is None:
+            return fc
+        margin.issue(t, s.service, fc)
+        out = []
+        for k, d in enumerate(fc):
+            m = margin.margin(s.service, k)
+            # cold start: no error measured yet, so hold back what the service can grow in one step
+            # (its swap cap, all a surge replan could use): reclaimable capacity, not a guess
+            out.append(min(s.max_gpus, d + (s.swap_cap_gpus if m is None else m)))
+        return tuple(out)
+
     services = tuple(
         Service(
             service=s.service,
-            demand_gpus=s.forecast_at(t, H),
+            demand_gpus=planned(s),
             min_gpus=s.min_gpus,
             max_gpus=s.max_gpus,
             swap_cap_gpus=s.swap_cap_gpus,
@@ -261,10 +357,32 @@ def _problem_at(st: _State, t: int, current: dict[str, int], lookahead: bool = F
             for j in sorted(future, key=lambda j: (j.arrival_step, j.job_id))
         )
     running = tuple(
-        RunningJob(r.job.job_id, r.job.kind, r.job.priority, r.job.gpus, r.offset, max(1, r.forecast_end - t))
+        RunningJob(r.job.job_id, r.job.kind, r.job.priority, r.job.gpus, r.offset, _remaining_upper(st, r, t))
         for r in sorted(st.running.values(), key=lambda r: r.job.job_id)
     )
     return Problem(sc.cluster, sc.settings, services, jobs, running, tuple(sorted(st.down)))
+
+
+#: Miscoverage of a running job's upper run length (:func:`_remaining_upper`): its P90 under the
+#: ratios actual / forecast duration of the jobs completed so far.
+RUN_UPPER_ALPHA = 0.1
+
+
+def _remaining_upper(st: _State, r: _Run, t: int) -> int:
+    """Steps a running job is counted to hold its block from ``t`` on (DESIGN §6.1), >= 1.
+
+    ``ceil(start + q · forecast_steps) − t``, with ``q = max(1, conformal_quantile(ratios, α))`` over the
+    ratios actual / forecast duration of the jobs this run has seen complete (``α`` =
+    :data:`RUN_UPPER_ALPHA`: a P90), and at least ``forecast_end − t``: a running job is fixed
+    occupancy, its length changes no reward, only the GPUs plans count as free (for real-time and
+    batch alike), so an upper estimate keeps plans from giving real-time GPUs that an overrunning job
+    still holds. With ``st.run_ratios`` None (clairvoyant: true durations) the forecast end is used.
+    """
+    end = r.forecast_end
+    if st.run_ratios:
+        q = max(1.0, conformal_quantile(st.run_ratios, RUN_UPPER_ALPHA))
+        end = max(end, math.ceil(round(r.start + q * r.job.forecast_steps, 9)))
+    return max(1, end - t)
 
 
 def aged_priority(priority: float, waited_steps: int, max_wait_steps: int | None) -> float:
@@ -344,6 +462,9 @@ def simulate(
     keep_plans: bool = False,
     lookahead: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    surge_replan: bool = True,
+    rt_margin_alpha: float | None = RT_MARGIN_ALPHA,
+    run_upper: bool = True,
 ) -> SimResult:
     """Run ``planner`` on ``scenario`` over its window; returns the :class:`SimResult`.
 
@@ -357,6 +478,18 @@ def simulate(
     - ``lookahead``: also show the planner the jobs arriving inside the horizon, with their arrival
       as release step (the clairvoyant reference; never for a real planner).
     - ``progress(t, n_steps)``: called after each step.
+    - ``surge_replan``: when a service's actual demand at step ``t`` exceeds the GPUs just
+      committed to it, plan again at once inside the step with that demand known (:func:`_surge`,
+      DESIGN §6.2; counted in ``SimResult.surge_replans``), instead of waiting for the next step.
+
+    - ``rt_margin_alpha``: each service's planned demand is its forecast plus a split-conformal
+      margin of the forecast residuals this run has seen, per 6-h lead band, at miscoverage alpha
+      (:class:`ConformalMargin`, DESIGN §6.1); the same for every planner. None: the forecast alone
+      (also with ``lookahead``: the clairvoyant reference plans the true demand).
+
+    - ``run_upper``: running jobs are shown to the planner holding their block to an upper
+      estimate of their end (:func:`_remaining_upper`, the P90 of the run's observed duration
+      ratios); False: to the forecast end (at least one more step).
 
     Raises :class:`InputError` for ``replan_every_steps < 1``.
     """
@@ -364,8 +497,14 @@ def simulate(
         raise InputError(f"replan_every_steps = {replan_every_steps} must be >= 1")
     t_wall = time.perf_counter()
     st = _State(scenario)
+    if not run_upper:
+        st.run_ratios = None
     res = _empty_result(scenario, st, name)
-    loop = _Loop(planner, verify or verify_plan, name, replan_every_steps, keep_plans, lookahead, st, res)
+    margin = None
+    if rt_margin_alpha is not None and not lookahead:  # the clairvoyant reference plans the true demand
+        margin = ConformalMargin(rt_margin_alpha, scenario.cluster.horizon_steps, scenario.cluster.step_minutes)
+    loop = _Loop(planner, verify or verify_plan, name, replan_every_steps, keep_plans, lookahead, st, res,
+                 margin=margin)
     st.place_services(initial=True)
     for t in range(scenario.n_steps):
         failed_now = _observe(loop, t)
@@ -373,6 +512,8 @@ def simulate(
         decision = _plan(loop, problem, t, failed_now)
         _verify(loop, decision, problem, t)
         _commit(loop, decision, problem, t)
+        if surge_replan:
+            _surge(loop, problem, t)
         _advance(loop, t)
         if progress is not None:
             progress(t + 1, scenario.n_steps)
@@ -394,6 +535,7 @@ class _Loop:
     res: SimResult
     prev_plan: Plan | None = None
     prev_at: int = 0
+    margin: ConformalMargin | None = None
 
 
 @dataclass(frozen=True)
@@ -450,7 +592,10 @@ def _observe(loop: _Loop, t: int) -> bool:
 def _complete(st: _State, t: int) -> None:
     """Finish every running job whose *true* end is at or before ``t``."""
     for jid in [j for j, r in st.running.items() if r.true_end <= t]:
-        st.records[jid].end_step = st.running.pop(jid).true_end
+        r = st.running.pop(jid)
+        st.records[jid].end_step = r.true_end
+        if st.run_ratios is not None and r.job.forecast_steps > 0:
+            st.run_ratios.append((r.true_end - r.start) / r.job.forecast_steps)
 
 
 def _fail_and_recover(loop: _Loop, t: int) -> bool:
@@ -507,7 +652,7 @@ def _drop_replicas_on(st: _State, gpus: tuple[int, ...]) -> dict[str, int]:
 
 def _forecast(loop: _Loop, t: int) -> Problem:
     """The horizon problem at ``t`` from what the planner may know (:func:`_problem_at`)."""
-    return _problem_at(loop.st, t, dict(loop.st.alloc), loop.lookahead)
+    return _problem_at(loop.st, t, dict(loop.st.alloc), loop.lookahead, loop.margin)
 
 
 # -- 3. plan
@@ -590,6 +735,43 @@ def _commit(loop: _Loop, d: _Decision, problem: Problem, t: int) -> None:
     _check_state(st, t)
 
 
+# -- 5b. surge: actual demand above the allocation
+
+
+SURGE_REASON = "demand above allocation"
+
+
+def _surge(loop: _Loop, problem: Problem, t: int) -> None:
+    """Replan at once inside step ``t`` when a service's actual demand exceeds its committed GPUs.
+
+    The demand of step ``t`` is observed during the step (an operator's autoscaler sees it at once),
+    so waiting for the next interval leaves it unmet for a whole step. The new problem is the one
+    of step ``t`` seen after the commit: the jobs just started are running, the queue is what is
+    left, each service keeps the swap cap from the GPUs it held before the step
+    (``problem``'s ``current_gpus``), and its step-0 demand is ``max(forecast, actual)``. The plan
+    is verified and committed like any other (its step-0 starts and service GPUs) and becomes the
+    plan followed from here; the record has reason :data:`SURGE_REASON`. Without free GPUs
+    (batch jobs are never preempted) or room under the swap cap the shortfall stays.
+    """
+    st, res = loop.st, loop.res
+    actual = {s.service: s.demand_true[t] for s in st.sc.services}
+    if all(actual[s] <= st.alloc[s] for s in actual):
+        return
+    current = {s.service: s.current_gpus for s in problem.services}
+    planned = {s.service: s.demand_gpus for s in problem.services}  # the step's planned level (with margin)
+    again = _problem_at(st, t, current, loop.lookahead)
+    services = tuple(
+        replace(s, demand_gpus=(min(s.max_gpus, max(planned[s.service][0], actual[s.service])),)
+                + tuple(planned[s.service][1:]))
+        for s in again.services
+    )
+    again = replace(again, services=services)
+    res.surge_replans += 1
+    decision = _Decision(loop.planner(again, None), replanned=True, reason=SURGE_REASON)
+    _verify(loop, decision, again, t)
+    _commit(loop, decision, again, t)
+
+
 # -- 6. advance
 
 
@@ -601,6 +783,8 @@ def _advance(loop: _Loop, t: int) -> None:
         st.records[r.job.job_id].run_gpu_steps += r.job.gpus
     for s in st.sc.services:
         res.service_gpus[s.service][t] = st.alloc[s.service]
+        if loop.margin is not None:
+            loop.margin.observe(t, s.service, s.demand_true[t])  # seen during step t: used from t + 1
     res.down_gpus[t] = len(st.down)
 
 

@@ -543,7 +543,9 @@ def _check_priority_scale(p: Problem) -> None:
                 f"{label} {jid!r}: priority = {pr:g} is more than {PRIORITY_SPREAD_MAX:g} times below the largest "
                 f"priority {top:g} (job {top_id!r}); priorities must lie within a factor {PRIORITY_SPREAD_MAX:g} "
                 "of each other (DESIGN §5)")
-    units = float(p.cluster.n_gpus * p.cluster.horizon_steps) + p.settings.penalty_ratio * float(
+    # a start inside the horizon earns its whole run (terminal value): up to N GPUs over H + d_max steps
+    d_max = max((o.duration_steps for j in p.jobs for o in j.sizes), default=0)
+    units = float(p.cluster.n_gpus * (p.cluster.horizon_steps + d_max)) + p.settings.penalty_ratio * float(
         sum(sum(s.demand_gpus) for s in p.services))
     if top * units > OBJECTIVE_MAX:
         label = next(lab for lab, jid, _ in labelled if jid == top_id)

@@ -101,7 +101,6 @@ def _ref_backfill(problem: Problem, board: _RefBoard, key: Callable[[Job], tuple
 
 def _ref_greedy(problem: Problem, svc: np.ndarray, jobs: list[Job]) -> dict[str, tuple[int, int, int]]:
     g = problem.settings.decay_per_step
-    H = problem.horizon_steps
     board = _RefBoard(problem, svc)
     starts: dict[str, tuple[int, int, int]] = {}
     for j in jobs:
@@ -110,7 +109,7 @@ def _ref_greedy(problem: Problem, svc: np.ndarray, jobs: list[Job]) -> dict[str,
             hit = board.earliest(j.release_step, s.gpus, s.duration_steps)
             if hit is not None:
                 value = j.priority * s.efficiency * s.gpus * sum(
-                    g**tau for tau in range(hit[0], min(hit[0] + s.duration_steps, H)))
+                    g**tau for tau in range(hit[0], hit[0] + s.duration_steps))
                 if best is None or (value, -hit[0]) > best[:2]:
                     best = (value, -hit[0], s, hit)
         if best is not None:

@@ -266,12 +266,16 @@ def test_c19_large_job_starts_at_2_and_no_small_job_runs_2_to_7(method):
 
 
 def test_c19_max_wait_prevents_starvation_by_higher_priority_small_jobs():
-    """With small jobs worth more per GPU-step, the unconstrained MILP never starts L inside the
-    horizon; with max_wait 6 L is reserved from step 6 (EASY's reservation, DESIGN §5): small jobs
+    """With small jobs worth more per GPU-step, the unconstrained MILP starts L only at the end of
+    the horizon, if at all: the small jobs saturate the 8 GPUs to the last step (24 x 8 GPU-steps
+    offered against 184 free), so a start of L at t <= 20 displaces at least 4 in-horizon steps x 8
+    GPUs of priority-2 work (>= 64) for its 48 (priority 1 x 8 GPUs x 6 steps, valued whole since
+    the terminal value, DESIGN §5); only a start from step 21 on, whose run lies mostly beyond the
+    horizon, can pay. With max_wait 6 L is reserved from step 6 (EASY's reservation, DESIGN §5): small jobs
     started from then on may run only where L has no room, so L starts by step 7 at the latest
     (2-step jobs started before step 6 end by then); the optimum starts it at step 6."""
     free = plan(c19(max_wait=None, small_priority=2.0), "milp")
-    assert free.job("L").start_step is None
+    assert free.job("L").start_step is None or free.job("L").start_step >= 21
     guarded = plan(c19(max_wait=6, small_priority=2.0), "milp")
     assert guarded.job("L").start_step is not None and guarded.job("L").start_step <= 6
     assert guarded.objective <= free.objective  # the guard costs value, as it should

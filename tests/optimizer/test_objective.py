@@ -31,8 +31,9 @@ def _plan(*assignments, services=None) -> Plan:
 def test_job_reward_by_hand():
     assert job_reward(P.jobs[0], 2, 0, P) == 6.0  # 2 x 1.0 x 2 x (1 + 0.5)
     assert job_reward(P.jobs[0], 4, 1, P) == 3.0  # 2 x 0.75 x 4 x 0.5
-    assert job_reward(P.jobs[0], 2, 3, P) == 0.5  # ends after the horizon: only step 3, 2 x 2 x 0.125
-    assert job_reward(P.jobs[1], 1, 2, P) == 1.125  # steps 2, 3 of its 3: 3 x 1 x (0.25 + 0.125)
+    # ends after the horizon: valued for its whole run (terminal value), steps 3 and 4: 2 x 2 x (0.125 + 0.0625)
+    assert job_reward(P.jobs[0], 2, 3, P) == 0.75
+    assert job_reward(P.jobs[1], 1, 2, P) == 1.3125  # steps 2, 3, 4 of its 3: 3 x 1 x (0.25 + 0.125 + 0.0625)
     with pytest.raises(KeyError, match="job 'A' has no size of 8 GPUs"):
         job_reward(P.jobs[0], 8, 0, P)
 
@@ -47,13 +48,13 @@ def test_unmet_counts_only_shortfalls_and_a_missing_service_as_zero_gpus():
 def test_objective_value_by_hand():
     plan = _plan(JobAssignment("R", 0, 2, 6, 2, running=True), JobAssignment("A", 0, 1, 0, 4),
                  JobAssignment("B", 2, 5, 4, 1))
-    # A 4 GPUs at 0: 6.0; B at 2: 1.125; R running: nothing; unmet 1 GPU-step x 24
+    # A 4 GPUs at 0: 6.0; B at 2: 1.3125 (whole run); R running: nothing; unmet 1 GPU-step x 24
     assert P.unmet_penalty() == 24.0
-    assert objective_value(plan, P) == 6.0 + 1.125 - 24.0
+    assert objective_value(plan, P) == 6.0 + 1.3125 - 24.0
     # unstarted jobs and ids not in the problem earn nothing
     other = _plan(JobAssignment("A", None, None, None, None), JobAssignment("Z", 0, 1, 0, 4),
                   JobAssignment("B", 2, 5, 4, 1), services={"chat": (2, 0, 3, 1)})
-    assert objective_value(other, P) == 1.125
+    assert objective_value(other, P) == 1.3125
 
 
 def test_unmet_adds_up_over_services():

@@ -119,13 +119,15 @@ def test_built_models_do_not_depend_on_the_priorities_units(top):
 
 def test_valley_coefficients_hand_derived_at_priority_1e_minus_9():
     """The range bound above is not vacuous: at priority 1e-9 valley's coefficients are, in units of
-    the largest priority, A's rewards 4 · Σγ^τ (largest at start 0: 15.88; smallest at start 7, one
-    step in the horizon: 4 γ^7 = 3.86) and w = κ = 8; unnormalised they were 1e-9 times that,
-    below HiGHS's 1e-7 reduced-cost tolerance."""
+    the largest priority, A's rewards 4 · Σγ^τ over its whole 4-step run (largest at start 0: 15.88;
+    smallest at start 7, run valued past the horizon (terminal value): 4 γ^7 Σ_{0..3} γ^τ = 15.34)
+    and w = κ = 8, now the smallest magnitude: range 15.88 / 8; unnormalised they were 1e-9 times
+    that, below HiGHS's 1e-7 reduced-cost tolerance."""
     g = 0.995
     cost = build_model(valley(1e-9)).model.cost
     assert np.abs(cost).max() == pytest.approx(4 * sum(g**t for t in range(4)), rel=1e-12)
-    assert coefficient_range(cost) == pytest.approx(sum(g**t for t in range(4)) / g**7, rel=1e-12)
+    assert np.abs(cost[cost > 0]).min() == pytest.approx(4 * g**7 * sum(g**t for t in range(4)), rel=1e-12)
+    assert coefficient_range(cost) == pytest.approx(4 * sum(g**t for t in range(4)) / 8.0, rel=1e-12)
     assert sorted(set(np.round(cost[cost < 0], 12))) == [-8.0]  # w / P = κ on every unmet-demand column
 
 

@@ -123,9 +123,10 @@ def test_decomposed_equals_full_model(p):
 
 
 def brute_force(p: Problem) -> float | None:
-    """Best DESIGN §5 objective by enumerating every start/size/offset of every job and, for each
-    resulting batch usage, the best service trajectories (dynamic programme over steps).
-    None when no valid plan exists."""
+    """Best DESIGN §5 objective, real time first, by enumerating every start/size/offset of every job
+    and, for each resulting batch usage, the best service trajectories (dynamic programme over
+    steps): plans are ranked by least unmet real-time GPU-steps, then by objective (the
+    lexicographic rule the MILP states with U*). None when no valid plan exists."""
     N, H = p.cluster.n_gpus, p.cluster.horizon_steps
     gamma = p.settings.decay_per_step
     prios = [j.priority for j in p.jobs] + [r.priority for r in p.running]
@@ -152,7 +153,7 @@ def brute_force(p: Problem) -> float | None:
                     if any(g in fixed[tau] for tau, g in cells):
                         continue
                     reward = j.priority * s.efficiency * s.gpus * sum(
-                        gamma**tau for tau in range(t, min(t + s.duration_steps, H)))
+                        gamma**tau for tau in range(t, t + s.duration_steps))
                     use = tuple(s.gpus if t <= tau < t + s.duration_steps else 0 for tau in range(H))
                     opts.append((cells, reward, use))
         options.append(opts)
@@ -160,21 +161,22 @@ def brute_force(p: Problem) -> float | None:
     svcs = p.services
 
     @functools.lru_cache(maxsize=None)
-    def service_value(batch: tuple[int, ...]) -> float | None:
-        # states: tuple of allocations; start from current_gpus
-        states = {tuple(s.current_gpus for s in svcs): 0.0}
+    def service_value(batch: tuple[int, ...]) -> tuple[float, float] | None:
+        # states: tuple of allocations -> best (-unmet, value); start from current_gpus
+        states = {tuple(s.current_gpus for s in svcs): (0.0, 0.0)}
         for t in range(H):
             room = up - run_cnt[t] - batch[t]
-            nxt: dict[tuple[int, ...], float] = {}
+            nxt: dict[tuple[int, ...], tuple[float, float]] = {}
             for prev, val in states.items():
                 ranges = [range(max(s.min_gpus, a - s.swap_cap_gpus), min(s.max_gpus, a + s.swap_cap_gpus) + 1)
                           for s, a in zip(svcs, prev, strict=True)]
 
                 def rec(i, acc, used, val=val, t=t, nxt=nxt, ranges=ranges, room=room):  # bind this iteration's values
                     if i == len(svcs):
-                        v = val - w * sum(max(0, s.demand_gpus[t] - x) for s, x in zip(svcs, acc, strict=True))
+                        un = sum(max(0, s.demand_gpus[t] - x) for s, x in zip(svcs, acc, strict=True))
+                        v = (val[0] - un, val[1] - w * un)
                         key = tuple(acc)
-                        if v > nxt.get(key, float("-inf")):
+                        if key not in nxt or v > nxt[key]:
                             nxt[key] = v
                         return
                     for x in ranges[i]:
@@ -193,8 +195,8 @@ def brute_force(p: Problem) -> float | None:
         nonlocal best
         if k == len(options):
             sv = service_value(tuple(usage))
-            if sv is not None and (best is None or reward + sv > best):
-                best = reward + sv
+            if sv is not None and (best is None or (sv[0], reward + sv[1]) > best):
+                best = (sv[0], reward + sv[1])
             return
         for opt in options[k]:
             if opt is None:
@@ -206,7 +208,7 @@ def brute_force(p: Problem) -> float | None:
             search(k + 1, used_cells | cells, reward + rw, [u + v for u, v in zip(usage, use, strict=True)])
 
     search(0, frozenset(), 0.0, [0] * H)
-    return best
+    return None if best is None else best[1]
 
 
 @fast(420)

@@ -86,7 +86,9 @@ def test_field_f03_verifier_accepts_easy_overtaking_and_rejects_a_delay():
     late_hole = placed(p, {"BIG": (6, 0), "SMALL": (2, 4)})  # SMALL on steps 2-5: still ends before 6
     assert max_wait_violations(late_hole, p) == []
     fifo = placed(p, {"BIG": (6, 0), "SMALL": (10, 0)})  # the old MILP answer: valid, just worse
-    assert max_wait_violations(fifo, p) == [] and fifo.objective == pytest.approx(34.6147356453484, rel=1e-12)
+    # BIG 8 GPUs on 6..9, SMALL 2 GPUs on 10..13: valued for its whole run past the 12-step horizon (terminal value)
+    assert max_wait_violations(fifo, p) == [] and fifo.objective == pytest.approx(8 * decay(6, 10) + 2 * decay(10, 14),
+                                                                                   rel=1e-12)
     # SMALL on steps 3-6 runs at step 6, when BIG (R gone) would have all 8 GPUs: BIG pushed to 7
     delayed = placed(p, {"BIG": (7, 0), "SMALL": (3, 4)})
     want = ("step 6: job 'SMALL' (after 'BIG' in arrival order, started at step 3) runs while 'BIG', reserved "
@@ -267,7 +269,7 @@ def best_guarded(p: Problem) -> float | None:
                     cells = {(u, g) for u in range(t, min(t + s.duration_steps, H)) for g in range(o, o + s.gpus)}
                     if not any(g in fixed[u] for u, g in cells):
                         reward = j.priority * s.efficiency * s.gpus * sum(
-                            p.settings.decay_per_step**u for u in range(t, min(t + s.duration_steps, H)))
+                            p.settings.decay_per_step**u for u in range(t, t + s.duration_steps))
                         use = tuple(s.gpus if t <= u < t + s.duration_steps else 0 for u in range(H))
                         opts.append((JobAssignment(j.job_id, t, t + s.duration_steps, o, s.gpus), cells, reward, use))
         options.append(opts)

@@ -46,14 +46,17 @@ def test_bench_quick_writes_the_contract_and_is_deterministic(tmp_path):
     # the MILP stops on a work limit, not on the clock; the clock (safety net) stopped nothing
     assert doc1["settings"]["mip_work_limit"] == BenchConfig(scenarios=()).mip_work_limit is not None
     assert [c["wall_clock_limited_solves"] for c in doc1["comparison"]] == [0] * 8
-    # 8 quick steps: every planner (and the clairvoyant reference) verifies one plan per step
-    assert doc1["verified_plans"] == 2 * 4 * 8 and doc1["violations"] == 0
+    # 8 quick steps: every planner (and the clairvoyant reference) verifies one plan per step, plus one
+    # per in-step replan on a demand surge (optimizer.simulate._surge)
+    surges = sum(c["surge_replans"] for c in doc1["comparison"])
+    assert doc1["verified_plans"] == 2 * 4 * 8 + surges and doc1["violations"] == 0
     assert doc1["verified_plans"] == sum(c["verified_plans"] for c in doc1["comparison"])
     for f in ("bench.md", "bench.json", "plots/bars.png", "plots/util_mixed.png", "plots/kinds_real_trace.png"):
         assert (out1 / f).is_file(), f
     md = (out1 / "bench.md").read_text()
     assert "stops on the wall clock (table above: none did)" in md and "Warning" not in md
-    assert "Verified plans: **64** (every committed plan, one per simulated step), violations: **0**" in md
+    assert (f"Verified plans: **{64 + surges}** (every committed plan: one per simulated step, plus one per in-step "
+            "replan on a real-time demand surge), violations: **0**") in md
     fifo = next(r for r in rows1 if r["scenario"] == "mixed" and r["planner"] == "fifo")
     assert fifo["gap_max"] == "" and int(fifo["jobs_total"]) >= int(fifo["jobs_completed"])
 

@@ -9,7 +9,7 @@ from sim_helpers import greedy_plan, tiny_scenario
 
 from optimizer.metrics import CSV_COLUMNS, compute, job_waits_h, percentile
 from optimizer.plan import PlanSource, SolveStatus
-from optimizer.simulate import JobRecord, ReplanRecord, SimResult, simulate, simulate_clairvoyant
+from optimizer.simulate import SURGE_REASON, JobRecord, ReplanRecord, SimResult, simulate, simulate_clairvoyant
 
 
 def test_percentile_linear_interpolation():
@@ -24,7 +24,8 @@ def test_tiny_simulation_step_by_step():
     # t1: B arrives, starts on GPU 2; service gets 1 GPU but 2 are demanded (1 unmet).
     # t2: B done; A outlives its forecast (forecast end 2) -> keeps its block, remaining = 1.
     # t3: A done (true 3 steps).
-    res = simulate(tiny_scenario(), greedy_plan, name="greedy", keep_plans=True)
+    # (the loop without the in-step replan on a demand surge; with it: test_surge_replan_...)
+    res = simulate(tiny_scenario(), greedy_plan, name="greedy", keep_plans=True, surge_replan=False, rt_margin_alpha=None)
     assert res.batch_gpus["training"] == [2, 2, 2, 0]
     assert res.batch_gpus["quantization"] == [0, 1, 0, 0]
     assert res.service_gpus["s"] == [1, 1, 1, 1]
@@ -37,7 +38,7 @@ def test_tiny_simulation_step_by_step():
 
 
 def test_tiny_simulation_metrics_by_hand():
-    m = compute(simulate(tiny_scenario(), greedy_plan, name="greedy"))
+    m = compute(simulate(tiny_scenario(), greedy_plan, name="greedy", surge_replan=False, rt_margin_alpha=None))
     # batch GPU-steps 2+3+2+0 = 7 -> 3.5 GPU-h; RT served min(1,1)+min(1,2)+min(1,2)+min(1,1) = 4
     # GPU-steps -> 2 GPU-h; window 4 GPUs x 4 steps x 0.5 h = 8 GPU-h.
     assert m.utilization_pct == pytest.approx(100 * (3.5 + 2.0) / 8.0)  # 68.75
@@ -55,10 +56,30 @@ def test_tiny_simulation_metrics_by_hand():
     assert list(m.row()) == list(CSV_COLUMNS)
 
 
+def test_surge_replan_inside_the_step_serves_what_free_gpus_allow():
+    # The tiny run again, now replanning at once when the actual demand exceeds the allocation:
+    # t1: actual 2 > 1 committed -> replan with demand 2 at step 0: A (2) and B (1, just started)
+    #     hold 3 of 4 GPUs, so the service still gets 1 (1 GPU-step unmet; batch is not preempted).
+    # t2: actual 2 > 1 -> replan: B is done, A holds 2, the service gets 2 (swap cap 1 from 1).
+    # t0, t3: actual 1 = allocated, no surge.
+    res = simulate(tiny_scenario(), greedy_plan, name="greedy", keep_plans=True, rt_margin_alpha=None)
+    assert res.surge_replans == 2
+    assert [(r.step, r.reason) for r in res.replans if r.reason == SURGE_REASON] == [
+        (1, SURGE_REASON), (2, SURGE_REASON)]
+    assert res.service_gpus["s"] == [1, 1, 2, 1]
+    assert [s.demand_gpus[0] for s in res.problems_at[2].services] == [2]  # the surge plan's problem
+    assert [r.job_id for r in res.problems_at[1].running] == ["A", "B"]  # B started before the surge
+    assert res.verified_plans == 6 and res.violations == 0  # 4 steps + 2 surge plans, all verified
+    m = compute(res)
+    assert m.rt_unmet_gpu_h == pytest.approx(0.5)  # only step 1: 1 GPU-step x 0.5 h (1.0 without surges)
+    assert m.surge_replans == 2 and m.replans == 6
+    assert m.value == pytest.approx(6.5)  # the batch side is unchanged
+
+
 def test_replan_every_two_steps_follows_previous_plan():
     # With k=2, step 1 follows the step-0 plan: B (arrived at 1) is not in it and waits until
     # the replan at step 2, where it starts next to A (A's block is kept).
-    res = simulate(tiny_scenario(), greedy_plan, name="greedy", replan_every_steps=2)
+    res = simulate(tiny_scenario(), greedy_plan, name="greedy", replan_every_steps=2, surge_replan=False, rt_margin_alpha=None)
     assert [r.replanned for r in res.replans] == [True, False, True, False]
     assert res.jobs["B"].first_start_step == 2
     assert res.batch_gpus["quantization"] == [0, 0, 1, 0]
@@ -90,7 +111,8 @@ def test_followed_plan_that_no_longer_holds_is_replaced_not_committed():
     sc = tiny_scenario()
     svc = replace(sc.services[0], demand_true=(1,) + (3,) * 7, demand_forecast=(1,) + (3,) * 7, swap_cap_gpus=2)
     jobs = (replace(sc.jobs[0], true_steps=3, forecast_steps=1),)
-    res = simulate(replace(sc, services=(svc,), jobs=jobs), greedy_plan, name="greedy", replan_every_steps=2)
+    res = simulate(replace(sc, services=(svc,), jobs=jobs), greedy_plan, name="greedy", replan_every_steps=2,
+                   surge_replan=False, rt_margin_alpha=None)
     assert res.stale_plans == 1
     assert res.replans[1].replanned and res.replans[1].reason.startswith("previous plan no longer valid: step 0:")
     assert res.service_gpus["s"] == [1, 2, 2, 3]
