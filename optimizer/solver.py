@@ -477,11 +477,13 @@ class _WorkBudget:
             raise self.error
 
 
-#: Wall seconds per CPU second of a single-threaded solve at load average 8 on the 2-core bench
-#: machine (8 runnable processes share 2 cores: each gets about a quarter of one). The default work
-#: budget (:func:`auto_work_limit`) is sized so that the master solve ends in its share of
-#: ``time_limit_s`` at that load; the wall-clock deadline is then only a safety stop (DESIGN §5).
-WORK_LOAD_FACTOR = 4.0
+#: Wall seconds per CPU second assumed for a single-threaded solve on the loaded 2-core bench machine.
+#: At load average 8 with equal nice values a process gets about a quarter of a core (factor 4);
+#: measured with benchmarks/bench_scale.py run at nice 10 beside other users' work at load 10.6: 23.8 s
+#: wall for a 64 x 30 plan whose HiGHS child used 2.9 s of CPU (factor 8.2). 6 lies between. The
+#: default work budget (:func:`auto_work_limit`) is sized so that the master solve ends in its share
+#: of ``time_limit_s`` at that rate; the wall-clock deadline is then only a safety stop (DESIGN §5).
+WORK_LOAD_FACTOR = 6.0
 
 #: Share of ``time_limit_s`` the default work budget gives the master MILP (the rest: baselines,
 #: greedy starts, master build, LP relaxation, packing and verification, and slack).
@@ -493,7 +495,7 @@ WORK_CPU_S_PER_CHECK = 2.74e-8
 #: Root-node work (presolve, root LP, first cut rounds and heuristics) in limit-check equivalents.
 WORK_ROOT_CHECKS = 390
 
-#: Bounds of the default work budget (HiGHS limit checks per MILP solve).
+#: Least and most default work budget of a MILP solve (HiGHS limit checks; below the least, none).
 WORK_MIN_CHECKS = 20
 WORK_MAX_CHECKS = 20_000
 
@@ -508,9 +510,10 @@ def auto_work_limit(n_cols: int, time_limit_s: float) -> int:
     ``cpu_s(W) = WORK_CPU_S_PER_CHECK · n_cols**1.5 · (WORK_ROOT_CHECKS + W)``, which matched the
     child's CPU time within 25 % (64 GPUs: 2.8 s at 600 checks; 256: 8.9 s at 50, 31.9 s at 1,000;
     512: 18.5 s at 100, 28.2 s at 300). ``W`` is chosen so that ``cpu_s(W)`` fills
-    ``WORK_MASTER_SHARE · time_limit_s / WORK_LOAD_FACTOR`` (the master's share of the limit at load
-    8), clamped to [``WORK_MIN_CHECKS``, ``WORK_MAX_CHECKS``]. Raises ValueError for
-    ``n_cols`` < 0 or ``time_limit_s`` <= 0.
+    ``WORK_MASTER_SHARE · time_limit_s / WORK_LOAD_FACTOR`` (the master's share of the limit on the
+    loaded machine), capped at ``WORK_MAX_CHECKS``. Returns 0 when fewer than ``WORK_MIN_CHECKS`` checks fit (the
+    root node alone would overrun the share): the planner then runs no branch-and-bound
+    (DESIGN §5). Raises ValueError for ``n_cols`` < 0 or ``time_limit_s`` <= 0.
     """
     if n_cols < 0:
         raise ValueError(f"n_cols = {n_cols} must be >= 0")
@@ -519,7 +522,7 @@ def auto_work_limit(n_cols: int, time_limit_s: float) -> int:
     cpu_s = WORK_MASTER_SHARE * float(time_limit_s) / WORK_LOAD_FACTOR
     per_check = WORK_CPU_S_PER_CHECK * max(1, int(n_cols)) ** 1.5
     w = math.floor(cpu_s / per_check) - WORK_ROOT_CHECKS
-    return int(min(WORK_MAX_CHECKS, max(WORK_MIN_CHECKS, w)))
+    return 0 if w < WORK_MIN_CHECKS else int(min(WORK_MAX_CHECKS, w))
 
 
 _SCHEDULER_LOCK = threading.Lock()
