@@ -77,13 +77,13 @@ def test_when_the_deadline_fires_the_plan_says_it_depends_on_load(monkeypatch, c
 
 
 def test_the_default_budget_is_sized_from_columns_and_time_limit_only():
-    """auto_work_limit's numbers by hand: CPU share 0.5 x 30 s / 6 = 2.5 s; per check 2.74e-8 x n**1.5 s."""
-    # 2,190 columns (64 GPUs x 30 jobs): floor(2.5 / (2.74e-8 x 102,486.5)) - 390 = 890 - 390
-    assert auto_work_limit(2190, 30.0) == 500
-    # 8,586 columns (256 x 120): floor(2.5 / 0.02180) - 390 = 114 - 390 < 20: no branch-and-bound
+    """auto_work_limit's numbers by hand: CPU share 0.5 x limit / 8; per check 2.74e-8 x n**1.5 s."""
+    # 2,190 columns (64 GPUs x 30 jobs), 30 s: floor(1.875 / (2.74e-8 x 102,486.5)) - 390 = 667 - 390
+    assert auto_work_limit(2190, 30.0) == 277
+    # 8,586 columns (256 x 120), 30 s: floor(1.875 / 0.02180) - 390 = 86 - 390 < 20: no branch-and-bound
     assert auto_work_limit(8586, 30.0) == 0
-    # 300 s at 14,268 columns: floor(25 / 0.046698) - 390 = 535 - 390
-    assert auto_work_limit(14268, 300.0) == 145
+    # 600 s at 14,268 columns: floor(37.5 / 0.046698) - 390 = 803 - 390
+    assert auto_work_limit(14268, 600.0) == 413
     assert auto_work_limit(10, 30.0) == 20_000  # capped
     assert WORK_MIN_CHECKS == 20
     with pytest.raises(ValueError, match="time_limit_s = 0 must be > 0"):
