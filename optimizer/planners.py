@@ -16,7 +16,7 @@ plan is never returned.
 Budget (DESIGN §5, case F05, issue 17): work decides what is done, the clock is only a safety stop.
 Every MILP solve stops at its deterministic work limit (``settings.mip_work_limit`` HiGHS limit checks,
 or by default :func:`optimizer.solver.auto_work_limit` of the model's columns and ``time_limit_s``,
-sized so that the plan ends inside ``time_limit_s`` at load 8 on the 2-core bench machine); the
+sized so that the plan ends inside ``time_limit_s`` on the loaded 2-core bench machine); the
 master's LP relaxation (a proven bound; its roundings join the warm starts), every rounding order,
 the greedy warm starts and the baselines run to their end. Single-threaded with a fixed seed the plan
 therefore does not depend on machine speed or load. The wall-clock deadline ``time_limit_s`` after

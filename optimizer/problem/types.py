@@ -139,7 +139,7 @@ class PlanSettings:
       plan then does not depend on machine speed or load unless that deadline fires (``Plan.status``
       ``deadline``, ``Plan.wall_clock_limited``). None (default) = sized by the planner from the
       master's columns and ``time_limit_s`` (:func:`optimizer.solver.auto_work_limit`: the master's
-      share of ``time_limit_s`` at load 8 on the 2-core machine; 0, no branch-and-bound, when the
+      share of ``time_limit_s`` at a wall/CPU ratio of 8 on the 2-core machine; 0, no branch-and-bound, when the
       root node alone would not fit; DESIGN §5).
     - ``full_model_max_binaries``: when the decomposed master's starts cannot be packed into
       aligned blocks, the exact full x[j, s, o, t] model is solved only up to this many binaries
