@@ -24,8 +24,10 @@ def _workspace(tmp_path: Path, address: str) -> Path:
     return tmp_path
 
 
-class _Seen(Exception):
-    pass
+@pytest.fixture(autouse=True)
+def _restore_workspace_env(monkeypatch):
+    """``--workspace`` sets ``$GPUPLAN_WORKSPACE`` for the process (cli_support.use_workspace): put it back after each test."""
+    monkeypatch.delenv("GPUPLAN_WORKSPACE", raising=False)
 
 
 def _bench_cfg(monkeypatch, *args: str):
