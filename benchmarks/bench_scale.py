@@ -11,7 +11,13 @@ baseline's objective. Default settings except ``time_limit_s`` (``--time-limit``
 settings' 0.001).
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_scale.py [--sizes 64x30,256x120,1024x400,4096x1600]
-        [--time-limit S] [--gap 0.01] [--replans 50] [--formulation]
+        [--time-limit S] [--gap 0.01] [--replans 50] [--formulation] [--load N]
+
+``--load N``: each size is planned twice, first as the machine is, then with N extra busy-loop
+processes running (started here, killed by PID when the size is done); prints both runs' figures,
+their work counters (the master's ``mip_work_limit``, HiGHS limit checks and nodes used, LP simplex
+iterations) and whether objective, bound, work counters and plan (a SHA-256 of the assignments and
+service allocations) are identical (DESIGN §5: the budget is work, the deadline a safety stop).
 
 ``--replans N``: N consecutive plans of a 256-GPU, 120-job problem (seeds 1..N) in one process;
 prints resident memory after each tenth and the spread of the peak (max / min of RSS after plan 5).
@@ -23,9 +29,11 @@ steps: nonzeros, LP relaxation time and value, and the plan.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -84,10 +92,33 @@ def run_size(n_gpus: int, n_jobs: int, limit_s: float, gap: float | None, direct
         "child_cpu_s": child, "rss_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "child_rss_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
         "model": m, "baselines": base, "message": pl.message, "clocked": pl.wall_clock_limited,
+        "plan_sha256": _plan_digest(pl),
     }
     if direct_max_steps is not None:
         out.update(_lp_figures(p))
     return out
+
+
+def _plan_digest(pl) -> str:
+    """SHA-256 of a plan's assignments and service allocations (what the plan decides, not its timings)."""
+    d = pl.to_dict()
+    body = json.dumps({"jobs": d["jobs"], "services": d["services"]}, sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+WORK_KEYS = ("mip_work_limit", "mip_checks", "mip_nodes", "lp_iterations")
+
+
+def _busy_loops(n: int) -> list[subprocess.Popen]:
+    """Start ``n`` CPU-bound processes (``while True: pass``); the caller kills them by PID (:func:`_stop`)."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for pr in procs:
+        pr.kill()
+    for pr in procs:
+        pr.wait()
 
 
 def _lp_figures(p) -> dict:
@@ -131,6 +162,7 @@ def main() -> None:
     ap.add_argument("--gap", type=float, default=None, help="mip_rel_gap (default: the settings' default)")
     ap.add_argument("--replans", type=int, default=0)
     ap.add_argument("--formulation", action="store_true")
+    ap.add_argument("--load", type=int, default=0, help="also run each size with N busy-loop processes and compare")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # "GPUS,JOBS,LIMIT,GAP,DIRECT": child mode
     args = ap.parse_args()
     if args.one:
@@ -138,24 +170,36 @@ def main() -> None:
         print(json.dumps(run_size(int(n), int(j), float(lim), None if gap == "-" else float(gap),
                                   None if direct == "-" else int(direct))))
         return
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally blocks: busy loops killed by PID
     load = os.getloadavg()
     print(f"machine: {os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
     if args.replans:
         replans(args.replans)
         return
     variants = [0, 48] if args.formulation else [None]
+    loads = [0, args.load] if args.load else [0]
     for size in args.sizes.split(","):
         n, j = (int(x) for x in size.lower().split("x"))
         lim = args.time_limit if args.time_limit is not None else default_limit_s(n)
-        for direct in variants:
+        runs: list[dict] = []
+        for direct, extra in ((d, x) for d in variants for x in loads):
             one = f"{n},{j},{lim},{'-' if args.gap is None else args.gap},{'-' if direct is None else direct}"
-            res = subprocess.run([sys.executable, __file__, "--one", one], capture_output=True, text=True)
+            procs = _busy_loops(extra)
+            try:
+                time.sleep(2.0 if extra else 0.0)  # let the busy loops reach the run queue
+                res = subprocess.run([sys.executable, __file__, "--one", one], capture_output=True, text=True)
+                load_now = os.getloadavg()[0]
+            finally:
+                _stop(procs)
             if res.returncode != 0:
                 print(f"{size}: failed: {res.stderr.strip().splitlines()[-1:]}", flush=True)
                 continue
             r = json.loads(res.stdout.strip().splitlines()[-1])
+            runs.append(r)
             m = r["model"]
             label = f"{n}x{j}" + ("" if direct is None else f" direct<={direct}")
+            if args.load:
+                label += f" [+{extra} busy loops, load {load_now:.1f}]" if extra else f" [as is, load {load_now:.1f}]"
             print(f"{label}: master rows {m.get('rows', 0):,} cols {m.get('cols', 0):,} ({m.get('method')}); path "
                   f"{r['path']}, status {r['status']}{' (clock)' if r['clocked'] else ''}; objective "
                   f"{r['objective']:.1f} bound {_fmt(r['bound'], '.1f')} gap {_fmt(r['gap'] and 100 * r['gap'], '.3f')} %; "
@@ -168,7 +212,18 @@ def main() -> None:
             if direct is not None:
                 print(f"    master nonzeros {r['master_nonzeros']:,} cols {r['master_cols']:,}; LP relaxation "
                       f"{r['lp_s']:.2f} s value {_fmt(r['lp_value'], '.2f')}", flush=True)
+            print("    work: " + ", ".join(f"{k} {m[k]}" for k in WORK_KEYS if k in m) + f"; plan {r['plan_sha256'][:16]}",
+                  flush=True)
             print(f"    {r['message']}", flush=True)
+        if args.load and len(runs) == 2:
+            a, b = runs
+            keys = ("objective", "bound", "status", "plan_sha256")
+            same = all(a[k] == b[k] for k in keys) and all(a["model"].get(k) == b["model"].get(k) for k in WORK_KEYS)
+            print(f"  {n}x{j} as is vs +{args.load} busy loops: "
+                  + ("IDENTICAL (objective, bound, status, work counters, plan)" if same else
+                     "DIFFERENT: " + "; ".join(f"{k} {a[k]} vs {b[k]}" for k in keys if a[k] != b[k])
+                     + "; " + "; ".join(f"{k} {a['model'].get(k)} vs {b['model'].get(k)}" for k in WORK_KEYS
+                                        if a["model"].get(k) != b["model"].get(k))), flush=True)
     load = os.getloadavg()
     print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 

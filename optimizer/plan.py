@@ -19,14 +19,16 @@ from typing import Any
 class SolveStatus(StrEnum):
     """How a plan's solve ended (:attr:`Plan.status`): solver outcomes only.
 
-    A ``StrEnum``: ``SolveStatus.OPTIMAL == "optimal"``. All but ``FEASIBLE`` are the outcomes of
+    A ``StrEnum``: ``SolveStatus.OPTIMAL == "optimal"``. All but ``FEASIBLE`` and ``DEADLINE`` are the outcomes of
     :data:`optimizer.solver.OUTCOMES` (a fallback plan carries the MILP's own outcome);
-    ``FEASIBLE`` is a valid plan made without a solver (a baseline or greedy plan). Where the plan
+    ``FEASIBLE`` is a valid plan made without a solver (a baseline or greedy plan); ``DEADLINE`` a
+    MILP plan that the wall-clock safety stop cut short (DESIGN §5). Where the plan
     came from is :class:`PlanSource`, not a status.
     """
 
     OPTIMAL = "optimal"  # MILP solved to the gap tolerance
     TIME_LIMIT = "time_limit"  # MILP stopped on its time or work limit with an incumbent: not proven optimal
+    DEADLINE = "deadline"  # the wall-clock deadline (time_limit_s) stopped the plan before its work budget: load-dependent
     NO_SOLUTION = "no_solution"  # MILP stopped on its limit without an incumbent
     INFEASIBLE = "infeasible"
     UNBOUNDED_OR_INFEASIBLE = "unbounded_or_infeasible"

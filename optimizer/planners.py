@@ -13,26 +13,22 @@ the verifier rejects) the best baseline plan is returned with ``source="fallback
 (``fallback=True``), the MILP's own outcome as ``status`` and a message giving it. An unverified
 plan is never returned.
 
-Budget (DESIGN §5, case F05, issue 17): every step shares one deadline, ``time_limit_s`` after
-:func:`plan` is called. The three baselines always run to the end (they are the answer of last
-resort, and event-driven they take milliseconds: 0.04 s each on a 1,440-step, 30-job day; 0.5–2 s
-at 4,096 GPUs x 1,600 jobs); the greedy warm starts, the LP relaxation, the block-packing MILP and
-the full model run only while at least :data:`MIN_SOLVE_S` is left. Every HiGHS solve runs in a
-child process killed at its allowance, which ends :func:`finish_reserve_s` before the deadline
-(:func:`optimizer.solver.solve`), so the call returns by the deadline plus the finishing work
-whatever HiGHS does. After the master is built: its LP relaxation (a proven bound; its roundings
-join the warm starts) gets :data:`LP_SHARE` of the time left, or :data:`LP_SHARE_AT_SCALE` on the
-scale path (masters above :data:`SCALE_MIN_MASTER_COLUMNS` columns), where the plan is the best
-rounding or warm start under the LP bound with no branch-and-bound; otherwise, unless the best
-plan is already within ``mip_rel_gap`` of the LP bound, the master MILP gets the rest and the plan
-is the better of its packed solution and the best warm start, under the least bound found. With
-less than :data:`MIN_SOLVE_S` left before a solve, the best baseline plan (or the best warm start
-under the LP bound) is returned with status ``time_limit`` and a message giving the time each
-step took. Without ``settings.mip_work_limit`` the clock decides where
-each solve stops, so the plan depends on machine speed. With it, every MILP solve stops on that
-work limit (and the LP solves to the end within the budget) and the deadline only matters if the
-plan as a whole reaches it; single-threaded with a fixed seed the plan is then reproducible, and
-``Plan.wall_clock_limited`` (plus a note) says when the deadline was reached after all.
+Budget (DESIGN §5, case F05, issue 17): work decides what is done, the clock is only a safety stop.
+Every MILP solve stops at its deterministic work limit (``settings.mip_work_limit`` HiGHS limit checks,
+or by default :func:`optimizer.solver.auto_work_limit` of the model's columns and ``time_limit_s``,
+sized so that the plan ends inside ``time_limit_s`` on the loaded 2-core bench machine); the
+master's LP relaxation (a proven bound; its roundings join the warm starts), every rounding order,
+the greedy warm starts and the baselines run to their end. Single-threaded with a fixed seed the plan
+therefore does not depend on machine speed or load. The wall-clock deadline ``time_limit_s`` after
+:func:`plan` is called stays a hard stop: every HiGHS solve runs in a child process killed at its
+allowance, which ends :func:`finish_reserve_s` before the deadline (:func:`optimizer.solver.solve`),
+and heuristics stop placing jobs at it. When it fires (a solve stopped on the clock, or a step cut
+short or skipped for lack of time) the plan has ``wall_clock_limited`` True, status ``deadline`` (unless
+proven optimal) and a warning note: that plan did depend on load. Masters above
+:data:`SCALE_MIN_MASTER_COLUMNS` columns take the scale path: the plan is the best rounding or warm
+start under the LP bound, with no branch-and-bound; otherwise, unless the best plan is already within
+``mip_rel_gap`` of the LP bound, the master MILP runs and the plan is the better of its packed
+solution and the best warm start, under the least bound found.
 
 When the master's starts cannot be packed into aligned blocks, the full model is solved up to
 ``settings.full_model_max_binaries``; above it the plan is the best verified placement that the
@@ -44,6 +40,7 @@ master whose starts were packed has source ``"decomposition"``; one from the ful
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import replace
 
@@ -70,11 +67,11 @@ from optimizer.diagnose import (
     estimate_size,
 )
 from optimizer.errors import InputError
-from optimizer.milp import build_model, plan_to_vector, solution_starts, solve_model
+from optimizer.milp import build_model, plan_to_vector, solution_starts
 from optimizer.objective import objective_value, unmet_gpu_steps
 from optimizer.plan import SOURCE_OF_PLANNER, Plan, PlanSource, SolveStatus
 from optimizer.problem import Problem
-from optimizer.solver import SolveOutcome, mip_gap, solve
+from optimizer.solver import WORK_MIN_CHECKS, SolveOutcome, auto_work_limit, mip_gap, solve
 from optimizer.verify import verify
 
 PLANNERS: tuple[str, ...] = ("milp", "fifo", "easy", "priority")
@@ -108,17 +105,6 @@ MIN_SOLVE_S = 1.0
 #: block packing, verification; well under 0.1 s measured on ``day_1min_steps``), plus HiGHS's
 #: own overshoot of its limit (0.3–0.9 s measured, mostly loading the model and checking the result).
 AFTER_SOLVE_S = 0.5
-
-#: Share of the budget left (after the master build) that the master's LP relaxation may use on the
-#: branch-and-bound path (masters up to :data:`SCALE_MIN_MASTER_COLUMNS` columns; no work limit):
-#: its value is a proven bound and its roundings warm-start the master MILP, which gets the rest (the
-#: LP took 0.06 s at 64 GPUs x 30 jobs and 0.7 s at 256 x 120, benchmarks/bench_scale.py).
-LP_SHARE = 0.25
-
-#: The LP's share on the scale path. When it does not solve in that time (the 65,700-column master of
-#: ``day_1min_steps``, 1,440 one-minute steps, needed 39–53 s at load 7, simplex or interior point),
-#: the master MILP gets the rest: HiGHS's MIP presolve shrinks such a master before its root LP.
-LP_SHARE_AT_SCALE = 0.6
 
 #: HiGHS's own overshoot of its time limit is left room for: this share of ``time_limit_s`` or
 #: :data:`AFTER_SOLVE_S`, whichever is more (1.7 s measured at load 3.8); past it the solve is
@@ -177,7 +163,17 @@ def plan(problem: Problem, planner: str = "milp", warm_start: Plan | None = None
     if planner != "milp":
         deadline = t0 + problem.settings.time_limit_s
         return replace(_verified(baseline_plan(problem, planner, deadline), problem), notes=notes)
-    return _plan_milp(problem, warm_start, notes, t0)
+    return _deadline_status(_plan_milp(problem, warm_start, notes, t0), problem)
+
+
+def _deadline_status(p: Plan, problem: Problem) -> Plan:
+    """A MILP plan the wall-clock safety stop cut short (``wall_clock_limited``, not proven optimal) gets status ``deadline`` and a warning note, logged on the ``gpuplan`` logger: its result depended on machine load (DESIGN §5)."""
+    if not p.wall_clock_limited or p.status == SolveStatus.OPTIMAL:
+        return p
+    warn = (f"warning: the wall-clock deadline (time_limit_s={problem.settings.time_limit_s:g} s) stopped this plan "
+            "before its work budget was done: the plan depends on machine load and may not reproduce")
+    logging.getLogger("gpuplan").warning(warn)
+    return replace(p, status=SolveStatus.DEADLINE, notes=(*p.notes, warn))
 
 
 #: How far past ``time_limit_s`` the baselines inside a MILP plan may run before they stop placing
@@ -237,7 +233,14 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
         spent[step] = spent.get(step, 0.0) + now - mark[0]
         mark[0] = now
 
+    stopped: list[str] = []  # steps the wall-clock safety stop cut short (the plan then depends on load)
+
+    def past(step: str, at: float) -> None:
+        if time.perf_counter() > at:
+            stopped.append(step)
+
     base = best_baseline(problem, deadline + BASELINE_GRACE_S)
+    past("baselines", deadline + BASELINE_GRACE_S)
     least = least_unmet_rt(problem)  # U*: the real-time-first row's bound (DESIGN §5)
 
     def rt_first(p_: Plan) -> bool:
@@ -253,6 +256,7 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
 
     took("baselines")
     seeds = [base] + [g for g in greedy_plans(problem, deadline - MIN_SOLVE_S) if not verify(g, problem)]
+    past("greedy warm starts", deadline - MIN_SOLVE_S)
     if warm_start is not None and not verify(warm_start, problem):
         # a warm start comes from another problem (the last replan, a what-if's base): its objective field is
         # that problem's, so it is valued again on this one before it competes with the other starts
@@ -264,22 +268,25 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
         extra.append(f"max_wait_steps={st.max_wait_steps}: a job that has waited that long gets EASY's reservation "
                      "(later jobs may run before it only where it has no room; DESIGN §5)")
 
-    work = st.mip_work_limit is not None
+    # the work budget decides what is done (DESIGN §5): every MILP solve stops at its work limit
+    # (settings.mip_work_limit, or auto_work_limit from the model's size and time_limit_s), the LP and
+    # every heuristic run to their end; the deadline is only a safety stop, reported when it fires
     solves: list[SolveOutcome] = []  # every SolveOutcome behind this plan, to report wall-clock stops
 
+    def work_limit(n_cols: int) -> int:
+        return st.mip_work_limit if st.mip_work_limit is not None else auto_work_limit(n_cols, st.time_limit_s)
+
     def left() -> float:
-        # one deadline for the whole plan; under a work limit it only decides when the plan as a
-        # whole reaches time_limit_s, and then the plan is flagged (clocked)
+        # one deadline for the whole plan: it only decides when the plan as a whole reaches
+        # time_limit_s, and then the plan is flagged (clocked)
         return deadline - time.perf_counter()
 
-    def solve_limit() -> float:
-        return max(MIN_SOLVE_S, left() - AFTER_SOLVE_S)
-
     def clocked() -> bool:
-        hit = any(o.wall_clock_limited for o in solves)
-        if hit and work and not any(n.startswith("a solve reached the wall-clock") for n in extra):
+        hit = bool(stopped) or any(o.wall_clock_limited for o in solves)
+        if hit and not any(n.startswith("a solve reached the wall-clock") for n in extra):
+            what = ", ".join(stopped) or "a HiGHS solve"
             extra.append(f"a solve reached the wall-clock limit of {st.time_limit_s:g} s for the whole plan "
-                         f"before its work limit (mip_work_limit={st.mip_work_limit}): this plan may not reproduce")
+                         f"before its work budget was done ({what}): this plan may not reproduce")
         return hit
 
     def fallback(status: str, why: str, size: dict | None, out_of_time: bool = False) -> Plan:
@@ -357,18 +364,25 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
         # 1. the LP relaxation: a proven bound, and rounded plans (the scale path's plan)
         lp_bound: float | None = None
         at_scale = cm.model.n_cols > SCALE_MIN_MASTER_COLUMNS
-        lp_room = kill_at - time.perf_counter() - (0.0 if work or at_scale else MIN_SOLVE_S)
-        if lp_room >= 0.1:
-            share = 1.0 if work else LP_SHARE_AT_SCALE if at_scale else LP_SHARE
-            hl, kill = limits(share * lp_room / max(1e-9, kill_at - time.perf_counter()))
+        w_master = work_limit(cm.model.n_cols)
+        counters = size  # the work counters travel with the model size (Plan.model)
+        counters["mip_work_limit"] = w_master
+        lp_room = kill_at - time.perf_counter()
+        if lp_room < 0.1:
+            stopped.append("LP relaxation")
+        else:
+            # the LP runs to its end (its result does not depend on the clock); the deadline kills it
+            hl, kill = limits()
             lp = solve_master_lp(cm, time_limit_s=hl, kill_after_s=kill)
             solves.append(lp)
+            counters["lp_iterations"] = lp.iterations
             took("LP relaxation")
             if lp.status == "optimal" and lp.objective is not None and lp.x is not None:
                 lp_bound = lp.objective * scale
                 for g in lp_rounded_plans(cm, lp.x, deadline=kill_at):
                     if not verify(g, problem):
                         seeds.append(g)
+                past("LP rounding", kill_at)
                 ranked(seeds)
                 took("LP rounding")
             else:
@@ -376,12 +390,15 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
                              "no LP bound")
         best = seeds[0]
         lp_gap = mip_gap(best.objective, lp_bound) if rt_first(best) else None  # the bound holds under the row
-        if lp_gap is not None and (at_scale or lp_gap <= st.mip_rel_gap):
+        if lp_gap is not None and (at_scale or w_master == 0 or lp_gap <= st.mip_rel_gap):
             # proven within the requested gap, or a master this large (where branch-and-bound did not
-            # improve on the rounded plans, DESIGN §5): the LP bound and the best rounded plan
+            # improve on the rounded plans, DESIGN §5), or one whose root node alone would not fit the
+            # work budget: the LP bound and the best rounded plan
             why = ("within mip_rel_gap" if lp_gap is not None and lp_gap <= st.mip_rel_gap else
                    f"master of {cm.model.n_cols:,} columns is above {SCALE_MIN_MASTER_COLUMNS:,} "
-                   "(scale path: no branch-and-bound)")
+                   "(scale path: no branch-and-bound)" if at_scale else
+                   f"the work budget for time_limit_s={st.time_limit_s:g} does not cover the root node of a "
+                   f"master of {cm.model.n_cols:,} columns (auto_work_limit 0: no branch-and-bound)")
             return bounded(best, lp_bound, "LP relaxation", why, size)
         if left() < MIN_SOLVE_S or kill_at - time.perf_counter() < MIN_SOLVE_S:
             if lp_bound is not None:
@@ -392,9 +409,10 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
         start = next((x for x in (count_vector(cm, s) for s in seeds) if x is not None), None)
         hl, kill = limits()
         out = solve(cm.model, time_limit_s=hl, mip_rel_gap=st.mip_rel_gap, threads=st.threads,
-                    random_seed=st.random_seed, start=start, mip_work_limit=st.mip_work_limit, kill_after_s=kill,
+                    random_seed=st.random_seed, start=start, mip_work_limit=w_master, kill_after_s=kill,
                     allow_restart=False)
         solves.append(out)
+        counters.update(mip_checks=out.work, mip_nodes=out.nodes)
         took("master solve")
         master_bound = None if out.bound is None else out.bound * scale
         bound = _min_bound(lp_bound, master_bound)
@@ -405,9 +423,12 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
         picks, svc = count_picks(cm, out.x)
         # first fit always runs (milliseconds); the packing MILP only with budget left
         pack_room = kill_at - time.perf_counter()
-        offs = pack_offsets(cm.occ, picks, time_limit_s=pack_room if work else min(5.0, pack_room),
-                            seed=st.random_seed, threads=st.threads, mip_work_limit=st.mip_work_limit, log=solves,
-                            milp=pack_room >= MIN_SOLVE_S, kill_after_s=max(0.05, pack_room))
+        pack_milp = pack_room >= MIN_SOLVE_S
+        offs = pack_offsets(cm.occ, picks, time_limit_s=max(0.05, pack_room), seed=st.random_seed,
+                            threads=st.threads, mip_work_limit=w_master, log=solves,
+                            milp=pack_milp, kill_after_s=max(0.05, pack_room))
+        if offs is None and not pack_milp:
+            stopped.append("block packing")
         took("block packing")
         if offs is not None:
             starts = {jid: (t, offs[jid], g) for jid, (t, g, _d) in picks.items()}
@@ -463,8 +484,10 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
     if left() < MIN_SOLVE_S:
         return out_of_time("the full model solve", size)
     start = next((x for x in (plan_to_vector(bm, s) for s in seeds) if x is not None), None)
-    out = solve_model(bm, start, time_limit_s=max(0.05, left() - finish_reserve_s(bm.model.n_cols) - AFTER_SOLVE_S),
-                      kill_after_s=max(0.05, left() - finish_reserve_s(bm.model.n_cols)))
+    out = solve(bm.model, time_limit_s=max(0.05, left() - finish_reserve_s(bm.model.n_cols) - AFTER_SOLVE_S),
+                mip_rel_gap=st.mip_rel_gap, threads=st.threads, random_seed=st.random_seed, start=start,
+                mip_work_limit=max(WORK_MIN_CHECKS, work_limit(bm.model.n_cols)),
+                kill_after_s=max(0.05, left() - finish_reserve_s(bm.model.n_cols)))
     solves.append(out)
     if out.x is None or out.status not in ("optimal", "time_limit"):
         return fallback(out.status, out.message or out.status, size)

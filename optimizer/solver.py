@@ -143,7 +143,8 @@ class SolveOutcome:
     (None without an incumbent); ``message`` a readable sentence; ``wall_clock_limited`` True when
     HiGHS stopped on ``time_limit_s`` (kTimeLimit); ``nodes`` branch-and-bound nodes; ``work`` the
     HiGHS MIP limit checks counted (the unit of ``mip_work_limit``; 0 without a work limit or for a
-    pure LP).
+    pure LP); ``iterations`` HiGHS's simplex iteration count (``simplex_iteration_count``: of the LP
+    for a pure LP; 0 when the child was killed).
     """
 
     status: str
@@ -157,6 +158,7 @@ class SolveOutcome:
     wall_clock_limited: bool = False
     nodes: int = 0
     work: int = 0
+    iterations: int = 0
 
     @property
     def has_solution(self) -> bool:
@@ -386,10 +388,12 @@ def _solve_once(
         if status == "optimal" and gap is None and obj is not None:
             gap = 0.0
         nodes = int(getattr(info, "mip_node_count", 0) or 0) if integer.any() else 0
+        iters = int(getattr(info, "simplex_iteration_count", 0) or 0)
         return SolveOutcome(status, name, obj, bound, gap, run_s, x,
                             _message(status, name, time_limit_s, mip_work_limit),
                             wall_clock_limited=(name == "kTimeLimit"), nodes=max(0, nodes),
-                            work=budget.checks if (budget is not None and mip_work_limit is not None) else 0)
+                            work=budget.checks if (budget is not None and mip_work_limit is not None) else 0,
+                            iterations=max(0, iters))
     except Exception as exc:  # noqa: BLE001 - solver trouble becomes an outcome, never a crash
         return SolveOutcome("solver_error", "exception", None, None, None, time.perf_counter() - t0,
                             message=f"HiGHS raised {type(exc).__name__}: {exc}")
@@ -471,6 +475,56 @@ class _WorkBudget:
                 signal.raise_signal(signum)
         if self.error is not None:
             raise self.error
+
+
+#: Wall seconds per CPU second assumed for a single-threaded solve on the loaded 2-core bench machine.
+#: At load average 8 with equal nice values a process gets about a quarter of a core (factor 4);
+#: measured with benchmarks/bench_scale.py run at nice 10 beside other users' work at load 10.6: 23.8 s
+#: wall for a 64 x 30 plan whose HiGHS child used 2.9 s of CPU (factor 8.2); with 4 more busy loops at
+#: nice 10 (load 10.9) 2.1 s of CPU took 27 s (factor 13). 8 keeps 64 x 30 above the 208 checks its
+#: 1 % gap needs (277 at 30 s) while the plan fits its limit at factor 8 and nearly at 13. The
+#: default work budget (:func:`auto_work_limit`) is sized so that the master solve ends in its share
+#: of ``time_limit_s`` at that rate; the wall-clock deadline is then only a safety stop (DESIGN §5).
+WORK_LOAD_FACTOR = 8.0
+
+#: Share of ``time_limit_s`` the default work budget gives the master MILP (the rest: baselines,
+#: greedy starts, master build, LP relaxation, packing and verification, and slack).
+WORK_MASTER_SHARE = 0.5
+
+#: CPU seconds per HiGHS limit check per ``n_cols ** 1.5`` (see :func:`auto_work_limit`).
+WORK_CPU_S_PER_CHECK = 2.74e-8
+
+#: Root-node work (presolve, root LP, first cut rounds and heuristics) in limit-check equivalents.
+WORK_ROOT_CHECKS = 390
+
+#: Least and most default work budget of a MILP solve (HiGHS limit checks; below the least, none).
+WORK_MIN_CHECKS = 20
+WORK_MAX_CHECKS = 20_000
+
+
+def auto_work_limit(n_cols: int, time_limit_s: float) -> int:
+    """The default deterministic work budget of one MILP solve, in HiGHS limit checks (``mip_work_limit``).
+
+    ``n_cols`` the model's columns, ``time_limit_s`` the plan's wall-clock limit (s). The budget is a
+    function of these two numbers only (never of the clock), so a plan does not depend on how much
+    CPU the machine gave it. It is sized from a CPU model measured on the 2-core bench machine
+    (benchmarks/bench_scale.py masters of 2,190–14,268 columns, 64–512 GPUs; DESIGN §5):
+    ``cpu_s(W) = WORK_CPU_S_PER_CHECK · n_cols**1.5 · (WORK_ROOT_CHECKS + W)``, which matched the
+    child's CPU time within 25 % (64 GPUs: 2.8 s at 600 checks; 256: 8.9 s at 50, 31.9 s at 1,000;
+    512: 18.5 s at 100, 28.2 s at 300). ``W`` is chosen so that ``cpu_s(W)`` fills
+    ``WORK_MASTER_SHARE · time_limit_s / WORK_LOAD_FACTOR`` (the master's share of the limit on the
+    loaded machine), capped at ``WORK_MAX_CHECKS``. Returns 0 when fewer than ``WORK_MIN_CHECKS`` checks fit (the
+    root node alone would overrun the share): the planner then runs no branch-and-bound
+    (DESIGN §5). Raises ValueError for ``n_cols`` < 0 or ``time_limit_s`` <= 0.
+    """
+    if n_cols < 0:
+        raise ValueError(f"n_cols = {n_cols} must be >= 0")
+    if not time_limit_s > 0:
+        raise ValueError(f"time_limit_s = {time_limit_s} must be > 0")
+    cpu_s = WORK_MASTER_SHARE * float(time_limit_s) / WORK_LOAD_FACTOR
+    per_check = WORK_CPU_S_PER_CHECK * max(1, int(n_cols)) ** 1.5
+    w = math.floor(cpu_s / per_check) - WORK_ROOT_CHECKS
+    return 0 if w < WORK_MIN_CHECKS else int(min(WORK_MAX_CHECKS, w))
 
 
 _SCHEDULER_LOCK = threading.Lock()

@@ -232,6 +232,19 @@ class DaskConfig(_Strict):
 
     address: str | None = None
 
+    @field_validator("address")
+    @classmethod
+    def _address(cls, v: str | None) -> str | None:
+        from pipelines.bench.distributed import parse_dask  # light: no Dask import until a run
+
+        if v is not None:
+            try:
+                parse_dask(v)
+            except InputError:
+                raise ValueError(f"{v!r}: expected a scheduler address tcp://HOST:PORT, local or local:N "
+                                 "(N >= 1 workers)") from None
+        return v
+
 
 class KindsConfig(_Strict):
     """``[kinds]``: the job kind of a record that does not say (qos first, then partition, then ``default``)."""

@@ -131,14 +131,16 @@ class PlanSettings:
     - ``milp_method``: ``"decomposed"`` (default: a start/size master plus a block-packing check,
       exact, see :mod:`optimizer.decomposition`; the full model when packing fails) or
       ``"full"`` (the full x[j, s, o, t] model only).
-    - ``mip_work_limit``: a deterministic work budget per MILP solve, in HiGHS MIP limit checks
-      (see :func:`optimizer.solver.solve`; 16–130 ms each on the 2-core machine, depending on the
-      instance). When set,
-      every MILP solve of the planner (master, block packing, full model) stops at this budget, and
-      ``time_limit_s`` stays the deadline of the whole plan but no longer decides where a solve stops:
-      with ``threads=1`` and a fixed ``random_seed`` the plan then does not depend on machine speed
-      or load unless the plan reaches that deadline (``Plan.wall_clock_limited``). None (default) = off:
-      the wall-clock budget decides, as an operator's 30-minute replan wants.
+    - ``mip_work_limit``: the deterministic work budget per MILP solve, in HiGHS MIP limit checks
+      (see :func:`optimizer.solver.solve`; 5–180 ms of CPU each on the 2-core machine, depending on
+      the instance). Every MILP solve of the planner (master, block packing, full model) stops at
+      it; the LP relaxation and the heuristics run to their end, and ``time_limit_s`` is only the
+      deadline of the whole plan (a safety stop). With ``threads=1`` and a fixed ``random_seed`` the
+      plan then does not depend on machine speed or load unless that deadline fires (``Plan.status``
+      ``deadline``, ``Plan.wall_clock_limited``). None (default) = sized by the planner from the
+      master's columns and ``time_limit_s`` (:func:`optimizer.solver.auto_work_limit`: the master's
+      share of ``time_limit_s`` at a wall/CPU ratio of 8 on the 2-core machine; 0, no branch-and-bound, when the
+      root node alone would not fit; DESIGN §5).
     - ``full_model_max_binaries``: when the decomposed master's starts cannot be packed into
       aligned blocks, the exact full x[j, s, o, t] model is solved only up to this many binaries
       (estimate of :func:`optimizer.diagnose.estimate_size`); above it the planner keeps the best

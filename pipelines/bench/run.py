@@ -56,7 +56,7 @@ class BenchConfig:
     """What to run.
 
     ``planners`` from ``optimizer.planners.PLANNERS``; ``clairvoyant`` adds the reference row. Solver budget per MILP replan: ``mip_work_limit`` (deterministic work limit per
-    HiGHS solve; None = the wall clock decides, not reproducible), ``time_limit_s`` (then a
+    HiGHS solve; None = the planner's default, sized from the master and ``time_limit_s``), ``time_limit_s`` (then a
     deadline of each plan), ``mip_rel_gap``; the MILP replans every ``replan_every_steps``;
     baselines every ``baseline_replan_every_steps``. ``reproducible``: leave the wall-clock
     columns of ``bench.csv`` (:data:`optimizer.metrics.TIMING_COLUMNS`) empty, so that the same

@@ -92,8 +92,7 @@ def test_c13b_no_incumbent_falls_back_to_best_baseline(monkeypatch):
         return SolveOutcome("no_solution", "kTimeLimit", None, None, None, 0.001,
                             message="stopped at the time limit of 0.001 s without a feasible allocation")
 
-    monkeypatch.setattr(planners, "solve", no_solution)
-    monkeypatch.setattr(planners, "solve_model", no_solution)
+    monkeypatch.setattr(planners, "solve", no_solution)  # master and full model
     monkeypatch.setattr(decomposition, "solve", no_solution)  # the LP relaxation too: no bound either
     r = plan(p, "milp")
     assert r.status == "no_solution" and r.source == "fallback" and r.fallback and r.planner == "milp" and r.solver_status == "no_solution"
