@@ -77,6 +77,23 @@ def status_text(plan: Any, mip_rel_gap: float | None) -> str:
     return f"**{plan.status}** (gap {gap_txt})"
 
 
+def not_proven_text(plan: Any, time_limit_s: float | None, gap: str) -> str:
+    """The note under a plan that is not proven optimal: why the planner stopped, in its own words.
+
+    ``deadline``: the wall-clock safety stop cut the work budget short (DESIGN §5), so the plan depends on
+    machine load. ``time_limit``: the planner's own message (e.g. the work budget of ``time_limit_s`` that
+    does not cover branch-and-bound) when it gave one, else the solver's time limit.
+    """
+    lim = f" ({time_limit_s:g} s)" if time_limit_s else ""
+    if plan.status == "deadline":
+        return (f"**Stopped by the wall-clock deadline**: time_limit_s{lim} ran out before the planner's work budget "
+                f"was done, so this plan (gap {gap}) depends on how loaded the machine was and may not reproduce.")
+    if getattr(plan, "message", None):
+        return f"**Not proven optimal** (gap {gap}): {plan.message}."
+    after = f" after {time_limit_s:g} s" if time_limit_s else ""
+    return f"**Not proven optimal**: the solver stopped on its time limit{after} with this incumbent (gap {gap})."
+
+
 def _pct(frac: float) -> str:
     """A fraction as a short percentage number.
 
@@ -258,10 +275,8 @@ def render_page(inp: ReportInputs, table: pd.DataFrame, plots: Mapping[str, str]
     gap = "n/a" if plan.gap is None else f"{_pct(plan.gap)} %"
     out += ["", f"Plan: planner `{plan.planner}`, status {status_text(plan, tol)}, objective {plan.objective:.2f}, "
                 f"bound {bound}, solve {plan.solve_s:.1f} s."]
-    if plan.status == "time_limit" and not plan.fallback:
-        lim = f" after {inp.time_limit_s:g} s" if inp.time_limit_s else ""
-        out.append(f"\n> **Not proven optimal**: the solver stopped on its time limit{lim} with this incumbent "
-                   f"(gap {gap}).")
+    if plan.status in ("time_limit", "deadline") and not plan.fallback:
+        out.append("\n> " + not_proven_text(plan, inp.time_limit_s, gap))
     if plan.fallback:
         out.append(f"\n> **Fallback plan**: the MILP did not return a plan ({plan.message}); this is the best "
                    f"baseline plan.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pandas as pd
@@ -98,6 +99,19 @@ def test_page_says_not_proven_optimal_and_degraded(tmp_path):
     assert set(pd.read_parquet(paths["risk_report.parquet"])["section"]) == {
         "rt_calibration", "rt_exceedance", "coverage_risk", "job_at_risk", "queue_eta", "queue_outlook"}
     assert "Not proven" not in write_risk_report(tmp_path, _inputs("optimal"), "run-y")["risk_report.md"].read_text()
+
+
+def test_not_proven_note_gives_the_planners_reason_and_the_deadline():
+    from pipelines.report.page import not_proven_text
+
+    why = ("best verified plan (lp_guided), proven gap 2.844% against the LP relaxation bound: the work budget for "
+           "time_limit_s=10 does not cover the root node of a master of 2,190 columns")
+    plan = replace(_plan("time_limit"), message=why)
+    # the work budget, not a clock, stopped it: the planner's own words, not "stopped on its time limit"
+    assert not_proven_text(plan, 10, "2.84 %") == f"**Not proven optimal** (gap 2.84 %): {why}."
+    assert not_proven_text(_plan("deadline"), 30, "1.2 %") == (
+        "**Stopped by the wall-clock deadline**: time_limit_s (30 s) ran out before the planner's work budget was "
+        "done, so this plan (gap 1.2 %) depends on how loaded the machine was and may not reproduce.")
 
 
 def test_plan_tables_and_metrics():
