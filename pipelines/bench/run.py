@@ -37,7 +37,7 @@ from typing import Any
 
 from optimizer.metrics import compute
 from optimizer.planners import PLANNERS
-from optimizer.scenarios import SCENARIOS, build
+from optimizer.scenarios import REAL_TRACES, SCENARIOS, build
 from optimizer.simulate import planner_fn, simulate, simulate_clairvoyant
 from pipelines.catalog import TRACE_DIR, load_real_trace
 from pipelines.errors import InputError
@@ -144,7 +144,7 @@ def _quick(sc, cfg: BenchConfig):
 
 def build_scenario(name: str, cfg: BenchConfig, trace=None):
     """Build one scenario (reduced under ``--quick``) with the bench's solver settings."""
-    sizes = {} if name == "real_trace" else {"n_gpus": cfg.n_gpus, "n_jobs": cfg.n_jobs}
+    sizes = {} if name in REAL_TRACES else {"n_gpus": cfg.n_gpus, "n_jobs": cfg.n_jobs}
     sc = build(name, cfg.seed, trace=trace, **sizes)
     if cfg.quick:
         sc = _quick(sc, cfg)
@@ -196,7 +196,7 @@ def bench_items(cfg: BenchConfig) -> list[BenchItem]:
     return items
 
 
-_TRACES: dict[Path, Any] = {}
+_TRACES: dict[tuple[Path, str], Any] = {}
 
 
 def run_item(item: BenchItem, cfg: BenchConfig, trace_dir: Path | None = None) -> ItemResult:
@@ -207,11 +207,11 @@ def run_item(item: BenchItem, cfg: BenchConfig, trace_dir: Path | None = None) -
     """
     ts = time.perf_counter()
     trace = None
-    if item.scenario == "real_trace":
-        d = trace_dir or TRACE_DIR
-        if d not in _TRACES:
-            _TRACES[d] = load_real_trace(d)
-        trace = _TRACES[d]
+    if item.scenario in REAL_TRACES:
+        key = (trace_dir or TRACE_DIR, item.scenario)
+        if key not in _TRACES:
+            _TRACES[key] = load_real_trace(*key)
+        trace = _TRACES[key]
     sc = build_scenario(item.scenario, replace(cfg, seed=item.seed), trace)
     sc = replace(sc, name=scenario_label(sc.name, item.seed, cfg))
     if item.planner == CLAIRVOYANT:
@@ -238,8 +238,9 @@ def run_bench(
     res = BenchResult(config=cfg, load_before=_loadavg())
     t0 = time.perf_counter()
     items = bench_items(cfg)
-    if "real_trace" in cfg.scenarios:
-        load_real_trace(trace_dir or TRACE_DIR)  # a missing trace fails here, before any simulation
+    for name in REAL_TRACES:
+        if name in cfg.scenarios:
+            load_real_trace(trace_dir or TRACE_DIR, name)  # a missing trace fails here, before any simulation
     if cfg.dask:
         from pipelines.bench.distributed import run_items
 
