@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from optimizer.bound import OfflineBound, offline_bound
 from optimizer.metrics import compute
 from optimizer.planners import PLANNERS
 from optimizer.scenarios import REAL_TRACES, SCENARIOS, build
@@ -68,6 +69,9 @@ class BenchConfig:
     None in this process, ``"local"`` or ``"local:N"`` a local Dask cluster of N worker processes
     (default 2), or a scheduler address ``tcp://HOST:PORT``; through Prefect's ``DaskTaskRunner``
     (:mod:`pipelines.bench.distributed`). The results do not depend on where they ran.
+    ``bound_mip_nodes``: tighten each scenario's offline bound (:func:`optimizer.bound.offline_bound`)
+    by HiGHS's dual bound after that many branch-and-bound nodes (None: the LP relaxation alone,
+    about 0.1-0.3 s per scenario; one root node costs 2-23 s).
     """
 
     scenarios: tuple[str, ...]
@@ -88,6 +92,7 @@ class BenchConfig:
     n_jobs: int | None = None
     seeds: int = 1
     dask: str | None = None
+    bound_mip_nodes: int | None = None
 
 
 @dataclass
@@ -97,6 +102,7 @@ class BenchResult:
     config: BenchConfig
     metrics: list[Any] = field(default_factory=list)
     sims: dict[tuple[str, str], Any] = field(default_factory=dict)
+    bounds: dict[str, OfflineBound] = field(default_factory=dict)
     scenario_params: dict[str, dict] = field(default_factory=dict)
     exact: dict[str, bool] = field(default_factory=dict)
     wall_s: float = 0.0
@@ -171,13 +177,18 @@ class BenchItem:
 
 @dataclass
 class ItemResult:
-    """What one :class:`BenchItem` gives: the simulation, its metrics, the scenario's parameters and forecast kind, seconds taken."""
+    """What one :class:`BenchItem` gives: the simulation, its metrics, the scenario's parameters and forecast kind, seconds taken.
+
+    ``bound``: the scenario's offline bound, computed by one item per scenario and seed
+    (:func:`carries_bound`), else None.
+    """
 
     sim: Any
     metrics: Any
     params: dict
     exact: bool
     seconds: float
+    bound: OfflineBound | None = None
 
 
 def scenario_label(name: str, seed: int, cfg: BenchConfig) -> str:
@@ -194,6 +205,13 @@ def bench_items(cfg: BenchConfig) -> list[BenchItem]:
             if cfg.clairvoyant or CLAIRVOYANT in cfg.planners:
                 items.append(BenchItem(name, seed, CLAIRVOYANT))
     return items
+
+
+def carries_bound(item: BenchItem, cfg: BenchConfig) -> bool:
+    """True for the one item per (scenario, seed) that also computes the offline bound: the clairvoyant reference, else the first planner."""
+    if cfg.clairvoyant or CLAIRVOYANT in cfg.planners:
+        return item.planner == CLAIRVOYANT
+    return item.planner == next(p for p in cfg.planners if p != CLAIRVOYANT)
 
 
 _TRACES: dict[tuple[Path, str], Any] = {}
@@ -220,7 +238,8 @@ def run_item(item: BenchItem, cfg: BenchConfig, trace_dir: Path | None = None) -
     else:
         k = cfg.replan_every_steps if item.planner == "milp" else cfg.baseline_replan_every_steps
         sim = simulate(sc, planner_fn(item.planner), name=item.planner, replan_every_steps=k)
-    return ItemResult(sim, compute(sim), dict(sc.params), sc.exact_forecasts, time.perf_counter() - ts)
+    bound = offline_bound(sc, mip_max_nodes=cfg.bound_mip_nodes) if carries_bound(item, cfg) else None
+    return ItemResult(sim, compute(sim), dict(sc.params), sc.exact_forecasts, time.perf_counter() - ts, bound)
 
 
 def run_bench(
@@ -259,6 +278,8 @@ def _record(res: BenchResult, out: ItemResult, log) -> None:
     res.scenario_params.setdefault(sim.scenario, out.params)
     res.exact.setdefault(sim.scenario, out.exact)
     res.sims[(sim.scenario, sim.planner)] = sim
+    if out.bound is not None:
+        res.bounds[sim.scenario] = out.bound
     res.metrics.append(m)
     log(
         f"{sim.scenario:>16} {sim.planner:>11}: util {m.utilization_pct:6.2f} %  value {m.value:9.1f}  "

@@ -7,6 +7,7 @@ document.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -33,18 +34,35 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+#: ``bench.csv`` columns: the DESIGN §7.1 metrics, then per scenario (and seed) whether its
+#: forecasts are exact (1/0), the offline bound on value (:func:`optimizer.bound.offline_bound`) and
+#: the row's value as % of it.
+BENCH_CSV_COLUMNS: tuple[str, ...] = (*CSV_COLUMNS, "exact_forecasts", "bound_value", "value_of_bound_pct")
+
+
+def bound_columns(res: BenchResult, m) -> dict[str, Any]:
+    """The three columns after the metrics for row ``m``: ``exact_forecasts`` (1/0), ``bound_value``, ``value_of_bound_pct`` (None without a bound)."""
+    b = res.bounds.get(m.scenario)
+    exact = res.exact.get(m.scenario)
+    return {
+        "exact_forecasts": None if exact is None else int(bool(exact)),
+        "bound_value": None if b is None else b.value,
+        "value_of_bound_pct": None if b is None or not b.value else round(100.0 * m.value / b.value, 2),
+    }
+
+
 def bench_csv(res: BenchResult) -> str:
-    """``bench.csv`` text: exactly the DESIGN §7.1 columns, one row per scenario x planner.
+    """``bench.csv`` text: :data:`BENCH_CSV_COLUMNS`, one row per scenario x planner (x seed).
 
     The timing columns are empty when ``res.config.reproducible``.
     """
     blank = set(TIMING_COLUMNS) if res.config.reproducible else set()
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CSV_COLUMNS)
+    w.writerow(BENCH_CSV_COLUMNS)
     for m in res.metrics:
-        row = m.row()
-        w.writerow(["" if c in blank else _fmt(row[c]) for c in CSV_COLUMNS])
+        row = {**m.row(), **bound_columns(res, m)}
+        w.writerow(["" if c in blank else _fmt(row[c]) for c in BENCH_CSV_COLUMNS])
     return buf.getvalue()
 
 
@@ -70,6 +88,7 @@ def comparison_rows(res: BenchResult) -> list[dict[str, Any]]:
                 "value_vs_fifo_pct": _pct(m.value, fifo and fifo.value),
                 "value_vs_priority_pct": _pct(m.value, prio and prio.value),
                 "value_of_clairvoyant_pct": _ratio(m.value, clair and clair.value),
+                **bound_columns(res, m),
                 "rt_sla_pct": m.rt_sla_pct,
                 "jobs_completed": m.jobs_completed,
                 "jobs_total": m.jobs_total,
@@ -177,15 +196,15 @@ def bench_md(res: BenchResult) -> str:
     L.append("")
     L.append(
         "| scenario | planner | util % | Δutil vs FIFO (pts) | value | vs FIFO | vs priority | % of clairvoyant | "
-        "RT served % | jobs | solve p50 / max (s) | gap max | study (FIFO → allocator) |"
+        "% of bound | RT served % | jobs | solve p50 / max (s) | gap max | study (FIFO → allocator) |"
     )
-    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
         ref = REFERENCE.get(r["scenario"], REFERENCE["_all"]) if r["planner"] == "milp" else ""
         L.append(
             f"| {r['scenario']} | {r['planner']} | {r['utilization_pct']:.1f} | {_s(r['util_vs_fifo_pts'], '+.1f')} | "
             f"{r['value']:.0f} | {_s(r['value_vs_fifo_pct'], '+.1f', '%')} | {_s(r['value_vs_priority_pct'], '+.1f', '%')} | "
-            f"{_s(r['value_of_clairvoyant_pct'], '.1f', '%')} | {r['rt_sla_pct']:.2f} | {r['jobs_completed']}/{r['jobs_total']} | "
+            f"{_s(r['value_of_clairvoyant_pct'], '.1f', '%')} | {_s(r['value_of_bound_pct'], '.1f', '%')} | {r['rt_sla_pct']:.2f} | {r['jobs_completed']}/{r['jobs_total']} | "
             f"{_s(r['solve_s_p50'], '.2f')} / {_s(r['solve_s_max'], '.2f')} | {_s(r['gap_max'], '.4f')} | {ref} |"
         )
     L.append("")
@@ -273,7 +292,8 @@ def bench_json(res: BenchResult, out_dir: Path, files: Sequence[str]) -> dict[st
         "planners": list(res.config.planners) + ([CLAIRVOYANT] if res.config.clairvoyant else []),
         "seed": res.config.seed,
         "quick": res.config.quick,
-        "rows": [m.row() for m in res.metrics],
+        "rows": [{**m.row(), **bound_columns(res, m)} for m in res.metrics],
+        "bounds": {k: dataclasses.asdict(b) for k, b in res.bounds.items()},
         "comparison": comparison_rows(res),
         "goals": goals(res),
         "verified_plans": res.verified_plans,
