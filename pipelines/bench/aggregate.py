@@ -161,7 +161,7 @@ def goals(df: pd.DataFrame, run: Mapping[str, Any] | None = None, quick_in_tests
     out = []
 
     def add(goal: str, held: bool | None, figure: str) -> None:
-        out.append({"goal": goal, "held": held, "figure": figure})
+        out.append({"goal": goal, "held": None if held is None else bool(held), "figure": figure})
 
     milp = df[df["planner"] == "milp"]
     if milp.empty:

@@ -104,3 +104,19 @@ def test_bench_takes_cluster_size_and_job_count(tmp_path):
     assert all(int(row["jobs_total"]) <= 50 for row in rows)
     r = CliRunner().invoke(app, ["bench", "--scenario", "mixed", "--quick", "--gpus", "100", "--out", str(tmp_path)])
     assert r.exit_code == 2 and "n_gpus = 100" in r.output
+
+
+def test_no_planner_exceeds_the_offline_bound_on_the_quick_scenarios():
+    # optimizer.bound: the LP relaxation with full knowledge bounds every schedule that serves the real-time
+    # demand (all 9 scenarios, --quick). The MILP leaves 2 GPU-h unmet in forecast_error's 8 steps, which
+    # could in principle lift it above the bound; it does not.
+    from optimizer.scenarios import SCENARIOS
+    from pipelines.bench import run_bench
+
+    res = run_bench(BenchConfig(scenarios=SCENARIOS, quick=True))
+    assert sorted(res.bounds) == sorted(SCENARIOS)
+    assert len(res.metrics) == 5 * len(SCENARIOS)
+    for m in res.metrics:
+        assert m.value <= res.bounds[m.scenario].value + 1e-9, (m.scenario, m.planner, m.value)
+    # the bound is tight somewhere: a planner reaches it (real_trace's 8-step window: 9.0 = 9.0)
+    assert any(m.value == res.bounds[m.scenario].value for m in res.metrics)
