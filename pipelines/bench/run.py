@@ -192,8 +192,8 @@ class ItemResult:
 
 
 def scenario_label(name: str, seed: int, cfg: BenchConfig) -> str:
-    """The scenario column of a row: ``name``, or ``name@seed`` when ``cfg.seeds`` > 1."""
-    return name if cfg.seeds <= 1 else f"{name}@{seed}"
+    """The scenario column of a row: ``name`` for a run of seed 0 alone, else ``name@seed`` (``cfg.seeds`` > 1 or a first seed above 0)."""
+    return name if cfg.seeds <= 1 and cfg.seed == 0 else f"{name}@{seed}"
 
 
 def bench_items(cfg: BenchConfig) -> list[BenchItem]:
