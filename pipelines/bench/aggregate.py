@@ -227,6 +227,11 @@ def goals(df: pd.DataFrame, run: Mapping[str, Any] | None = None, quick_in_tests
                 bool(wall < FULL_RUN_MAX_S and n_seeds >= 5),
                 f"{wall / 60:.1f} min for {df['scenario'].nunique()} scenarios x {n_seeds} seeds x "
                 f"{df['planner'].nunique()} planners; load average before {run.get('load_before')}, after {run.get('load_after')}")
+        elif run.get("runs"):
+            add("full multi-seed benchmark under 60 minutes on the 2-core machine", None,
+                f"not measured as one run: {len(run['runs'])} runs (one per seed) took "
+                + ", ".join(f"{r['wall_s'] / 60:.1f} min (load {r.get('load_before')} -> {r.get('load_after')})"
+                            for r in run["runs"]))
         if run.get("violations") is not None:
             add("every plan verified, 0 violations", run["violations"] == 0,
                 f"{run.get('verified_plans')} verified plans, {run['violations']} violations")
