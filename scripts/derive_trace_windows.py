@@ -25,7 +25,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from optimizer.scenarios import build  # noqa: E402
-from pipelines.catalog import PUBLIC_TRACE_SOURCES, SHIPPED_FILES, TRACE_DIR, TRACE_WINDOWS, derive_traces, load_real_trace  # noqa: E402
+from pipelines.catalog import (  # noqa: E402
+    PUBLIC_TRACE_SOURCES,
+    SHIPPED_FILES,
+    TRACE_DIR,
+    TRACE_WINDOWS,
+    derive_traces,
+    load_real_trace,
+)
 from pipelines.errors import InputError  # noqa: E402
 
 #: The files this script writes, relative to the data folder.

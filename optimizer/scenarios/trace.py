@@ -18,7 +18,14 @@ from domain.kinds import QOS_PRIORITY
 from domain.units import pow2_ceil
 from optimizer.errors import InputError
 from optimizer.scenarios.types import HORIZON_STEPS, STEP_MINUTES, WINDOW_STEPS, Scenario, SimJob
-from optimizer.scenarios.workload import make_service, offered_load, offered_load_total, scenario_cluster, scenario_rng, scenario_settings
+from optimizer.scenarios.workload import (
+    make_service,
+    offered_load,
+    offered_load_total,
+    scenario_cluster,
+    scenario_rng,
+    scenario_settings,
+)
 
 
 @dataclass(frozen=True)

@@ -90,9 +90,12 @@ def frame(rows: Sequence[Mapping[str, Any]], where: str = "bench.csv") -> pd.Dat
 
 
 def aggregate(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """Per scenario x planner (in first-seen order): ``n_seeds`` and, for each of :data:`METRICS`,
-    ``<m>_mean``, ``<m>_std`` (sample standard deviation, ddof 1; None for one seed), ``<m>_min``,
-    ``<m>_max`` and ``<m>_worst_seed`` (the seed with the lowest figure; the first such seed on ties)."""
+    """Per scenario x planner (in first-seen order), the figures over seeds.
+
+    Each record: ``n_seeds`` and, for each of :data:`METRICS`, ``<m>_mean``, ``<m>_std`` (sample
+    standard deviation, ddof 1; None for one seed), ``<m>_min``, ``<m>_max`` and ``<m>_worst_seed``
+    (the seed with the lowest figure; the first such seed on ties).
+    """
     out = []
     for (scen, planner), g in df.groupby(["scenario", "planner"], sort=False):
         g = g.sort_values("seed")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from optimizer.bound import offline_bound, servable_rt
 from optimizer.problem import Cluster, PlanSettings
 from optimizer.scenarios import Scenario, SimJob, SimService

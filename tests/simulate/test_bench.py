@@ -9,10 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from optimizer.metrics import TIMING_COLUMNS, compute
-from pipelines.bench.tables import BENCH_CSV_COLUMNS as CSV_COLUMNS
 from optimizer.simulate import planner_fn, simulate
 from pipelines.bench import BenchConfig
 from pipelines.bench.run import build_scenario
+from pipelines.bench.tables import BENCH_CSV_COLUMNS as CSV_COLUMNS
 from pipelines.cli import app
 
 
