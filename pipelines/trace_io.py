@@ -6,8 +6,9 @@ outside the repository at run time; their paths are :mod:`pipelines.catalog`'s):
 them into the pure :class:`optimizer.scenarios.RealTraceData`, :func:`read_pod_window` reads the pods
 for the current queue.
 
-- ``alibaba_openb_window.csv``: the Alibaba cluster-trace-gpu-v2023 "openb" GPU pods relevant to
-  one 48 h window (see ``data/traces/README.md``): columns ``name, qos, num_gpu, gpu_milli,
+- ``alibaba_openb_window.csv`` (scenario ``real_trace``, :func:`choose_window_day`) and
+  ``alibaba_openb_window_b.csv`` (``real_trace_b``, :func:`choose_second_window_day`): the Alibaba
+  cluster-trace-gpu-v2023 "openb" GPU pods relevant to one 48 h window (see ``data/traces/README.md``): columns ``name, qos, num_gpu, gpu_milli,
   pod_phase, creation_s, scheduled_s, deletion_s`` with times in seconds relative to the window
   start (negative = before it; ``scheduled_s`` empty for pods never scheduled).
 - ``servegen_m-small_30min.csv``: ServeGen (Alibaba Bailian) m-small total request rate, 30-minute
