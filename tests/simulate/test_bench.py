@@ -120,3 +120,11 @@ def test_no_planner_exceeds_the_offline_bound_on_the_quick_scenarios():
         assert m.value <= res.bounds[m.scenario].value + 1e-9, (m.scenario, m.planner, m.value)
     # the bound is tight somewhere: a planner reaches it (real_trace's 8-step window: 9.0 = 9.0)
     assert any(m.value == res.bounds[m.scenario].value for m in res.metrics)
+
+
+def test_rows_of_a_later_first_seed_carry_the_seed():
+    from pipelines.bench.run import scenario_label
+
+    assert scenario_label("mixed", 0, BenchConfig(scenarios=())) == "mixed"  # seed 0 alone: as before issue 15
+    assert scenario_label("mixed", 3, BenchConfig(scenarios=(), seed=3)) == "mixed@3"  # --first-seed 3 --seeds 1
+    assert scenario_label("mixed", 1, BenchConfig(scenarios=(), seeds=2)) == "mixed@1"
