@@ -122,6 +122,7 @@ SHIPPED_FILES: dict[str, str] = {
     "history_batch_inference": "histories/batch_inference_jobs.parquet",
     "trace_dir": "traces",
     "trace_pods": "traces/alibaba_openb_window.csv",
+    "trace_pods_b": "traces/alibaba_openb_window_b.csv",
     "trace_serve": "traces/servegen_m-small_30min.csv",
 }
 
@@ -166,24 +167,39 @@ def shipped_history(kind: str, data_dir: Path = DATA_DIR) -> pd.DataFrame:
     return job_io.load_history(history_path(kind, data_dir), kind)
 
 
-def load_real_trace(trace_dir: Path = TRACE_DIR) -> RealTraceData:
-    """The shipped real-trace slices of ``trace_dir`` as :class:`optimizer.scenarios.RealTraceData`.
+#: Real-trace scenario -> key of its pod window in :data:`SHIPPED_FILES` (``data/traces/README.md``).
+TRACE_WINDOWS: dict[str, str] = {"real_trace": "trace_pods", "real_trace_b": "trace_pods_b"}
 
-    Parsed by (:func:`pipelines.trace_io.parse_real_trace`; the ``real_trace`` benchmark scenario).
+
+def load_real_trace(trace_dir: Path = TRACE_DIR, scenario: str = "real_trace") -> RealTraceData:
+    """The shipped real-trace slices of ``trace_dir`` for ``scenario`` as :class:`optimizer.scenarios.RealTraceData`.
+
+    ``scenario``: ``real_trace`` (openb window of trace days 122-123) or ``real_trace_b`` (days
+    116-117); both use the same ServeGen file. Parsed by :func:`pipelines.trace_io.parse_real_trace`.
+    Raises :class:`InputError` for another scenario name or a missing/malformed file.
     """
+    if scenario not in TRACE_WINDOWS:
+        raise InputError(f"real-trace scenario {scenario!r}: expected one of {', '.join(TRACE_WINDOWS)}")
     trace_dir = Path(trace_dir)
-    return trace_io.parse_real_trace(trace_dir / Path(SHIPPED_FILES["trace_pods"]).name,
+    return trace_io.parse_real_trace(trace_dir / Path(SHIPPED_FILES[TRACE_WINDOWS[scenario]]).name,
                                      trace_dir / Path(SHIPPED_FILES["trace_serve"]).name)
 
 
 def derive_traces(shared_data: Path, data_dir: Path = DATA_DIR) -> dict:
     """Re-derive the shipped real-trace slices from the public traces under ``shared_data``.
 
-    Calls (:func:`pipelines.trace_io.derive_trace_slice`); returns its summary.
+    Window a (``real_trace``, :func:`pipelines.trace_io.choose_window_day`) and window b
+    (``real_trace_b``, :func:`pipelines.trace_io.choose_second_window_day`), each through
+    :func:`pipelines.trace_io.derive_trace_slice` (both write the same ServeGen file). Returns
+    ``{"real_trace": summary, "real_trace_b": summary}``.
     """
-    return trace_io.derive_trace_slice(
-        Path(shared_data) / PUBLIC_TRACE_SOURCES["openb_pods"], Path(shared_data) / PUBLIC_TRACE_SOURCES["servegen_aggregate"],
-        Path(data_dir) / SHIPPED_FILES["trace_pods"], Path(data_dir) / SHIPPED_FILES["trace_serve"])
+    pods_src = Path(shared_data) / PUBLIC_TRACE_SOURCES["openb_pods"]
+    serve_src = Path(shared_data) / PUBLIC_TRACE_SOURCES["servegen_aggregate"]
+    serve_out = Path(data_dir) / SHIPPED_FILES["trace_serve"]
+    a = trace_io.derive_trace_slice(pods_src, serve_src, Path(data_dir) / SHIPPED_FILES["trace_pods"], serve_out)
+    b = trace_io.derive_trace_slice(pods_src, serve_src, Path(data_dir) / SHIPPED_FILES["trace_pods_b"], serve_out,
+                                    day=trace_io.choose_second_window_day(a["window_day"]))
+    return {"real_trace": a, "real_trace_b": b}
 
 
 # ---------------------------------------------------------------- files a user names

@@ -6,8 +6,9 @@ outside the repository at run time; their paths are :mod:`pipelines.catalog`'s):
 them into the pure :class:`optimizer.scenarios.RealTraceData`, :func:`read_pod_window` reads the pods
 for the current queue.
 
-- ``alibaba_openb_window.csv``: the Alibaba cluster-trace-gpu-v2023 "openb" GPU pods relevant to
-  one 48 h window (see ``data/traces/README.md``): columns ``name, qos, num_gpu, gpu_milli,
+- ``alibaba_openb_window.csv`` (scenario ``real_trace``, :func:`choose_window_day`) and
+  ``alibaba_openb_window_b.csv`` (``real_trace_b``, :func:`choose_second_window_day`): the Alibaba
+  cluster-trace-gpu-v2023 "openb" GPU pods relevant to one 48 h window (see ``data/traces/README.md``): columns ``name, qos, num_gpu, gpu_milli,
   pod_phase, creation_s, scheduled_s, deletion_s`` with times in seconds relative to the window
   start (negative = before it; ``scheduled_s`` empty for pods never scheduled).
 - ``servegen_m-small_30min.csv``: ServeGen (Alibaba Bailian) m-small total request rate, 30-minute
@@ -62,20 +63,35 @@ def choose_window_day(pods) -> int:
     return int(best)
 
 
-def derive_trace_slice(pod_src: Path, serve_src: Path, pods_out: Path, serve_out: Path) -> dict:
+def choose_second_window_day(first_day: int) -> int:
+    """Trace day that starts the second window (scenario ``real_trace_b``).
+
+    Rule: the earliest day of :data:`CANDIDATE_DAYS` whose four days (history day, two window days,
+    horizon day) are disjoint from those of the window starting at ``first_day``. For the openb
+    trace (``first_day`` = 122, span 121-124) this is day 116 (span 115-118): another week, another
+    mix (179 scheduled batch pods instead of 317). Raises :class:`InputError` when no day fits.
+    """
+    for d in CANDIDATE_DAYS:
+        if d + 2 < first_day - 1 or d - 1 > first_day + 2:
+            return int(d)
+    raise InputError(f"no candidate day in {CANDIDATE_DAYS.start}-{CANDIDATE_DAYS.stop - 1} is disjoint from day {first_day}")
+
+
+def derive_trace_slice(pod_src: Path, serve_src: Path, pods_out: Path, serve_out: Path, day: int | None = None) -> dict:
     """Extract the shipped slices from the public traces; returns a summary dict.
 
     Reads the openb pod list ``pod_src`` (``openb_pod_list_default.csv``) and the ServeGen
     ``serve_src`` (``aggregate_10min.csv``). Keeps GPU pods (``num_gpu > 0``): latency-sensitive (LS)
     pods alive at any time in [window start - 24 h, window end + 24 h) and the other pods created
-    inside the window. Writes ``pods_out`` and ``serve_out`` atomically. Raises :class:`InputError`
-    when a source file is missing.
+    inside the window. ``day``: the trace day starting the window (None = :func:`choose_window_day`).
+    Writes ``pods_out`` and ``serve_out`` atomically. Raises :class:`InputError` when a source file
+    is missing.
     """
     for p in (pod_src, serve_src):
         if not p.is_file():
             raise InputError(f"trace source file not found: {p}")
     pods = pd.read_csv(pod_src)
-    day = choose_window_day(pods)
+    day = choose_window_day(pods) if day is None else int(day)
     t0 = day * DAY_S
     lo, hi = t0 - DAY_S, t0 + 3 * DAY_S
     g = pods[pods["num_gpu"] > 0]

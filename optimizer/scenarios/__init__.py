@@ -15,6 +15,7 @@
 from optimizer.scenarios.catalogue import (
     BIG_GANG_MIX,
     GENERATED,
+    REAL_TRACES,
     SCENARIOS,
     big_gangs,
     build,
@@ -48,6 +49,7 @@ from optimizer.scenarios.workload import (
     diurnal_demand,
     draw_jobs,
     offered_load,
+    offered_load_total,
 )
 
 __all__ = [
@@ -55,6 +57,7 @@ __all__ = [
     "DEFAULT_MIX",
     "DEFAULT_PRIORITIES",
     "GENERATED",
+    "REAL_TRACES",
     "GPUS_PER_NODE",
     "HORIZON_STEPS",
     "MAX_JOB_H",
@@ -81,6 +84,7 @@ __all__ = [
     "ls_demand_curve",
     "mixed",
     "offered_load",
+    "offered_load_total",
     "priority_skew",
     "real_trace",
     "scale_64x30",

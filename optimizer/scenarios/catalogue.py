@@ -9,7 +9,8 @@
 | ``uniform_priority`` | :func:`uniform_priority` | 32 GPUs | 25 | exact |
 | ``scale_64x30`` | :func:`scale_64x30` | 64 GPUs | 30 | exact |
 | ``forecast_error`` | :func:`forecast_error` | 64 GPUs | 40 | lognormal duration error, seasonal-naive demand, surprise day |
-| ``real_trace`` | :func:`optimizer.scenarios.trace.real_trace` | 64 GPUs | from the trace | lognormal duration error, seasonal-naive demand |
+| ``real_trace`` | :func:`optimizer.scenarios.trace.real_trace` | 32 GPUs | openb days 122-123 | lognormal duration error, seasonal-naive demand |
+| ``real_trace_b`` | :func:`optimizer.scenarios.trace.real_trace` | 32 GPUs | openb days 116-117 | lognormal duration error, seasonal-naive demand |
 
 Load: the generated scenarios draw job durations from documented per-kind distributions and
 then scale all of them by one factor so that the offered load is
@@ -387,7 +388,9 @@ GENERATED: dict[str, Callable[..., Scenario]] = {
     "scale_64x30": scale_64x30,
     "forecast_error": forecast_error,
 }
-SCENARIOS: tuple[str, ...] = (*GENERATED, "real_trace")
+#: The scenarios built from the real trace (each needs its window's data; ``data/traces/README.md``).
+REAL_TRACES: tuple[str, ...] = ("real_trace", "real_trace_b")
+SCENARIOS: tuple[str, ...] = (*GENERATED, *REAL_TRACES)
 
 
 def build(name: str, seed: int = 0, trace: RealTraceData | None = None, *, n_gpus: int | None = None,
@@ -401,12 +404,12 @@ def build(name: str, seed: int = 0, trace: RealTraceData | None = None, *, n_gpu
     missing trace, ``n_gpus`` not a power of two of at least 8, ``n_jobs`` below 1, or a size for
     ``real_trace``.
     """
-    if name == "real_trace":
+    if name in REAL_TRACES:
         if trace is None:
-            raise InputError("scenario 'real_trace' needs the trace data (pipelines.catalog.load_real_trace)")
+            raise InputError(f"scenario {name!r} needs the trace data (pipelines.catalog.load_real_trace)")
         if n_gpus is not None or n_jobs is not None:
-            raise InputError("scenario 'real_trace': --gpus and --jobs apply to generated scenarios only")
-        return real_trace(trace, seed, **kwargs)
+            raise InputError(f"scenario {name!r}: --gpus and --jobs apply to generated scenarios only")
+        return real_trace(trace, seed, name=name, **kwargs)
     if name not in GENERATED:
         raise InputError(f"unknown scenario {name!r}; expected one of {', '.join(SCENARIOS)}")
     if n_gpus is not None:

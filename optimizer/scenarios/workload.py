@@ -249,3 +249,19 @@ def offered_load(jobs: Sequence[SimJob], services: Sequence[SimService], n_gpus:
     free = n_gpus * n_steps - rt
     work = sum(j.gpus * min(j.true_steps, max(0, n_steps - j.arrival_step)) for j in jobs)
     return round(work / free, 3) if free > 0 else float("inf")
+
+
+def offered_load_total(jobs: Sequence[SimJob], services: Sequence[SimService], n_gpus: int, n_steps: int) -> float:
+    """Offered load as GPU-hours demanded / GPU-hours available over the window (issue 15).
+
+    ``(sum_j gpus_j x min(true_steps_j, n_steps - arrival_step_j) + sum_s sum_t demand_true_s[t])
+    / (n_gpus x n_steps)``: each batch job's work counts from its arrival and is cut at the window
+    end; real-time demand is the true demand of every service over the window. Equals 1.0 exactly
+    when :func:`offered_load` does (both say the demand fills the cluster). Rounded to 3 decimals.
+    Raises ``ValueError`` for ``n_gpus`` or ``n_steps`` below 1.
+    """
+    if n_gpus < 1 or n_steps < 1:
+        raise ValueError(f"offered_load_total: n_gpus = {n_gpus} and n_steps = {n_steps} must be >= 1")
+    rt = sum(sum(s.demand_true[:n_steps]) for s in services)
+    work = sum(j.gpus * min(j.true_steps, max(0, n_steps - j.arrival_step)) for j in jobs)
+    return round((work + rt) / (n_gpus * n_steps), 3)

@@ -35,9 +35,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from optimizer.bound import OfflineBound, offline_bound
 from optimizer.metrics import compute
 from optimizer.planners import PLANNERS
-from optimizer.scenarios import SCENARIOS, build
+from optimizer.scenarios import REAL_TRACES, SCENARIOS, build
 from optimizer.simulate import planner_fn, simulate, simulate_clairvoyant
 from pipelines.catalog import TRACE_DIR, load_real_trace
 from pipelines.errors import InputError
@@ -68,6 +69,9 @@ class BenchConfig:
     None in this process, ``"local"`` or ``"local:N"`` a local Dask cluster of N worker processes
     (default 2), or a scheduler address ``tcp://HOST:PORT``; through Prefect's ``DaskTaskRunner``
     (:mod:`pipelines.bench.distributed`). The results do not depend on where they ran.
+    ``bound_mip_nodes``: tighten each scenario's offline bound (:func:`optimizer.bound.offline_bound`)
+    by HiGHS's dual bound after that many branch-and-bound nodes (None: the LP relaxation alone,
+    about 0.1-0.3 s per scenario; one root node costs 2-23 s).
     """
 
     scenarios: tuple[str, ...]
@@ -88,6 +92,7 @@ class BenchConfig:
     n_jobs: int | None = None
     seeds: int = 1
     dask: str | None = None
+    bound_mip_nodes: int | None = None
 
 
 @dataclass
@@ -97,6 +102,7 @@ class BenchResult:
     config: BenchConfig
     metrics: list[Any] = field(default_factory=list)
     sims: dict[tuple[str, str], Any] = field(default_factory=dict)
+    bounds: dict[str, OfflineBound] = field(default_factory=dict)
     scenario_params: dict[str, dict] = field(default_factory=dict)
     exact: dict[str, bool] = field(default_factory=dict)
     wall_s: float = 0.0
@@ -144,7 +150,7 @@ def _quick(sc, cfg: BenchConfig):
 
 def build_scenario(name: str, cfg: BenchConfig, trace=None):
     """Build one scenario (reduced under ``--quick``) with the bench's solver settings."""
-    sizes = {} if name == "real_trace" else {"n_gpus": cfg.n_gpus, "n_jobs": cfg.n_jobs}
+    sizes = {} if name in REAL_TRACES else {"n_gpus": cfg.n_gpus, "n_jobs": cfg.n_jobs}
     sc = build(name, cfg.seed, trace=trace, **sizes)
     if cfg.quick:
         sc = _quick(sc, cfg)
@@ -171,18 +177,23 @@ class BenchItem:
 
 @dataclass
 class ItemResult:
-    """What one :class:`BenchItem` gives: the simulation, its metrics, the scenario's parameters and forecast kind, seconds taken."""
+    """What one :class:`BenchItem` gives: the simulation, its metrics, the scenario's parameters and forecast kind, seconds taken.
+
+    ``bound``: the scenario's offline bound, computed by one item per scenario and seed
+    (:func:`carries_bound`), else None.
+    """
 
     sim: Any
     metrics: Any
     params: dict
     exact: bool
     seconds: float
+    bound: OfflineBound | None = None
 
 
 def scenario_label(name: str, seed: int, cfg: BenchConfig) -> str:
-    """The scenario column of a row: ``name``, or ``name@seed`` when ``cfg.seeds`` > 1."""
-    return name if cfg.seeds <= 1 else f"{name}@{seed}"
+    """The scenario column of a row: ``name`` for a run of seed 0 alone, else ``name@seed`` (``cfg.seeds`` > 1 or a first seed above 0)."""
+    return name if cfg.seeds <= 1 and cfg.seed == 0 else f"{name}@{seed}"
 
 
 def bench_items(cfg: BenchConfig) -> list[BenchItem]:
@@ -196,7 +207,14 @@ def bench_items(cfg: BenchConfig) -> list[BenchItem]:
     return items
 
 
-_TRACES: dict[Path, Any] = {}
+def carries_bound(item: BenchItem, cfg: BenchConfig) -> bool:
+    """True for the one item per (scenario, seed) that also computes the offline bound: the clairvoyant reference, else the first planner."""
+    if cfg.clairvoyant or CLAIRVOYANT in cfg.planners:
+        return item.planner == CLAIRVOYANT
+    return item.planner == next(p for p in cfg.planners if p != CLAIRVOYANT)
+
+
+_TRACES: dict[tuple[Path, str], Any] = {}
 
 
 def run_item(item: BenchItem, cfg: BenchConfig, trace_dir: Path | None = None) -> ItemResult:
@@ -207,11 +225,11 @@ def run_item(item: BenchItem, cfg: BenchConfig, trace_dir: Path | None = None) -
     """
     ts = time.perf_counter()
     trace = None
-    if item.scenario == "real_trace":
-        d = trace_dir or TRACE_DIR
-        if d not in _TRACES:
-            _TRACES[d] = load_real_trace(d)
-        trace = _TRACES[d]
+    if item.scenario in REAL_TRACES:
+        key = (trace_dir or TRACE_DIR, item.scenario)
+        if key not in _TRACES:
+            _TRACES[key] = load_real_trace(*key)
+        trace = _TRACES[key]
     sc = build_scenario(item.scenario, replace(cfg, seed=item.seed), trace)
     sc = replace(sc, name=scenario_label(sc.name, item.seed, cfg))
     if item.planner == CLAIRVOYANT:
@@ -220,7 +238,8 @@ def run_item(item: BenchItem, cfg: BenchConfig, trace_dir: Path | None = None) -
     else:
         k = cfg.replan_every_steps if item.planner == "milp" else cfg.baseline_replan_every_steps
         sim = simulate(sc, planner_fn(item.planner), name=item.planner, replan_every_steps=k)
-    return ItemResult(sim, compute(sim), dict(sc.params), sc.exact_forecasts, time.perf_counter() - ts)
+    bound = offline_bound(sc, mip_max_nodes=cfg.bound_mip_nodes) if carries_bound(item, cfg) else None
+    return ItemResult(sim, compute(sim), dict(sc.params), sc.exact_forecasts, time.perf_counter() - ts, bound)
 
 
 def run_bench(
@@ -238,8 +257,9 @@ def run_bench(
     res = BenchResult(config=cfg, load_before=_loadavg())
     t0 = time.perf_counter()
     items = bench_items(cfg)
-    if "real_trace" in cfg.scenarios:
-        load_real_trace(trace_dir or TRACE_DIR)  # a missing trace fails here, before any simulation
+    for name in REAL_TRACES:
+        if name in cfg.scenarios:
+            load_real_trace(trace_dir or TRACE_DIR, name)  # a missing trace fails here, before any simulation
     if cfg.dask:
         from pipelines.bench.distributed import run_items
 
@@ -258,6 +278,8 @@ def _record(res: BenchResult, out: ItemResult, log) -> None:
     res.scenario_params.setdefault(sim.scenario, out.params)
     res.exact.setdefault(sim.scenario, out.exact)
     res.sims[(sim.scenario, sim.planner)] = sim
+    if out.bound is not None:
+        res.bounds[sim.scenario] = out.bound
     res.metrics.append(m)
     log(
         f"{sim.scenario:>16} {sim.planner:>11}: util {m.utilization_pct:6.2f} %  value {m.value:9.1f}  "

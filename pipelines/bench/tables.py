@@ -7,6 +7,7 @@ document.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -18,6 +19,8 @@ from typing import Any
 
 from optimizer.metrics import CSV_COLUMNS, TIMING_COLUMNS
 from pipelines.atomic import atomic_write_bytes
+from pipelines.bench.aggregate import frame, tables_md
+from pipelines.bench.aggregate import goals as aggregate_goals
 from pipelines.bench.plots import write_plots
 from pipelines.bench.run import CLAIRVOYANT, REFERENCE, BenchResult
 
@@ -33,18 +36,35 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+#: ``bench.csv`` columns: the DESIGN §7.1 metrics, then per scenario (and seed) whether its
+#: forecasts are exact (1/0), the offline bound on value (:func:`optimizer.bound.offline_bound`) and
+#: the row's value as % of it.
+BENCH_CSV_COLUMNS: tuple[str, ...] = (*CSV_COLUMNS, "exact_forecasts", "bound_value", "value_of_bound_pct")
+
+
+def bound_columns(res: BenchResult, m) -> dict[str, Any]:
+    """The three columns after the metrics for row ``m``: ``exact_forecasts`` (1/0), ``bound_value``, ``value_of_bound_pct`` (None without a bound)."""
+    b = res.bounds.get(m.scenario)
+    exact = res.exact.get(m.scenario)
+    return {
+        "exact_forecasts": None if exact is None else int(bool(exact)),
+        "bound_value": None if b is None else b.value,
+        "value_of_bound_pct": None if b is None or not b.value else round(100.0 * m.value / b.value, 2),
+    }
+
+
 def bench_csv(res: BenchResult) -> str:
-    """``bench.csv`` text: exactly the DESIGN §7.1 columns, one row per scenario x planner.
+    """``bench.csv`` text: :data:`BENCH_CSV_COLUMNS`, one row per scenario x planner (x seed).
 
     The timing columns are empty when ``res.config.reproducible``.
     """
     blank = set(TIMING_COLUMNS) if res.config.reproducible else set()
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CSV_COLUMNS)
+    w.writerow(BENCH_CSV_COLUMNS)
     for m in res.metrics:
-        row = m.row()
-        w.writerow(["" if c in blank else _fmt(row[c]) for c in CSV_COLUMNS])
+        row = {**m.row(), **bound_columns(res, m)}
+        w.writerow(["" if c in blank else _fmt(row[c]) for c in BENCH_CSV_COLUMNS])
     return buf.getvalue()
 
 
@@ -70,6 +90,7 @@ def comparison_rows(res: BenchResult) -> list[dict[str, Any]]:
                 "value_vs_fifo_pct": _pct(m.value, fifo and fifo.value),
                 "value_vs_priority_pct": _pct(m.value, prio and prio.value),
                 "value_of_clairvoyant_pct": _ratio(m.value, clair and clair.value),
+                **bound_columns(res, m),
                 "rt_sla_pct": m.rt_sla_pct,
                 "jobs_completed": m.jobs_completed,
                 "jobs_total": m.jobs_total,
@@ -104,52 +125,18 @@ def _ratio(a, b):
     return None if a is None or not b else round(100.0 * a / b, 1)
 
 
+def bench_frame(res: BenchResult):
+    """The rows of ``bench.csv`` as :func:`pipelines.bench.aggregate.frame` reads them (for the over-seed tables and goals)."""
+    return frame([{**m.row(), **bound_columns(res, m)} for m in res.metrics])
+
+
 def goals(res: BenchResult) -> list[dict[str, Any]]:
-    """The issue's goals, each with held/missed and the evidence."""
-    by = {(m.scenario, m.planner): m for m in res.metrics}
-    scen = [s for s in res.config.scenarios if (s, "milp") in by]
-    out = []
-
-    def add(goal: str, held: bool | None, evidence: str) -> None:
-        out.append({"goal": goal, "held": held, "evidence": evidence})
-
-    if not scen:
-        return out
-    ge_fifo = [s for s in scen if (s, "fifo") in by and by[(s, "milp")].value >= by[(s, "fifo")].value - 1e-9]
-    have_fifo = [s for s in scen if (s, "fifo") in by]
-    if have_fifo:
-        add("MILP value >= FIFO value in every scenario", len(ge_fifo) == len(have_fifo),
-            f"{len(ge_fifo)}/{len(have_fifo)}: " + ", ".join(
-                f"{s} {_pct(by[(s, 'milp')].value, by[(s, 'fifo')].value):+}%" for s in have_fifo))
-    have_p = [s for s in scen if (s, "priority") in by]
-    if have_p:
-        ok = [s for s in have_p if by[(s, "milp")].value >= 1.05 * by[(s, "priority")].value]
-        add("MILP value >= 1.05 x priority backfill", len(ok) == len(have_p),
-            f"{len(ok)}/{len(have_p)}: " + ", ".join(
-                f"{s} {_pct(by[(s, 'milp')].value, by[(s, 'priority')].value):+}%" for s in have_p))
-    if ("diurnal_peak", "milp") in by and ("diurnal_peak", "fifo") in by:
-        d = _diff(by[("diurnal_peak", "milp")].utilization_pct, by[("diurnal_peak", "fifo")].utilization_pct)
-        add("utilisation >= FIFO + 15 points on diurnal_peak", d >= 15.0, f"{d:+.2f} points")
-    have_c = [s for s in scen if (s, CLAIRVOYANT) in by]
-    exact = [s for s in have_c if res.exact.get(s)]
-    if exact:
-        r = {s: _ratio(by[(s, "milp")].value, by[(s, CLAIRVOYANT)].value) for s in exact}
-        add(">= 95 % of the clairvoyant value with exact forecasts", all(v >= 95 for v in r.values()),
-            ", ".join(f"{s} {v}%" for s, v in r.items()))
-    if "forecast_error" in have_c:
-        v = _ratio(by[("forecast_error", "milp")].value, by[("forecast_error", CLAIRVOYANT)].value)
-        add(">= 90 % of the clairvoyant value in forecast_error", v >= 90, f"{v}%")
-    sla = {s: by[(s, "milp")].rt_sla_pct for s in scen}
-    add("real-time demand served >= 99.9 %", all(v >= 99.9 for v in sla.values()),
-        ", ".join(f"{s} {v}%" for s, v in sla.items()))
-    if have_fifo:
-        below = [s for s in have_fifo if by[(s, "milp")].rt_sla_pct < by[(s, "fifo")].rt_sla_pct]
-        add("real-time served never below FIFO's", not below,
-            "below in: " + ", ".join(f"{s} ({by[(s, 'milp')].rt_sla_pct}% vs {by[(s, 'fifo')].rt_sla_pct}%)" for s in below)
-            if below else "never below")
-    add("0 violations over all verified plans", res.violations == 0,
-        f"{res.verified_plans} verified plans, {res.violations} violations")
-    return out
+    """Issue 15's done-when criteria measured on this run (:func:`pipelines.bench.aggregate.goals`)."""
+    if not res.metrics:
+        return []
+    run = {"wall_s": res.wall_s, "load_before": res.load_before, "load_after": res.load_after,
+           "verified_plans": res.verified_plans, "violations": res.violations}
+    return aggregate_goals(bench_frame(res), run)
 
 
 def bench_md(res: BenchResult) -> str:
@@ -179,15 +166,15 @@ def bench_md(res: BenchResult) -> str:
     L.append("")
     L.append(
         "| scenario | planner | util % | Δutil vs FIFO (pts) | value | vs FIFO | vs priority | % of clairvoyant | "
-        "RT served % | jobs | solve p50 / max (s) | gap max | study (FIFO → allocator) |"
+        "% of bound | RT served % | jobs | solve p50 / max (s) | gap max | study (FIFO → allocator) |"
     )
-    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
         ref = REFERENCE.get(r["scenario"], REFERENCE["_all"]) if r["planner"] == "milp" else ""
         L.append(
             f"| {r['scenario']} | {r['planner']} | {r['utilization_pct']:.1f} | {_s(r['util_vs_fifo_pts'], '+.1f')} | "
             f"{r['value']:.0f} | {_s(r['value_vs_fifo_pct'], '+.1f', '%')} | {_s(r['value_vs_priority_pct'], '+.1f', '%')} | "
-            f"{_s(r['value_of_clairvoyant_pct'], '.1f', '%')} | {r['rt_sla_pct']:.2f} | {r['jobs_completed']}/{r['jobs_total']} | "
+            f"{_s(r['value_of_clairvoyant_pct'], '.1f', '%')} | {_s(r['value_of_bound_pct'], '.1f', '%')} | {r['rt_sla_pct']:.2f} | {r['jobs_completed']}/{r['jobs_total']} | "
             f"{_s(r['solve_s_p50'], '.2f')} / {_s(r['solve_s_max'], '.2f')} | {_s(r['gap_max'], '.4f')} | {ref} |"
         )
     L.append("")
@@ -199,13 +186,11 @@ def bench_md(res: BenchResult) -> str:
         byp = ", ".join(f"p{p}: {_s(a, '.1f')} / {_s(b, '.1f')}" for p, (a, b) in r["wait_by_priority"].items())
         L.append(f"| {r['scenario']} | {r['planner']} | {_s(r['wait_p50_h'], '.1f')} / {_s(r['wait_p95_h'], '.1f')} | {byp} |")
     L.append("")
-    L.append("## Goals")
+    L.append("## Over seeds, paired comparison and goals (issue 15)")
     L.append("")
-    L.append("| goal | held | evidence |")
-    L.append("|---|---|---|")
-    for g in goals(res):
-        L.append(f"| {g['goal']} | {'yes' if g['held'] else 'NO'} | {g['evidence']} |")
-    L.append("")
+    run = {"wall_s": res.wall_s, "load_before": res.load_before, "load_after": res.load_after,
+           "verified_plans": res.verified_plans, "violations": res.violations}
+    L.append(tables_md(bench_frame(res), run) if res.metrics else "(no rows)")
     L.append("## Solver")
     L.append("")
     clocked = [r for r in rows if r.get("wall_clock_limited_solves")]
@@ -275,7 +260,8 @@ def bench_json(res: BenchResult, out_dir: Path, files: Sequence[str]) -> dict[st
         "planners": list(res.config.planners) + ([CLAIRVOYANT] if res.config.clairvoyant else []),
         "seed": res.config.seed,
         "quick": res.config.quick,
-        "rows": [m.row() for m in res.metrics],
+        "rows": [{**m.row(), **bound_columns(res, m)} for m in res.metrics],
+        "bounds": {k: dataclasses.asdict(b) for k, b in res.bounds.items()},
         "comparison": comparison_rows(res),
         "goals": goals(res),
         "verified_plans": res.verified_plans,

@@ -16,7 +16,7 @@ DEFAULT_OUT = Path("bench_out")
 #: The scenario names of DESIGN §6.5, listed in ``--help`` without importing the optimizer (0.35 s);
 #: ``tests/pipelines/test_cli_polish.py`` checks they equal :data:`optimizer.scenarios.SCENARIOS`.
 SCENARIO_NAMES = ("mixed", "diurnal_peak", "big_gangs", "priority_skew", "uniform_priority", "scale_64x30",
-                  "forecast_error", "real_trace")
+                  "forecast_error", "real_trace", "real_trace_b")
 
 
 def bench(
@@ -35,7 +35,8 @@ def bench(
     ),
     gpus: int | None = typer.Option(None, "--gpus", help="Cluster size (GPUs, a power of two >= 8) of every generated scenario; real-time demand is scaled to it."),
     jobs: int | None = typer.Option(None, "--jobs", help="Job count of every generated scenario."),
-    seeds: int = typer.Option(1, "--seeds", min=1, help="Run seeds 0..N-1 (rows labelled SCENARIO@SEED when N > 1)."),
+    seeds: int = typer.Option(1, "--seeds", min=1, help="Run seeds FIRST..FIRST+N-1 (rows labelled SCENARIO@SEED when N > 1 or FIRST > 0)."),
+    first_seed: int = typer.Option(0, "--first-seed", min=0, help="First seed (FIRST); runs of separate seeds can be concatenated for scripts/bench_tables.py."),
     dask: str | None = typer.Option(
         None, "--dask",
         help="Run the simulations on Dask through Prefect: a scheduler tcp://HOST:PORT, or local[:N] for a local "
@@ -67,6 +68,7 @@ def bench(
             n_gpus=gpus,
             n_jobs=jobs,
             seeds=seeds,
+            seed=first_seed,
             dask=dask or ws.config.dask.address,
         )
         if cfg.dask:

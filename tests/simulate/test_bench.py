@@ -8,10 +8,11 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from optimizer.metrics import CSV_COLUMNS, TIMING_COLUMNS, compute
+from optimizer.metrics import TIMING_COLUMNS, compute
 from optimizer.simulate import planner_fn, simulate
 from pipelines.bench import BenchConfig
 from pipelines.bench.run import build_scenario
+from pipelines.bench.tables import BENCH_CSV_COLUMNS as CSV_COLUMNS
 from pipelines.cli import app
 
 
@@ -106,3 +107,27 @@ def test_bench_takes_cluster_size_and_job_count(tmp_path):
     assert all(int(row["jobs_total"]) <= 50 for row in rows)
     r = CliRunner().invoke(app, ["bench", "--scenario", "mixed", "--quick", "--gpus", "100", "--out", str(tmp_path)])
     assert r.exit_code == 2 and "n_gpus = 100" in r.output
+
+
+def test_no_planner_exceeds_the_offline_bound_on_the_quick_scenarios():
+    # optimizer.bound: the LP relaxation with full knowledge bounds every schedule that serves the real-time
+    # demand (all 9 scenarios, --quick). The MILP leaves 2 GPU-h unmet in forecast_error's 8 steps, which
+    # could in principle lift it above the bound; it does not.
+    from optimizer.scenarios import SCENARIOS
+    from pipelines.bench import run_bench
+
+    res = run_bench(BenchConfig(scenarios=SCENARIOS, quick=True))
+    assert sorted(res.bounds) == sorted(SCENARIOS)
+    assert len(res.metrics) == 5 * len(SCENARIOS)
+    for m in res.metrics:
+        assert m.value <= res.bounds[m.scenario].value + 1e-9, (m.scenario, m.planner, m.value)
+    # the bound is tight somewhere: a planner reaches it (real_trace's 8-step window: 9.0 = 9.0)
+    assert any(m.value == res.bounds[m.scenario].value for m in res.metrics)
+
+
+def test_rows_of_a_later_first_seed_carry_the_seed():
+    from pipelines.bench.run import scenario_label
+
+    assert scenario_label("mixed", 0, BenchConfig(scenarios=())) == "mixed"  # seed 0 alone: as before issue 15
+    assert scenario_label("mixed", 3, BenchConfig(scenarios=(), seed=3)) == "mixed@3"  # --first-seed 3 --seeds 1
+    assert scenario_label("mixed", 1, BenchConfig(scenarios=(), seeds=2)) == "mixed@1"
