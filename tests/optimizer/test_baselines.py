@@ -3,9 +3,18 @@ and the static peak reservation for real-time services."""
 
 from __future__ import annotations
 
-import numpy as np
+import time
 
-from optimizer.baselines import reserved_service_gpus
+import numpy as np
+import pytest
+
+from optimizer.baselines import (
+    baseline_plan,
+    demand_following_target,
+    greedy_place,
+    greedy_plans,
+    reserved_service_gpus,
+)
 from optimizer.planners import plan
 from optimizer.problem import Cluster, Job, PlanSettings, Problem, RunningJob, Service, SizeOption
 
@@ -62,3 +71,77 @@ def test_reservation_cut_back_when_running_jobs_hold_the_cluster():
     a = reserved_service_gpus(p)
     assert a.sum(axis=0).tolist() == [2, 2, 4, 4]
     assert np.all(a[:, 2:] == 2)
+
+
+def _three_orders_problem() -> Problem:
+    """4 GPUs, 3 steps, no services, all released at 0: P (priority 3, 2 GPUs x 3 steps, efficiency
+    0.5), Q (priority 2, 1 GPU x 1 step, or 2 GPUs x 1 step at efficiency 0.1), R (priority 1, 4 GPUs
+    x 2 steps). Decay 1: a job's value is priority x efficiency x GPUs x in-horizon steps."""
+    jobs = (
+        Job("P", "training", 3.0, 0, (SizeOption(2, 3, 0.5),)),
+        Job("Q", "batch_inference", 2.0, 0, (SizeOption(1, 1), SizeOption(2, 1, 0.1))),
+        Job("R", "training", 1.0, 0, (SizeOption(4, 2),)),
+    )
+    return Problem(Cluster(4, 4, 30, 3), PlanSettings(decay_per_step=1.0), (), jobs)
+
+
+def _greedy_starts(p):
+    return {a.job_id: (a.start_step, a.block_offset, a.gpus) for a in p.assignments if a.start_step is not None}
+
+
+def test_greedy_plans_place_jobs_in_three_orders():
+    plans = greedy_plans(_three_orders_problem())
+    assert [p.planner for p in plans] == ["greedy"] * 3
+    # priority: P on GPUs 0-1 for the whole horizon, Q on GPU 2 (1 GPU: value 2 beats 2 x 0.1 x 2 = 0.4),
+    # R (all 4 GPUs) never fits
+    assert _greedy_starts(plans[0]) == {"P": (0, 0, 2), "Q": (0, 2, 1)}
+    # reward per GPU-step, priority x best efficiency: Q 2 > P 1.5 > R 1. Q takes GPU 0, so P takes 2-3
+    assert _greedy_starts(plans[1]) == {"Q": (0, 0, 1), "P": (0, 2, 2)}
+    # size x duration, largest first: R 8 > P 6 > Q 2 (its larger option). R holds steps 0-1; P starts
+    # at 2 (its run is cut at the horizon), Q beside it on GPU 2
+    assert _greedy_starts(plans[2]) == {"R": (0, 0, 4), "P": (2, 0, 2), "Q": (2, 2, 1)}
+    # objective: priority x efficiency x GPU-steps inside the horizon
+    assert [p.objective for p in plans] == [3 * 0.5 * 6 + 2 * 1, 2 * 1 + 3 * 0.5 * 6, 1 * 8 + 3 * 0.5 * 2 + 2 * 1]
+
+
+def test_a_passed_deadline_starts_no_job_and_says_so():
+    p = _problem()
+    for name in ("fifo", "easy", "priority"):
+        r = baseline_plan(p, name, deadline=0.0)  # perf_counter() is already past 0
+        assert [a.job_id for a in r.assignments if a.start_step is not None] == ["R"]  # only the running job
+        assert r.message == f"{name} stopped at the time limit after placing 0 of 3 jobs; the rest are not started"
+        assert baseline_plan(p, name).message == ""
+    svc = reserved_service_gpus(p)
+    assert _greedy_starts(greedy_place(p, svc, list(p.jobs), deadline=0.0)) == {"R": (0, 0, 2)}
+    assert greedy_plans(p, deadline=0.0) == []
+    assert len(greedy_plans(p, deadline=time.perf_counter() + 3600.0)) == 3
+
+
+def test_unknown_baseline_name_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"^unknown baseline planner 'sjf'; expected fifo, easy or priority$"):
+        baseline_plan(_problem(), "sjf")
+
+
+def test_demand_following_target_ramps_ahead_of_a_rise_and_greedy_services_follow_it():
+    # "up": demand 0, 0, 2 with cap 1 must be at 1 one step early: 0, 1, 2 (T_t = max(D_t, T_t+1 - c)).
+    # "down": demand 3, 0, 0 drops at once. "held": cap 0, demand 0: stays 0 (not 1)
+    svcs = (Service("up", (0, 0, 2), 0, 4, 1, 0), Service("down", (3, 0, 0), 0, 4, 1, 3),
+            Service("held", (0, 0, 0), 0, 4, 0, 0))
+    p = Problem(Cluster(8, 8, 30, 3), PlanSettings(), svcs, (Job("J", "training", 1.0, 0, (SizeOption(1, 1),)),))
+    target = demand_following_target(p)
+    assert target.dtype == np.int64
+    assert target.tolist() == [[0, 1, 2], [3, 0, 0], [0, 0, 0]]
+    # the greedy candidates hold services on that target (swap cap 1 from current: down goes 3, 2, 1);
+    # the baselines hold the peak, reached from current_gpus at the swap cap
+    for plan_ in greedy_plans(p):
+        assert plan_.service_gpus == {"up": (0, 1, 2), "down": (3, 2, 1), "held": (0, 0, 0)}
+    assert baseline_plan(p, "fifo").service_gpus == {"up": (1, 2, 2), "down": (3, 3, 3), "held": (0, 0, 0)}
+
+
+def test_solve_time_is_the_call_s_own_wall_time():
+    p = _three_orders_problem()
+    for call in (lambda: baseline_plan(p, "easy"), lambda: greedy_place(p, reserved_service_gpus(p), list(p.jobs))):
+        t0 = time.perf_counter()
+        r = call()
+        elapsed_s = time.perf_counter() - t0
+        assert 0.0 <= r.solve_s <= elapsed_s
