@@ -10,6 +10,7 @@ import pytest
 
 from forecasters.errors import InputError
 from forecasters.realtime import IngestSettings, daily_totals, fit_profile, forecast, ingest
+from forecasters.realtime.ingest import _outliers
 
 
 # --- C01 DST spring-forward -------------------------------------------------------------------------------
@@ -450,3 +451,45 @@ def test_one_service_column_is_accepted_and_a_given_zone_sets_the_clock(make_utc
                                                                                      "Europe/London", "utc")
     with pytest.raises(InputError, match=r"^traffic: 2 services in one file \(\['chat', 'embed'\]\)"):
         ingest(df.assign(service=["chat"] * 23 + ["embed"]), None)
+
+
+# --- The outlier rule by hand (robust z over the same hour of the surrounding +-3 days) -------------------
+def _hours(values_by_day_hour: np.ndarray) -> pd.Series:
+    """(days, 24) values -> hourly UTC series from Monday 2025-01-06 00:00Z."""
+    flat = np.asarray(values_by_day_hour, dtype=float).ravel()
+    return pd.Series(flat, index=pd.date_range("2025-01-06T00:00Z", periods=len(flat), freq="h"))
+
+
+def test_outlier_threshold_window_and_scale_by_hand():
+    # 7 days. Hours 0-15 alternate 0, 1, 0, ... by day: the median of the other days' same hour is the
+    # other value, so every deviation is -1 (even days, 64) or +1 (odd days, 48). Hours 16-23 are 0,
+    # with single spikes on day 3 at hours 16-19 (2.9, 2.9652, 4, 6: deviation = the value) and hour 20
+    # stepping 0, 0, 0, 0, 9, 9, 9 (medians of +-3 days: day 3 -> 4.5, dev -4.5; day 4 -> 0, dev 9;
+    # day 5 -> 4.5, dev 4.5; the rest dev 0). Median deviation 0 (65 negative, 49 zero);
+    # median |dev| 1 (49 zeros, 112 ones), so the robust sd is 1.4826 and z = 2 puts the bar at 2.9652:
+    # strictly above it are 4 and 6 at hours 18-19 of day 3, and hour 20 of days 3, 4 and 5.
+    v = np.zeros((7, 24))
+    v[:, :16] = (np.arange(7) % 2)[:, None]
+    v[3, 16:20] = [2.9, 2.9652, 4.0, 6.0]
+    v[4:, 20] = 9.0
+    s = _hours(v)
+    flagged = _outliers(s, np.zeros(len(s), dtype=bool), 2.0)
+    assert [t.strftime("%m-%d %H") for t in flagged] == ["01-09 18", "01-09 19", "01-09 20", "01-10 20", "01-11 20"]
+
+
+def test_outliers_need_two_reference_days_and_24_scored_hours():
+    # 3 days: each hour has exactly two other days to take the median of. Hours 8-23 miss day 1, so
+    # their other days have one reference each and are not scored: 8 hours x 3 days = 24 scored, the
+    # least the rule accepts. Hours 0-5 are 0, 2, 0 (devs -1, 2, -1), hour 6 is 0, hour 7 is 0, 0, 20
+    # (medians 10, 10, 0: devs -10, -10, 20). Median dev -1; |dev + 1| has 12 zeros and 3 ones, so the
+    # robust sd is 1.4826 x 0.5 and the bar at z = 6 is 4.4478: hour 7 is flagged on all three days.
+    v = np.zeros((3, 24))
+    v[1, :6] = 2.0
+    v[2, 7] = 20.0
+    v[1, 8:] = np.nan
+    s = _hours(v)
+    missing = s.isna().to_numpy().copy()
+    assert [t.strftime("%m-%d %H") for t in _outliers(s, missing, 6.0)] == ["01-06 07", "01-07 07", "01-08 07"]
+    # one scored hour fewer (hour 6 loses day 1 too): 21 scored hours, nothing is judged
+    missing[24 + 6] = True
+    assert _outliers(s, missing, 6.0) == []
