@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 
 from optimizer.baselines import (
+    assemble_plan,
     baseline_plan,
     demand_following_target,
     greedy_place,
     greedy_plans,
     reserved_service_gpus,
 )
+from optimizer.plan import SolveStatus
 from optimizer.planners import plan
 from optimizer.problem import Cluster, Job, PlanSettings, Problem, RunningJob, Service, SizeOption
 
@@ -91,7 +93,8 @@ def _greedy_starts(p):
 
 def test_greedy_plans_place_jobs_in_three_orders():
     plans = greedy_plans(_three_orders_problem())
-    assert [p.planner for p in plans] == ["greedy"] * 3
+    assert [(p.planner, p.n_gpus, p.horizon_steps) for p in plans] == [("greedy", 4, 3)] * 3
+    assert [a.job_id for a in plans[0].assignments if a.start_step is None] == ["R"]  # not started, by name
     # priority: P on GPUs 0-1 for the whole horizon, Q on GPU 2 (1 GPU: value 2 beats 2 x 0.1 x 2 = 0.4),
     # R (all 4 GPUs) never fits
     assert _greedy_starts(plans[0]) == {"P": (0, 0, 2), "Q": (0, 2, 1)}
@@ -145,3 +148,51 @@ def test_solve_time_is_the_call_s_own_wall_time():
         r = call()
         elapsed_s = time.perf_counter() - t0
         assert 0.0 <= r.solve_s <= elapsed_s
+
+
+def test_backfill_tries_again_the_step_after_a_backfill_and_never_goes_back():
+    # 8 GPUs, GPU 7 down, so a 4-GPU job only fits on GPUs 0-3. A (2 GPUs, steps 0-3) holds GPUs 0-1,
+    # so the head H (4 GPUs x 2) is reserved at step 4 on GPUs 0-3. At step 1, X (1 GPU x 6) would
+    # take GPU 2 and delay H: refused. Y (2 GPUs x 2) takes GPUs 2-3 for steps 1-2 and ends before 4.
+    # At step 2 the lowest free GPU for X is 4, outside H's block: X starts at 2 (not at 4, as it would
+    # if the walk skipped from 1 to the next freed step).
+    jobs = (Job("A", "training", 1.0, 0, (SizeOption(2, 4),)), Job("H", "training", 1.0, 0, (SizeOption(4, 2),)),
+            Job("X", "batch_inference", 1.0, 1, (SizeOption(1, 6),)),
+            Job("Y", "batch_inference", 1.0, 1, (SizeOption(2, 2),)))
+    p = Problem(Cluster(8, 8, 30, 8), PlanSettings(), (), jobs, (), (7,))
+    assert _starts(plan(p, "easy")) == {"A": (0, 0), "H": (4, 0), "X": (2, 4), "Y": (1, 2)}
+    # priority: 8 GPUs, 8 steps. A (priority 3) holds GPUs 0-1 for steps 0-3; H (8 GPUs x 2) is
+    # reserved at 4. L (priority 1, released 3) would delay H at 3 and at 4. C (priority 3, released 4)
+    # starts at 4 on GPUs 0-3, H moves to 5 and L waits for H to end (7). Stepping back to 3 after C
+    # started would let L use the room C's start revealed (L at 3 on GPUs 4-7).
+    jobs = (Job("A", "training", 3.0, 0, (SizeOption(2, 4),)), Job("H", "training", 2.0, 0, (SizeOption(8, 2),)),
+            Job("L", "training", 1.0, 3, (SizeOption(4, 2),)), Job("C", "training", 3.0, 4, (SizeOption(4, 1),)))
+    p = Problem(Cluster(8, 8, 30, 8), PlanSettings(), (), jobs)
+    assert _starts(plan(p, "priority")) == {"A": (0, 0), "C": (4, 0), "H": (5, 0), "L": (7, 0)}
+
+
+def test_backfill_reserves_the_head_from_the_next_step_not_the_past():
+    # 8 GPUs; the service's reservation ramps 2, 4, 6, 6 (peak 6 from current 0, swap cap 2), leaving
+    # 6, 4, 2, 2 GPUs. H (4 GPUs x 2, released at 1) needs 4 at steps 1-2: never fits from step 1 on,
+    # so it has no reservation and X (1 GPU x 1, behind H in arrival order) backfills at 1. (H would have
+    # fitted at step 0, before its release; a reservation searched from there would refuse X.)
+    svc = Service("s", (0, 0, 6, 6), 0, 8, 2, 0)
+    jobs = (Job("H", "training", 1.0, 1, (SizeOption(4, 2),)), Job("X", "batch_inference", 1.0, 1, (SizeOption(1, 1),)))
+    p = Problem(Cluster(8, 8, 30, 4), PlanSettings(), (svc,), jobs)
+    assert reserved_service_gpus(p).tolist() == [[2, 4, 6, 6]]
+    assert _starts(plan(p, "easy")) == {"H": (None, None), "X": (1, 0)}
+
+
+def test_assemble_plan_keeps_the_solver_fields_it_is_given():
+    # the MILP hands its bound, gap and model sizes through assemble_plan; the objective is computed
+    # here: P alone, 2 GPUs x 3 steps at efficiency 0.5 and priority 3, decay 1 -> 9
+    p = _three_orders_problem()
+    svc = np.zeros((0, 3), dtype=np.int64)
+    r = assemble_plan(p, "milp", SolveStatus.OPTIMAL, {"P": (0, 2, 2)}, svc, 1.25, bound=9.5, gap=0.05,
+                      model={"binaries": 7}, message="m")
+    assert (r.planner, r.status, r.objective, r.bound, r.gap, r.solve_s, r.model, r.message) == (
+        "milp", "optimal", 9.0, 9.5, 0.05, 1.25, {"binaries": 7}, "m")
+    assert [(a.job_id, a.start_step, a.end_step, a.block_offset, a.gpus) for a in r.assignments] == [
+        ("P", 0, 3, 2, 2), ("Q", None, None, None, None), ("R", None, None, None, None)]
+    plain = assemble_plan(p, "fifo", SolveStatus.FEASIBLE, {}, svc, 0.0)
+    assert (plain.bound, plain.gap, plain.model, plain.objective) == (None, None, None, 0.0)
