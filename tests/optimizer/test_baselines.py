@@ -111,6 +111,7 @@ def test_a_passed_deadline_starts_no_job_and_says_so():
     p = _problem()
     for name in ("fifo", "easy", "priority"):
         r = baseline_plan(p, name, deadline=0.0)  # perf_counter() is already past 0
+        assert (r.planner, r.status) == (name, "feasible")
         assert [a.job_id for a in r.assignments if a.start_step is not None] == ["R"]  # only the running job
         assert r.message == f"{name} stopped at the time limit after placing 0 of 3 jobs; the rest are not started"
         assert baseline_plan(p, name).message == ""
