@@ -12,6 +12,8 @@ from forecasters.errors import InputError
 from forecasters.realtime import IngestSettings, daily_totals, fit_profile, forecast, ingest
 from forecasters.realtime.ingest import _outliers
 
+from .conftest import utc_frame
+
 
 # --- C01 DST spring-forward -------------------------------------------------------------------------------
 def test_c01_berlin_spring_forward_gap_is_not_missing(make_naive_local):
@@ -493,3 +495,79 @@ def test_outliers_need_two_reference_days_and_24_scored_hours():
     # one scored hour fewer (hour 6 loses day 1 too): 21 scored hours, nothing is judged
     missing[24 + 6] = True
     assert _outliers(s, missing, 6.0) == []
+
+
+# --- ingest's own rules and the diagnostics contract, with values a bug would change ---------------------
+def _utc_rows(rows):
+    """[(ISO UTC text, value)] -> frame."""
+    return pd.DataFrame({"ts": [r[0] for r in rows], "value": [r[1] for r in rows]})
+
+
+def test_refusals_for_services_empty_input_and_all_missing_are_exact():
+    six = pd.DataFrame({"ts": [f"2025-01-06T0{h}:00Z" for h in range(6)], "value": 1.0, "service": list("abcdef")})
+    with pytest.raises(InputError, match=r"^traffic: 6 services in one file \(\['a', 'b', 'c', 'd', 'e'\]\); "
+                                         r"pass one service at a time$"):
+        ingest(six, None)
+    with pytest.raises(InputError, match=r"^traffic: no rows$"):
+        ingest(pd.DataFrame({"ts": [], "value": []}), None)
+    with pytest.raises(InputError, match=r"^traffic: every value is missing$"):
+        ingest(_utc_rows([("2025-01-06T00:00Z", np.nan), ("2025-01-06T01:00Z", np.nan)]), None)
+    with pytest.raises(InputError, match=r"^traffic: conflicting duplicate values at 2025-02-14T14:00:00\+00:00 "
+                                         r"\(UTC hour 2025-02-14T14:00Z\): 120, 180; remove one before ingest$"):
+        ingest(_utc_rows([("2025-02-14T13:00Z", 1.0), ("2025-02-14T14:00Z", 120.0), ("2025-02-14T14:00Z", 180.0)]), None)
+
+
+def test_one_row_is_one_hour():
+    s, d = ingest(_utc_rows([("2025-01-06T05:00Z", 7.0)]), None)
+    assert _pairs(s) == [("2025-01-06T05:00Z", 7.0)] and d["hours"] == 1 and d["rows_in"] == 1
+
+
+def test_duplicate_stamps_keep_the_value_count_once_and_keep_the_hour():
+    # 01:00 twice, NaN first then 7: the 7 is kept (not the NaN, which would make the hour missing).
+    # 02:30 twice, both NaN: one off-grid stamp, not two. 03:00 twice, both NaN, the last stamp: the
+    # hour stays on the grid as missing and is imputed from 02:00 (linear, one-sided at the end).
+    s, d = ingest(_utc_rows([("2025-01-06T00:00Z", 5.0), ("2025-01-06T01:00Z", np.nan), ("2025-01-06T01:00Z", 7.0),
+                             ("2025-01-06T02:00Z", 9.0), ("2025-01-06T02:30Z", np.nan), ("2025-01-06T02:30Z", np.nan),
+                             ("2025-01-06T03:00Z", np.nan), ("2025-01-06T03:00Z", np.nan)]), None,
+                  settings=IngestSettings(max_missing_share=0.5))
+    assert _pairs(s) == [("2025-01-06T00:00Z", 5.0), ("2025-01-06T01:00Z", 7.0), ("2025-01-06T02:00Z", 9.0),
+                         ("2025-01-06T03:00Z", 9.0)]
+    assert (d["duplicates_dropped"], d["off_grid_stamps"], d["missing_hours"]) == (3, 1, 1)
+    assert d["imputed"] == ["2025-01-06T03:00:00Z"]
+
+
+def test_off_grid_rules_take_the_max_the_mean_or_the_latest_stamp():
+    df = _utc_rows([("2025-01-06T10:00Z", 9.0), ("2025-01-06T10:30Z", 5.0), ("2025-01-06T11:00Z", 1.0)])
+    got = {rule: ingest(df, None, offgrid_rule=rule)[0].iloc[0] for rule in ("max", "mean", "last")}
+    assert got == {"max": 9.0, "mean": 7.0, "last": 5.0}
+    assert ingest(df, None)[0].iloc[0] == 9.0  # max is the default
+
+
+def test_missing_share_at_the_limit_is_accepted_and_one_hour_more_is_refused():
+    vals = [1.0 + (h % 3) for h in range(20)]
+    vals[5] = vals[6] = np.nan  # 2 of 20 hours = 10 %, the limit
+    _, d = ingest(make_rows := utc_frame("2025-01-06T00:00", 20, vals), None)
+    assert d["missing_share"] == 0.1 and d["missing_hours"] == 2
+    make_rows.loc[7, "value"] = np.nan
+    with pytest.raises(InputError, match=r"^traffic: 3 of 20 hours missing \(15\.00%\) exceeds the limit 10%; "
+                                         r"longest gap 3 h$"):
+        ingest(make_rows, None)
+
+
+def test_diagnostics_keys_and_values_of_a_constant_series():
+    s, d = ingest(utc_frame("2025-01-06T00:00", 48, [4.0] * 48), None)
+    assert s.index.name == "ts" and str(s.index.tz) == "UTC" and s.dtype == np.float64
+    assert list(d) == ["rows_in", "hours", "missing_hours", "longest_gap_h", "duplicates_dropped", "ambiguous_hours",
+                       "nonexistent_hours", "off_grid_stamps", "outliers", "constant", "missing_share", "imputed",
+                       "offgrid_rule", "imputation", "timezone", "timezone_given", "zone", "level_shift"]
+    assert d["constant"] is True and d["outliers"] == [] and d["level_shift"] is None
+    assert d["imputation"] == "linear for gaps <= 2 h, else mean of the same hour +-24 h"
+    assert (d["timezone"], d["timezone_given"]) == ("UTC", None)
+    assert list(d["zone"])[-3:] == ["clock", "status", "message"]
+    assert (d["zone"]["clock"], d["zone"]["status"]) == ("UTC", "ok")
+    _, given = ingest(utc_frame("2025-01-06T00:00", 48, [4.0] * 48), "Europe/Berlin")
+    assert (given["timezone"], given["timezone_given"], given["zone"]["clock"]) == ("Europe/Berlin",) * 3
+    # one imputed hour does not make a varying series constant, nor does a constant gap fill
+    vals = [4.0] * 47 + [6.0]
+    vals[10] = np.nan
+    assert ingest(utc_frame("2025-01-06T00:00", 48, vals), None)[1]["constant"] is False
