@@ -571,3 +571,20 @@ def test_diagnostics_keys_and_values_of_a_constant_series():
     vals = [4.0] * 47 + [6.0]
     vals[10] = np.nan
     assert ingest(utc_frame("2025-01-06T00:00", 48, vals), None)[1]["constant"] is False
+
+
+def test_outliers_are_measured_from_the_median_deviation():
+    # 7 days. Hours 0-19 alternate 0, 1 by day (devs -1 on the 4 even days, +1 on the 3 odd ones),
+    # hour 20 alternates 1, 0 (-1 on 3 odd days, +1 on 4 even ones): 83 devs of -1. Hour 21 is 0 with
+    # 4.2 on day 3 (dev 4.2); hour 22 is 5 with 0.5 on day 3 (dev -4.5); hour 23 is 0. Sorted devs:
+    # -4.5, 83 x -1, then 19 zeros, so the median deviation is (-1 + 0) / 2 = -0.5. |dev + 0.5| is 0.5
+    # for 102 hours: robust sd 1.4826 x 0.5, bar at z = 6: 4.4478. The spike is 4.7 from the median
+    # (flagged); the dip only 4.0 (not flagged). Measured from 0 instead, both would be 4.2 and 4.5.
+    v = np.zeros((7, 24))
+    v[:, :20] = (np.arange(7) % 2)[:, None]
+    v[:, 20] = (np.arange(7) + 1) % 2
+    v[3, 21] = 4.2
+    v[:, 22] = 5.0
+    v[3, 22] = 0.5
+    s = _hours(v)
+    assert [t.strftime("%m-%d %H") for t in _outliers(s, np.zeros(len(s), dtype=bool), 6.0)] == ["01-09 21"]
