@@ -588,3 +588,36 @@ def test_outliers_are_measured_from_the_median_deviation():
     v[3, 22] = 0.5
     s = _hours(v)
     assert [t.strftime("%m-%d %H") for t in _outliers(s, np.zeros(len(s), dtype=bool), 6.0)] == ["01-09 21"]
+
+
+def _shift_traffic(factor: float | None, spike_at: slice | None = None) -> pd.DataFrame:
+    """24 days (from Monday 2025-09-01, UTC) of a daily shape with 3 % noise; the last 72 h x ``factor``."""
+    idx = pd.date_range("2025-09-01T00:00Z", periods=24 * 24, freq="h")
+    v = np.asarray(100.0 + 40.0 * np.sin(2 * np.pi * (idx.hour - 8) / 24) + 5.0 * (idx.day_of_week >= 5))
+    v *= 1 + np.random.default_rng(0).normal(0, 0.03, len(v))
+    if factor is not None:
+        v[-72:] *= factor
+    if spike_at is not None:
+        v[spike_at] *= 4.0
+    return pd.DataFrame({"ts": idx.strftime("%Y-%m-%dT%H:%M:%SZ"), "value": v})
+
+
+def test_a_lasting_new_level_is_followed_not_flagged_and_can_be_switched_off():
+    s, d = ingest(_shift_traffic(0.5), None)
+    shift = d["level_shift"]
+    assert (shift["since"], shift["hours"]) == ("2025-09-22T00:00:00Z", 72)
+    assert shift["factor"] == pytest.approx(0.5, abs=0.01)
+    assert shift["message"] == (f"level shift x{shift['factor']:.2f} since 2025-09-22T00:00Z (72 h, 100% of hours "
+                                "moved the same way)")
+    assert d["outliers"] == []  # the new level, from its first hour, is compared on the old level's scale
+    assert s.iloc[-1] == _shift_traffic(0.5)["value"].iloc[-1]  # the series itself is not rescaled
+    # without the level-shift test (IngestSettings.level_shift None) nothing is followed, and the new
+    # level is flagged hour by hour
+    _, off = ingest(_shift_traffic(0.5), None, settings=IngestSettings(level_shift=None))
+    assert off["level_shift"] is None and len(off["outliers"]) > 24
+    # no change: no shift
+    assert ingest(_shift_traffic(None), None)[1]["level_shift"] is None
+    # a spike inside the new level (x4 on 2025-09-23 18:00-20:00Z) is still an outlier
+    _, spiked = ingest(_shift_traffic(0.5, slice(-30, -27)), None)
+    assert spiked["level_shift"]["since"] == "2025-09-22T00:00:00Z"
+    assert spiked["outliers"] == ["2025-09-23T18:00:00Z", "2025-09-23T19:00:00Z", "2025-09-23T20:00:00Z"]
