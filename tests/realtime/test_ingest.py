@@ -621,3 +621,13 @@ def test_a_lasting_new_level_is_followed_not_flagged_and_can_be_switched_off():
     _, spiked = ingest(_shift_traffic(0.5, slice(-30, -27)), None)
     assert spiked["level_shift"]["since"] == "2025-09-22T00:00:00Z"
     assert spiked["outliers"] == ["2025-09-23T18:00:00Z", "2025-09-23T19:00:00Z", "2025-09-23T20:00:00Z"]
+
+
+def test_impute_hours_reads_stamps_with_different_offsets_as_utc():
+    from forecasters.realtime.ingest import impute_hours
+    vals = np.arange(24.0)
+    vals[10] = vals[12] = 100.0  # two bad hours at 10:00Z and 12:00Z
+    s = ingest(utc_frame("2025-01-06T00:00", 24, vals), None)[0]
+    # 11:00+01:00 is 10:00Z, 07:00-05:00 is 12:00Z: both are replaced by the line through their neighbours
+    out = impute_hours(s, ["2025-01-06T11:00+01:00", "2025-01-06T07:00-05:00"])
+    assert out.iloc[9:14].tolist() == [9.0, 10.0, 11.0, 12.0, 13.0]
