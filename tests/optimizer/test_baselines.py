@@ -197,3 +197,27 @@ def test_assemble_plan_keeps_the_solver_fields_it_is_given():
         ("P", 0, 3, 2, 2), ("Q", None, None, None, None), ("R", None, None, None, None)]
     plain = assemble_plan(p, "fifo", SolveStatus.FEASIBLE, {}, svc, 0.0)
     assert (plain.bound, plain.gap, plain.model, plain.objective) == (None, None, None, 0.0)
+
+
+def test_reservation_cuts_the_last_service_first_and_never_below_its_band():
+    def rows(avail_gpus: int, min_gpus: int = 0) -> list[list[int]]:
+        # two services of peak 2 (band min_gpus..4, swap cap 4, current 0) on 4 GPUs, 4 - avail_gpus
+        # of them down
+        svcs = (Service("a", (2, 2), min_gpus, 4, 4, 0), Service("b", (2, 2), min_gpus, 4, 4, 0))
+        down = tuple(range(4 - avail_gpus))
+        return reserved_service_gpus(Problem(Cluster(4, 4, 30, 2), PlanSettings(), svcs, (), (), down)).tolist()
+
+    assert rows(4) == [[2, 2], [2, 2]]
+    assert rows(2) == [[2, 2], [0, 0]]  # 2 GPUs too many: b, the last service, gives both
+    assert rows(1) == [[1, 1], [0, 0]]  # 3 too many: b gives 2, then a gives 1
+    assert rows(2, min_gpus=1) == [[1, 1], [1, 1]]  # b gives only down to its band minimum, then a
+    empty = Problem(Cluster(4, 4, 30, 2), PlanSettings(), (), ())
+    assert reserved_service_gpus(empty).shape == (0, 2)  # (n_services, horizon_steps)
+
+
+def test_room_that_frees_at_step_1_of_a_2_step_horizon_is_used():
+    # R holds all 4 GPUs at step 0; J (released at 0) starts at 1, its run cut at the horizon
+    p = Problem(Cluster(4, 4, 30, 2), PlanSettings(), (), (Job("J", "training", 1.0, 0, (SizeOption(4, 2),)),),
+                (RunningJob("R", "training", 1.0, 4, 0, 1),))
+    for name in ("fifo", "easy", "priority"):
+        assert _starts(plan(p, name)) == {"J": (1, 0)}
