@@ -103,6 +103,10 @@ def test_greedy_plans_place_jobs_in_three_orders():
     # size x duration, largest first: R 8 > P 6 > Q 2 (its larger option). R holds steps 0-1; P starts
     # at 2 (its run is cut at the horizon), Q beside it on GPU 2
     assert _greedy_starts(plans[2]) == {"R": (0, 0, 4), "P": (2, 0, 2), "Q": (2, 2, 1)}
+    # equal size x duration: the higher priority first (B, though A comes first by id)
+    tie = Problem(Cluster(2, 2, 30, 1), PlanSettings(), (),
+                  (Job("A", "training", 1.0, 0, (SizeOption(2, 1),)), Job("B", "training", 2.0, 0, (SizeOption(2, 1),))))
+    assert _greedy_starts(greedy_plans(tie)[2]) == {"B": (0, 0, 2)}
     # objective: priority x efficiency x GPU-steps inside the horizon
     assert [p.objective for p in plans] == [3 * 0.5 * 6 + 2 * 1, 2 * 1 + 3 * 0.5 * 6, 1 * 8 + 3 * 0.5 * 2 + 2 * 1]
 
