@@ -225,3 +225,13 @@ def test_room_that_frees_at_step_1_of_a_2_step_horizon_is_used():
                 (RunningJob("R", "training", 1.0, 4, 0, 1),))
     for name in ("fifo", "easy", "priority"):
         assert _starts(plan(p, name)) == {"J": (1, 0)}
+
+
+def test_greedy_candidates_stop_placing_when_the_deadline_passes_mid_order(monkeypatch):
+    # a clock that reads 1, 2, 3, ... (one tick per call) and a deadline of 3.5: the first order
+    # starts (tick 1), places its first job (ticks 2 and 3: start of the call, check before P), stops
+    # before its second job (tick 4) and no second order is started (tick 6)
+    ticks = iter(range(1, 100))
+    monkeypatch.setattr("optimizer.baselines.time", type("Clock", (), {"perf_counter": lambda: float(next(ticks))}))
+    plans = greedy_plans(_three_orders_problem(), deadline=3.5)
+    assert len(plans) == 1 and _greedy_starts(plans[0]) == {"P": (0, 0, 2)}
