@@ -11,6 +11,7 @@ import pytest
 from forecasters.errors import InputError
 from forecasters.realtime import IngestSettings, daily_totals, fit_profile, forecast, ingest
 from forecasters.realtime.ingest import _outliers
+from forecasters.realtime.shift import ShiftSettings
 
 from .conftest import utc_frame
 
@@ -590,13 +591,13 @@ def test_outliers_are_measured_from_the_median_deviation():
     assert [t.strftime("%m-%d %H") for t in _outliers(s, np.zeros(len(s), dtype=bool), 6.0)] == ["01-09 21"]
 
 
-def _shift_traffic(factor: float | None, spike_at: slice | None = None) -> pd.DataFrame:
-    """24 days (from Monday 2025-09-01, UTC) of a daily shape with 3 % noise; the last 72 h x ``factor``."""
+def _shift_traffic(factor: float | None, spike_at: slice | None = None, hours: int = 72) -> pd.DataFrame:
+    """24 days (from Monday 2025-09-01, UTC) of a daily shape with 3 % noise; the last ``hours`` x ``factor``."""
     idx = pd.date_range("2025-09-01T00:00Z", periods=24 * 24, freq="h")
     v = np.asarray(100.0 + 40.0 * np.sin(2 * np.pi * (idx.hour - 8) / 24) + 5.0 * (idx.day_of_week >= 5))
     v *= 1 + np.random.default_rng(0).normal(0, 0.03, len(v))
     if factor is not None:
-        v[-72:] *= factor
+        v[-hours:] *= factor
     if spike_at is not None:
         v[spike_at] *= 4.0
     return pd.DataFrame({"ts": idx.strftime("%Y-%m-%dT%H:%M:%SZ"), "value": v})
@@ -631,3 +632,12 @@ def test_impute_hours_reads_stamps_with_different_offsets_as_utc():
     # 11:00+01:00 is 10:00Z, 07:00-05:00 is 12:00Z: both are replaced by the line through their neighbours
     out = impute_hours(s, ["2025-01-06T11:00+01:00", "2025-01-06T07:00-05:00"])
     assert out.iloc[9:14].tolist() == [9.0, 10.0, 11.0, 12.0, 13.0]
+
+
+def test_the_level_shift_settings_given_to_ingest_are_used():
+    # one low day (24 h at half the level): shorter than the default min_hours = 48, so no new level;
+    # with ShiftSettings(min_hours=24) it is one, from 2025-09-24 00:00Z
+    df = _shift_traffic(0.5, hours=24)
+    assert ingest(df, None)[1]["level_shift"] is None
+    short = IngestSettings(level_shift=ShiftSettings(min_hours=24))
+    assert ingest(df, None, settings=short)[1]["level_shift"]["since"] == "2025-09-24T00:00:00Z"
