@@ -10,6 +10,10 @@ import pytest
 
 from forecasters.errors import InputError
 from forecasters.realtime import IngestSettings, daily_totals, fit_profile, forecast, ingest
+from forecasters.realtime.ingest import _outliers
+from forecasters.realtime.shift import ShiftSettings
+
+from .conftest import utc_frame
 
 
 # --- C01 DST spring-forward -------------------------------------------------------------------------------
@@ -450,3 +454,190 @@ def test_one_service_column_is_accepted_and_a_given_zone_sets_the_clock(make_utc
                                                                                      "Europe/London", "utc")
     with pytest.raises(InputError, match=r"^traffic: 2 services in one file \(\['chat', 'embed'\]\)"):
         ingest(df.assign(service=["chat"] * 23 + ["embed"]), None)
+
+
+# --- The outlier rule by hand (robust z over the same hour of the surrounding +-3 days) -------------------
+def _hours(values_by_day_hour: np.ndarray) -> pd.Series:
+    """(days, 24) values -> hourly UTC series from Monday 2025-01-06 00:00Z."""
+    flat = np.asarray(values_by_day_hour, dtype=float).ravel()
+    return pd.Series(flat, index=pd.date_range("2025-01-06T00:00Z", periods=len(flat), freq="h"))
+
+
+def test_outlier_threshold_window_and_scale_by_hand():
+    # 7 days. Hours 0-15 alternate 0, 1, 0, ... by day: the median of the other days' same hour is the
+    # other value, so every deviation is -1 (even days, 64) or +1 (odd days, 48). Hours 16-23 are 0,
+    # with single spikes on day 3 at hours 16-19 (2.9, 2.9652, 4, 6: deviation = the value) and hour 20
+    # stepping 0, 0, 0, 0, 9, 9, 9 (medians of +-3 days: day 3 -> 4.5, dev -4.5; day 4 -> 0, dev 9;
+    # day 5 -> 4.5, dev 4.5; the rest dev 0). Median deviation 0 (65 negative, 49 zero);
+    # median |dev| 1 (49 zeros, 112 ones), so the robust sd is 1.4826 and z = 2 puts the bar at 2.9652:
+    # strictly above it are 4 and 6 at hours 18-19 of day 3, and hour 20 of days 3, 4 and 5.
+    v = np.zeros((7, 24))
+    v[:, :16] = (np.arange(7) % 2)[:, None]
+    v[3, 16:20] = [2.9, 2.9652, 4.0, 6.0]
+    v[4:, 20] = 9.0
+    s = _hours(v)
+    flagged = _outliers(s, np.zeros(len(s), dtype=bool), 2.0)
+    assert [t.strftime("%m-%d %H") for t in flagged] == ["01-09 18", "01-09 19", "01-09 20", "01-10 20", "01-11 20"]
+
+
+def test_outliers_need_two_reference_days_and_24_scored_hours():
+    # 3 days: each hour has exactly two other days to take the median of. Hours 8-23 miss day 1, so
+    # their other days have one reference each and are not scored: 8 hours x 3 days = 24 scored, the
+    # least the rule accepts. Hours 0-5 are 0, 2, 0 (devs -1, 2, -1), hour 6 is 0, hour 7 is 0, 0, 20
+    # (medians 10, 10, 0: devs -10, -10, 20). Median dev -1; |dev + 1| has 12 zeros and 3 ones, so the
+    # robust sd is 1.4826 x 0.5 and the bar at z = 6 is 4.4478: hour 7 is flagged on all three days.
+    v = np.zeros((3, 24))
+    v[1, :6] = 2.0
+    v[2, 7] = 20.0
+    v[1, 8:] = np.nan
+    s = _hours(v)
+    missing = s.isna().to_numpy().copy()
+    assert [t.strftime("%m-%d %H") for t in _outliers(s, missing, 6.0)] == ["01-06 07", "01-07 07", "01-08 07"]
+    # one scored hour fewer (hour 6 loses day 1 too): 21 scored hours, nothing is judged
+    missing[24 + 6] = True
+    assert _outliers(s, missing, 6.0) == []
+
+
+# --- ingest's own rules and the diagnostics contract, with values a bug would change ---------------------
+def _utc_rows(rows):
+    """[(ISO UTC text, value)] -> frame."""
+    return pd.DataFrame({"ts": [r[0] for r in rows], "value": [r[1] for r in rows]})
+
+
+def test_refusals_for_services_empty_input_and_all_missing_are_exact():
+    six = pd.DataFrame({"ts": [f"2025-01-06T0{h}:00Z" for h in range(6)], "value": 1.0, "service": list("abcdef")})
+    with pytest.raises(InputError, match=r"^traffic: 6 services in one file \(\['a', 'b', 'c', 'd', 'e'\]\); "
+                                         r"pass one service at a time$"):
+        ingest(six, None)
+    with pytest.raises(InputError, match=r"^traffic: no rows$"):
+        ingest(pd.DataFrame({"ts": [], "value": []}), None)
+    with pytest.raises(InputError, match=r"^traffic: every value is missing$"):
+        ingest(_utc_rows([("2025-01-06T00:00Z", np.nan), ("2025-01-06T01:00Z", np.nan)]), None)
+    with pytest.raises(InputError, match=r"^traffic: conflicting duplicate values at 2025-02-14T14:00:00\+00:00 "
+                                         r"\(UTC hour 2025-02-14T14:00Z\): 120, 180; remove one before ingest$"):
+        ingest(_utc_rows([("2025-02-14T13:00Z", 1.0), ("2025-02-14T14:00Z", 120.0), ("2025-02-14T14:00Z", 180.0)]), None)
+
+
+def test_one_row_is_one_hour():
+    s, d = ingest(_utc_rows([("2025-01-06T05:00Z", 7.0)]), None)
+    assert _pairs(s) == [("2025-01-06T05:00Z", 7.0)] and d["hours"] == 1 and d["rows_in"] == 1
+
+
+def test_duplicate_stamps_keep_the_value_count_once_and_keep_the_hour():
+    # 01:00 twice, NaN first then 7: the 7 is kept (not the NaN, which would make the hour missing).
+    # 02:30 twice, both NaN: one off-grid stamp, not two. 03:00 twice, both NaN, the last stamp: the
+    # hour stays on the grid as missing and is imputed from 02:00 (linear, one-sided at the end).
+    s, d = ingest(_utc_rows([("2025-01-06T00:00Z", 5.0), ("2025-01-06T01:00Z", np.nan), ("2025-01-06T01:00Z", 7.0),
+                             ("2025-01-06T02:00Z", 9.0), ("2025-01-06T02:30Z", np.nan), ("2025-01-06T02:30Z", np.nan),
+                             ("2025-01-06T03:00Z", np.nan), ("2025-01-06T03:00Z", np.nan)]), None,
+                  settings=IngestSettings(max_missing_share=0.5))
+    assert _pairs(s) == [("2025-01-06T00:00Z", 5.0), ("2025-01-06T01:00Z", 7.0), ("2025-01-06T02:00Z", 9.0),
+                         ("2025-01-06T03:00Z", 9.0)]
+    assert (d["duplicates_dropped"], d["off_grid_stamps"], d["missing_hours"]) == (3, 1, 1)
+    assert d["imputed"] == ["2025-01-06T03:00:00Z"]
+
+
+def test_off_grid_rules_take_the_max_the_mean_or_the_latest_stamp():
+    df = _utc_rows([("2025-01-06T10:00Z", 9.0), ("2025-01-06T10:30Z", 5.0), ("2025-01-06T11:00Z", 1.0)])
+    got = {rule: ingest(df, None, offgrid_rule=rule)[0].iloc[0] for rule in ("max", "mean", "last")}
+    assert got == {"max": 9.0, "mean": 7.0, "last": 5.0}
+    assert ingest(df, None)[0].iloc[0] == 9.0  # max is the default
+
+
+def test_missing_share_at_the_limit_is_accepted_and_one_hour_more_is_refused():
+    vals = [1.0 + (h % 3) for h in range(20)]
+    vals[5] = vals[6] = np.nan  # 2 of 20 hours = 10 %, the limit
+    _, d = ingest(make_rows := utc_frame("2025-01-06T00:00", 20, vals), None)
+    assert d["missing_share"] == 0.1 and d["missing_hours"] == 2
+    make_rows.loc[7, "value"] = np.nan
+    with pytest.raises(InputError, match=r"^traffic: 3 of 20 hours missing \(15\.00%\) exceeds the limit 10%; "
+                                         r"longest gap 3 h$"):
+        ingest(make_rows, None)
+
+
+def test_diagnostics_keys_and_values_of_a_constant_series():
+    s, d = ingest(utc_frame("2025-01-06T00:00", 48, [4.0] * 48), None)
+    assert s.index.name == "ts" and str(s.index.tz) == "UTC" and s.dtype == np.float64
+    assert list(d) == ["rows_in", "hours", "missing_hours", "longest_gap_h", "duplicates_dropped", "ambiguous_hours",
+                       "nonexistent_hours", "off_grid_stamps", "outliers", "constant", "missing_share", "imputed",
+                       "offgrid_rule", "imputation", "timezone", "timezone_given", "zone", "level_shift"]
+    assert d["constant"] is True and d["outliers"] == [] and d["level_shift"] is None
+    assert d["imputation"] == "linear for gaps <= 2 h, else mean of the same hour +-24 h"
+    assert (d["timezone"], d["timezone_given"]) == ("UTC", None)
+    assert list(d["zone"])[-3:] == ["clock", "status", "message"]
+    assert (d["zone"]["clock"], d["zone"]["status"]) == ("UTC", "ok")
+    _, given = ingest(utc_frame("2025-01-06T00:00", 48, [4.0] * 48), "Europe/Berlin")
+    assert (given["timezone"], given["timezone_given"], given["zone"]["clock"]) == ("Europe/Berlin",) * 3
+    # one imputed hour does not make a varying series constant, nor does a constant gap fill
+    vals = [4.0] * 47 + [6.0]
+    vals[10] = np.nan
+    assert ingest(utc_frame("2025-01-06T00:00", 48, vals), None)[1]["constant"] is False
+
+
+def test_outliers_are_measured_from_the_median_deviation():
+    # 7 days. Hours 0-19 alternate 0, 1 by day (devs -1 on the 4 even days, +1 on the 3 odd ones),
+    # hour 20 alternates 1, 0 (-1 on 3 odd days, +1 on 4 even ones): 83 devs of -1. Hour 21 is 0 with
+    # 4.2 on day 3 (dev 4.2); hour 22 is 5 with 0.5 on day 3 (dev -4.5); hour 23 is 0. Sorted devs:
+    # -4.5, 83 x -1, then 19 zeros, so the median deviation is (-1 + 0) / 2 = -0.5. |dev + 0.5| is 0.5
+    # for 102 hours: robust sd 1.4826 x 0.5, bar at z = 6: 4.4478. The spike is 4.7 from the median
+    # (flagged); the dip only 4.0 (not flagged). Measured from 0 instead, both would be 4.2 and 4.5.
+    v = np.zeros((7, 24))
+    v[:, :20] = (np.arange(7) % 2)[:, None]
+    v[:, 20] = (np.arange(7) + 1) % 2
+    v[3, 21] = 4.2
+    v[:, 22] = 5.0
+    v[3, 22] = 0.5
+    s = _hours(v)
+    assert [t.strftime("%m-%d %H") for t in _outliers(s, np.zeros(len(s), dtype=bool), 6.0)] == ["01-09 21"]
+
+
+def _shift_traffic(factor: float | None, spike_at: slice | None = None, hours: int = 72) -> pd.DataFrame:
+    """24 days (from Monday 2025-09-01, UTC) of a daily shape with 3 % noise; the last ``hours`` x ``factor``."""
+    idx = pd.date_range("2025-09-01T00:00Z", periods=24 * 24, freq="h")
+    v = np.asarray(100.0 + 40.0 * np.sin(2 * np.pi * (idx.hour - 8) / 24) + 5.0 * (idx.day_of_week >= 5))
+    v *= 1 + np.random.default_rng(0).normal(0, 0.03, len(v))
+    if factor is not None:
+        v[-hours:] *= factor
+    if spike_at is not None:
+        v[spike_at] *= 4.0
+    return pd.DataFrame({"ts": idx.strftime("%Y-%m-%dT%H:%M:%SZ"), "value": v})
+
+
+def test_a_lasting_new_level_is_followed_not_flagged_and_can_be_switched_off():
+    s, d = ingest(_shift_traffic(0.5), None)
+    shift = d["level_shift"]
+    assert (shift["since"], shift["hours"]) == ("2025-09-22T00:00:00Z", 72)
+    assert shift["factor"] == pytest.approx(0.5, abs=0.01)
+    assert shift["message"] == (f"level shift x{shift['factor']:.2f} since 2025-09-22T00:00Z (72 h, 100% of hours "
+                                "moved the same way)")
+    assert d["outliers"] == []  # the new level, from its first hour, is compared on the old level's scale
+    assert s.iloc[-1] == _shift_traffic(0.5)["value"].iloc[-1]  # the series itself is not rescaled
+    # without the level-shift test (IngestSettings.level_shift None) nothing is followed, and the new
+    # level is flagged hour by hour
+    _, off = ingest(_shift_traffic(0.5), None, settings=IngestSettings(level_shift=None))
+    assert off["level_shift"] is None and len(off["outliers"]) > 24
+    # no change: no shift
+    assert ingest(_shift_traffic(None), None)[1]["level_shift"] is None
+    # a spike inside the new level (x4 on 2025-09-23 18:00-20:00Z) is still an outlier
+    _, spiked = ingest(_shift_traffic(0.5, slice(-30, -27)), None)
+    assert spiked["level_shift"]["since"] == "2025-09-22T00:00:00Z"
+    assert spiked["outliers"] == ["2025-09-23T18:00:00Z", "2025-09-23T19:00:00Z", "2025-09-23T20:00:00Z"]
+
+
+def test_impute_hours_reads_stamps_with_different_offsets_as_utc():
+    from forecasters.realtime.ingest import impute_hours
+    vals = np.arange(24.0)
+    vals[10] = vals[12] = 100.0  # two bad hours at 10:00Z and 12:00Z
+    s = ingest(utc_frame("2025-01-06T00:00", 24, vals), None)[0]
+    # 11:00+01:00 is 10:00Z, 07:00-05:00 is 12:00Z: both are replaced by the line through their neighbours
+    out = impute_hours(s, ["2025-01-06T11:00+01:00", "2025-01-06T07:00-05:00"])
+    assert out.iloc[9:14].tolist() == [9.0, 10.0, 11.0, 12.0, 13.0]
+
+
+def test_the_level_shift_settings_given_to_ingest_are_used():
+    # one low day (24 h at half the level): shorter than the default min_hours = 48, so no new level;
+    # with ShiftSettings(min_hours=24) it is one, from 2025-09-24 00:00Z
+    df = _shift_traffic(0.5, hours=24)
+    assert ingest(df, None)[1]["level_shift"] is None
+    short = IngestSettings(level_shift=ShiftSettings(min_hours=24))
+    assert ingest(df, None, settings=short)[1]["level_shift"]["since"] == "2025-09-24T00:00:00Z"
