@@ -332,7 +332,13 @@ def _impute(series: pd.Series, interp_max_gap_h: int) -> pd.Series:
 
 
 def _outliers(series: pd.Series, missing: np.ndarray, z: float) -> list[pd.Timestamp]:
-    """Hours far from the median of the same hour-of-day over the surrounding ±3 days (robust z)."""
+    """Hours far from the median of the same hour-of-day over the surrounding ±3 days (robust z).
+
+    The scale is 1.4826 × the median absolute deviation of those deviations from their median; when that
+    is 0 (more than half the hours repeat their reference exactly, e.g. a noise-free pattern), 1.253314 ×
+    their mean absolute deviation (Iglewicz and Hoaglin 1993, the modified z-score's rule for MAD = 0), so
+    a spike or an outage beside a noise-free series is still flagged; 0 again (nothing deviates): none.
+    """
     x = series.to_numpy()
     n = len(x)
     ref = np.full(n, np.nan)
@@ -346,6 +352,8 @@ def _outliers(series: pd.Series, missing: np.ndarray, z: float) -> list[pd.Times
         return []
     med = np.median(dev[ok])
     mad = 1.4826 * np.median(np.abs(dev[ok] - med))
+    if mad <= 0:  # Iglewicz and Hoaglin (1993): the mean absolute deviation when the MAD is 0
+        mad = 1.253314 * np.mean(np.abs(dev[ok] - med))
     if mad <= 0:
         return []
     flag = ok & (np.abs(dev - med) > z * mad)

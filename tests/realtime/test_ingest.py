@@ -641,3 +641,20 @@ def test_the_level_shift_settings_given_to_ingest_are_used():
     assert ingest(df, None)[1]["level_shift"] is None
     short = IngestSettings(level_shift=ShiftSettings(min_hours=24))
     assert ingest(df, None, settings=short)[1]["level_shift"]["since"] == "2025-09-24T00:00:00Z"
+
+
+def test_a_spike_or_outage_beside_a_noise_free_series_is_flagged():
+    # 7 days of an exact daily pattern (hour h = 10 + h): every same-hour median is the value itself, so the
+    # MAD of the deviations is 0. One hour reads 0 (an outage, deviation -25 at 01-09 15) and one 100 (a
+    # spike, +79 at 01-10 11): the mean absolute deviation is (25 + 79) / 168, its robust sd 1.253314 x that
+    # = 0.7759 (Iglewicz and Hoaglin's rule for MAD = 0), so at z = 3.5 both are flagged and nothing else.
+    v = np.tile(10.0 + np.arange(24), (7, 1))
+    v[3, 15], v[4, 11] = 0.0, 100.0
+    s = _hours(v)
+    flagged = _outliers(s, np.zeros(len(s), dtype=bool), 3.5)
+    assert [t.strftime("%m-%d %H") for t in flagged] == ["01-09 15", "01-10 11"]
+    # the same through ingest: the outage and the spike are listed
+    _, d = ingest(pd.DataFrame({"ts": s.index, "value": s.to_numpy()}), None)
+    assert d["outliers"] == ["2025-01-09T15:00:00Z", "2025-01-10T11:00:00Z"]
+    # nothing deviates at all: nothing is flagged
+    assert _outliers(_hours(np.tile(10.0 + np.arange(24), (7, 1))), np.zeros(168, dtype=bool), 3.5) == []
