@@ -30,10 +30,7 @@ Pure: no files, no clock in the result.
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-import sys
 from dataclasses import dataclass
 
 import highspy
@@ -42,6 +39,7 @@ from scipy import sparse
 
 from optimizer.errors import InputError
 from optimizer.scenarios.types import Scenario
+from optimizer.solver import quiet_banner
 
 
 @dataclass(frozen=True)
@@ -96,28 +94,9 @@ def _model(sc: Scenario):
     return np.asarray(cost, dtype=float), A, upper, len(jobs)
 
 
-@contextlib.contextmanager
-def _quiet_banner():
-    """Discard C-level stdout while a HiGHS object is made: HiGHS 1.16 prints its version banner there even when silenced (../shared/STACK.md), which would corrupt ``--json``."""
-    try:
-        sys.stdout.flush()
-        saved = os.dup(1)
-    except (OSError, ValueError):  # pragma: no cover - no real fd 1
-        yield
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
-
-
 def _solve(cost: np.ndarray, A, upper: np.ndarray, integer: bool, max_nodes: int | None) -> tuple[float, float | None]:
     """(objective, dual bound or None) of ``max cost x  s.t. 0 <= A x <= upper, 0 <= x <= 1``."""
-    with _quiet_banner():
+    with quiet_banner():
         h = highspy.Highs()
     h.silent()
     h.setOptionValue("threads", 1)

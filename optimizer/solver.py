@@ -167,7 +167,7 @@ class SolveOutcome:
 
 
 @contextlib.contextmanager
-def _quiet_banner():
+def quiet_banner():
     """Discard C-level stdout while the first HiGHS object is made: HiGHS 1.16 prints a two-line version banner there even with ``output_flag`` off, which would corrupt ``--json`` on stdout and clutter stderr.
 
     Only object construction is wrapped; solver messages are off anyway.
@@ -318,7 +318,7 @@ def _solve_once(
     h = None
     try:
         _use_threads(highspy, int(threads))
-        with _quiet_banner():
+        with quiet_banner():
             h = highspy.Highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("time_limit", float(time_limit_s))
