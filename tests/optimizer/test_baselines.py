@@ -78,7 +78,7 @@ def test_reservation_cut_back_when_running_jobs_hold_the_cluster():
 def _three_orders_problem() -> Problem:
     """4 GPUs, 3 steps, no services, all released at 0: P (priority 3, 2 GPUs x 3 steps, efficiency
     0.5), Q (priority 2, 1 GPU x 1 step, or 2 GPUs x 1 step at efficiency 0.1), R (priority 1, 4 GPUs
-    x 2 steps). Decay 1: a job's value is priority x efficiency x GPUs x in-horizon steps."""
+    x 2 steps). Decay 1: a started job's value is priority x efficiency x GPUs x steps of its whole run."""
     jobs = (
         Job("P", "training", 3.0, 0, (SizeOption(2, 3, 0.5),)),
         Job("Q", "batch_inference", 2.0, 0, (SizeOption(1, 1), SizeOption(2, 1, 0.1))),
@@ -101,14 +101,15 @@ def test_greedy_plans_place_jobs_in_three_orders():
     # reward per GPU-step, priority x best efficiency: Q 2 > P 1.5 > R 1. Q takes GPU 0, so P takes 2-3
     assert _greedy_starts(plans[1]) == {"Q": (0, 0, 1), "P": (0, 2, 2)}
     # size x duration, largest first: R 8 > P 6 > Q 2 (its larger option). R holds steps 0-1; P starts
-    # at 2 (its run is cut at the horizon), Q beside it on GPU 2
+    # at 2 (its run goes past the horizon), Q beside it on GPU 2
     assert _greedy_starts(plans[2]) == {"R": (0, 0, 4), "P": (2, 0, 2), "Q": (2, 2, 1)}
     # equal size x duration: the higher priority first (B, though A comes first by id)
     tie = Problem(Cluster(2, 2, 30, 1), PlanSettings(), (),
                   (Job("A", "training", 1.0, 0, (SizeOption(2, 1),)), Job("B", "training", 2.0, 0, (SizeOption(2, 1),))))
     assert _greedy_starts(greedy_plans(tie)[2]) == {"B": (0, 0, 2)}
-    # objective: priority x efficiency x GPU-steps inside the horizon
-    assert [p.objective for p in plans] == [3 * 0.5 * 6 + 2 * 1, 2 * 1 + 3 * 0.5 * 6, 1 * 8 + 3 * 0.5 * 2 + 2 * 1]
+    # objective: priority x efficiency x GPU-steps of each started job's whole run (the terminal value of
+    # DESIGN §5): P started at step 2 earns its 3 steps x 2 GPUs although only one step is inside the horizon
+    assert [p.objective for p in plans] == [3 * 0.5 * 6 + 2 * 1, 2 * 1 + 3 * 0.5 * 6, 1 * 8 + 3 * 0.5 * 6 + 2 * 1]
 
 
 def test_a_passed_deadline_starts_no_job_and_says_so():
