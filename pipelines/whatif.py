@@ -25,6 +25,7 @@ command and published as artifacts by the flow.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -356,8 +357,12 @@ def side(problem: Problem, plan: Plan, demand: pd.DataFrame) -> dict[str, Any]:
             "gpus_up": problem.n_gpus - len(problem.down_gpus), "solve_s": plan.solve_s}
 
 
-def run_whatif(base: BaseRun, w: WhatIf) -> dict[str, Any]:
+def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> dict[str, Any]:
     """Apply ``w`` to the base run, re-plan (same planner and settings), verify and compare.
+
+    ``time_limit_s`` (``gpuplan whatif --time-limit``): re-plan with this limit instead of the run's, and so
+    with the deterministic work budget it gives (DESIGN §5); the base plan stays the published one. A
+    what-if plan that is not proven optimal gets a note saying so with the planner's reason.
 
     Returns ``{"run", "run_folder", "plan_start", "planner", "time_limit_s", "changes", "base",
     "whatif", "delta", "jobs", "notes"}``: ``base``/``whatif`` as :func:`side`; ``delta`` = what-if
@@ -374,6 +379,10 @@ def run_whatif(base: BaseRun, w: WhatIf) -> dict[str, Any]:
     """
     applied = apply_whatif(base.problem, w)
     p = applied.problem
+    if time_limit_s is not None:
+        if not (math.isfinite(float(time_limit_s)) and float(time_limit_s) > 0):
+            raise InputError(f"--time-limit must be a positive number of seconds; got {time_limit_s}")
+        p = dataclasses.replace(p, settings=dataclasses.replace(p.settings, time_limit_s=float(time_limit_s)))
     plan = solve_stage.solve(p, base.planner, warm_start=warm_start(base.plan, applied))
     solve_stage.check_plan(p, plan)  # the independent verifier, as for every plan
     step = timedelta(minutes=p.cluster.step_minutes)
@@ -418,6 +427,10 @@ def run_whatif(base: BaseRun, w: WhatIf) -> dict[str, Any]:
                      "misses_deadline_base": c.job_id in miss_b, "misses_deadline_whatif": c.job_id in miss_n,
                      "p90_finish_whatif": (miss_n.get(c.job_id) or {}).get("p90_finish_at")})
     notes = list(plan.notes)
+    if str(plan.status) != "optimal":
+        notes.append(f"the what-if plan is not proven optimal (status {plan.status}"
+                     + (f": {plan.message}" if plan.message else "") + "); a job it leaves waiting or starts late may "
+                     "still fit earlier: ask again with a larger --time-limit (a larger deterministic work budget)")
     listed = {j["job_id"] for j in jobs}
     for jid in sorted(set(miss_n) - set(miss_b)):
         m = miss_n[jid]

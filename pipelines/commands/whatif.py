@@ -32,6 +32,9 @@ def whatif(
     demand_scale: Annotated[list[str] | None, typer.Option(
         "--demand-scale", metavar="SERVICE=F", help="Scale a real-time service's GPU demand by F >= 0 (rounded "
         "up; repeatable).")] = None,
+    time_limit: Annotated[float | None, typer.Option(
+        "--time-limit", metavar="S", help="Re-plan the what-if with this time limit (seconds) instead of the run's, "
+        "and so with the larger deterministic work budget it gives; the base plan stays the published one.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document {base, whatif, delta, jobs} on "
                                            "stdout.")] = False,
     workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
@@ -54,7 +57,7 @@ def whatif(
         w = wi.build_whatif(base, add_gpus=add_gpus, drain_nodes=drain_node or [], fail_gpus=fail_gpus or [],
                             cancel=cancel or [], priority=priority or [], demand_scale=demand_scale or [],
                             add_jobs=jobs)
-        doc = wi.run_whatif(base, w)
+        doc = wi.run_whatif(base, w, time_limit_s=time_limit)
         if json_out:
             emit_json(doc)
         else:

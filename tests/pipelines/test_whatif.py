@@ -187,3 +187,28 @@ def test_drain_text_counts_every_changed_job(hand):
     res = CliRunner().invoke(app, ["whatif", str(hand), "--drain-node", "gpu-b"])
     assert res.exit_code == 0, res.output
     assert "jobs whose plan changed: 3 (2 later, 1 requeued; start times UTC):" in res.stdout.splitlines()
+
+
+def test_time_limit_option_replans_with_that_budget_and_refuses_a_bad_one(hand):
+    doc = _json(hand, "--add-gpus", "8", "--time-limit", "60")
+    assert doc["time_limit_s"] == 60.0 and doc["whatif"]["status"] == "optimal"
+    assert not any(n.startswith("the what-if plan is not proven optimal") for n in doc["notes"])
+    for bad in ("0", "-5", "nan"):
+        res = CliRunner().invoke(app, ["whatif", str(hand), "--add-gpus", "8", "--time-limit", bad])
+        assert res.exit_code == 2 and res.output.strip().splitlines()[-1].startswith("error: --time-limit must be a "
+                                                                                       "positive number of seconds")
+
+
+def test_a_what_if_plan_that_is_not_proven_optimal_says_so_with_the_planners_reason(hand, monkeypatch):
+    from dataclasses import replace as dc_replace
+
+    from pipelines import whatif as wi
+
+    real = wi.solve_stage.solve
+    why = "the work budget for time_limit_s=20 does not cover the root node (auto_work_limit 0: no branch-and-bound)"
+    monkeypatch.setattr(wi.solve_stage, "solve",
+                        lambda *a, **k: dc_replace(real(*a, **k), status="time_limit", message=why))
+    doc = _json(hand, "--add-gpus", "8")
+    assert (f"the what-if plan is not proven optimal (status time_limit: {why}); a job it leaves waiting or starts "
+            "late may still fit earlier: ask again with a larger --time-limit (a larger deterministic work budget)"
+            ) in doc["notes"]
