@@ -67,3 +67,18 @@ def test_a_bad_workspace_address_is_one_line_naming_the_key_exit_2(tmp_path, bad
     assert res.exit_code == 2 and len(lines) == 1 and "Traceback" not in res.output
     assert lines[0] == (f"error: {ws / 'gpuplan.toml'}: dask.address: {bad!r}: expected a scheduler address "
                         "tcp://HOST:PORT, local or local:N (N >= 1 workers)")
+
+
+def test_an_address_no_scheduler_answers_is_one_line_exit_2_before_any_flow(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on: bind, read the number, close
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    res = CliRunner().invoke(app, ["bench", "--scenario", "mixed", "--quick", "--out", str(tmp_path / "o"),
+                                   "--dask", f"tcp://127.0.0.1:{port}"])
+    assert res.exit_code == 2
+    assert res.stderr.strip().splitlines() == [
+        f"error: --dask tcp://127.0.0.1:{port}: no Dask scheduler answers there (ConnectionRefusedError: [Errno 111] "
+        "Connection refused); start one with `dask scheduler` or use --dask local[:N]"]
+    assert not (tmp_path / "o" / "bench.csv").exists()
