@@ -748,7 +748,7 @@ def _surge(loop: _Loop, problem: Problem, t: int) -> None:
     so waiting for the next interval leaves it unmet for a whole step. The new problem is the one
     of step ``t`` seen after the commit: the jobs just started are running, the queue is what is
     left, each service keeps the swap cap from the GPUs it held before the step
-    (``problem``'s ``current_gpus``), and its step-0 demand is ``max(forecast, actual)``. The plan
+    (``problem``'s ``current_gpus``), and its step-0 demand is the actual one (known now; no margin). The plan
     is verified and committed like any other (its step-0 starts and service GPUs) and becomes the
     plan followed from here; the record has reason :data:`SURGE_REASON`. Without free GPUs
     (batch jobs are never preempted) or room under the swap cap the shortfall stays.
@@ -760,9 +760,11 @@ def _surge(loop: _Loop, problem: Problem, t: int) -> None:
     current = {s.service: s.current_gpus for s in problem.services}
     planned = {s.service: s.demand_gpus for s in problem.services}  # the step's planned level (with margin)
     again = _problem_at(st, t, current, loop.lookahead)
+    # step 0 is the step being served: its demand is now known, so it is planned at the actual
+    # demand, without the margin. Keeping the margin there (max(planned, actual)) let one service's
+    # margin take, at equal unmet cost, the GPUs another service's actual demand needed.
     services = tuple(
-        replace(s, demand_gpus=(min(s.max_gpus, max(planned[s.service][0], actual[s.service])),)
-                + tuple(planned[s.service][1:]))
+        replace(s, demand_gpus=(min(s.max_gpus, actual[s.service]),) + tuple(planned[s.service][1:]))
         for s in again.services
     )
     again = replace(again, services=services)
