@@ -93,7 +93,7 @@ def _models(inp: ReportInputs) -> dict[str, Any]:
     jobs = {}
     for kind, m in (inp.models or {}).items():
         if isinstance(m, dict):
-            jobs[kind] = {k: m.get(k) for k in ("name", "version", "alias") if m.get(k) is not None}
+            jobs[kind] = {k: m.get(k) for k in ("name", "version", "alias", "note") if m.get(k) is not None}
     rt = {}
     for svc in inp.service_names():
         sel = inp.rt_selection.get(svc) or {}

@@ -188,6 +188,17 @@ def status_flag(status: str) -> str:
     return {"degraded": "**DEGRADED**", "level_shift": "**LEVEL SHIFT**"}.get(status, f"**DEGRADED** ({status})")
 
 
+def model_text(kind: str, m: Mapping[str, Any]) -> str:
+    """A job forecaster as the headline names it: ``"training v3 (champion)"``.
+
+    A model without a registered version says what it is instead of "vNone"
+    (``"scheduler: no champion yet (no nightly retraining): fitted at plan time"``).
+    """
+    if m.get("version") is None:
+        return f"{kind}: {m.get('note') or 'not registered'}"
+    return f"{kind} v{m['version']}{' (' + m['alias'] + ')' if m.get('alias') else ''}"
+
+
 def _verb(n: int, verb: str) -> str:
     """``"1 starts"``, ``"3 start"``: a count with its verb agreeing."""
     return f"{n} {verb}s" if n == 1 else f"{n} {verb}"
@@ -238,8 +249,7 @@ def headline_rows(inp: ReportInputs, head: Mapping[str, Any], cal: Sequence[Serv
                      f"start, {hours_text(v['age_h_now'])} before this report")
     rows.append(("Forecast freshness (newest input)", "; ".join(fresh) or "n/a"))
     m = head["models"]
-    jobs_m = ", ".join(f"{k} v{v.get('version')}{' (' + v['alias'] + ')' if v.get('alias') else ''}"
-                       for k, v in m["jobs"].items()) or "none recorded"
+    jobs_m = ", ".join(model_text(k, v) for k, v in m["jobs"].items()) or "none recorded"
     rt_m = "; ".join(f"`{s}` " + (", ".join(f"{c} {w:.2f}" for c, w in v["weights"].items()) if v.get("weights")
                                   else v.get("status") or "n/a") for s, v in m["realtime"].items())
     rows.append(("Models that forecast", f"job durations: {jobs_m}; real-time (combination weights): {rt_m or 'n/a'}"))

@@ -262,3 +262,12 @@ def test_page_real_time_section_states_a_level_shift():
     assert "could NOT be moved to the new level" in stuck and stuck.endswith("check the forecast-against-actual "
                                                                              "plot.")
     assert explain_rt_status("ok", "") is None
+
+
+def test_a_model_without_a_registered_version_is_named_for_what_it_is():
+    from pipelines.report.page import model_text
+
+    assert model_text("training", {"version": 3, "alias": "champion"}) == "training v3 (champion)"
+    note = "no champion yet (no nightly retraining): fitted at plan time"
+    assert model_text("scheduler", {"version": None, "note": note}) == f"scheduler: {note}"  # not "scheduler vNone"
+    assert model_text("scheduler", {}) == "scheduler: not registered"
