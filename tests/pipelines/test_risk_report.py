@@ -271,3 +271,22 @@ def test_a_model_without_a_registered_version_is_named_for_what_it_is():
     note = "no champion yet (no nightly retraining): fitted at plan time"
     assert model_text("scheduler", {"version": None, "note": note}) == f"scheduler: {note}"  # not "scheduler vNone"
     assert model_text("scheduler", {}) == "scheduler: not registered"
+
+
+def test_a_service_is_shown_on_the_same_gpus_while_they_stay_free():
+    from pipelines.report.grid import display_grid
+
+    # 4 GPUs, chat holds 2 at every step; X (2 GPUs on 2-3) runs at step 1 only. chat starts on the top GPUs
+    # 3, 2, moves to 1, 0 when X takes 2-3, and stays there at step 2 (the top-down refill moved it back: 4
+    # replica moves where 2 are needed); at step 3 it grows to 3 GPUs and the new one is the top free GPU
+    problem = Problem.from_dict({
+        "cluster": {"n_gpus": 4, "gpus_per_node": 4, "step_minutes": 30, "horizon_steps": 4},
+        "services": [{"service": "chat", "demand_gpus": [2, 2, 2, 3], "min_gpus": 0, "max_gpus": 4,
+                      "swap_cap_gpus": 4, "current_gpus": 2}],
+        "jobs": [{"job_id": "X", "kind": "training", "priority": 1, "release_step": 1, "gpus": 2,
+                  "duration_steps": 1}]})
+    plan = Plan(planner="milp", status="optimal", assignments=(JobAssignment("X", 1, 2, 2, 2),),
+                service_gpus={"chat": (2, 2, 2, 3)}, objective=1.0, bound=1.0, gap=0.0, solve_s=0.1, model=None,
+                n_gpus=4, horizon_steps=4)
+    c = "service:chat"
+    assert display_grid(problem, plan) == [["", "", c, c], [c, c, "X", "X"], [c, c, "", ""], [c, c, "", c]]
