@@ -39,7 +39,7 @@ from scipy import sparse
 
 from optimizer.errors import InputError
 from optimizer.scenarios.types import Scenario
-from optimizer.solver import quiet_banner
+from optimizer.solver import quiet_banner, use_threads
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,7 @@ def _model(sc: Scenario):
 
 def _solve(cost: np.ndarray, A, upper: np.ndarray, integer: bool, max_nodes: int | None) -> tuple[float, float | None]:
     """(objective, dual bound or None) of ``max cost x  s.t. 0 <= A x <= upper, 0 <= x <= 1``."""
+    use_threads(highspy, 1)  # the solver's scheduler bookkeeping: a later solve with other threads resets it
     with quiet_banner():
         h = highspy.Highs()
     h.silent()

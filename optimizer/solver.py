@@ -317,7 +317,7 @@ def _solve_once(
     t0 = time.perf_counter()
     h = None
     try:
-        _use_threads(highspy, int(threads))
+        use_threads(highspy, int(threads))
         with quiet_banner():
             h = highspy.Highs()
         h.setOptionValue("output_flag", False)
@@ -531,11 +531,14 @@ _SCHEDULER_LOCK = threading.Lock()
 _scheduler_threads: int | None = None
 
 
-def _use_threads(highspy, threads: int) -> None:
+def use_threads(highspy, threads: int) -> None:
     """HiGHS keeps one global thread scheduler per process, sized by the first solve: a later solve asking for another ``threads`` value returns model status kNotset without solving.
 
     Reset the scheduler when the requested count changes (solves in one process run one at a time;
-    the lock keeps two callers from resetting at once).
+    the lock keeps two callers from resetting at once). Every in-process HiGHS solve calls this first
+    (:mod:`optimizer.bound` too): an untracked one sizes the scheduler without this process knowing, and a
+    later forked solve with another ``threads`` came back kNotset (a test-order failure of
+    ``test_changing_thread_count_between_solves_still_solves`` after the bound tests).
     """
     global _scheduler_threads
     with _SCHEDULER_LOCK:

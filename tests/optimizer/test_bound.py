@@ -45,3 +45,19 @@ def test_real_time_beyond_the_band_is_not_reserved():
     # B@1 (24) plus half of A@0 (4) still fits steps 0-1; steps 2-3 now have 2 GPUs left after B:
     # A@2 cannot use them (8 GPUs) beyond x = 0.25 -> 0.25 x 8 = 2. LP = 24 + 4 + 2 = 30.
     assert offline_bound(sc).lp_value == 30.0
+
+
+def test_a_bound_in_this_process_does_not_spoil_a_later_solve_with_more_threads():
+    # the bound runs HiGHS in this process on 1 thread; HiGHS sizes one global scheduler per process, so a later
+    # (forked) 2-thread solve came back unsolved (kNotset) unless the solver knew to reset it
+    import numpy as np
+    import pytest
+    from scipy import sparse
+
+    from optimizer.solver import SparseModel, solve
+
+    offline_bound(_hand_scenario())
+    m = SparseModel(np.array([1.0, 1.0]), np.zeros(2), np.array([3.0, 3.0]), np.array([True, True]),
+                    sparse.csc_matrix(np.array([[1.0, 2.0]])), np.array([-np.inf]), np.array([4.0]))
+    out = solve(m, threads=2)
+    assert out.status == "optimal" and out.objective == pytest.approx(3.0)  # max x0 + x1, x0 + 2 x1 <= 4, x <= 3
