@@ -7,6 +7,7 @@ Unmet weight w = kappa x max p = 8 x 3 = 24 per GPU-step.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from optimizer.objective import job_reward, objective_value, unmet_gpu_steps
@@ -62,3 +63,14 @@ def test_unmet_adds_up_over_services():
     # chat 1 GPU-step short (as above), embed 4 (nothing allocated)
     assert unmet_gpu_steps(_plan(), two) == 5.0
     assert unmet_gpu_steps(_plan(services={"embed": (1, 1, 1, 1)}), two) == 6.0  # chat missing: 2 + 0 + 3 + 1
+
+
+def test_run_decay_by_hand():
+    from optimizer.objective import run_decay
+
+    # γ = 1: the run's length, whatever the start (also start 0), as a Python float for scalars
+    assert run_decay(1.0, 3, 4) == 4.0 and isinstance(run_decay(1.0, 3, 4), float)
+    assert run_decay(1.0, 0, 2) == 2.0
+    assert run_decay(1.0, np.array([0, 5]), np.array([2, 3])).tolist() == [2.0, 3.0]
+    # γ = 0.5, start 2, 3 steps: 0.25 + 0.125 + 0.0625 (the closed form γ^t (1 − γ^d) / (1 − γ))
+    assert run_decay(0.5, 2, 3) == pytest.approx(0.4375) and isinstance(run_decay(0.5, 2, 3), float)

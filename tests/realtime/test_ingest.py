@@ -658,3 +658,10 @@ def test_a_spike_or_outage_beside_a_noise_free_series_is_flagged():
     assert d["outliers"] == ["2025-01-09T15:00:00Z", "2025-01-10T11:00:00Z"]
     # nothing deviates at all: nothing is flagged
     assert _outliers(_hours(np.tile(10.0 + np.arange(24), (7, 1))), np.zeros(168, dtype=bool), 3.5) == []
+    # the factor and the mean decide a small deviation: +50 at 01-07 05 and +1.5 at 01-08 09 give a mean absolute
+    # deviation of 51.5 / 168, a scale of 1.253314 x that = 0.3842 and a bar at z = 3.5 of 1.345: the +1.5 is
+    # flagged (a factor of 2.25, or 1.253314 divided by the mean, would put the bar above it)
+    w = np.tile(10.0 + np.arange(24), (7, 1))
+    w[1, 5], w[2, 9] = w[1, 5] + 50.0, w[2, 9] + 1.5
+    assert [t.strftime("%m-%d %H") for t in _outliers(_hours(w), np.zeros(168, dtype=bool), 3.5)] == [
+        "01-07 05", "01-08 09"]
