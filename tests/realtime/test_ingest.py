@@ -665,3 +665,11 @@ def test_a_spike_or_outage_beside_a_noise_free_series_is_flagged():
     w[1, 5], w[2, 9] = w[1, 5] + 50.0, w[2, 9] + 1.5
     assert [t.strftime("%m-%d %H") for t in _outliers(_hours(w), np.zeros(168, dtype=bool), 3.5)] == [
         "01-07 05", "01-08 09"]
+    # the mean absolute deviation is taken around the median deviation, not 0: 3 days, the last one 2 lower at
+    # every hour. Each hour's reference is the mean of the other two days: deviations +1, +1, -2, so the median
+    # deviation is +1 and the MAD 0; |dev - 1| is 0 (48 hours) or 3 (24), its mean 1, the bar at z = 2 is
+    # 2 x 1.253314 = 2.507 < 3: the last day's 24 hours are flagged (around 0 the mean would be 5/3 and the bar 4.18)
+    v3 = np.tile(10.0 + np.arange(24), (3, 1))
+    v3[2] -= 2.0
+    flagged3 = _outliers(_hours(v3), np.zeros(72, dtype=bool), 2.0)
+    assert [t.strftime("%m-%d %H") for t in flagged3] == [f"01-08 {h:02d}" for h in range(24)]
