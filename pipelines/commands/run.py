@@ -111,7 +111,7 @@ def run(
             f"run folder:    {run_dir}",
             f"latest:        {res['latest']} -> {run_dir.name}" + ("" if res["latest_moved"] else
                                                                    " (NOT moved: a newer slot is published)"),
-            f"plan status:   {res['status']}, plan from {res.get('source') or 'unknown'}"
+            f"plan status:   {res['status']}, best plan found by {res.get('source') or 'an unknown step'}"
             + (" (FALLBACK: the MILP gave no plan; the best baseline plan is published)" if res.get("fallback") else "")
             + " (verified)",
             f"risk report:   {files.path('risk_report_page')}",
