@@ -70,7 +70,8 @@ def main() -> None:
     print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
 
-def _rss_mb() -> float:
+def rss_mb() -> float:
+    """Resident memory of this process (MB), from /proc (also used by bench_scale.py)."""
     with open(f"/proc/{os.getpid()}/status") as fh:
         for line in fh:
             if line.startswith("VmRSS:"):
@@ -85,7 +86,7 @@ def memory_check(n: int, threads: int) -> None:
     for k in range(1, n + 1):
         st = PlanSettings(time_limit_s=10.0, mip_rel_gap=0.01, threads=threads, random_seed=k)
         plan(random_problem(64, 40, 24, seed=k, settings=st), "milp")
-        rss[k] = _rss_mb()
+        rss[k] = rss_mb()
     print(f"C17b: {n} plans of 64 GPUs x 24 steps x 40 jobs in {time.perf_counter() - t0:.1f} s; RSS after plan 5 "
           f"{rss[min(5, n)]:.1f} MB, after plan {n} {rss[n]:.1f} MB (ratio {rss[n] / rss[min(5, n)]:.3f}, limit 1.2)")
 

@@ -38,6 +38,8 @@ import subprocess
 import sys
 import time
 
+from bench_milp import rss_mb  # the benchmarks folder is on sys.path when run as a script
+
 DEFAULT_SIZES = "64x30,256x120,1024x400,4096x1600"
 
 
@@ -58,14 +60,6 @@ def default_limit_s(n_gpus: int) -> float:
 def _children_cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
-
-
-def _rss_mb() -> float:
-    with open(f"/proc/{os.getpid()}/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def run_size(n_gpus: int, n_jobs: int, limit_s: float, gap: float | None, direct_max_steps: int | None) -> dict:
@@ -141,7 +135,7 @@ def replans(n: int) -> None:
     t0 = time.perf_counter()
     for k in range(1, n + 1):
         plan(scale_problem(256, 120, seed=k, settings=PlanSettings(time_limit_s=10.0, mip_rel_gap=0.01)), "milp")
-        rss.append(_rss_mb())
+        rss.append(rss_mb())
         if k % 10 == 0 or k == 1:
             print(f"  after plan {k:>3}: RSS {rss[-1]:.1f} MB, peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f} MB",
                   flush=True)

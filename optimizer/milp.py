@@ -60,7 +60,7 @@ from optimizer.diagnose import job_groups
 from optimizer.objective import run_decay
 from optimizer.plan import Plan
 from optimizer.problem import Problem
-from optimizer.solver import SolveOutcome, SparseModel, solve
+from optimizer.solver import SparseModel
 
 
 class ModelBuilder:
@@ -698,19 +698,3 @@ def solution_starts(bm: BuiltModel, x: np.ndarray) -> tuple[dict[str, tuple[int,
     starts = assign_group_members(bm.ctx, chosen)
     svc = np.rint(x[bm.a_cols]).astype(np.int64) if bm.a_cols.size else np.zeros((0, p.horizon_steps), np.int64)
     return starts, svc
-
-
-def solve_model(bm: BuiltModel, start: np.ndarray | None = None, time_limit_s: float | None = None,
-                kill_after_s: float | None = None) -> SolveOutcome:
-    """Solve a built model with the problem's settings (fresh HiGHS object; ``kill_after_s`` as in :func:`optimizer.solver.solve`)."""
-    st = bm.ctx.problem.settings
-    return solve(
-        bm.model,
-        time_limit_s=st.time_limit_s if time_limit_s is None else time_limit_s,
-        mip_rel_gap=st.mip_rel_gap,
-        threads=st.threads,
-        random_seed=st.random_seed,
-        start=start,
-        mip_work_limit=st.mip_work_limit,
-        kill_after_s=kill_after_s,
-    )

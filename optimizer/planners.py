@@ -183,20 +183,21 @@ def _deadline_status(p: Plan, problem: Problem) -> Plan:
 BASELINE_GRACE_S = 3.0
 
 
-def best_baseline(problem: Problem, deadline: float | None = None) -> Plan:
-    """The verified baseline plan with the highest objective (ties: fifo, easy, priority order).
+def best_baseline(problem: Problem, deadline: float | None = None, least: int | None = None) -> Plan:
+    """The verified baseline plan ranked first: least unmet real-time demand above ``U*``, then the highest objective (ties: fifo, easy, priority order).
 
     With ``settings.max_wait_steps`` set, only baseline plans that also satisfy the starvation
     guard count (:func:`optimizer.verify.max_wait_violations`); FIFO never overtakes, so one always does.
     ``deadline`` (a ``time.perf_counter()`` value): each baseline stops placing jobs once it has
     passed (a valid plan with the rest unstarted, :func:`optimizer.baselines.baseline_plan`);
     priority backfill runs first, then EASY, then FIFO (FIFO is the fastest and never overtakes).
+    ``least``: ``U*`` when the caller has it (:func:`optimizer.capacity.least_unmet_rt`), else computed here.
     """
     made = {b: _verified(baseline_plan(problem, b, deadline), problem) for b in reversed(BASELINES)}
     plans = [made[b] for b in BASELINES]
     if problem.settings.max_wait_steps is not None:
         plans = [p for p in plans if not verify(p, problem, guard=True)]
-    least = least_unmet_rt(problem)
+    least = least_unmet_rt(problem) if least is None else least
     return max(plans, key=lambda p: _rank(p, problem, least))  # max keeps the first of equals
 
 
@@ -239,9 +240,9 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
         if time.perf_counter() > at:
             stopped.append(step)
 
-    base = best_baseline(problem, deadline + BASELINE_GRACE_S)
+    least = least_unmet_rt(problem)  # U*: the real-time-first row's bound (DESIGN §5), computed once here
+    base = best_baseline(problem, deadline + BASELINE_GRACE_S, least)
     past("baselines", deadline + BASELINE_GRACE_S)
-    least = least_unmet_rt(problem)  # U*: the real-time-first row's bound (DESIGN §5)
 
     def rt_first(p_: Plan) -> bool:
         return _rt_excess(p_, problem, least) == 0.0
