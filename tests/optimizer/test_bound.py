@@ -38,6 +38,12 @@ def test_mip_dual_bound_tightens_to_the_integer_optimum():
     assert (b.lp_value, b.mip_dual_bound, b.value) == (28.0, 24.0, 24.0)
 
 
+def test_the_root_node_alone_reaches_the_integer_optimum_of_the_hand_problem():
+    # the benchmark's setting (BenchConfig.bound_mip_nodes = 1): HiGHS's root node closes the LP's gap here
+    b = offline_bound(_hand_scenario(), mip_max_nodes=1)
+    assert (b.lp_value, b.mip_dual_bound, b.value) == (28.0, 24.0, 24.0)
+
+
 def test_real_time_beyond_the_band_is_not_reserved():
     # With the band capped at 2 GPUs only 2 of the 4 demanded GPUs can ever be served: free 8, 8, 6, 6.
     sc = _hand_scenario(rt_max_gpus=2)

@@ -118,6 +118,8 @@ def test_no_planner_exceeds_the_offline_bound_on_the_quick_scenarios():
 
     res = run_bench(BenchConfig(scenarios=SCENARIOS, quick=True))
     assert sorted(res.bounds) == sorted(SCENARIOS)
+    # the benchmark's bound is the root node's dual bound when lower than the LP (BenchConfig.bound_mip_nodes = 1)
+    assert all(b.mip_dual_bound is not None and b.value == min(b.lp_value, b.mip_dual_bound) for b in res.bounds.values())
     assert len(res.metrics) == 5 * len(SCENARIOS)
     for m in res.metrics:
         assert m.value <= res.bounds[m.scenario].value + 1e-9, (m.scenario, m.planner, m.value)
