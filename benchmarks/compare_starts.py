@@ -12,8 +12,10 @@ the totals. Shows which decisions make one planner's value differ from the other
 from __future__ import annotations
 
 import argparse
+import sys
 
-from optimizer.scenarios import REAL_TRACES
+from optimizer.planners import PLANNERS
+from optimizer.scenarios import REAL_TRACES, SCENARIOS
 from pipelines.bench.run import BenchConfig, BenchItem, build_scenario, run_item
 from pipelines.catalog import load_real_trace
 
@@ -24,15 +26,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--planners", default="milp,priority", help="two comma-separated planners")
     a = ap.parse_args(argv)
-    names = a.planners.split(",")
-    if len(names) != 2:
-        ap.error(f"--planners: expected two names, got {a.planners!r}")
+    names = [n.strip() for n in a.planners.split(",")]
+    bad = (f"--scenario {a.scenario!r}: expected one of {', '.join(SCENARIOS)}" if a.scenario not in SCENARIOS
+           else f"--seed {a.seed}: expected a seed >= 0" if a.seed < 0
+           else f"--planners {a.planners!r}: expected two comma-separated names" if len(names) != 2
+           else next((f"--planners: unknown planner {n!r}; expected two of {', '.join(PLANNERS)}"
+                      for n in names if n not in PLANNERS), None))
+    if bad:
+        print(f"compare_starts: {bad}", file=sys.stderr)
+        return 2
     cfg = BenchConfig(scenarios=(a.scenario,), seeds=1, seed=a.seed, clairvoyant=False, reproducible=True)
     sims = [run_item(BenchItem(a.scenario, a.seed, p), cfg).sim for p in names]
     sc = build_scenario(a.scenario, cfg, load_real_trace(scenario=a.scenario) if a.scenario in REAL_TRACES else None)
     h = sc.step_h
     totals = [0.0, 0.0]
-    print(f"{'job':<10}{'prio':>6}{'gpus':>6}{'steps':>6}{'arr':>5}" + "".join(f"{n + ' start':>16}{n + ' value':>16}" for n in names))
+    w = max([len("job"), *(len(j.job_id) for j in sc.jobs)]) + 2
+    print(f"{'job':<{w}}{'prio':>6}{'gpus':>6}{'steps':>6}{'arr':>5}" + "".join(f"{n + ' start':>16}{n + ' value':>16}" for n in names))
     for j in sorted(sc.jobs, key=lambda j: (-j.priority, j.arrival_step, j.job_id)):
         cells = []
         for i, sim in enumerate(sims):
@@ -40,10 +49,14 @@ def main(argv: list[str] | None = None) -> int:
             v = 0.0 if start is None else j.priority * j.gpus * max(0, min(start + j.true_steps, sc.n_steps) - start) * h
             totals[i] += v
             cells.append(f"{start!s:>16}{v:>16.1f}")
-        print(f"{j.job_id:<10}{j.priority:>6g}{j.gpus:>6}{j.true_steps:>6}{j.arrival_step:>5}" + "".join(cells))
+        print(f"{j.job_id:<{w}}{j.priority:>6g}{j.gpus:>6}{j.true_steps:>6}{j.arrival_step:>5}" + "".join(cells))
     print("total (first starts, no restarts): " + ", ".join(f"{n} {t:.1f}" for n, t in zip(names, totals)))
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except BrokenPipeError:  # e.g. piped into head: the reader stopped, nothing is wrong
+        sys.stderr.close()
+        raise SystemExit(0) from None

@@ -62,11 +62,11 @@ def main(argv: list[str] | None = None) -> int:
             meta = p.parent / "bench.json"
             if meta.is_file():
                 j = json.loads(meta.read_text())
-                runs.append({k: j.get(k) for k in ("wall_s", "load_before", "load_after", "verified_plans", "violations")})
+                runs.append({k: j.get(k) for k in ("wall_s", "load_before", "load_after", "verified_plans", "violations", "quick")})
         run = runs[0] if len(runs) == 1 and len(args.csv) == 1 else None
         if len(args.csv) > 1 and len(runs) == len(args.csv):
             run = {"wall_s": None, "runs": runs, "verified_plans": sum(r["verified_plans"] for r in runs),
-                   "violations": sum(r["violations"] for r in runs)}
+                   "violations": sum(r["violations"] for r in runs), "quick": any(r.get("quick") for r in runs)}
         block = tables_md(df, run, quick_in_tests())
         if args.doc is None:
             sys.stdout.write(block)

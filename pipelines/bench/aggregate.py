@@ -159,7 +159,8 @@ def goals(df: pd.DataFrame, run: Mapping[str, Any] | None = None, quick_in_tests
 
     ``run``: the run facts of ``bench.json`` (``wall_s``, ``load_before``, ``load_after``,
     ``verified_plans``, ``violations``, ``quick``: a run of fewer than 5 seeds or in ``--quick`` mode does not
-    measure the runtime goal); ``quick_in_tests``: whether ``bench --quick`` is in the
+    measure the runtime goal, and in ``--quick`` mode the planner goals keep their figures, prefixed
+    "--quick window, not graded", with ``held`` None); ``quick_in_tests``: whether ``bench --quick`` is in the
     test suite. Means are over the seeds present; a ratio of means for the priority-backfill goal.
     """
     out = []
@@ -246,6 +247,12 @@ def goals(df: pd.DataFrame, run: Mapping[str, Any] | None = None, quick_in_tests
         if run.get("violations") is not None:
             add("every plan verified, 0 violations", run["violations"] == 0,
                 f"{run.get('verified_plans')} verified plans, {run['violations']} violations")
+    if run and run.get("quick"):
+        # an 8-step window grades nothing of issue 15's planner goals: the figures stay, the verdicts go
+        for g in out:
+            if g["goal"].startswith("MILP") or g["goal"].startswith("utilisation") or g["goal"].startswith("no planner"):
+                g["held"] = None
+                g["figure"] = f"--quick window, not graded: {g['figure']}"
     if quick_in_tests is not None:
         add("bench --quick stays in the test suite", quick_in_tests,
             "tests/simulate/test_bench.py runs gpuplan bench --quick" if quick_in_tests else "not found")

@@ -134,9 +134,13 @@ def goals(res: BenchResult) -> list[dict[str, Any]]:
     """Issue 15's done-when criteria measured on this run (:func:`pipelines.bench.aggregate.goals`)."""
     if not res.metrics:
         return []
-    run = {"wall_s": res.wall_s, "load_before": res.load_before, "load_after": res.load_after,
-           "verified_plans": res.verified_plans, "violations": res.violations, "quick": bool(res.config.quick)}
-    return aggregate_goals(bench_frame(res), run)
+    return aggregate_goals(bench_frame(res), run_facts(res))
+
+
+def run_facts(res: BenchResult) -> dict[str, Any]:
+    """The run facts :func:`pipelines.bench.aggregate.goals` reads: wall time (s), load averages, verified plans, violations, ``quick``."""
+    return {"wall_s": res.wall_s, "load_before": res.load_before, "load_after": res.load_after,
+            "verified_plans": res.verified_plans, "violations": res.violations, "quick": bool(res.config.quick)}
 
 
 def bench_md(res: BenchResult) -> str:
@@ -192,9 +196,7 @@ def bench_md(res: BenchResult) -> str:
     L.append("")
     L.append("## Over seeds, paired comparison and goals (issue 15)")
     L.append("")
-    run = {"wall_s": res.wall_s, "load_before": res.load_before, "load_after": res.load_after,
-           "verified_plans": res.verified_plans, "violations": res.violations}
-    L.append(tables_md(bench_frame(res), run) if res.metrics else "(no rows)")
+    L.append(tables_md(bench_frame(res), run_facts(res)) if res.metrics else "(no rows)")
     L.append("## Solver")
     L.append("")
     clocked = [r for r in rows if r.get("wall_clock_limited_solves")]

@@ -86,8 +86,18 @@ def test_goals_with_measured_figures(df):
     # 50 minutes, but 2 seeds, not 5: not a measurement of the goal (neither YES nor NO)
     assert (run["held"], run["figure"]) == (
         None, "not measured by this run (2 seed(s); it took 50.0 min): the goal is the full run of 5 seeds")
-    quick = {x["goal"]: x for x in goals(df, {"wall_s": 30.0, "quick": True})}
+    quick = {x["goal"]: x for x in goals(df, {"wall_s": 30.0, "quick": True, "verified_plans": 10, "violations": 0},
+                                        quick_in_tests=True)}
     assert quick["full multi-seed benchmark under 60 minutes on the 2-core machine"]["held"] is None
+    # an 8-step --quick window grades none of the planner goals: the figure stays, the verdict is None
+    q = quick["MILP value >= 1.05 x priority backfill on every scenario's mean"]
+    assert (q["held"], q["figure"]) == (
+        None, "--quick window, not graded: 1/2 scenarios; lowest 1.000x (forecast_error); below: forecast_error 1.000x")
+    planner_goals = [x for x in quick.values() if x["goal"].startswith(("MILP", "utilisation", "no planner"))]
+    assert len(planner_goals) == 8 and all(x["held"] is None for x in planner_goals)
+    # what the quick run does measure keeps its verdict
+    assert quick["every plan verified, 0 violations"]["held"] is True
+    assert quick["bench --quick stays in the test suite"]["held"] is True
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
