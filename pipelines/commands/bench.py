@@ -27,7 +27,7 @@ def bench(
                                       "reference row is always added."),
     out: Annotated[Path, typer.Option("--out", help="Output folder.")] = DEFAULT_OUT,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
-    quick: bool = typer.Option(False, "--quick", help="Reduced mode for tests."),
+    quick: bool = typer.Option(False, "--quick", help="Reduced mode, seconds: 8-step windows with a 12-step horizon (what the tests run); its figures are not the benchmark's and its goals are not graded."),
     reproducible: bool = typer.Option(
         False, "--reproducible",
         help="Leave the wall-clock columns solve_s_p50/solve_s_max of bench.csv empty, so the same seed "
