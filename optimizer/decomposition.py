@@ -223,10 +223,10 @@ class CountModel:
         return self.ctx.priority_scale
 
 
-def build_count_model(problem: Problem) -> CountModel:
-    """Build the master model (see the module docstring)."""
+def build_count_model(problem: Problem, u_star: np.ndarray | None = None) -> CountModel:
+    """Build the master model (see the module docstring); ``u_star`` as in :func:`optimizer.milp.make_context`."""
     t0 = time.perf_counter()
-    ctx = make_context(problem)
+    ctx = make_context(problem, u_star)
     occ = fixed_occupancy(problem)
     b = ModelBuilder()
     ys = add_count_starts(b, ctx, occ)

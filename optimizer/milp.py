@@ -158,8 +158,12 @@ class Context:
     least_unmet: int  # U* = least unmet real-time GPU-steps of any valid plan (real time first)
 
 
-def make_context(problem: Problem) -> Context:
-    """The shared arrays of one model build: job groups, GPU cells, fixed occupancy, batch room, service bounds."""
+def make_context(problem: Problem, u_star: np.ndarray | None = None) -> Context:
+    """The shared arrays of one model build: job groups, GPU cells, fixed occupancy, batch room, service bounds.
+
+    ``u_star``: :func:`optimizer.capacity.least_unmet_by_step` of ``problem`` when the caller has it
+    (the planner computes it once per plan; with several services it is a small MILP), else computed here.
+    """
     H, N = problem.horizon_steps, problem.n_gpus
     groups = job_groups(problem)
     unit = min((s.gpus for j in problem.jobs for s in j.sizes), default=N)
@@ -168,7 +172,7 @@ def make_context(problem: Problem) -> Context:
     blocked = np.asarray(gpu_blocked.reshape(H, n_cells, unit).any(axis=2))
     L, U = service_bounds(problem)
     room = up_gpus(problem) - running_gpus_per_step(problem) - (L.sum(axis=0) if len(L) else 0)
-    u_star = least_unmet_by_step(problem)
+    u_star = least_unmet_by_step(problem) if u_star is None else u_star
     D = np.array([s.demand_gpus for s in problem.services], dtype=np.int64).reshape(len(problem.services), H)
     # one service: u <= u* step by step is exactly Σ u <= U* (every valid plan has u >= u* at every step);
     # several services: U* can be split among them in several ways, so the row of add_real_time_first
@@ -621,10 +625,10 @@ def model_size(m: SparseModel) -> dict[str, int]:
     return {"rows": m.n_rows, "cols": m.n_cols, "binaries": int(binary.sum()), "integers": int(integer.sum())}
 
 
-def build_model(problem: Problem) -> BuiltModel:
-    """Build the §5 MILP for ``problem`` (call :func:`optimizer.diagnose.check_size` first)."""
+def build_model(problem: Problem, u_star: np.ndarray | None = None) -> BuiltModel:
+    """Build the §5 MILP for ``problem`` (call :func:`optimizer.diagnose.check_size` first); ``u_star`` as in :func:`make_context`."""
     t0 = time.perf_counter()
-    ctx = make_context(problem)
+    ctx = make_context(problem, u_star)
     b = ModelBuilder()
     xs = add_power_of_two_blocks(b, ctx)
     cov = add_no_preemption(ctx, xs)

@@ -47,7 +47,7 @@ from dataclasses import replace
 import numpy as np
 
 from optimizer.baselines import BASELINES, assemble_plan, baseline_plan, greedy_plans
-from optimizer.capacity import least_unmet_rt, service_need
+from optimizer.capacity import least_unmet_by_step, least_unmet_rt, service_need
 from optimizer.decomposition import (
     build_count_model,
     count_picks,
@@ -240,7 +240,10 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
         if time.perf_counter() > at:
             stopped.append(step)
 
-    least = least_unmet_rt(problem)  # U*: the real-time-first row's bound (DESIGN §5), computed once here
+    # U* (DESIGN §5, real time first): its split by service and step once per plan, for the rankings here
+    # and for every model build below
+    u_star = least_unmet_by_step(problem)
+    least = int(u_star.sum())
     base = best_baseline(problem, deadline + BASELINE_GRACE_S, least)
     past("baselines", deadline + BASELINE_GRACE_S)
 
@@ -350,7 +353,7 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
     if left() < MIN_SOLVE_S:
         return out_of_time("the MILP was built", None)
     if st.milp_method == "decomposed":
-        cm = build_count_model(problem)
+        cm = build_count_model(problem, u_star)
         size = dict(cm.size, method="decomposed")
         took("master build")
         reserve = finish_reserve_s(cm.model.n_cols)
@@ -479,7 +482,7 @@ def _plan_milp(problem: Problem, warm_start: Plan | None, notes: tuple[str, ...]
         extra.append("decomposition: the master's starts could not be packed into aligned blocks; "
                      "solved the full model instead")
 
-    bm = build_model(problem)
+    bm = build_model(problem, u_star)
     size = dict(bm.size, method="full")
     took("full model build")
     if left() < MIN_SOLVE_S:

@@ -326,9 +326,13 @@ def _problem_at(st: _State, t: int, current: dict[str, int], lookahead: bool = F
         if margin is None:
             return fc
         margin.issue(t, s.service, fc)
+        by_band: dict[int, int | None] = {}  # the margin is the same for every lead of a band: one quantile each
         out = []
         for k, d in enumerate(fc):
-            m = margin.margin(s.service, k)
+            band = k // margin.band_steps
+            if band not in by_band:
+                by_band[band] = margin.margin(s.service, k)
+            m = by_band[band]
             # cold start: no error measured yet, so hold back what the service can grow in one step
             # (its swap cap, all a surge replan could use): reclaimable capacity, not a guess
             out.append(min(s.max_gpus, d + (s.swap_cap_gpus if m is None else m)))
@@ -356,8 +360,9 @@ def _problem_at(st: _State, t: int, current: dict[str, int], lookahead: bool = F
             Job(j.job_id, j.kind, j.priority, j.arrival_step - t, (SizeOption(j.gpus, j.forecast_steps),))
             for j in sorted(future, key=lambda j: (j.arrival_step, j.job_id))
         )
+    q = _upper_ratio(st)
     running = tuple(
-        RunningJob(r.job.job_id, r.job.kind, r.job.priority, r.job.gpus, r.offset, _remaining_upper(st, r, t))
+        RunningJob(r.job.job_id, r.job.kind, r.job.priority, r.job.gpus, r.offset, _remaining_upper(r, t, q))
         for r in sorted(st.running.values(), key=lambda r: r.job.job_id)
     )
     return Problem(sc.cluster, sc.settings, services, jobs, running, tuple(sorted(st.down)))
@@ -368,19 +373,26 @@ def _problem_at(st: _State, t: int, current: dict[str, int], lookahead: bool = F
 RUN_UPPER_ALPHA = 0.1
 
 
-def _remaining_upper(st: _State, r: _Run, t: int) -> int:
+def _upper_ratio(st: _State) -> float | None:
+    """The ratio ``q`` stretching a running job's forecast to its upper run length; None when nothing says so.
+
+    ``q = max(1, conformal_quantile(ratios, α))`` over the ratios actual / forecast duration of the jobs
+    this run has seen complete (``α`` = :data:`RUN_UPPER_ALPHA`: a P90); None before any completion or
+    with ``st.run_ratios`` None (clairvoyant: true durations). Computed once per problem (:func:`_problem_at`).
+    """
+    return max(1.0, conformal_quantile(st.run_ratios, RUN_UPPER_ALPHA)) if st.run_ratios else None
+
+
+def _remaining_upper(r: _Run, t: int, q: float | None) -> int:
     """Steps a running job is counted to hold its block from ``t`` on (DESIGN §6.1), >= 1.
 
-    ``ceil(start + q · forecast_steps) − t``, with ``q = max(1, conformal_quantile(ratios, α))`` over the
-    ratios actual / forecast duration of the jobs this run has seen complete (``α`` =
-    :data:`RUN_UPPER_ALPHA`: a P90), and at least ``forecast_end − t``: a running job is fixed
-    occupancy, its length changes no reward, only the GPUs plans count as free (for real-time and
-    batch alike), so an upper estimate keeps plans from giving real-time GPUs that an overrunning job
-    still holds. With ``st.run_ratios`` None (clairvoyant: true durations) the forecast end is used.
+    ``ceil(start + q · forecast_steps) − t`` with ``q`` from :func:`_upper_ratio`, and at least
+    ``forecast_end − t``: a running job is fixed occupancy, its length changes no reward, only the GPUs
+    plans count as free (for real-time and batch alike), so an upper estimate keeps plans from giving
+    real-time GPUs that an overrunning job still holds. With ``q`` None the forecast end is used.
     """
     end = r.forecast_end
-    if st.run_ratios:
-        q = max(1.0, conformal_quantile(st.run_ratios, RUN_UPPER_ALPHA))
+    if q is not None:
         end = max(end, math.ceil(round(r.start + q * r.job.forecast_steps, 9)))
     return max(1, end - t)
 
