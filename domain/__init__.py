@@ -7,6 +7,7 @@
 - :mod:`domain.units`: powers of two, hours -> planning steps (one rule), :class:`Horizon`.
 - :mod:`domain.records`: canonical job and traffic record columns, states, censoring.
 - :mod:`domain.errors`: :class:`GpuplanError` and :class:`InputError` (bad input, exit 2).
+- :mod:`domain.conformal`: the split-conformal rank of an upper quantile (one rule for every calibration).
 """
 
 from domain.errors import GpuplanError, InputError

@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from domain.conformal import conformal_upper
 from domain.kinds import JOB_KINDS
 from optimizer import planners
 from optimizer.errors import InputError
@@ -190,19 +191,14 @@ def planner_fn(name: str, settings_override: dict[str, Any] | None = None) -> Pl
 def conformal_quantile(residuals: Sequence[float], alpha: float) -> float:
     """Split-conformal upper quantile of ``residuals`` (actual − forecast, GPUs) at miscoverage ``alpha``.
 
-    The ``k``-th smallest residual with ``k = ceil((n + 1)(1 − alpha))`` (Vovk et al. 2005; Lei et al.
-    2018, split conformal): a new residual exchangeable with these is at most it with probability
+    The ``k``-th smallest residual with ``k = ceil((n + 1)(1 − alpha))`` (:func:`domain.conformal.conformal_rank`;
+    Vovk et al. 2005; Lei et al. 2018, split conformal): a new residual exchangeable with these is at most it with probability
     >= 1 − alpha. When ``k > n`` (fewer than ``1/alpha − 1`` residuals) the largest residual is used,
     the most the data can say; 0.0 for no residuals. Raises :class:`InputError` unless 0 < alpha < 1.
     """
     if not 0.0 < alpha < 1.0:
         raise InputError(f"alpha = {alpha} must be in (0, 1)")
-    xs = sorted(residuals)
-    n = len(xs)
-    if n == 0:
-        return 0.0
-    k = math.ceil(round((n + 1) * (1.0 - alpha), 9))
-    return float(xs[min(k, n) - 1])
+    return conformal_upper(residuals, 1.0 - alpha) if len(residuals) else 0.0
 
 
 class ConformalMargin:

@@ -113,6 +113,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from domain.conformal import conformal_upper
 from forecasters.errors import InputError
 from forecasters.realtime.ingest import impute_hours
 from forecasters.realtime.profile import (
@@ -605,7 +606,7 @@ def _usable(idx: pd.DatetimeIndex, exclude) -> np.ndarray:
 
 
 def conformal_quantile(residuals: np.ndarray, level: float) -> float:
-    """Split-conformal upper quantile: the ``ceil((n + 1) level)``-th smallest of ``n`` residuals.
+    """Split-conformal upper quantile: the ``ceil((n + 1) level)``-th smallest of ``n`` residuals (:func:`domain.conformal.conformal_rank`).
 
     The ``(n + 1)`` is the finite-sample correction (Angelopoulos and Bates, *A Gentle Introduction to
     Conformal Prediction*, 2021, eq. 1). The rank is clipped to ``1..n``: the largest residual when it exceeds
@@ -613,11 +614,9 @@ def conformal_quantile(residuals: np.ndarray, level: float) -> float:
     Gibbs and Candès take the whole line: a finite P90 takes the largest residual seen), the smallest when
     ``level <= 0``. Raises ``InputError`` for an empty input.
     """
-    r = np.sort(np.asarray(residuals, dtype=float))
-    if r.size == 0:
+    if np.size(residuals) == 0:
         raise InputError("conformal_quantile: no residuals")
-    k = math.ceil((r.size + 1) * level)
-    return float(r[min(max(k, 1), r.size) - 1])
+    return conformal_upper(residuals, level)
 
 
 def aci_alpha(residuals: np.ndarray, day: np.ndarray, alpha: float, gamma: float, bands: np.ndarray | None = None,

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from domain.conformal import conformal_upper
 from domain.records import ACTIVE_STATES, UNCENSORED_END_STATES, is_censored
 from forecasters.errors import InputError
 from forecasters.frames import require_columns
@@ -128,15 +129,16 @@ def target_hours(runs: pd.DataFrame) -> np.ndarray:
 def conformal_shift(scores: np.ndarray, tau: float) -> float:
     """Split-conformal shift of a ``tau`` quantile from calibration scores ``log(y) - q_tau`` ``(n,)``.
 
-    ``tau >= 0.5``: the ``ceil((n + 1) tau)``-th smallest score, so ``q + shift`` covers a new run
+    ``tau >= 0.5``: the ``ceil((n + 1) tau)``-th smallest score (:func:`domain.conformal.conformal_upper`), so ``q + shift`` covers a new run
     with probability >= ``tau`` (Romano, Patterson and Candès 2019, "Conformalized quantile
     regression", one-sided); ``tau < 0.5``: the ``floor((n + 1) tau)``-th smallest (at most
     ``tau`` below). Ranks are clamped to ``[1, n]``.
     """
+    if tau >= 0.5:
+        return conformal_upper(scores, tau)
     s = np.sort(np.asarray(scores, dtype=float))
     n = len(s)
-    k = math.ceil((n + 1) * tau) if tau >= 0.5 else math.floor((n + 1) * tau)
-    return float(s[min(max(k, 1), n) - 1])
+    return float(s[min(max(math.floor((n + 1) * tau), 1), n) - 1])
 
 
 def censored_p90_raise(
