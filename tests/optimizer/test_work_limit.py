@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 from dataclasses import replace
 
 import numpy as np
 import pytest
 from scipy import sparse
 
+from optimizer import solver as solver_mod
 from optimizer.planners import plan
 from optimizer.problem import Cluster, Job, PlanSettings, Problem, SizeOption
 from optimizer.solver import SparseModel, solve
@@ -53,16 +53,28 @@ def test_wall_clock_still_stops_a_solve_under_a_large_work_limit():
     assert out.highs_status == "kTimeLimit" and out.wall_clock_limited
 
 
-def test_ctrl_c_during_a_work_limited_solve_is_raised_not_turned_into_a_solver_error():
+@pytest.mark.parametrize("isolate", [False, True], ids=["in_process", "isolated"])
+def test_ctrl_c_during_a_work_limited_solve_is_raised_not_turned_into_a_solver_error(monkeypatch, isolate):
     """HiGHS catches exceptions raised inside its callback (they would become kSolveError and a
-    baseline fallback); the budget keeps Ctrl-C and re-raises it after run()."""
-    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            solve(_knapsack(n=60), time_limit_s=30.0, mip_rel_gap=0.0, mip_work_limit=10**9)
-    finally:
-        timer.cancel()
+    baseline fallback); the budget keeps Ctrl-C and re-raises it after run().
+
+    Driven by an event, not a timer: SIGINT is sent from HiGHS's first limit check, so it arrives
+    while the solve is running however fast or loaded the machine is (in the isolated mode the
+    forked child sends it to its parent, the planner process)."""
+    target = os.getpid()
+    sent: list[int] = []
+    real_on_check = solver_mod._WorkBudget._on_check
+
+    def on_check_then_ctrl_c(self, cb_type, message, data_out, data_in, user_data):
+        if not sent:
+            sent.append(1)
+            os.kill(target, signal.SIGINT)
+        return real_on_check(self, cb_type, message, data_out, data_in, user_data)
+
+    monkeypatch.setattr(solver_mod._WorkBudget, "_on_check", on_check_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        solve(_knapsack(n=60), time_limit_s=30.0, mip_rel_gap=0.0, mip_work_limit=10**9, isolate=isolate)
+    assert sent == [1] or isolate  # in the isolated mode the list filled in the child
 
 
 def _queue() -> Problem:
