@@ -95,7 +95,7 @@ def main() -> None:
         print(json.dumps(run_case(int(h), int(n), m, args.lp, args.lp_limit)))
         return
     from optimizer.diagnose import MAX_MODEL_COLUMNS, MAX_MODEL_NONZEROS
-    from optimizer.planners import MIN_SOLVE_S
+    from optimizer.strategy import MIN_SOLVE_S
 
     load = os.getloadavg()
     print(f"machine: {os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")

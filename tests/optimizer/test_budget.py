@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from optimizer import planners
+from optimizer import planners, strategy
 from optimizer.decomposition import build_count_model, count_vector
 from optimizer.diagnose import MAX_MODEL_COLUMNS, ModelTooLargeError, check_size, estimate_size
 from optimizer.errors import InputError
@@ -114,8 +114,9 @@ def test_million_steps_refused_before_anything_is_built(tmp_path, monkeypatch):
     msg = _refusal(f)
     assert "about 2,000,000 columns" in msg and "2,000,000 of them service columns" in msg
     assert "limit of 150,000 columns" in msg and "step_minutes of 420 instead of 30" in msg
-    for name in ("check_feasible", "best_baseline", "greedy_plans", "build_count_model", "build_model"):
-        monkeypatch.setattr(planners, name, lambda *a, **k: pytest.fail("built before the size check"))
+    for mod, name in ((planners, "check_feasible"), (strategy, "best_baseline"), (strategy, "greedy_plans"),
+                      (strategy, "build_count_model"), (strategy, "build_model")):
+        monkeypatch.setattr(mod, name, lambda *a, **k: pytest.fail("built before the size check"))
     p = Problem.from_dict(json.loads(f.read_text()))
     with pytest.raises(ModelTooLargeError, match=r"about 2,000,000 columns"):
         plan(p)

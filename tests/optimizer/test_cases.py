@@ -13,6 +13,7 @@ from scipy import sparse
 
 import optimizer.decomposition as decomposition
 import optimizer.planners as planners
+import optimizer.strategy as strategy
 from optimizer.diagnose import InfeasibleProblemError, ModelTooLargeError, check_size, estimate_size
 from optimizer.milp import build_model, plan_to_vector
 from optimizer.plan import Plan
@@ -92,7 +93,7 @@ def test_c13b_no_incumbent_falls_back_to_best_baseline(monkeypatch):
         return SolveOutcome("no_solution", "kTimeLimit", None, None, None, 0.001,
                             message="stopped at the time limit of 0.001 s without a feasible allocation")
 
-    monkeypatch.setattr(planners, "solve", no_solution)  # master and full model
+    monkeypatch.setattr(strategy, "solve", no_solution)  # master and full model
     monkeypatch.setattr(decomposition, "solve", no_solution)  # the LP relaxation too: no bound either
     r = plan(p, "milp")
     assert r.status == "no_solution" and r.source == "fallback" and r.fallback and r.planner == "milp" and r.solver_status == "no_solution"
@@ -325,7 +326,7 @@ def test_plan_json_round_trip_of_a_real_plan():
 
 def test_unpackable_master_solution_falls_through_to_the_full_model(monkeypatch):
     """If the master's starts cannot be packed into aligned blocks, the full model decides."""
-    monkeypatch.setattr(planners, "pack_offsets", lambda *a, **k: None)
+    monkeypatch.setattr(strategy, "pack_offsets", lambda *a, **k: None)
     p = Problem.from_dict(json.loads((EXAMPLES / "valley.json").read_text()))
     r = plan(p, "milp")
     assert r.status == "optimal" and r.model["method"] == "full"
@@ -335,8 +336,8 @@ def test_unpackable_master_solution_falls_through_to_the_full_model(monkeypatch)
 def test_unpackable_master_above_the_full_model_size_keeps_the_best_verified_placement(monkeypatch):
     """Above full_model_max_binaries the full model is not built: the master-guided placement
     (or a better warm start) is kept, marked not proven optimal, under the master's bound."""
-    monkeypatch.setattr(planners, "pack_offsets", lambda *a, **k: None)
-    monkeypatch.setattr(planners, "build_model", lambda *a, **k: pytest.fail("the full model was built"))
+    monkeypatch.setattr(strategy, "pack_offsets", lambda *a, **k: None)
+    monkeypatch.setattr(strategy, "build_model", lambda *a, **k: pytest.fail("the full model was built"))
     p = Problem.from_dict(json.loads((EXAMPLES / "valley.json").read_text()))
     p = replace(p, settings=replace(p.settings, full_model_max_binaries=0))
     r = plan(p, "milp")
@@ -354,7 +355,7 @@ def test_repair_path_keeps_max_wait_and_never_reports_a_bound_below_its_plan(mon
     """C19 with small jobs worth more: a warm start that starves L (the greedy plans; the verifier
     rejects them under max_wait_steps, and the master does not admit them) must not be kept by the
     repair path; the kept plan starts L by step 6, and its objective is within the master's bound."""
-    monkeypatch.setattr(planners, "pack_offsets", lambda *a, **k: None)
+    monkeypatch.setattr(strategy, "pack_offsets", lambda *a, **k: None)
     p = c19(max_wait=6, small_priority=2.0)
     p = replace(p, settings=replace(p.settings, full_model_max_binaries=0))
     r = plan(p, "milp")

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-import optimizer.planners as planners
+import optimizer.strategy as strategy
 from optimizer import solver
 from optimizer.decomposition import build_count_model, count_vector, lp_rounded_plans, solve_master_lp
 from optimizer.examples import random_problem
@@ -130,7 +130,7 @@ def test_lp_bound_bounds_every_plan_and_rounding_is_verified(master64):
 def test_scale_path_reports_the_lp_bound(monkeypatch):
     """Above SCALE_MIN_MASTER_COLUMNS the plan is the best rounding under the LP bound (no
     branch-and-bound); gap = (bound - objective) / objective."""
-    monkeypatch.setattr(planners, "SCALE_MIN_MASTER_COLUMNS", 100)
+    monkeypatch.setattr(strategy, "SCALE_MIN_MASTER_COLUMNS", 100)
     p = _problem(64, 30, time_limit_s=30.0)
     pl = plan(p, "milp")
     assert verify(pl, p) == []

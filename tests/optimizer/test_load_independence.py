@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import pytest
 
-from optimizer import baselines, decomposition, planners
+from optimizer import baselines, decomposition, planners, strategy
 from optimizer.examples import random_problem
 from optimizer.problem import PlanSettings
 from optimizer.solver import WORK_MIN_CHECKS, auto_work_limit
@@ -31,7 +31,7 @@ PROBLEM = random_problem(32, 24, 32, seed=1, settings=PlanSettings(time_limit_s=
 WORK = 40
 
 
-def _slow_machine(monkeypatch: pytest.MonkeyPatch, k: float, modules: tuple = (planners, decomposition, baselines)) -> None:
+def _slow_machine(monkeypatch: pytest.MonkeyPatch, k: float, modules: tuple = (planners, strategy, decomposition, baselines)) -> None:
     """Make the planner see a machine ``k`` times slower (see the module docstring); ``modules``: whose clock."""
     t0 = time.perf_counter()
     fake = types.SimpleNamespace(perf_counter=lambda: t0 + k * (time.perf_counter() - t0))
@@ -46,7 +46,7 @@ def _slow_machine(monkeypatch: pytest.MonkeyPatch, k: float, modules: tuple = (p
             return solve(model, **kw)
         return run
 
-    monkeypatch.setattr(planners, "solve", scaled(planners.solve))
+    monkeypatch.setattr(strategy, "solve", scaled(strategy.solve))
     monkeypatch.setattr(decomposition, "solve", scaled(decomposition.solve))
 
 
@@ -55,7 +55,7 @@ def _decided(p) -> tuple:
 
 
 def test_the_plan_is_identical_when_the_machine_is_eight_times_slower(monkeypatch):
-    monkeypatch.setattr(planners, "auto_work_limit", lambda n_cols, time_limit_s: WORK)
+    monkeypatch.setattr(strategy, "auto_work_limit", lambda n_cols, time_limit_s: WORK)
     real = planners.plan(PROBLEM, "milp")
     assert real.model["mip_work_limit"] == WORK and WORK <= real.model["mip_checks"] <= WORK + 10
     assert str(real.status) == "time_limit" and not real.wall_clock_limited  # stopped on work, not proven
@@ -67,10 +67,10 @@ def test_the_plan_is_identical_when_the_machine_is_eight_times_slower(monkeypatc
 
 
 def test_when_the_deadline_fires_the_plan_says_it_depends_on_load(monkeypatch, caplog):
-    monkeypatch.setattr(planners, "auto_work_limit", lambda n_cols, time_limit_s: WORK)
+    monkeypatch.setattr(strategy, "auto_work_limit", lambda n_cols, time_limit_s: WORK)
     # 240 planner seconds are 0.012 real seconds for the MILP's steps; the baselines keep the real clock, so
     # under any load they finish (at 20,000 x they had 12 ms and, on a loaded CI machine, placed nothing)
-    _slow_machine(monkeypatch, 20_000.0, modules=(planners, decomposition))
+    _slow_machine(monkeypatch, 20_000.0, modules=(planners, strategy, decomposition))
     r = planners.plan(PROBLEM, "milp")
     assert r.wall_clock_limited and str(r.status) == "deadline"
     warn = "warning: the wall-clock deadline (time_limit_s=240 s) stopped this plan before its work budget was done"
