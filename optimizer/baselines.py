@@ -32,8 +32,9 @@ import numpy as np
 
 from optimizer.capacity import fixed_occupancy, running_gpus_per_step, service_bounds, up_gpus
 from optimizer.objective import objective_value, run_decay
-from optimizer.plan import JobAssignment, Plan, SolveStatus
+from optimizer.plan import JobAssignment, Plan
 from optimizer.problem import Job, Problem
+from optimizer.solver import SolveStatus
 
 
 def reserved_service_gpus(problem: Problem, target: np.ndarray | None = None) -> np.ndarray:

@@ -1,8 +1,8 @@
 """The result of planning: job starts on aligned blocks and real-time GPUs per step.
 
 A :class:`Plan` is produced by every planner (``milp``, ``fifo``, ``easy``, ``priority``) and
-checked by :func:`optimizer.verify.verify` before it is returned. :class:`SolveStatus` says how
-its solve ended, :class:`PlanSource` where it came from (MILP, decomposition, repair, a baseline,
+checked by :func:`optimizer.verify.verify` before it is returned. :class:`~optimizer.solver.SolveStatus`
+(the solver's status enum, carried unchanged from HiGHS's model status) says how its solve ended, :class:`PlanSource` where it came from (MILP, decomposition, repair, a baseline,
 or a fallback to the best baseline). ``Plan.to_dict`` gives the
 JSON document of ``gpuplan plan --json`` (DESIGN §7.1); ``Plan.from_dict`` reads it back.
 """
@@ -15,27 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-
-class SolveStatus(StrEnum):
-    """How a plan's solve ended (:attr:`Plan.status`): solver outcomes only.
-
-    A ``StrEnum``: ``SolveStatus.OPTIMAL == "optimal"``. All but ``FEASIBLE`` and ``DEADLINE`` are the outcomes of
-    :data:`optimizer.solver.OUTCOMES` (a fallback plan carries the MILP's own outcome);
-    ``FEASIBLE`` is a valid plan made without a solver (a baseline or greedy plan); ``DEADLINE`` a
-    MILP plan that the wall-clock safety stop cut short (DESIGN §5). Where the plan
-    came from is :class:`PlanSource`, not a status.
-    """
-
-    OPTIMAL = "optimal"  # MILP solved to the gap tolerance
-    TIME_LIMIT = "time_limit"  # MILP stopped on its time or work limit with an incumbent: not proven optimal
-    DEADLINE = "deadline"  # the wall-clock deadline (time_limit_s) stopped the plan before its work budget: load-dependent
-    NO_SOLUTION = "no_solution"  # MILP stopped on its limit without an incumbent
-    INFEASIBLE = "infeasible"
-    UNBOUNDED_OR_INFEASIBLE = "unbounded_or_infeasible"
-    UNBOUNDED = "unbounded"
-    SOLVER_ERROR = "solver_error"
-    UNKNOWN = "unknown"  # a HiGHS status we do not map; never a crash
-    FEASIBLE = "feasible"  # a valid plan made without a solver (fifo, easy, priority, greedy)
+from optimizer.solver import SolveStatus
 
 
 class PlanSource(StrEnum):
@@ -154,8 +134,8 @@ class Plan:
     - ``n_gpus``, ``horizon_steps``: the grid size, for :meth:`owner_grid`.
     - ``notes``: extra human-readable remarks (pruning, diagnosis, rejected jobs).
     - ``solver_status``: for the MILP planner, the solver outcome of
-      :data:`optimizer.solver.OUTCOMES` (e.g. ``"no_solution"`` behind a fallback plan);
-      None for baselines.
+      :data:`optimizer.solver.OUTCOMES` (e.g. ``"no_solution"`` behind a fallback plan), a
+      :class:`~optimizer.solver.SolveStatus` (a value it does not know becomes ``unknown``); None for baselines.
     - ``wall_clock_limited``: True when a solve behind this MILP plan stopped on its wall-clock
       time limit (the plan then depends on machine speed and may not reproduce).
 
@@ -183,7 +163,7 @@ class Plan:
     n_gpus: int = 0
     horizon_steps: int = 0
     notes: tuple[str, ...] = field(default=())
-    solver_status: str | None = None
+    solver_status: SolveStatus | str | None = None
     wall_clock_limited: bool = False
     source: PlanSource | None = None
 
@@ -202,6 +182,9 @@ class Plan:
         if source is None:
             source = SOURCE_OF_PLANNER.get(self.planner)
         object.__setattr__(self, "status", SolveStatus(status))
+        if self.solver_status is not None:
+            known = self.solver_status in STATUSES
+            object.__setattr__(self, "solver_status", SolveStatus(self.solver_status) if known else SolveStatus.UNKNOWN)
         object.__setattr__(self, "source", None if source is None else PlanSource(source))
         object.__setattr__(self, "assignments", tuple(self.assignments))
         object.__setattr__(self, "violations", tuple(self.violations))

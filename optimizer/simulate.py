@@ -41,9 +41,10 @@ from domain.kinds import JOB_KINDS
 from optimizer import planners
 from optimizer.errors import InputError
 from optimizer.objective import objective_value
-from optimizer.plan import JobAssignment, Plan, PlanSource, SolveStatus
+from optimizer.plan import JobAssignment, Plan, PlanSource
 from optimizer.problem import Job, Problem, RunningJob, Service, SizeOption
 from optimizer.scenarios import Scenario, SimJob
+from optimizer.solver import SolveStatus
 from optimizer.verify import verify as verify_plan
 
 #: Miscoverage of the real-time margin (:class:`ConformalMargin`): 1 step in 1,000 may exceed the planned

@@ -60,10 +60,10 @@ from optimizer.decomposition import (
 from optimizer.diagnose import MAX_MODEL_COLUMNS, MAX_MODEL_NONZEROS, estimate_size
 from optimizer.milp import build_model, plan_to_vector, solution_starts
 from optimizer.objective import objective_value
-from optimizer.plan import SOURCE_OF_PLANNER, Plan, PlanSource, SolveStatus
+from optimizer.plan import SOURCE_OF_PLANNER, Plan, PlanSource
 from optimizer.problem import Problem
 from optimizer.ranking import below, best_baseline, min_bound, rank, rt_excess, verified
-from optimizer.solver import WORK_MIN_CHECKS, SolveOutcome, auto_work_limit, mip_gap, solve
+from optimizer.solver import WORK_MIN_CHECKS, SolveOutcome, SolveStatus, auto_work_limit, mip_gap, solve
 from optimizer.verify import verify
 
 #: Shortest time a MILP solve is given (seconds). Enough for HiGHS to load and presolve a model under
@@ -285,7 +285,7 @@ class MilpRun:
         b.solves.append(lp)
         self.size["lp_iterations"] = lp.iterations
         b.took("LP relaxation")
-        if lp.status == "optimal" and lp.objective is not None and lp.x is not None:
+        if lp.status == SolveStatus.OPTIMAL and lp.objective is not None and lp.x is not None:
             self.lp_bound = lp.objective * self.scale
             self.lp_rounding(lp.x)
         else:
@@ -340,7 +340,7 @@ class MilpRun:
         self.master = out
         master_bound = None if out.bound is None else out.bound * self.scale
         self.bound = min_bound(self.lp_bound, master_bound)
-        if out.x is None or out.status not in ("optimal", "time_limit"):
+        if out.x is None or out.status not in (SolveStatus.OPTIMAL, SolveStatus.TIME_LIMIT):
             if self.bound is not None:
                 return self.bounded(self.best, self.bound, "LP relaxation",
                                     f"the master MILP gave no plan ({out.status})")
@@ -433,7 +433,7 @@ class MilpRun:
                     mip_work_limit=max(WORK_MIN_CHECKS, b.work_limit(bm.model.n_cols)),
                     kill_after_s=max(0.05, b.left() - reserve))
         b.solves.append(out)
-        if out.x is None or out.status not in ("optimal", "time_limit"):
+        if out.x is None or out.status not in (SolveStatus.OPTIMAL, SolveStatus.TIME_LIMIT):
             return self.fallback(out.status, out.message or out.status)
         starts, svc = solution_starts(bm, out.x)
         plan_, why = self.finish(out, starts, svc, PlanSource.MILP)
@@ -452,7 +452,7 @@ class MilpRun:
                               f"whole plan before its work budget was done ({what}): this plan may not reproduce")
         return hit
 
-    def fallback(self, status: str, why: str, out_of_time: bool = False) -> Plan:
+    def fallback(self, status: SolveStatus, why: str, out_of_time: bool = False) -> Plan:
         """The best baseline plan as the MILP's answer, with the MILP's own outcome ``status`` and ``why``."""
         hit = self.clocked() or out_of_time
         base = self.base
@@ -465,7 +465,7 @@ class MilpRun:
 
     def out_of_time(self, before: str) -> Plan:
         """The fallback when less than :data:`MIN_SOLVE_S` is left before the step ``before``."""
-        return self.fallback("time_limit", f"the time budget of {self.settings.time_limit_s:g} s (time_limit_s) was "
+        return self.fallback(SolveStatus.TIME_LIMIT, f"the time budget of {self.settings.time_limit_s:g} s (time_limit_s) was "
                              f"spent before {before} ({self.budget.spent_text()}; less than {MIN_SOLVE_S:g} s left)",
                              out_of_time=True)
 
@@ -490,7 +490,7 @@ class MilpRun:
                bound: float | None = None) -> tuple[Plan | None, str]:
         """The plan of a solve's ``starts`` and service GPUs ``svc``, or (None, why) when it fails or is below the base."""
         problem = self.problem
-        status = SolveStatus.OPTIMAL if out.status == "optimal" else SolveStatus.TIME_LIMIT
+        status = SolveStatus.OPTIMAL if out.status == SolveStatus.OPTIMAL else SolveStatus.TIME_LIMIT
         hit = self.clocked()
         # the model is in units of the largest priority (DESIGN §5): its bound times P is in the user's
         if bound is None and out.bound is not None:

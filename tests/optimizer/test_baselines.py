@@ -16,9 +16,9 @@ from optimizer.baselines import (
     greedy_plans,
     reserved_service_gpus,
 )
-from optimizer.plan import SolveStatus
 from optimizer.planners import plan
 from optimizer.problem import Cluster, Job, PlanSettings, Problem, RunningJob, Service, SizeOption
+from optimizer.solver import SolveStatus
 
 
 def _problem(c_priority: float = 1.0) -> Problem:

@@ -12,12 +12,11 @@ import numpy as np
 import pytest
 
 import optimizer.strategy as strategy
-from optimizer import solver
 from optimizer.decomposition import build_count_model, count_vector, lp_rounded_plans, solve_master_lp
 from optimizer.examples import random_problem
 from optimizer.planners import best_baseline, plan
 from optimizer.problem import PlanSettings
-from optimizer.solver import check_solution, solve
+from optimizer.solver import check_solution, highs, isolate, solve
 from optimizer.verify import verify
 
 
@@ -41,12 +40,12 @@ def _slow_highs(monkeypatch):
     """Make every HiGHS solve ignore its time limit (as HiGHS does in presolve probing and root cuts,
     issue 17), and run at gap 0 so it does not finish early. The child process is forked, so it
     runs the patched function."""
-    real = solver._solve_once
+    real = highs.solve_once
 
     def stubborn(model, time_limit_s, mip_rel_gap, *rest, **kw):
         return real(model, 1000.0, 0.0, *rest, **kw)
 
-    monkeypatch.setattr(solver, "_solve_once", stubborn)
+    monkeypatch.setattr(isolate, "solve_once", stubborn)
 
 
 def test_isolated_solve_is_killed_on_the_wall_clock_and_keeps_its_streamed_incumbent(master64, monkeypatch):
@@ -70,7 +69,7 @@ def test_the_child_streams_every_incumbent_and_the_falling_bound(master64):
     the original columns, each feasible; bounds never rising; the last of each the final answer."""
     _p, cm, start = master64
     events = []
-    out = solver._solve_once(cm.model, 120.0, 0.01, 1, 0, start, True, None, False,
+    out = highs.solve_once(cm.model, 120.0, 0.01, 1, 0, start, True, None, False,
                              on_event=lambda *e: events.append(e))
     incs = [e for e in events if e[0] == "incumbent"]
     bounds = [e[2] for e in events if e[0] == "bound"]

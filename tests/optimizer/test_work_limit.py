@@ -1,4 +1,4 @@
-"""The deterministic work limit of optimizer.solver (mip_work_limit, counted in HiGHS limit checks)."""
+"""The deterministic work limit of optimizer.solver.budget (mip_work_limit, counted in HiGHS limit checks)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from optimizer import solver as solver_mod
 from optimizer.planners import plan
 from optimizer.problem import Cluster, Job, PlanSettings, Problem, SizeOption
-from optimizer.solver import SparseModel, solve
+from optimizer.solver import SparseModel, budget, solve
 
 
 def _knapsack(n: int = 35, m: int = 5, seed: int = 7) -> SparseModel:
@@ -63,7 +62,7 @@ def test_ctrl_c_during_a_work_limited_solve_is_raised_not_turned_into_a_solver_e
     forked child sends it to its parent, the planner process)."""
     target = os.getpid()
     sent: list[int] = []
-    real_on_check = solver_mod._WorkBudget._on_check
+    real_on_check = budget.WorkBudget._on_check
 
     def on_check_then_ctrl_c(self, cb_type, message, data_out, data_in, user_data):
         if not sent:
@@ -71,7 +70,7 @@ def test_ctrl_c_during_a_work_limited_solve_is_raised_not_turned_into_a_solver_e
             os.kill(target, signal.SIGINT)
         return real_on_check(self, cb_type, message, data_out, data_in, user_data)
 
-    monkeypatch.setattr(solver_mod._WorkBudget, "_on_check", on_check_then_ctrl_c)
+    monkeypatch.setattr(budget.WorkBudget, "_on_check", on_check_then_ctrl_c)
     with pytest.raises(KeyboardInterrupt):
         solve(_knapsack(n=60), time_limit_s=30.0, mip_rel_gap=0.0, mip_work_limit=10**9, isolate=isolate)
     assert sent == [1] or isolate  # in the isolated mode the list filled in the child

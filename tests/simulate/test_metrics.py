@@ -8,8 +8,9 @@ import pytest
 from sim_helpers import greedy_plan, tiny_scenario
 
 from optimizer.metrics import CSV_COLUMNS, compute, job_waits_h, percentile
-from optimizer.plan import PlanSource, SolveStatus
+from optimizer.plan import PlanSource
 from optimizer.simulate import SURGE_REASON, JobRecord, ReplanRecord, SimResult, simulate, simulate_clairvoyant
+from optimizer.solver import SolveStatus
 
 
 def test_percentile_linear_interpolation():
