@@ -38,6 +38,7 @@ from typing import Any
 
 from domain.units import ROUND_DIGITS, pow2_ceil
 from optimizer.errors import InputError
+from optimizer.occupancy import Occupancy
 from optimizer.plan import JobAssignment, Plan
 from optimizer.problem import Problem
 
@@ -255,19 +256,6 @@ def _block(a: JobAssignment | None) -> tuple[int, int] | None:
     return (a.block_offset, a.gpus)
 
 
-def _holders(grid: list[list[str]], steps: range, block: tuple[int, int], skip: str) -> list[str]:
-    o, g = block
-    seen: dict[str, None] = {}
-    for t in steps:
-        if t >= len(grid):
-            break
-        row = grid[t]
-        for x in range(o, min(o + g, len(row))):
-            if row[x] and row[x] != skip:
-                seen.setdefault(row[x])
-    return list(seen)
-
-
 def _names(ids: Sequence[str], describe: Callable[[str], str], k: int = 3) -> str:
     shown = [describe(i) for i in ids[:k]]
     n = len(ids) - k
@@ -334,8 +322,8 @@ def explain(base_problem: Problem, base_plan: Plan, applied: Applied, new_plan: 
     H = p_new.horizon_steps
     base_a = {a.job_id: a for a in base_plan.assignments}
     new_a = {a.job_id: a for a in new_plan.assignments}
-    g_base = base_plan.owner_grid(base_problem.n_gpus, H)
-    g_new = new_plan.owner_grid(p_new.n_gpus, H)
+    occ_base = Occupancy.of(base_plan, base_problem.n_gpus, H)
+    occ_new = Occupancy.of(new_plan, p_new.n_gpus, H)
     up_base = base_problem.n_gpus - len(base_problem.down_gpus)
     up_new = p_new.n_gpus - len(p_new.down_gpus)
     free_base = [up_base - b - r for b, r in zip(_batch_used(base_plan, H), _rt_used(base_plan, H))]
@@ -409,7 +397,7 @@ def explain(base_problem: Problem, base_plan: Plan, applied: Applied, new_plan: 
             a = a_n
             assert a is not None and a.end_step is not None
             steps = range(s_n, min(a.end_step, s_b if s_b is not None else H, H))
-            holders = _holders(g_base, steps, blk_n, jid)
+            holders = list(occ_base.holders(steps, *blk_n, exclude=jid))
             on_added = sorted(added_gpus & set(range(blk_n[0], blk_n[0] + blk_n[1])))
             if on_added:
                 gain.append(f"runs on added GPUs [{on_added[0]}, {on_added[-1] + 1})")
@@ -440,7 +428,7 @@ def explain(base_problem: Problem, base_plan: Plan, applied: Applied, new_plan: 
             steps = range(s_b, min(a.end_step, s_n if s_n is not None else H, H))
             lost = sorted(new_down & set(range(blk_b[0], blk_b[0] + blk_b[1])))
             need = _smallest_size(p_new, jid, blk_b[1])
-            holders = _holders(g_new, steps, blk_b, jid)
+            holders = list(occ_new.holders(steps, *blk_b, exclude=jid))
             if s_n is None and not _fits_somewhere(p_new, need):
                 gain.append(f"no aligned block of {need} GPUs is fully up any more ({up_new} GPUs up)")
                 holders = []

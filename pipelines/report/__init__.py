@@ -3,6 +3,8 @@
 - :mod:`pipelines.report.basics`: :class:`ReportInputs`, the table's schema, times and GPU use per step;
 - :mod:`pipelines.report.calibration`: real-time coverage risk from measured calibration (coverage per
   service and hour band, P(demand > plan) per step);
+- :mod:`pipelines.report.planview`: :class:`PlanView`, the plan as arrays for the wait reasons and risks (who
+  holds which GPUs when is :class:`optimizer.occupancy.Occupancy`, shared with the what-if explanations);
 - :mod:`pipelines.report.waits`: why a queued job waits, at its own earliest feasible step;
 - :mod:`pipelines.report.risks`: the long table (:data:`REPORT_COLUMNS`): durations at the planned size,
   real deadlines, jobs at risk, idle windows, long holders, queue ETA and outlook;
@@ -20,6 +22,7 @@ from pipelines.report.grid import display_grid
 from pipelines.report.html import render_html
 from pipelines.report.numbers import PLANNED_METRICS, headline, planned_metrics
 from pipelines.report.page import explain_rt_status, md_table, render_page, status_text, write_risk_report
+from pipelines.report.planview import plan_view
 from pipelines.report.plots import (
     KIND_COLORS,
     PLOT_LOCK,
@@ -43,7 +46,7 @@ from pipelines.report.risks import (
     planned_durations_h,
     queue_outlook,
 )
-from pipelines.report.waits import LONG_HOLD_H, plan_view, size_text, wait_reason
+from pipelines.report.waits import LONG_HOLD_H, size_text, wait_reason
 
 __all__ = [
     "COVERAGE_TARGET", "IDLE_MIN_H", "KIND_COLORS", "LONG_HOLD_H", "PLANNED_METRICS", "PLOT_LOCK", "REPORT_COLUMNS",

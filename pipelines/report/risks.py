@@ -46,7 +46,8 @@ from pipelines.report.basics import (
     usage,
 )
 from pipelines.report.calibration import Z90, calibrate, calibration_rows, exceed_probability
-from pipelines.report.waits import PlanView, block_text, cannot_fit, is_long_holder, plan_view, size_text, wait_reason
+from pipelines.report.planview import PlanView, plan_view
+from pipelines.report.waits import block_text, cannot_fit, is_long_holder, size_text, wait_reason
 
 __all__ = [
     "IDLE_MIN_H", "REPORT_COLUMNS", "Z90", "ReportInputs", "build_report_table", "coverage_risks",

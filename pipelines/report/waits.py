@@ -31,14 +31,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from optimizer.capacity import service_need
 from optimizer.verify import max_wait_violations
-from pipelines.report.basics import ReportInputs, clock, hours_text, plural, step_ts, up_gpus
+from pipelines.report.basics import ReportInputs, clock, hours_text, plural, step_ts
+from pipelines.report.planview import PlanView, plan_view
 
 #: A holder of at least one node's GPUs for longer than this (hours, from its start or the plan start)
 #: is flagged "long holder".
@@ -47,78 +47,6 @@ LONG_HOLD_H = 24.0
 MAX_HOLDERS_NAMED = 4
 #: Planners that keep a queue order of their own (``optimizer.baselines``).
 BASELINE_PLANNERS = ("fifo", "easy", "easy_backfill", "priority", "priority_backfill")
-
-
-@dataclass(frozen=True)
-class PlanView:
-    """The plan as arrays for the wait reasons (built once per report by :func:`plan_view`).
-
-    Attributes:
-        H, N, n_up: steps, GPUs, GPUs up; ``gpn``: GPUs per node.
-        owner: (H, N) int index into ``ids`` of the batch job holding each GPU, -1 free (down GPUs -2).
-        ids: job ids (queued and running) in assignment order; ``start``/``end``/``gpus``/``offset``: per id
-            (``offset``: the first GPU of its block).
-        running: ids of running jobs.
-        batch / rt / idle: GPUs per step in batch work, real-time, neither (H,).
-        need: (services, H) real-time need (:func:`optimizer.capacity.service_need`); ``demand_floor``:
-            (services, H) P90 demand within each band (no swap cap).
-        fixed: (H, N) bool, GPUs held by running jobs or down.
-        running_gpus: (H,) GPUs of running jobs.
-    """
-
-    H: int
-    N: int
-    n_up: int
-    gpn: int
-    owner: np.ndarray
-    ids: tuple[str, ...]
-    start: dict[str, int]
-    end: dict[str, int]
-    gpus: dict[str, int]
-    offset: dict[str, int]
-    running: frozenset[str]
-    batch: np.ndarray
-    rt: np.ndarray
-    idle: np.ndarray
-    need: np.ndarray
-    demand_floor: np.ndarray
-    fixed: np.ndarray
-    running_gpus: np.ndarray
-
-
-def plan_view(inp: ReportInputs) -> PlanView:
-    """The arrays of :class:`PlanView` for ``inp``'s problem and plan."""
-    problem, plan = inp.problem, inp.plan
-    H, N = problem.horizon_steps, problem.n_gpus
-    owner = np.full((H, N), -1, dtype=np.int64)
-    down = list(getattr(problem, "down_gpus", ()) or ())
-    if down:
-        owner[:, down] = -2
-    ids, start, end, gpus, offset, running = [], {}, {}, {}, {}, set()
-    for a in plan.assignments:
-        if a.start_step is None or a.gpus is None or a.block_offset is None or a.end_step is None:
-            continue
-        k = len(ids)
-        ids.append(a.job_id)
-        start[a.job_id], end[a.job_id], gpus[a.job_id] = int(a.start_step), int(a.end_step), int(a.gpus)
-        offset[a.job_id] = int(a.block_offset)
-        if a.running:
-            running.add(a.job_id)
-        owner[max(0, a.start_step):min(H, a.end_step), a.block_offset:a.block_offset + a.gpus] = k
-    batch = (owner >= 0).sum(axis=1)
-    rt = np.zeros(H, dtype=np.int64)
-    for v in plan.service_gpus.values():
-        rt += np.asarray(v[:H], dtype=np.int64)
-    n_up = up_gpus(problem)
-    run_idx = [i for i, j in enumerate(ids) if j in running]
-    fixed = np.isin(owner, run_idx) | (owner == -2)
-    running_gpus = np.isin(owner, run_idx).sum(axis=1)
-    need = service_need(problem) if problem.services else np.zeros((0, H), dtype=np.int64)
-    floor = np.array([np.clip(np.asarray(s.demand_gpus[:H], dtype=np.int64), s.min_gpus, s.max_gpus)
-                      for s in problem.services], dtype=np.int64).reshape(len(problem.services), H)
-    return PlanView(H=H, N=N, n_up=n_up, gpn=int(problem.cluster.gpus_per_node), owner=owner, ids=tuple(ids),
-                    start=start, end=end, gpus=gpus, offset=offset, running=frozenset(running), batch=batch, rt=rt,
-                    idle=n_up - batch - rt, need=need, demand_floor=floor, fixed=fixed, running_gpus=running_gpus)
 
 
 def size_text(job: Any) -> str:
@@ -161,12 +89,7 @@ def names_text(items: Sequence[str], limit: int = MAX_HOLDERS_NAMED) -> str:
 
 def _block_holders(view: PlanView, t: int, o: int, s: int, exclude: str) -> list[tuple[str, int]]:
     """Batch jobs holding GPUs of block ``[o, o+s)`` at step ``t`` (id, GPUs in the block), latest end first."""
-    cells = view.owner[t, o:o + s]
-    counts: dict[str, int] = {}
-    for k in cells[cells >= 0]:
-        jid = view.ids[int(k)]
-        if jid != exclude:
-            counts[jid] = counts.get(jid, 0) + 1
+    counts = view.occupancy.holders(range(t, t + 1), o, s, exclude=exclude)
     return sorted(counts.items(), key=lambda kv: (-view.end[kv[0]], -kv[1], kv[0]))
 
 
@@ -332,8 +255,7 @@ def _overlap(view: PlanView, job_id: str, o: int, s: int) -> int:
 
 def _block_chain(view: PlanView, t0: int, t1: int, o: int, s: int, exclude: str) -> list[str]:
     """Batch jobs holding any GPU of block ``[o, o+s)`` during steps ``[t0, t1)``, latest end first."""
-    cells = view.owner[t0:t1, o:o + s]
-    found = {view.ids[int(k)] for k in np.unique(cells[cells >= 0])} - {exclude}
+    found = view.occupancy.holders(range(t0, t1), o, s, exclude=exclude)
     return sorted(found, key=lambda j: (-view.end[j], -view.start[j], j))
 
 
