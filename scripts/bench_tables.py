@@ -32,8 +32,8 @@ BEGIN, END = "<!-- BEGIN bench_tables -->", "<!-- END bench_tables -->"
 
 
 def quick_in_tests() -> bool:
-    """True when the test suite runs ``gpuplan bench --quick`` (tests/simulate/test_bench.py)."""
-    p = ROOT / "tests" / "simulate" / "test_bench.py"
+    """True when the test suite runs ``gpuplan bench --quick`` (tests/pipelines/bench/test_bench.py)."""
+    p = ROOT / "tests" / "pipelines" / "bench" / "test_bench.py"
     return p.is_file() and '"--quick"' in p.read_text()
 
 

@@ -255,7 +255,7 @@ def goals(df: pd.DataFrame, run: Mapping[str, Any] | None = None, quick_in_tests
                 g["figure"] = f"--quick window, not graded: {g['figure']}"
     if quick_in_tests is not None:
         add("bench --quick stays in the test suite", quick_in_tests,
-            "tests/simulate/test_bench.py runs gpuplan bench --quick" if quick_in_tests else "not found")
+            "tests/pipelines/bench/test_bench.py runs gpuplan bench --quick" if quick_in_tests else "not found")
     return out
 
 

@@ -14,7 +14,7 @@ from optimizer.scenarios import SimJob, SimService, build, offered_load_total
 from pipelines import trace_io
 from pipelines.catalog import load_real_trace
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SHARED = Path(os.environ.get("GPUPLAN_SHARED_DATA", ROOT.parent / "shared" / "data"))
 DAY = 120
 T0 = DAY * 86_400

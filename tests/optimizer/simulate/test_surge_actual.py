@@ -19,7 +19,7 @@ from optimizer.metrics import compute
 from optimizer.problem import Cluster, PlanSettings
 from optimizer.scenarios import Scenario, SimService
 from optimizer.simulate import SURGE_REASON, planner_fn, simulate
-from tests.simulate.sim_helpers import greedy_plan
+from sim_helpers import greedy_plan
 
 
 def two_services() -> Scenario:

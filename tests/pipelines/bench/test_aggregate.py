@@ -11,7 +11,7 @@ import pytest
 from pipelines.bench.aggregate import aggregate, goals, paired, read_rows, split_label
 from pipelines.errors import InputError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 HAND_CSV = """scenario,planner,utilization_pct,value,rt_sla_pct,exact_forecasts,bound_value,value_of_bound_pct
 diurnal_peak@0,milp,90,110,100,1,120,95
