@@ -14,12 +14,12 @@ Step 1: the residuals of step 0 (a 0, b 2) give margins 0 and 2: planned (1, 3),
 from __future__ import annotations
 
 import pytest
+from sim_helpers import greedy_plan
 
 from optimizer.metrics import compute
 from optimizer.problem import Cluster, PlanSettings
 from optimizer.scenarios import Scenario, SimService
 from optimizer.simulate import SURGE_REASON, planner_fn, simulate
-from sim_helpers import greedy_plan
 
 
 def two_services() -> Scenario:
