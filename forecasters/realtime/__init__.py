@@ -16,9 +16,10 @@ Public API (pure; no file IO):
 """
 
 from forecasters.realtime.backtest import backtest
-from forecasters.realtime.combine import Combined, CombineSettings, fit_combined, forecast_combined, reanchor
+from forecasters.realtime.combine import fit_combined, forecast_combined, reanchor
 from forecasters.realtime.gpus import to_gpus
 from forecasters.realtime.ingest import OFFGRID_RULES, IngestSettings, daily_totals, ingest
+from forecasters.realtime.model import Combined, CombineSettings
 from forecasters.realtime.profile import (
     Profile,
     ProfileSettings,

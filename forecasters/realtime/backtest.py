@@ -13,8 +13,10 @@ import pandas as pd
 
 from forecasters import metrics as M
 from forecasters.errors import InputError
-from forecasters.realtime.combine import CANDIDATES, CombineSettings, fit_combined, forecast_combined, reanchor
+from forecasters.realtime.candidates import CANDIDATES
+from forecasters.realtime.combine import fit_combined, forecast_combined, reanchor
 from forecasters.realtime.ingest import IngestSettings, ingest
+from forecasters.realtime.model import CombineSettings
 from forecasters.realtime.profile import ProfileSettings
 
 VARIANTS = ("day_ahead", "hourly_recal")
