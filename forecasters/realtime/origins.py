@@ -16,7 +16,8 @@ from forecasters.errors import InputError
 from forecasters.realtime.candidates import CANDIDATES, CandidateInput, Path
 from forecasters.realtime.ingest import impute_hours
 from forecasters.realtime.model import CombineSettings, OriginFit
-from forecasters.realtime.profile import Profile, fit_profile, recalibrate
+from forecasters.realtime.profile import Profile, recalibrate
+from forecasters.realtime.profile_fit import fit_profile
 
 
 def _key(series: pd.Series, masks: tuple[np.ndarray, ...], o: int, tag: str) -> str:
