@@ -14,7 +14,7 @@ y[t-1]`` and ``seas7 = m7(t) - m7(t-1)`` (``m7`` the mean of the same hour over 
 ``d24 = y[t-24] - y[t-25]``, ``gap24 = y[t-24] - y[t-1]``, ``hour`` (UTC hour of day) and ``d168 =
 y[t-168] - y[t-169]``. Models of the change ``y[t] - y[t-1]``:
 
-* ``lad:<features>``: least absolute deviations (:func:`forecasters.realtime.combine.lad_fit`, the score is
+* ``lad:<features>``: least absolute deviations (:func:`forecasters.realtime.hourly.lad_fit`, the score is
   MAE) on the listed features, no intercept (all coefficients 0 = persistence);
 * ``lightgbm``: LightGBM (objective L1, 100 trees, learning rate 0.05, 8 leaves) on all eight features;
 * ``oracle (in-sample)``: LAD on the 7 numeric features plus an intercept fitted ON THE SCORED HOURS
@@ -67,7 +67,7 @@ def evaluate(name: str, df, timezone: str, use_lightgbm: bool) -> dict[str, floa
     import pandas as pd
 
     from forecasters.realtime import ingest
-    from forecasters.realtime.combine import lad_fit
+    from forecasters.realtime.hourly import lad_fit
 
     series, diag = ingest(df, timezone)
     y = series.to_numpy()

@@ -16,18 +16,12 @@ Public API (pure; no file IO):
 """
 
 from forecasters.realtime.backtest import backtest
-from forecasters.realtime.combine import Combined, CombineSettings, fit_combined, forecast_combined, reanchor
+from forecasters.realtime.combine import fit_combined, forecast_combined, reanchor
 from forecasters.realtime.gpus import to_gpus
 from forecasters.realtime.ingest import OFFGRID_RULES, IngestSettings, daily_totals, ingest
-from forecasters.realtime.profile import (
-    Profile,
-    ProfileSettings,
-    fit_profile,
-    fitted,
-    forecast,
-    hour_of_week_profile,
-    recalibrate,
-)
+from forecasters.realtime.model import Combined, CombineSettings
+from forecasters.realtime.profile import Profile, ProfileSettings, fitted, forecast, hour_of_week_profile, recalibrate
+from forecasters.realtime.profile_fit import fit_profile
 
 __all__ = [
     "OFFGRID_RULES",

@@ -8,13 +8,17 @@ planning run would see it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import pandas as pd
 
 from forecasters import metrics as M
 from forecasters.errors import InputError
-from forecasters.realtime.combine import CANDIDATES, CombineSettings, fit_combined, forecast_combined, reanchor
+from forecasters.realtime.candidates import CANDIDATES
+from forecasters.realtime.combine import fit_combined, forecast_combined, reanchor
 from forecasters.realtime.ingest import IngestSettings, ingest
+from forecasters.realtime.model import CombineSettings
 from forecasters.realtime.profile import ProfileSettings
 
 VARIANTS = ("day_ahead", "hourly_recal")
@@ -110,6 +114,55 @@ def backtest(
     idx = series.index
     masked = idx.isin(_iso_set(exclude))
     out_idx = _iso_set(outliers)
+    origins = _origins(idx, test_start, n_days, horizon_h)
+    pos = {t: i for i, t in enumerate(idx)}
+    y = series.to_numpy(dtype=float)
+    # position of the last observed (not masked) hour at or before each hour; the first hour if none
+    last_obs = np.maximum(np.maximum.accumulate(np.where(masked, -1, np.arange(len(y)))), 0)
+    memo: dict = {}
+    acc = _Scores(rows={v: [] for v in VARIANTS}, cand_err={c: [] for c in CANDIDATES})
+    per_origin, skipped, used = [], [], []
+    comb = None
+    for o in origins:
+        io = pos[o]
+        end = min(io + horizon_h, len(idx))
+        try:
+            hist, imputed, flagged, day_imputed, day_flagged = _histories(series, masked, io, end, timezone,
+                                                                          reingest, ingest_settings)
+        except InputError as exc:
+            skipped.append({"origin": o.isoformat(), "reason": str(exc)})
+            continue
+        comb = fit_combined(hist, timezone, exclude=imputed, outliers=flagged.union(out_idx[out_idx < o]),
+                            settings=settings, memo=memo)
+        day_out = day_flagged.union(out_idx[out_idx < idx[end - 1]])
+        sae, n_scored = _score_origin(series, y, masked, last_obs, comb, o, io, end, day_imputed, day_out, acc)
+        used.append(o)
+        per_origin.append({"origin": o.isoformat(), "weights": dict(comb.weights),
+                           "hourly": comb.hourly_model, "n_hours": n_scored, "sae": sae,
+                           "status": comb.status})
+    if comb is None:
+        raise InputError(f"backtest: no origin could be evaluated ({skipped[0]['reason'] if skipped else ''})")
+    cands, hours = _summary(acc)
+    return {"variants": {v: _metrics(np.array(r)) for v, r in acc.rows.items()}, "candidates": cands,
+            "origins": [o.isoformat() for o in used], "n_days": len(used), "skipped": skipped,
+            "per_origin": per_origin, "status": comb.status, "method": comb.method, "hours": hours}
+
+
+@dataclass
+class _Scores:
+    """What the origins accumulate.
+
+    Per variant the scored rows (actual, snaive168, naive24, persistence, persistence_obs, p50, p90), per
+    candidate its absolute errors (own, naive24, snaive168, 1), and the day-ahead rows' stamps.
+    """
+
+    rows: dict[str, list[tuple[float, ...]]]
+    cand_err: dict[str, list[tuple[float, float, float, float]]]
+    hour_ts: list[str] = field(default_factory=list)  # the scored hours of rows["day_ahead"], in order
+
+
+def _origins(idx: pd.DatetimeIndex, test_start, n_days: int | None, horizon_h: int) -> list[pd.Timestamp]:
+    """The daily origins of the test window; ``InputError`` when too short for 168 h of lag or off the grid."""
     start = idx[0] + pd.Timedelta(hours=168) if test_start is None else pd.Timestamp(test_start)
     last_origin = idx[-1] - pd.Timedelta(hours=horizon_h - 1)
     count = n_days if n_days is not None else max(int((last_origin - start) / pd.Timedelta(hours=24)) + 1, 0)
@@ -118,79 +171,72 @@ def backtest(
     if not origins or start - pd.Timedelta(hours=168) < idx[0]:
         raise InputError(f"backtest: series {idx[0]}..{idx[-1]} too short for a test window from {start} "
                          "with 168 h of lag")
-    pos = {t: i for i, t in enumerate(idx)}
-    off_grid = [o for o in origins if o not in pos]
+    on_grid = set(idx)
+    off_grid = [o for o in origins if o not in on_grid]
     if off_grid:
         raise InputError(f"backtest: origin {off_grid[0].isoformat()} is not an hour of the series "
                          "(test_start must be on the series' hourly grid)")
-    y = series.to_numpy(dtype=float)
-    # position of the last observed (not masked) hour at or before each hour; the first hour if none
-    last_obs = np.maximum(np.maximum.accumulate(np.where(masked, -1, np.arange(len(y)))), 0)
-    memo: dict = {}
-    rows: dict[str, list[tuple[float, ...]]] = {v: [] for v in VARIANTS}
-    cand_err: dict[str, list[tuple[float, float, float, float]]] = {c: [] for c in CANDIDATES}
-    per_origin, skipped, used = [], [], []
-    hour_ts: list[str] = []  # the scored hours of rows["day_ahead"], in order
-    comb = None
-    for o in origins:
-        io = pos[o]
-        end = min(io + horizon_h, len(idx))
-        try:
-            if reingest:
-                hist, imputed, flagged = _prefix(series, masked, io, timezone, ingest_settings)
-                _, day_imputed, day_flagged = _prefix(series, masked, end, timezone, ingest_settings)
-            else:
-                hist, imputed, flagged = series.iloc[:io], idx[:io][masked[:io]], idx[:0]
-                day_imputed, day_flagged = idx[:end][masked[:end]], idx[:0]
-        except InputError as exc:
-            skipped.append({"origin": o.isoformat(), "reason": str(exc)})
+    return origins
+
+
+def _histories(series: pd.Series, masked: np.ndarray, io: int, end: int, timezone: str, reingest: bool,
+               st: IngestSettings | None):
+    """The history before position ``io`` and the flags: ``(hist, imputed, flagged, day_imputed, day_flagged)``.
+
+    With ``reingest`` both from ingest (of the hours before ``io``, and of those before ``end`` for the
+    day's anchors); else the series as given with the masked hours as imputed and nothing flagged.
+    """
+    idx = series.index
+    if reingest:
+        hist, imputed, flagged = _prefix(series, masked, io, timezone, st)
+        _, day_imputed, day_flagged = _prefix(series, masked, end, timezone, st)
+        return hist, imputed, flagged, day_imputed, day_flagged
+    return series.iloc[:io], idx[:io][masked[:io]], idx[:0], idx[:end][masked[:end]], idx[:0]
+
+
+def _score_origin(series: pd.Series, y: np.ndarray, masked: np.ndarray, last_obs: np.ndarray, comb, o: pd.Timestamp,
+                  io: int, end: int, day_imputed, day_out, acc: _Scores) -> tuple[dict[str, float], int]:
+    """Score one origin's hours ``[io, end)`` into ``acc``: ``(sums of absolute errors per forecast, hours)``."""
+    idx = series.index
+    fc = forecast_combined(comb, end - io, start=o)
+    cpred = {c: comb.fit.predict(c, np.arange(end - io)) for c in CANDIDATES
+             if c == "profile" or c in comb.fit.paths}
+    sae = dict.fromkeys(("day_ahead", "hourly_recal", "naive24", "snaive168", "persistence", "persistence_obs"),
+                        0.0)
+    n_scored = 0
+    for h in range(end - io):
+        i = io + h
+        if masked[i]:
             continue
-        comb = fit_combined(hist, timezone, exclude=imputed, outliers=flagged.union(out_idx[out_idx < o]),
-                            settings=settings, memo=memo)
-        fc = forecast_combined(comb, end - io, start=o)
-        day_out = day_flagged.union(out_idx[out_idx < idx[end - 1]])
-        cpred = {c: comb.fit.predict(c, np.arange(end - io)) for c in CANDIDATES
-                 if c == "profile" or c in comb.fit.paths}
-        sae = dict.fromkeys(("day_ahead", "hourly_recal", "naive24", "snaive168", "persistence", "persistence_obs"),
-                            0.0)
-        n_scored = 0
-        for h in range(end - io):
-            i = io + h
-            if masked[i]:
-                continue
-            base = (y[i], y[i - 168], y[i - 24], y[i - 1], y[last_obs[i - 1]])
-            rows["day_ahead"].append(base + (fc["p50"].iat[h], fc["p90"].iat[h]))
-            hour_ts.append(idx[i].isoformat())
-            hr = forecast_combined(reanchor(comb, series.iloc[io:i], exclude=day_imputed, outliers=day_out), 1,
-                                   start=idx[i])
-            rows["hourly_recal"].append(base + (hr["p50"].iat[0], hr["p90"].iat[0]))
-            for c, p in cpred.items():
-                cand_err[c].append((abs(y[i] - p[h]), abs(y[i] - y[i - 24]), abs(y[i] - y[i - 168]), 1.0))
-            for k, v in (("day_ahead", fc["p50"].iat[h]), ("hourly_recal", hr["p50"].iat[0]), ("naive24", y[i - 24]),
-                         ("snaive168", y[i - 168]), ("persistence", y[i - 1]),
-                         ("persistence_obs", y[last_obs[i - 1]])):
-                sae[k] += abs(y[i] - float(v))
-            n_scored += 1
-        used.append(o)
-        per_origin.append({"origin": o.isoformat(), "weights": dict(comb.weights),
-                           "hourly": comb.hourly_model, "n_hours": n_scored, "sae": sae,
-                           "status": comb.status})
-    if comb is None:
-        raise InputError(f"backtest: no origin could be evaluated ({skipped[0]['reason'] if skipped else ''})")
-    out = {v: _metrics(np.array(r)) for v, r in rows.items()}
+        base = (y[i], y[i - 168], y[i - 24], y[i - 1], y[last_obs[i - 1]])
+        acc.rows["day_ahead"].append(base + (fc["p50"].iat[h], fc["p90"].iat[h]))
+        acc.hour_ts.append(idx[i].isoformat())
+        hr = forecast_combined(reanchor(comb, series.iloc[io:i], exclude=day_imputed, outliers=day_out), 1,
+                               start=idx[i])
+        acc.rows["hourly_recal"].append(base + (hr["p50"].iat[0], hr["p90"].iat[0]))
+        for c, p in cpred.items():
+            acc.cand_err[c].append((abs(y[i] - p[h]), abs(y[i] - y[i - 24]), abs(y[i] - y[i - 168]), 1.0))
+        for k, v in (("day_ahead", fc["p50"].iat[h]), ("hourly_recal", hr["p50"].iat[0]), ("naive24", y[i - 24]),
+                     ("snaive168", y[i - 168]), ("persistence", y[i - 1]),
+                     ("persistence_obs", y[last_obs[i - 1]])):
+            sae[k] += abs(y[i] - float(v))
+        n_scored += 1
+    return sae, n_scored
+
+
+def _summary(acc: _Scores) -> tuple[dict, dict]:
+    """Each candidate's MAE and MASE against naive 24 h / seasonal naive 168 h, and the day-ahead hours' columns."""
     cands = {}
-    for c, e in cand_err.items():
+    for c, e in acc.cand_err.items():
         if not e:
             continue
         a = np.array(e)
         cands[c] = {"mae": float(a[:, 0].mean()), "mase_naive24": _ratio(a[:, 0].sum(), a[:, 1].sum()),
                     "mase_snaive168": _ratio(a[:, 0].sum(), a[:, 2].sum()), "n_hours": int(len(a))}
     cols = ("actual", "snaive168", "naive24", "persistence", "persistence_obs", "p50", "p90")
-    day = np.array(rows["day_ahead"]).reshape(-1, len(cols))
-    hours = {"ts": hour_ts, **{k: [float(v) for v in day[:, j]] for j, k in enumerate(cols)}}
-    return {"variants": out, "candidates": cands, "origins": [o.isoformat() for o in used], "n_days": len(used),
-            "skipped": skipped, "per_origin": per_origin, "status": comb.status, "method": comb.method,
-            "hours": hours}
+    day = np.array(acc.rows["day_ahead"]).reshape(-1, len(cols))
+    hours = {"ts": acc.hour_ts, **{k: [float(v) for v in day[:, j]] for j, k in enumerate(cols)}}
+    return cands, hours
 
 
 def _ratio(a: float, b: float) -> float:

@@ -95,54 +95,17 @@ def ingest(
             missing share above ``settings.max_missing_share`` (states the share and the longest gap).
     """
     st = settings or IngestSettings()
-    if offgrid_rule not in OFFGRID_RULES:
-        raise InputError(f"offgrid_rule {offgrid_rule!r}: expected one of {OFFGRID_RULES}")
-    for col in ("ts", "value"):
-        if col not in df.columns:
-            raise InputError(f"traffic: missing column {col!r}; expected ts, value[, service]")
-    if "service" in df.columns:
-        services = pd.unique(df["service"].dropna())
-        if len(services) > 1:
-            raise InputError(f"traffic: {len(services)} services in one file ({list(services)[:5]}); "
-                             "pass one service at a time")
+    _check_frame(df, offgrid_rule)
     rows_in = int(len(df))
-    if rows_in == 0:
-        raise InputError("traffic: no rows")
-
     values = _numeric_values(df["value"])
     ts_utc, ambiguous, found = _to_utc(df["ts"], timezone)
     clock, zone_status, zone_message = resolve_clock(timezone, found)
 
     frame = pd.DataFrame({"ts": ts_utc, "value": values, "order": np.arange(rows_in)})
-    # Exact duplicates (same instant): identical values (or NaN beside a value) are dropped and counted;
-    # different values are a conflict we refuse to resolve silently.
-    frame = frame.sort_values(["ts", "order"], kind="stable")
-    dup_mask = frame.duplicated("ts", keep=False)
-    duplicates_dropped = 0
-    if dup_mask.any():
-        keep_rows = []
-        for stamp, grp in frame[dup_mask].groupby("ts", sort=True):
-            vals = grp["value"].dropna().unique()
-            if len(vals) > 1:
-                hour = stamp.floor("h").strftime("%Y-%m-%dT%H:%MZ")
-                shown = ", ".join(f"{v:g}" for v in vals)
-                raise InputError(f"traffic: conflicting duplicate values at {stamp.isoformat()} "
-                                 f"(UTC hour {hour}): {shown}; remove one before ingest")
-            pick = grp[grp["value"].notna()].index[:1] if len(vals) else grp.index[:1]
-            keep_rows.extend(pick)
-            duplicates_dropped += len(grp) - 1
-        frame = pd.concat([frame[~dup_mask], frame.loc[keep_rows]]).sort_values("ts", kind="stable")
-
-    on_grid = frame["ts"] == frame["ts"].dt.floor("h")
-    off_grid = int((~on_grid).sum())
+    frame, duplicates_dropped = _drop_duplicates(frame)
+    off_grid = int((frame["ts"] != frame["ts"].dt.floor("h")).sum())
     frame["hour"] = frame["ts"].dt.floor("h")
-    valued = frame.dropna(subset=["value"])
-    if offgrid_rule == "max":
-        hourly = valued.groupby("hour")["value"].max()
-    elif offgrid_rule == "mean":
-        hourly = valued.groupby("hour")["value"].mean()
-    else:
-        hourly = valued.sort_values("ts").groupby("hour")["value"].last()
+    hourly = _hourly_values(frame, offgrid_rule)
 
     grid = pd.date_range(frame["hour"].min(), frame["hour"].max(), freq="h", tz="UTC")
     series = hourly.reindex(grid).astype("float64")
@@ -187,6 +150,57 @@ def ingest(
         "level_shift": None if shift is None else {**shift.to_dict(), "message": shift.describe()},
     }
     return series, diagnostics
+
+
+def _check_frame(df: pd.DataFrame, offgrid_rule: str) -> None:
+    """Refuse an unknown off-grid rule, a missing column, several services or no rows (``InputError``)."""
+    if offgrid_rule not in OFFGRID_RULES:
+        raise InputError(f"offgrid_rule {offgrid_rule!r}: expected one of {OFFGRID_RULES}")
+    for col in ("ts", "value"):
+        if col not in df.columns:
+            raise InputError(f"traffic: missing column {col!r}; expected ts, value[, service]")
+    if "service" in df.columns:
+        services = pd.unique(df["service"].dropna())
+        if len(services) > 1:
+            raise InputError(f"traffic: {len(services)} services in one file ({list(services)[:5]}); "
+                             "pass one service at a time")
+    if len(df) == 0:
+        raise InputError("traffic: no rows")
+
+
+def _drop_duplicates(frame: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The frame without exact duplicates (same instant), and how many were dropped.
+
+    Identical values (or NaN beside a value) are dropped and counted; different values are a conflict we
+    refuse to resolve silently (``InputError`` naming the UTC hour).
+    """
+    frame = frame.sort_values(["ts", "order"], kind="stable")
+    dup_mask = frame.duplicated("ts", keep=False)
+    duplicates_dropped = 0
+    if dup_mask.any():
+        keep_rows = []
+        for stamp, grp in frame[dup_mask].groupby("ts", sort=True):
+            vals = grp["value"].dropna().unique()
+            if len(vals) > 1:
+                hour = stamp.floor("h").strftime("%Y-%m-%dT%H:%MZ")
+                shown = ", ".join(f"{v:g}" for v in vals)
+                raise InputError(f"traffic: conflicting duplicate values at {stamp.isoformat()} "
+                                 f"(UTC hour {hour}): {shown}; remove one before ingest")
+            pick = grp[grp["value"].notna()].index[:1] if len(vals) else grp.index[:1]
+            keep_rows.extend(pick)
+            duplicates_dropped += len(grp) - 1
+        frame = pd.concat([frame[~dup_mask], frame.loc[keep_rows]]).sort_values("ts", kind="stable")
+    return frame, duplicates_dropped
+
+
+def _hourly_values(frame: pd.DataFrame, offgrid_rule: str) -> pd.Series:
+    """One value per UTC hour from the valued rows: their max, mean or last (``offgrid_rule``)."""
+    valued = frame.dropna(subset=["value"])
+    if offgrid_rule == "max":
+        return valued.groupby("hour")["value"].max()
+    if offgrid_rule == "mean":
+        return valued.groupby("hour")["value"].mean()
+    return valued.sort_values("ts").groupby("hour")["value"].last()
 
 
 def impute_hours(series: pd.Series, hours, settings: IngestSettings | None = None) -> pd.Series:

@@ -9,18 +9,12 @@ import pandas as pd
 import pytest
 
 from forecasters.errors import InputError
-from forecasters.realtime.combine import (
-    CANDIDATES,
-    CombineSettings,
-    aci_alpha,
-    conformal_quantile,
-    fit_combined,
-    forecast_combined,
-    lad_fit,
-    reanchor,
-    same_hour_mean,
-    ses_level,
-)
+from forecasters.realtime.calibrate import aci_alpha, conformal_quantile
+from forecasters.realtime.candidates import CANDIDATES, ses_level
+from forecasters.realtime.combine import fit_combined, forecast_combined, reanchor
+from forecasters.realtime.hourly import lad_fit
+from forecasters.realtime.model import CombineSettings
+from forecasters.realtime.readable import same_hour_mean
 
 IDX = pd.date_range("2025-06-02T00:00Z", periods=24 * 21, freq="h")  # three weeks from a Monday
 

@@ -11,7 +11,7 @@ import pytest
 from forecasters.errors import InputError
 from forecasters.realtime import to_gpus
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_hand_checked_conversion():

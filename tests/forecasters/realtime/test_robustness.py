@@ -1,6 +1,6 @@
 """Robustness faults of the real-time forecast (DESIGN §4.4): outage hour at the end, masked weekday, range guard.
 
-(Shift up and down: tests/realtime/test_level_shift.py.) Constructed instances with seeded noise; each test
+(Shift up and down: tests/forecasters/realtime/test_level_shift.py.) Constructed instances with seeded noise; each test
 has a negative control showing what the fault did without the rule.
 """
 

@@ -1,0 +1,245 @@
+"""The hourly mode of the real-time combination: a model of the change from the anchor (DESIGN §4.4).
+
+With ``a`` the last readable hour before ``t``, ``C`` the day-ahead combination and ``r`` the same-hour
+reference, each model of :data:`HOURLY_MODELS` forecasts ``y_a + sum_j b_j x_j(t)`` on the
+:data:`HOURLY_FEATURES`; coefficients by least absolute deviations (:func:`lad_fit`); the mode is the
+inverse-MAE combination of the models scored leave-one-day-out, kept only when it beats persistence by the
+one-standard-error rule (:func:`choose_hourly`). Its correction to ``C`` decays by ``rho`` per hour
+(:func:`anchored`, :func:`correction_decay`). Pure, on arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from forecasters.realtime.readable import last_usable_before
+
+#: Features of the hourly model, each known at the anchor hour ``a`` for a target hour ``t > a``: the
+#: day-ahead combination's gap ``C(t) - y_a``, the seasonal change ``r(t) - r(a)`` (``r`` the mean of the same
+#: hour over the last 7 days, :func:`forecasters.realtime.readable.same_hour_mean`) and the last change
+#: ``y_a - y_{a-1}``.
+HOURLY_FEATURES = ("gap_day_ahead", "seasonal_change", "last_change")
+#: The hourly models ``y_a + sum_j b_j x_j(t)``: name -> the features ``x_j`` they use (persistence: none).
+HOURLY_MODELS: dict[str, tuple[str, ...]] = {
+    "persistence": (),
+    "blend": ("gap_day_ahead",),
+    "seasonal": ("seasonal_change",),
+    "blend_seasonal": ("gap_day_ahead", "seasonal_change"),
+    "full": HOURLY_FEATURES,
+}
+
+
+@dataclass(frozen=True)
+class HourlyChoice:
+    """The hourly mode chosen on the backtest (:func:`choose_hourly`).
+
+    Attributes:
+        kind: ``"combination"`` or ``"persistence"``.
+        coef: coefficients on :data:`HOURLY_FEATURES`, shape ``(3,)`` (all 0 for persistence).
+        weights: model -> weight in the combination (``{"persistence": 1.0}`` for persistence).
+        pred / actual: the kind's out-of-day one-hour predictions and the actuals they forecast, shapes ``(m,)``.
+        scores: leave-one-day-out MAE of ``hourly`` (the kind), ``persistence``, ``combination``, each model,
+            and ``day_ahead`` (the combination of candidates alone); empty with fewer than 2 days.
+    """
+
+    kind: str
+    coef: np.ndarray
+    weights: dict[str, float]
+    pred: np.ndarray
+    actual: np.ndarray
+    scores: dict[str, float]
+
+
+def lad_fit(x: np.ndarray, z: np.ndarray, iterations: int = 30) -> np.ndarray:
+    """Least-absolute-deviations coefficients: ``b`` minimising ``sum_i |z_i - x_i b|`` (no intercept).
+
+    Iteratively reweighted least squares (Schlossmacher, "An iterative technique for absolute deviations curve
+    fitting", JASA 68, 1973): from the least-squares fit, weighted least squares (normal equations) with weights
+    ``1 / max(|r_i|, eps)`` (``eps`` = 1e-6 x the mean ``|z|``), at most ``iterations`` times and until the
+    sum of absolute residuals improves by less than 1e-6 of itself; the coefficients with the lowest sum seen
+    are kept, then replaced by the exact fit through the ``k``
+    points nearest them when that is no worse (an L1 fit passes through ``k`` points: a vertex of its linear
+    programme). Rank-deficient designs (a feature that is always 0) get the least-squares solution of the
+    singular normal equations (``numpy.linalg.lstsq``).
+
+    Args:
+        x: design, shape ``(n, k)`` (``k`` may be 0: an empty result).
+        z: targets, shape ``(n,)``.
+        iterations: reweighting steps at most (30).
+
+    Returns:
+        Coefficients, shape ``(k,)``.
+    """
+    x = np.asarray(x, dtype=float)
+    z = np.asarray(z, dtype=float)
+    if x.shape[1] == 0 or z.size == 0:
+        return np.zeros(x.shape[1])
+    b = np.linalg.lstsq(x, z, rcond=None)[0]
+    best, best_obj = b, float(np.abs(z - x @ b).sum())
+    eps = 1e-6 * (float(np.abs(z).mean()) + 1e-300)
+    for _ in range(iterations):
+        xw = x.T / np.maximum(np.abs(z - x @ b), eps)
+        a = xw @ x
+        try:
+            b = np.linalg.solve(a, xw @ z)
+        except np.linalg.LinAlgError:
+            b = np.linalg.lstsq(a, xw @ z, rcond=None)[0]
+        obj = float(np.abs(z - x @ b).sum())
+        if obj < best_obj:
+            done = obj > best_obj * (1 - 1e-6)
+            best, best_obj = b, obj
+            if done:
+                break
+        else:
+            break
+    # polish: an L1 fit passes through k of the points (a vertex of the linear programme); the k points
+    # nearest the IRLS fit, solved exactly, replace it when they are no worse
+    k = x.shape[1]
+    near = np.argsort(np.abs(z - x @ best), kind="stable")[:k]
+    if near.size == k and abs(np.linalg.det(x[near])) > 1e-12 * max(float(np.abs(x[near]).max()) ** k, 1e-300):
+        exact = np.linalg.solve(x[near], z[near])
+        if float(np.abs(z - x @ exact).sum()) <= best_obj:
+            best = exact
+    return best
+
+
+def hourly_features(day_ahead: np.ndarray, anchor_value: np.ndarray | float, ref_t: np.ndarray,
+                    ref_a: np.ndarray | float, last_change: np.ndarray | float) -> np.ndarray:
+    """The :data:`HOURLY_FEATURES` of target hours from their anchors; shape ``(n, 3)``.
+
+    ``gap_day_ahead = C(t) - y_a`` (``day_ahead`` = ``C``), ``seasonal_change = r(t) - r(a)`` (0 where either
+    reference is NaN), ``last_change`` as given. All in series units per hour; inputs broadcast to ``(n,)``.
+    """
+    c, ya = np.asarray(day_ahead, dtype=float), np.asarray(anchor_value, dtype=float)
+    rt, ra = np.asarray(ref_t, dtype=float), np.asarray(ref_a, dtype=float)
+    seas = np.where(np.isfinite(rt) & np.isfinite(ra), rt - ra, 0.0)
+    gap = c - ya
+    n = np.broadcast(gap, seas, np.asarray(last_change)).shape
+    return np.column_stack([np.broadcast_to(gap, n), np.broadcast_to(seas, n),
+                            np.broadcast_to(np.asarray(last_change, dtype=float), n)])
+
+
+def anchored(day: np.ndarray, k: np.ndarray, anchor_value: float, anchor_change: float, ref_t: np.ndarray,
+             ref_a: float, coef: np.ndarray, rho: float) -> np.ndarray:
+    """P50 with the hourly model: ``C(t) + rho ** (k - 1) (H(t) - C(t))`` at ``k >= 1`` hours after the anchor.
+
+    ``H(t) = y_a + x(t) coef`` (:func:`hourly_features`); ``day`` = ``C``; ``k < 1``: ``C``. Shapes ``(n,)``.
+    """
+    x = hourly_features(day, anchor_value, ref_t, ref_a, anchor_change)
+    h1 = anchor_value + x @ coef
+    wk = np.where(k >= 1, rho ** np.maximum(k - 1, 0), 0.0)
+    return day + wk * (h1 - day)
+
+
+def _lag1(e: np.ndarray, ok: np.ndarray) -> float:
+    pair = ok[1:] & ok[:-1]
+    a, b = e[1:][pair], e[:-1][pair]
+    if a.size <= 2 or np.std(a) == 0 or np.std(b) == 0:
+        return 0.0
+    return float(np.clip(np.corrcoef(a, b)[0, 1], 0.0, 0.99))
+
+
+def correction_decay(origins: list[int], targets: list[np.ndarray], day_ahead: list[np.ndarray], y: np.ndarray,
+                     horizon_h: int) -> float:
+    """``rho``: lag-1 autocorrelation of the combination's relative day-ahead errors, clipped to [0, 0.99].
+
+    Per inner origin ``o``: target positions ``t`` and the combination ``C`` there (same shapes); the
+    error ``y_t / C_t - 1`` where ``C_t > 0``; one empty slot between origins breaks the pairs.
+    """
+    e_all, ok_all = [], []
+    for o, t, p in zip(origins, targets, day_ahead):
+        full = np.full(horizon_h + 1, np.nan)  # one empty slot: a break between origins
+        full[t - o] = np.where(p > 0, y[t] / np.where(p > 0, p, 1.0) - 1.0, np.nan)
+        e_all.append(np.nan_to_num(full))
+        ok_all.append(~np.isnan(full))
+    return _lag1(np.concatenate(e_all), np.concatenate(ok_all))
+
+
+def _hourly_days(targets: list[np.ndarray], day_ahead: list[np.ndarray], y: np.ndarray, anchorable: np.ndarray,
+                 ref: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Per inner day with an anchor: (anchor values ``y_a``, features ``(m, 3)``, targets ``y_t``, ``C``)."""
+    before = last_usable_before(anchorable)
+    days = []
+    for t, c_all in zip(targets, day_ahead):
+        a = before[t]
+        has = a >= 0
+        t, a, c = t[has], a[has], c_all[has]
+        if t.size == 0:
+            continue
+        last = np.where(a >= 1, y[a] - y[np.maximum(a - 1, 0)], 0.0) * anchorable[np.maximum(a - 1, 0)]
+        days.append((y[a], hourly_features(c, y[a], ref[t], ref[a], last), y[t], c))
+    return days
+
+
+def _leave_one_day_out(days, models: list[str]) -> tuple[np.ndarray, list[list[np.ndarray]], np.ndarray]:
+    """Each model's per-day MAE ``(days, models)``, out-of-day predictions, and coefficients on all days."""
+    per_day = np.zeros((len(days), len(models)))
+    oof: list[list[np.ndarray]] = [[] for _ in models]
+    coefs = np.zeros((len(models), len(HOURLY_FEATURES)))
+    z_all = np.concatenate([dd[2] - dd[0] for dd in days])
+    for mi, mname in enumerate(models):
+        cols = [HOURLY_FEATURES.index(f) for f in HOURLY_MODELS[mname]]
+        if cols:
+            coefs[mi, cols] = lad_fit(np.vstack([dd[1][:, cols] for dd in days]), z_all)
+        for d, (ya, x, yt, _) in enumerate(days):
+            if cols:
+                xo = np.vstack([dd[1][:, cols] for j, dd in enumerate(days) if j != d])
+                zo = np.concatenate([dd[2] - dd[0] for j, dd in enumerate(days) if j != d])
+                pred = ya + x[:, cols] @ lad_fit(xo, zo)
+            else:
+                pred = ya
+            oof[mi].append(pred)
+            per_day[d, mi] = np.abs(yt - pred).mean()
+    return per_day, oof, coefs
+
+
+def choose_hourly(targets: list[np.ndarray], day_ahead: list[np.ndarray], y: np.ndarray, anchorable: np.ndarray,
+                  ref: np.ndarray, hourly_models: tuple[str, ...], se_rule: float) -> HourlyChoice:
+    """The hourly mode: the inverse-MAE combination of the hourly models, or persistence (DESIGN §4.4).
+
+    Each model of ``hourly_models`` (persistence always among them) is scored leave-one-day-out on the
+    inner days (LAD coefficients from the other days, :func:`lad_fit`); the combination's weights are
+    ``(1 / MAE_m) / sum (1 / MAE)`` of those scores (a model with MAE 0 takes all the weight, shared), its
+    coefficients the weighted sum of each model's coefficients fitted on every day; it replaces persistence
+    only when its own leave-one-day-out MAE is lower by more than ``se_rule`` standard errors of the
+    per-day difference.
+
+    Args:
+        targets: per inner day, the scored target positions in ``y`` (int, shape ``(m_d,)``).
+        day_ahead: per inner day, the day-ahead combination ``C`` at those targets (same shape).
+        y: the history, shape ``(n,)``.
+        anchorable: hours that may anchor, bool ``(n,)``.
+        ref: the same-hour reference of the history (and beyond), shape ``(>= n,)``.
+        hourly_models: names from :data:`HOURLY_MODELS`.
+        se_rule: standard errors the combination must beat persistence by.
+    """
+    days = _hourly_days(targets, day_ahead, y, anchorable, ref)
+    models = ["persistence", *[m for m in hourly_models if m in HOURLY_MODELS and m != "persistence"]]
+    zero = np.zeros(len(HOURLY_FEATURES))
+    pers_only = {"persistence": 1.0}
+    if len(days) < 2:  # nothing to validate on: persistence
+        return HourlyChoice("persistence", zero, pers_only,
+                            np.concatenate([dd[0] for dd in days]) if days else np.zeros(0),
+                            np.concatenate([dd[2] for dd in days]) if days else np.zeros(0), {})
+    per_day, oof, coefs = _leave_one_day_out(days, models)
+    counts = np.array([dd[2].size for dd in days], dtype=float)
+    total = (per_day * counts[:, None]).sum(axis=0) / counts.sum()
+    wm = (total == 0).astype(float) if (total == 0).any() else 1.0 / total
+    wm = wm / wm.sum()
+    comb_oof = [sum(wm[mi] * oof[mi][d] for mi in range(len(models))) for d in range(len(days))]
+    comb_day = np.array([np.abs(dd[2] - comb_oof[d]).mean() for d, dd in enumerate(days)])
+    comb_total = float((comb_day * counts).sum() / counts.sum())
+    diff = comb_day - per_day[:, 0]
+    se = float(np.std(diff, ddof=1) / np.sqrt(diff.size))
+    use_comb = -float(np.mean(diff)) > se_rule * se
+    act = np.concatenate([dd[2] for dd in days])
+    day_mae = float(np.abs(act - np.concatenate([dd[3] for dd in days])).mean())
+    scores = {"hourly": comb_total if use_comb else float(total[0]), "persistence": float(total[0]),
+              "combination": comb_total, "day_ahead": day_mae,
+              **{mname: float(total[mi]) for mi, mname in enumerate(models) if mname != "persistence"}}
+    if not use_comb:
+        return HourlyChoice("persistence", zero, pers_only, np.concatenate(oof[0]), act, scores)
+    return HourlyChoice("combination", wm @ coefs, {mname: float(wm[mi]) for mi, mname in enumerate(models)},
+                        np.concatenate(comb_oof), act, scores)
