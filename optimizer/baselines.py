@@ -30,23 +30,25 @@ from dataclasses import replace
 
 import numpy as np
 
-from optimizer.capacity import fixed_occupancy, running_gpus_per_step, service_bounds, up_gpus
+from optimizer.capacity import Capacity, fixed_occupancy, running_gpus_per_step, service_bounds, up_gpus
 from optimizer.objective import objective_value, run_decay
 from optimizer.plan import JobAssignment, Plan
 from optimizer.problem import Job, Problem
 from optimizer.solver import SolveStatus
 
 
-def reserved_service_gpus(problem: Problem, target: np.ndarray | None = None) -> np.ndarray:
+def reserved_service_gpus(problem: Problem, target: np.ndarray | None = None,
+                          capacity: Capacity | None = None) -> np.ndarray:
     """Service allocations per step that head for ``target`` within every service rule.
 
     ``target`` (n_services, horizon_steps); default: each service's peak demand, clipped to
     its band, at every step (the static reservation). Returns an int array of the same shape
     that respects band, swap cap from ``current_gpus`` and (with running jobs) the GPUs up.
+    ``capacity``: :meth:`optimizer.capacity.Capacity.of` of ``problem`` when the caller has it.
     """
     H = problem.horizon_steps
     S = len(problem.services)
-    L, U = service_bounds(problem)
+    L, U = service_bounds(problem) if capacity is None else (capacity.lower, capacity.upper)
     if S == 0:
         return np.zeros((0, H), dtype=np.int64)
     if target is None:
@@ -54,7 +56,7 @@ def reserved_service_gpus(problem: Problem, target: np.ndarray | None = None) ->
             [[min(max(max(s.demand_gpus), s.min_gpus), s.max_gpus)] * H for s in problem.services],
             dtype=np.int64,
         )
-    avail = (up_gpus(problem) - running_gpus_per_step(problem)).tolist()
+    avail = (up_gpus(problem) - running_gpus_per_step(problem) if capacity is None else capacity.free).tolist()
     # plain int lists: the walk is sequential, and numpy scalars in it cost about 1.5 s per 100,000 steps
     lows, highs, targets = L.tolist(), U.tolist(), np.asarray(target).tolist()
     caps = [s.swap_cap_gpus for s in problem.services]
@@ -92,12 +94,13 @@ class Board:
     (a block changes it only at its first step and the step after its last).
     """
 
-    def __init__(self, problem: Problem, service_gpus: np.ndarray) -> None:
+    def __init__(self, problem: Problem, service_gpus: np.ndarray, capacity: Capacity | None = None) -> None:
         H, N = problem.horizon_steps, problem.n_gpus
         self.H, self.N = H, N
-        self.occ = fixed_occupancy(problem)
+        self.occ = fixed_occupancy(problem) if capacity is None else capacity.occupancy.copy()
         rt = service_gpus.sum(axis=0) if len(service_gpus) else np.zeros(H, dtype=np.int64)
-        self.free_count = up_gpus(problem) - running_gpus_per_step(problem) - rt
+        free = up_gpus(problem) - running_gpus_per_step(problem) if capacity is None else capacity.free
+        self.free_count = free - rt
         self.version = 0  # bumped by every place(): cached searches are valid for one version
         self.frees = np.zeros(H, dtype=bool)
         if H > 1:
@@ -291,16 +294,18 @@ def assemble_plan(
     return replace(plan, objective=objective_value(plan, problem))
 
 
-def baseline_plan(problem: Problem, planner: str, deadline: float | None = None) -> Plan:
+def baseline_plan(problem: Problem, planner: str, deadline: float | None = None,
+                  capacity: Capacity | None = None) -> Plan:
     """Plan ``problem`` with baseline ``planner`` in {"fifo", "easy", "priority"}.
 
     ``deadline`` (a ``time.perf_counter()`` value) stops the placement when passed: jobs not yet
     placed stay unstarted (still a valid plan) and the plan's message says so. The plan is
     unverified (:func:`optimizer.planners.plan` verifies). Raises ValueError for another name.
+    ``capacity``: :meth:`optimizer.capacity.Capacity.of` of ``problem`` when the caller has it.
     """
     t0 = time.perf_counter()
-    svc = reserved_service_gpus(problem)
-    board = Board(problem, svc)
+    svc = reserved_service_gpus(problem, capacity=capacity)
+    board = Board(problem, svc, capacity)
     if planner == "fifo":
         placed, stopped = _fifo(problem, board, deadline)
     elif planner == "easy":
@@ -338,18 +343,19 @@ def demand_following_target(problem: Problem) -> np.ndarray:
 
 
 def greedy_place(
-    problem: Problem, service_gpus: np.ndarray, jobs: list[Job], planner: str = "greedy", deadline: float | None = None
+    problem: Problem, service_gpus: np.ndarray, jobs: list[Job], planner: str = "greedy", deadline: float | None = None,
+    capacity: Capacity | None = None,
 ) -> Plan:
     """Place ``jobs`` one by one, in the given order, each at its earliest fitting start.
 
     Each job starts after its release with the size of highest §5 reward there; services are
     fixed at ``service_gpus`` (S, H). A warm-start candidate for the MILP (unverified; the
     planner verifies). Past ``deadline`` (a ``time.perf_counter()`` value) the jobs not yet
-    placed stay unstarted.
+    placed stay unstarted. ``capacity``: :meth:`optimizer.capacity.Capacity.of` of ``problem`` when the caller has it.
     """
     t0 = time.perf_counter()
     g = problem.settings.decay_per_step
-    board = Board(problem, service_gpus)
+    board = Board(problem, service_gpus, capacity)
     starts: dict[str, tuple[int, int, int]] = {}
     for j in jobs:
         if _past(deadline):
@@ -368,15 +374,16 @@ def greedy_place(
     return assemble_plan(problem, planner, SolveStatus.FEASIBLE, starts, service_gpus, time.perf_counter() - t0)
 
 
-def greedy_plans(problem: Problem, deadline: float | None = None) -> list[Plan]:
+def greedy_plans(problem: Problem, deadline: float | None = None, capacity: Capacity | None = None) -> list[Plan]:
     """Warm-start candidates for the MILP (not baselines).
 
     Services follow their demand (:func:`demand_following_target`) instead of holding the peak,
     and :func:`greedy_place` puts jobs in three orders: priority (then release), reward per
     GPU-step (priority x efficiency), and size x duration (largest first). Past ``deadline`` (a
     ``time.perf_counter()`` value) no further order is started (fewer candidates come back).
+    ``capacity``: :meth:`optimizer.capacity.Capacity.of` of ``problem`` when the caller has it.
     """
-    svc = reserved_service_gpus(problem, demand_following_target(problem))
+    svc = reserved_service_gpus(problem, demand_following_target(problem), capacity)
     orders = (
         lambda j: (-j.priority, j.release_step, j.job_id),
         lambda j: (-j.priority * max(s.efficiency for s in j.sizes), j.release_step, j.job_id),
@@ -386,5 +393,5 @@ def greedy_plans(problem: Problem, deadline: float | None = None) -> list[Plan]:
     for key in orders:
         if _past(deadline):
             break
-        out.append(greedy_place(problem, svc, sorted(problem.jobs, key=key), deadline=deadline))
+        out.append(greedy_place(problem, svc, sorted(problem.jobs, key=key), deadline=deadline, capacity=capacity))
     return out

@@ -11,12 +11,17 @@
 - :func:`least_unmet_rt` / :func:`least_unmet_by_step`: ``U*``, the least unmet real-time
   GPU-steps any valid plan can reach, and its split by service and step (the real-time-first
   bounds of DESIGN §5).
+- :class:`Capacity`: the arrays above computed once per plan (:meth:`Capacity.of`) and passed down to
+  the baselines, the greedy starts and the model builds (each function computes them itself when
+  none is given).
 
 Used by the baselines, the MILP, the decomposition and the infeasibility diagnosis
 (:mod:`optimizer.diagnose`).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -90,8 +95,12 @@ def service_need(problem: Problem) -> np.ndarray:
     starvation guard counts for real-time work when it asks whether the reserved job has room
     (DESIGN §5): allocations above it are spare, so the guard cannot be gamed by holding them.
     """
+    return _need(problem, service_bounds(problem)[1])
+
+
+def _need(problem: Problem, U: np.ndarray) -> np.ndarray:
+    """:func:`service_need` given the upper trajectories ``U`` (n_services, horizon_steps) of :func:`service_bounds`."""
     H = problem.horizon_steps
-    _, U = service_bounds(problem)
     out = np.zeros((len(problem.services), H), dtype=np.int64)
     for i, s in enumerate(problem.services):
         c = s.swap_cap_gpus
@@ -107,12 +116,46 @@ def service_need(problem: Problem) -> np.ndarray:
 
 
 
+@dataclass(frozen=True)
+class Capacity:
+    """The capacity arrays of one problem, computed once per plan (:meth:`of`) and passed down to every stage.
+
+    ``running`` (horizon_steps,) int: GPUs held by running jobs (:func:`running_gpus_per_step`); ``up``: GPUs
+    not down (:func:`up_gpus`); ``occupancy`` (horizon_steps, n_gpus) bool: held by a running job or down
+    (:func:`fixed_occupancy`); ``lower``, ``upper`` (n_services, horizon_steps) int: the smallest and largest
+    valid allocations (:func:`service_bounds`); ``need`` (n_services, horizon_steps) int: the GPUs each
+    service needs (:func:`service_need`). The arrays are read-only: a caller that marks cells copies them.
+    """
+
+    running: np.ndarray
+    up: int
+    occupancy: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    need: np.ndarray
+
+    @classmethod
+    def of(cls, problem: Problem) -> Capacity:
+        """The capacity arrays of ``problem`` (each function of this module once)."""
+        lower, upper = service_bounds(problem)
+        arrays = (running_gpus_per_step(problem), fixed_occupancy(problem), lower, upper, _need(problem, upper))
+        for a in arrays:
+            a.flags.writeable = False
+        running, occupancy, lower, upper, need = arrays
+        return cls(running, up_gpus(problem), occupancy, lower, upper, need)
+
+    @property
+    def free(self) -> np.ndarray:
+        """GPUs up minus those of running jobs, per step: shape (horizon_steps,), int."""
+        return self.up - self.running
+
+
 def least_unmet_rt(problem: Problem) -> int:
     """``U*``: the least total unmet real-time demand (GPU-steps) of any valid plan (``least_unmet_by_step(problem).sum()``)."""
     return int(least_unmet_by_step(problem).sum())
 
 
-def least_unmet_by_step(problem: Problem) -> np.ndarray:
+def least_unmet_by_step(problem: Problem, capacity: Capacity | None = None) -> np.ndarray:
     """Unmet real-time GPUs per service and step of a plan reaching ``U*``: shape (n_services, horizon_steps), int.
 
     ``U*`` is ``min Σ_{i,t} max(0, D_{i,t} − a_{i,t})`` over service allocations within the valid
@@ -125,13 +168,17 @@ def least_unmet_by_step(problem: Problem) -> np.ndarray:
     by step. Several services share the capacity: one optimum of a small integer program
     (``scipy.optimize.milp``, HiGHS; ``2·S·H`` columns), unmet read as ``max(0, D − a)``. All zero
     without services or with ``demand_hard`` (demand is then a constraint). The problem is assumed
-    feasible (:func:`optimizer.diagnose.check_feasible`); raises RuntimeError otherwise.
+    feasible (:func:`optimizer.diagnose.check_feasible`); raises RuntimeError otherwise. ``capacity``:
+    :meth:`Capacity.of` of ``problem`` when the caller has it.
     """
     S, H = len(problem.services), problem.horizon_steps
     if S == 0 or problem.settings.demand_hard:
         return np.zeros((S, H), dtype=np.int64)
-    cap = (up_gpus(problem) - running_gpus_per_step(problem)).astype(np.int64)
-    L, U = service_bounds(problem)
+    if capacity is None:
+        cap = (up_gpus(problem) - running_gpus_per_step(problem)).astype(np.int64)
+        L, U = service_bounds(problem)
+    else:
+        cap, L, U = capacity.free.astype(np.int64), capacity.lower, capacity.upper
     D = np.array([s.demand_gpus for s in problem.services], dtype=np.int64)
     if S == 1:
         c = problem.services[0].swap_cap_gpus

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from optimizer.baselines import demand_following_target, greedy_place, reserved_service_gpus
-from optimizer.capacity import fixed_occupancy
+from optimizer.capacity import Capacity
 from optimizer.milp import (
     Context,
     Coverage,
@@ -223,11 +223,12 @@ class CountModel:
         return self.ctx.priority_scale
 
 
-def build_count_model(problem: Problem, u_star: np.ndarray | None = None) -> CountModel:
-    """Build the master model (see the module docstring); ``u_star`` as in :func:`optimizer.milp.make_context`."""
+def build_count_model(problem: Problem, u_star: np.ndarray | None = None,
+                      capacity: Capacity | None = None) -> CountModel:
+    """Build the master model (see the module docstring); ``u_star``, ``capacity`` as in :func:`optimizer.milp.make_context`."""
     t0 = time.perf_counter()
-    ctx = make_context(problem, u_star)
-    occ = fixed_occupancy(problem)
+    ctx = make_context(problem, u_star, capacity)
+    occ = ctx.capacity.occupancy
     b = ModelBuilder()
     ys = add_count_starts(b, ctx, occ)
     runs = add_running_counts(b, ctx, ys)
@@ -405,12 +406,13 @@ def lp_rounded_plans(cm: CountModel, x: np.ndarray, deadline: float | None = Non
         "mean_start": lambda j: (f(j) < 0.5, m(j) if f(j) >= 0.5 else -f(j), j.job_id),
         "value": lambda j: (-round(value.get(j.job_id, 0.0), 9), m(j), j.job_id),
     }
-    svc = reserved_service_gpus(p, demand_following_target(p))
+    svc = reserved_service_gpus(p, demand_following_target(p), cm.ctx.capacity)
     out: list[Plan] = []
     for name in LP_ROUNDING_ORDERS:
         if deadline is not None and time.perf_counter() >= deadline:
             break
-        out.append(greedy_place(p, svc, sorted(p.jobs, key=keys[name]), planner="lp_guided", deadline=deadline))
+        out.append(greedy_place(p, svc, sorted(p.jobs, key=keys[name]), planner="lp_guided", deadline=deadline,
+                                capacity=cm.ctx.capacity))
     return out
 
 
@@ -440,14 +442,16 @@ def lp_guided_plan(cm: CountModel, time_limit_s: float = 2.0, log: list | None =
         f = started.get(j.job_id, 0.0)
         return (-round(f, 3), mean_t.get(j.job_id, 0.0) / f if f > 1e-9 else float("inf"), j.job_id)
 
-    svc = reserved_service_gpus(p, demand_following_target(p))
-    return greedy_place(p, svc, sorted(p.jobs, key=key), planner="lp_guided")
+    svc = reserved_service_gpus(p, demand_following_target(p), cm.ctx.capacity)
+    return greedy_place(p, svc, sorted(p.jobs, key=key), planner="lp_guided", capacity=cm.ctx.capacity)
 
 
-def master_guided_plan(problem: Problem, picks: dict[str, tuple[int, int, int]], service_gpus: np.ndarray) -> Plan:
+def master_guided_plan(problem: Problem, picks: dict[str, tuple[int, int, int]], service_gpus: np.ndarray,
+                       capacity: Capacity | None = None) -> Plan:
     """A repair of a master solution that could not be packed: services at the master's ``service_gpus`` (S, H); the master's picked jobs (``job_id -> (start, gpus, duration)``) placed first, by master start, then larger first, then id; then the jobs the master left out; each by :func:`optimizer.baselines.greedy_place` at its earliest aligned fit.
 
-    Unverified; the planner verifies before use.
+    Unverified; the planner verifies before use. ``capacity``: :meth:`optimizer.capacity.Capacity.of` of ``problem``
+    when the caller has it.
     """
     far = problem.horizon_steps
 
@@ -455,7 +459,8 @@ def master_guided_plan(problem: Problem, picks: dict[str, tuple[int, int, int]],
         t, g, _d = picks.get(j.job_id, (far, 0, 0))
         return (j.job_id not in picks, t, -g, j.job_id)
 
-    return greedy_place(problem, np.asarray(service_gpus), sorted(problem.jobs, key=key), planner="master_guided")
+    return greedy_place(problem, np.asarray(service_gpus), sorted(problem.jobs, key=key), planner="master_guided",
+                        capacity=capacity)
 
 
 def master_admits(cm: CountModel, plan: Plan) -> bool:

@@ -49,12 +49,8 @@ from scipy import sparse
 from scipy.sparse.linalg import spsolve_triangular
 
 from optimizer.capacity import (
-    fixed_occupancy,
+    Capacity,
     least_unmet_by_step,
-    running_gpus_per_step,
-    service_bounds,
-    service_need,
-    up_gpus,
 )
 from optimizer.diagnose import job_groups
 from optimizer.objective import run_decay
@@ -156,29 +152,31 @@ class Context:
     priority_scale: float  # P = max priority: the model's objective unit (DESIGN §5)
     unmet_cap: np.ndarray  # (S, H) u's upper bound: u* with one service, else the demand
     least_unmet: int  # U* = least unmet real-time GPU-steps of any valid plan (real time first)
+    capacity: Capacity  # the problem's capacity arrays (running, up, fixed occupancy, service bounds and need)
 
 
-def make_context(problem: Problem, u_star: np.ndarray | None = None) -> Context:
+def make_context(problem: Problem, u_star: np.ndarray | None = None, capacity: Capacity | None = None) -> Context:
     """The shared arrays of one model build: job groups, GPU cells, fixed occupancy, batch room, service bounds.
 
     ``u_star``: :func:`optimizer.capacity.least_unmet_by_step` of ``problem`` when the caller has it
-    (the planner computes it once per plan; with several services it is a small MILP), else computed here.
+    (the planner computes it once per plan; with several services it is a small MILP), else computed here;
+    ``capacity`` likewise (:meth:`optimizer.capacity.Capacity.of`).
     """
     H, N = problem.horizon_steps, problem.n_gpus
     groups = job_groups(problem)
     unit = min((s.gpus for j in problem.jobs for s in j.sizes), default=N)
     n_cells = N // unit
-    gpu_blocked = fixed_occupancy(problem)
-    blocked = np.asarray(gpu_blocked.reshape(H, n_cells, unit).any(axis=2))
-    L, U = service_bounds(problem)
-    room = up_gpus(problem) - running_gpus_per_step(problem) - (L.sum(axis=0) if len(L) else 0)
-    u_star = least_unmet_by_step(problem) if u_star is None else u_star
+    capacity = Capacity.of(problem) if capacity is None else capacity
+    blocked = np.asarray(capacity.occupancy.reshape(H, n_cells, unit).any(axis=2))
+    L, U = capacity.lower, capacity.upper
+    room = capacity.free - (L.sum(axis=0) if len(L) else 0)
+    u_star = least_unmet_by_step(problem, capacity) if u_star is None else u_star
     D = np.array([s.demand_gpus for s in problem.services], dtype=np.int64).reshape(len(problem.services), H)
     # one service: u <= u* step by step is exactly Σ u <= U* (every valid plan has u >= u* at every step);
     # several services: U* can be split among them in several ways, so the row of add_real_time_first
     cap = u_star if len(problem.services) == 1 else D
     return Context(problem, groups, unit, n_cells, blocked, np.asarray(room), L, U, problem.max_priority(),
-                   cap, int(u_star.sum()))
+                   cap, int(u_star.sum()), capacity)
 
 
 # ----------------------------------------------------------------------------- families
@@ -317,8 +315,7 @@ def add_one_task_per_gpu(b: ModelBuilder, ctx: Context, cov: Coverage, a_cols: n
 
 def add_gpu_count(b: ModelBuilder, ctx: Context, cov: Coverage, a_cols: np.ndarray) -> None:
     """Constraint 1, counting part: for every step, batch GPUs in use plus real-time GPUs <= GPUs up minus running jobs' GPUs (real-time GPUs need no contiguity, so counting is exact)."""
-    p = ctx.problem
-    cap = (up_gpus(p) - running_gpus_per_step(p)).astype(np.float64)
+    cap = ctx.capacity.free.astype(np.float64)
     rows = b.add_rows(-np.inf, cap, "gpu_count")
     if len(cov.step_rows):
         b.add_coeffs(rows[cov.step_rows], cov.step_cols, cov.step_vals)
@@ -430,7 +427,7 @@ def add_max_wait(b: ModelBuilder, ctx: Context, xs: list[StartVars]) -> GuardCol
     for v in xs:
         by_a[pos_of[v.group]].append(v)
     steps = np.arange(H)
-    free = (up_gpus(p) - running_gpus_per_step(p) - service_need(p).sum(axis=0)).astype(np.float64)
+    free = (ctx.capacity.free - ctx.capacity.need.sum(axis=0)).astype(np.float64)
     # most batch GPUs at a step (the rows' big M): up - running - the services' smallest allocation
     big_m = np.maximum(ctx.batch_room, 0).astype(np.float64)
 
@@ -625,10 +622,10 @@ def model_size(m: SparseModel) -> dict[str, int]:
     return {"rows": m.n_rows, "cols": m.n_cols, "binaries": int(binary.sum()), "integers": int(integer.sum())}
 
 
-def build_model(problem: Problem, u_star: np.ndarray | None = None) -> BuiltModel:
-    """Build the §5 MILP for ``problem`` (call :func:`optimizer.diagnose.check_size` first); ``u_star`` as in :func:`make_context`."""
+def build_model(problem: Problem, u_star: np.ndarray | None = None, capacity: Capacity | None = None) -> BuiltModel:
+    """Build the §5 MILP for ``problem`` (call :func:`optimizer.diagnose.check_size` first); ``u_star``, ``capacity`` as in :func:`make_context`."""
     t0 = time.perf_counter()
-    ctx = make_context(problem, u_star)
+    ctx = make_context(problem, u_star, capacity)
     b = ModelBuilder()
     xs = add_power_of_two_blocks(b, ctx)
     cov = add_no_preemption(ctx, xs)

@@ -16,6 +16,7 @@ import time
 from dataclasses import replace
 
 from optimizer.baselines import baseline_plan
+from optimizer.capacity import Capacity
 from optimizer.diagnose import check_feasible, check_size, coverage_shortfalls
 from optimizer.errors import InputError
 from optimizer.plan import Plan
@@ -62,7 +63,8 @@ def plan(problem: Problem, planner: str = "milp", warm_start: Plan | None = None
         check_size(problem)
     check_feasible(problem)
     notes = _notes(problem)
+    capacity = Capacity.of(problem)  # once per plan, passed to every stage
     if planner != "milp":
         deadline = t0 + problem.settings.time_limit_s
-        return replace(verified(baseline_plan(problem, planner, deadline), problem), notes=notes)
-    return deadline_status(MilpRun(problem, warm_start, notes, t0).plan(), problem)
+        return replace(verified(baseline_plan(problem, planner, deadline, capacity), problem), notes=notes)
+    return deadline_status(MilpRun(problem, warm_start, notes, t0, capacity).plan(), problem)

@@ -9,7 +9,7 @@ returned plan passes.
 from __future__ import annotations
 
 from optimizer.baselines import BASELINES, baseline_plan
-from optimizer.capacity import least_unmet_rt
+from optimizer.capacity import Capacity, least_unmet_rt
 from optimizer.objective import unmet_gpu_steps
 from optimizer.plan import Plan
 from optimizer.problem import Problem
@@ -55,7 +55,8 @@ def min_bound(*bounds: float | None) -> float | None:
     return min(ok) if ok else None
 
 
-def best_baseline(problem: Problem, deadline: float | None = None, least: int | None = None) -> Plan:
+def best_baseline(problem: Problem, deadline: float | None = None, least: int | None = None,
+                  capacity: Capacity | None = None) -> Plan:
     """The verified baseline plan ranked first: least unmet real-time demand above ``U*``, then the highest objective (ties: fifo, easy, priority order).
 
     With ``settings.max_wait_steps`` set, only baseline plans that also satisfy the starvation
@@ -64,9 +65,10 @@ def best_baseline(problem: Problem, deadline: float | None = None, least: int | 
     passed (a valid plan with the rest unstarted, :func:`optimizer.baselines.baseline_plan`);
     priority backfill runs first, then EASY, then FIFO (FIFO is the fastest and never overtakes).
     ``least``: ``U*`` when the caller has it (:func:`optimizer.capacity.least_unmet_rt`), else computed here.
+    ``capacity``: :meth:`optimizer.capacity.Capacity.of` of ``problem`` when the caller has it.
     Raises :class:`UnverifiedPlanError` when a baseline's plan fails verification (a bug).
     """
-    made = {b: verified(baseline_plan(problem, b, deadline), problem) for b in reversed(BASELINES)}
+    made = {b: verified(baseline_plan(problem, b, deadline, capacity), problem) for b in reversed(BASELINES)}
     plans = [made[b] for b in BASELINES]
     if problem.settings.max_wait_steps is not None:
         plans = [p for p in plans if not verify(p, problem, guard=True)]

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from optimizer.baselines import assemble_plan, greedy_plans
-from optimizer.capacity import least_unmet_by_step, service_need
+from optimizer.capacity import Capacity, least_unmet_by_step
 from optimizer.decomposition import (
     CountModel,
     build_count_model,
@@ -186,15 +186,18 @@ class MilpRun:
 
     ``warm_start``: a plan of another problem (the last replan, a what-if's base), valued again here and added
     to the starts when it verifies; ``notes``: the problem's notes (coverage shortfalls, rejected jobs);
-    ``t0``: the ``time.perf_counter()`` value when the plan was asked for. State as the run goes: ``budget``
+    ``t0``: the ``time.perf_counter()`` value when the plan was asked for; ``capacity``: the problem's capacity
+    arrays (:meth:`optimizer.capacity.Capacity.of`, once per plan, passed to every stage). State as the run goes: ``budget``
     (:class:`Budget`), ``notes`` (the plan's notes so far), ``base`` (the best baseline), ``seeds`` (verified
     starts, best first), ``size`` (the current model's size and work counters, :attr:`Plan.model`), and on the
     master path ``cm``, ``lp_bound``, ``best``, ``bound``, ``master`` (its outcome), ``picks`` and ``svc``.
     A stage returns the plan when it decides the answer, None when the next stage is to run.
     """
 
-    def __init__(self, problem: Problem, warm_start: Plan | None, notes: tuple[str, ...], t0: float) -> None:
+    def __init__(self, problem: Problem, warm_start: Plan | None, notes: tuple[str, ...], t0: float,
+                 capacity: Capacity) -> None:
         self.problem = problem
+        self.capacity = capacity
         self.settings = st = problem.settings
         self.scale = problem.max_priority()  # the models' objective unit (DESIGN §5, case F01)
         self.warm_start = warm_start
@@ -242,16 +245,16 @@ class MilpRun:
     def baselines(self) -> None:
         """``U*`` by service and step (once per plan, for the rankings and every model build) and the best baseline."""
         b = self.budget
-        self.u_star = least_unmet_by_step(self.problem)
+        self.u_star = least_unmet_by_step(self.problem, self.capacity)
         self.least = int(self.u_star.sum())
-        self.base = best_baseline(self.problem, b.deadline + BASELINE_GRACE_S, self.least)
+        self.base = best_baseline(self.problem, b.deadline + BASELINE_GRACE_S, self.least, self.capacity)
         b.past("baselines", b.deadline + BASELINE_GRACE_S)
         b.took("baselines")
 
     def greedy_starts(self) -> None:
         """The verified starts: the best baseline, the greedy plans and the warm start, best first."""
         b, problem = self.budget, self.problem
-        greedy = greedy_plans(problem, b.deadline - MIN_SOLVE_S)
+        greedy = greedy_plans(problem, b.deadline - MIN_SOLVE_S, self.capacity)
         self.seeds = [self.base] + [g for g in greedy if not verify(g, problem)]
         b.past("greedy warm starts", b.deadline - MIN_SOLVE_S)
         ws = self.warm_start
@@ -265,7 +268,7 @@ class MilpRun:
     def build_master(self) -> None:
         """The count master; every later solve is stopped :func:`finish_reserve_s` before the deadline."""
         b = self.budget
-        self.cm: CountModel = build_count_model(self.problem, self.u_star)
+        self.cm: CountModel = build_count_model(self.problem, self.u_star, self.capacity)
         self.size = dict(self.cm.size, method="decomposed")  # the work counters travel with the size
         b.took("master build")
         b.kill_at = b.deadline - finish_reserve_s(self.cm.model.n_cols)
@@ -375,7 +378,7 @@ class MilpRun:
     def repair(self) -> Plan | None:
         """The master-guided repair joins the starts; the best admitted placement when the full model cannot run."""
         st, b = self.settings, self.budget
-        guided = master_guided_plan(self.problem, self.picks, self.svc)
+        guided = master_guided_plan(self.problem, self.picks, self.svc, self.capacity)
         if not verify(guided, self.problem):
             self.seeds.append(guided)
             self.rank_seeds()
@@ -421,7 +424,7 @@ class MilpRun:
     def full_model(self) -> Plan:
         """The full x[j, s, o, t] model, warm-started from the best start it accepts; the fallback without a plan."""
         st, b = self.settings, self.budget
-        bm = build_model(self.problem, self.u_star)
+        bm = build_model(self.problem, self.u_star, self.capacity)
         self.size = dict(bm.size, method="full")
         b.took("full model build")
         if b.left() < MIN_SOLVE_S:
@@ -498,7 +501,7 @@ class MilpRun:
         # GPUs above a service's need serve nothing (its objective is the same, DESIGN §5): trimmed to the need,
         # min of two valid trajectories (band, swap cap), so the plan stays valid and no demand is left unmet
         if len(problem.services):
-            svc = np.minimum(svc, service_need(problem))
+            svc = np.minimum(svc, self.capacity.need)
         p = assemble_plan(problem, "milp", status, starts, svc, self.budget.elapsed(),
                           bound=bound, gap=out.gap, model=self.size, message=out.message, notes=tuple(self.notes),
                           solver_status=out.status, source=source)

@@ -239,6 +239,34 @@ def check_solution(model: SparseModel, x: np.ndarray, objective: float, tol: flo
     return ""
 
 
+def highs_lp(model: SparseModel) -> highspy.HighsLp:
+    """``model`` as one ``highspy.HighsLp`` (column-wise matrix, sense, offset, integrality) for ``passModel``."""
+    A = sparse.csc_matrix(model.A, shape=(model.n_rows, model.n_cols))
+    A.sort_indices()
+    lp = highspy.HighsLp()
+    lp.num_col_ = model.n_cols
+    lp.num_row_ = model.n_rows
+    lp.col_cost_ = np.asarray(model.cost, dtype=np.float64)
+    lp.col_lower_ = np.asarray(model.col_lower, dtype=np.float64)
+    lp.col_upper_ = np.asarray(model.col_upper, dtype=np.float64)
+    lp.row_lower_ = np.asarray(model.row_lower, dtype=np.float64)
+    lp.row_upper_ = np.asarray(model.row_upper, dtype=np.float64)
+    lp.offset_ = float(model.offset)
+    lp.sense_ = highspy.ObjSense.kMaximize if model.maximize else highspy.ObjSense.kMinimize
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.num_col_ = model.n_cols
+    lp.a_matrix_.num_row_ = model.n_rows
+    lp.a_matrix_.start_ = A.indptr.astype(np.int32)
+    lp.a_matrix_.index_ = A.indices.astype(np.int32)
+    lp.a_matrix_.value_ = A.data.astype(np.float64)
+    integer = np.asarray(model.integer, dtype=bool)
+    if integer.any():
+        lp.integrality_ = [
+            highspy.HighsVarType.kInteger if b else highspy.HighsVarType.kContinuous for b in integer
+        ]
+    return lp
+
+
 def solve_once(
     model: SparseModel,
     time_limit_s: float,
@@ -272,30 +300,8 @@ def solve_once(
         if not allow_restart:
             h.setOptionValue("mip_allow_restart", False)
 
-        A = sparse.csc_matrix(model.A, shape=(model.n_rows, model.n_cols))
-        A.sort_indices()
-        lp = highspy.HighsLp()
-        lp.num_col_ = model.n_cols
-        lp.num_row_ = model.n_rows
-        lp.col_cost_ = np.asarray(model.cost, dtype=np.float64)
-        lp.col_lower_ = np.asarray(model.col_lower, dtype=np.float64)
-        lp.col_upper_ = np.asarray(model.col_upper, dtype=np.float64)
-        lp.row_lower_ = np.asarray(model.row_lower, dtype=np.float64)
-        lp.row_upper_ = np.asarray(model.row_upper, dtype=np.float64)
-        lp.offset_ = float(model.offset)
-        lp.sense_ = highspy.ObjSense.kMaximize if model.maximize else highspy.ObjSense.kMinimize
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.num_col_ = model.n_cols
-        lp.a_matrix_.num_row_ = model.n_rows
-        lp.a_matrix_.start_ = A.indptr.astype(np.int32)
-        lp.a_matrix_.index_ = A.indices.astype(np.int32)
-        lp.a_matrix_.value_ = A.data.astype(np.float64)
         integer = np.asarray(model.integer, dtype=bool)
-        if integer.any():
-            lp.integrality_ = [
-                highspy.HighsVarType.kInteger if b else highspy.HighsVarType.kContinuous for b in integer
-            ]
-        st = h.passModel(lp)
+        st = h.passModel(highs_lp(model))
         if st == highspy.HighsStatus.kError:
             return SolveOutcome(SolveStatus.SOLVER_ERROR, "passModel", None, None, None, time.perf_counter() - t0,
                                 message="HiGHS refused the model (passModel error)")
