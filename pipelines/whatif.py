@@ -44,7 +44,7 @@ from optimizer.problem import Problem
 from optimizer.verify import verify
 from optimizer.whatif import WhatIf, apply_whatif, explain, warm_start
 from pipelines.catalog import RunCatalog
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
 from pipelines.report.risks import deadline_instant, planned_durations_h
 from pipelines.stages import solve as solve_stage
 from pipelines.stages.models import DURATION_QUANTILE

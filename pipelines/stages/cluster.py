@@ -27,7 +27,7 @@ import pandas as pd
 from domain.kinds import QOS_KIND, QOS_PRIORITY
 from domain.units import pow2_ceil_array
 from pipelines import schemas
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
 from pipelines.sources.prometheus import aggregate_hourly
 from pipelines.stages.realtime import ServiceSettings
 from pipelines.workspace import Workspace

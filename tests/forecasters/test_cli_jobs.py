@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from forecasters import jobs
 from forecasters.generators import generate_queue
-from pipelines.cli import app
+from pipelines.cli.app import app
 
 
 @pytest.fixture(autouse=True)

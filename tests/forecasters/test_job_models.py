@@ -12,8 +12,8 @@ import pytest
 from forecasters import jobs
 from forecasters.generators import generate_history, generate_queue
 from forecasters.schema import TRAINING_VARIANTS
-from pipelines.errors import InputError
-from pipelines.job_models import load_model, save_model
+from pipelines.config.errors import InputError
+from pipelines.models.job_files import load_model, save_model
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def test_mlflow_logging_of_the_main_job_round_trips(na_model, json_jobs, tmp_pat
     from mlflow import MlflowClient
 
     from pipelines import tracking
-    from pipelines.config import load_settings
+    from pipelines.config.settings import load_settings
 
     s = load_settings(tracking_uri=f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}", mlruns_dir=tmp_path / "store",
                       artifact_root=tmp_path / "store" / "artifacts")

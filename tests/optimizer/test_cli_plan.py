@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from pipelines.cli import app
+from pipelines.cli.app import app
 from pipelines.plan_io import read_plan_summary
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -25,7 +25,7 @@ def main() -> int:
                 time.sleep(3600)
 
         optimizer.planners.plan = sleep_forever
-    from pipelines.flows import plan_flow
+    from pipelines.flows.plan import plan_flow
 
     try:
         res = plan_flow(problem_path=problem, out_dir=out_dir, scheduled_at=datetime.fromisoformat(slot))

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pipelines.cli import app
-from pipelines.commands.bench import SCENARIO_NAMES
+from pipelines.cli.app import app
+from pipelines.cli.bench import SCENARIO_NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
 VALLEY = ROOT / "data" / "examples" / "valley.json"
@@ -73,7 +73,7 @@ def test_plan_text_one_range_convention_and_verified():
 
 
 def test_train_text_says_when_the_scheduler_model_gives_every_job_one_duration():
-    from pipelines.commands.train import _workspace_text
+    from pipelines.cli.train import _workspace_text
 
     metrics = {"n": 34, "mae_h": 0.031, "pinball_p50_h": 0.016, "pinball_p90_h": 0.029, "coverage_p90": 0.97}
     doc = {"workspace": "/ws", "n_train": 159, "n_test": 34, "baselines": {}, "metrics": {**metrics,

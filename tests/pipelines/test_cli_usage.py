@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pipelines.cli import app
-from pipelines.commands.profile import MAX_HORIZON_H
+from pipelines.cli.app import app
+from pipelines.cli.profile import MAX_HORIZON_H
 
 ROOT = Path(__file__).resolve().parents[2]
 M_SMALL = ROOT / "data" / "traffic" / "servegen_m-small_hourly.csv"

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from pipelines import tracking
-from pipelines.config import load_settings
+from pipelines.config.settings import load_settings
 
 DRIVER = Path(__file__).with_name("_replan_driver.py")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from pipelines.config import PROJECT_ROOT, apply_env_defaults
+from pipelines.config.settings import PROJECT_ROOT, apply_env_defaults
 
 
 def test_prefect_home_defaults_to_project_folder(monkeypatch):
@@ -22,7 +22,7 @@ def test_prefect_home_from_operator_is_kept(monkeypatch, tmp_path):
 
 
 def _clean_prefect_db_env(monkeypatch):
-    from pipelines.config import PREFECT_DB_MARK, PREFECT_DB_VAR
+    from pipelines.config.settings import PREFECT_DB_MARK, PREFECT_DB_VAR
 
     for var in (PREFECT_DB_VAR, PREFECT_DB_MARK, "PREFECT_API_URL", "PREFECT_API_DATABASE_CONNECTION_URL"):
         monkeypatch.delenv(var, raising=False)
@@ -73,7 +73,7 @@ def test_run_logs_reach_prefect_at_info_while_the_console_shows_warnings(monkeyp
 
 
 def test_artifacts_go_beside_any_sqlite_store_unless_given(tmp_path, monkeypatch):
-    from pipelines.config import load_settings
+    from pipelines.config.settings import load_settings
 
     monkeypatch.delenv("GPUPLAN_TRACKING_URI", raising=False)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

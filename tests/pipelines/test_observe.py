@@ -1,4 +1,4 @@
-"""What a Prefect run shows (pipelines.observe): log lines, the plan summary, estimated starts, retraining rows.
+"""What a Prefect run shows (pipelines.flows.observe): log lines, the plan summary, estimated starts, retraining rows.
 
 Hand-made summaries and risk-report rows; every expected string and number is written out.
 """
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipelines import observe
+from pipelines.flows import observe
 
 T0 = pd.Timestamp("2025-03-16T16:00Z")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 DRIVER = """
 import json, sys
-from pipelines.flows import plan_flow
+from pipelines.flows.plan import plan_flow
 state = plan_flow(problem_path=sys.argv[1], out_dir=sys.argv[2], return_state=True)
 print(json.dumps({"flow_run_id": str(state.state_details.flow_run_id), "ok": state.is_completed()}))
 """

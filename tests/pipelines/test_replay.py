@@ -74,8 +74,8 @@ def test_commands_of_a_replayed_day_name_real_jobs_and_nodes_and_match_the_plan(
 def test_stale_snapshot_fails_the_replan_and_keeps_the_previous_plan(replayed):
     latest = Path(replayed["env"]["GPUPLAN_RUNS_DIR"]) / "replan" / "latest"
     before = os.readlink(latest)
-    code = ("from datetime import datetime, UTC; from pipelines import flows; "
-            f"flows.plan_flow(scheduled_at=datetime(2025, 3, 15, 23, 40, tzinfo=UTC), workspace={str(replayed['ws'])!r})")
+    code = ("from datetime import datetime, UTC; from pipelines.flows.plan import plan_flow; "
+            f"plan_flow(scheduled_at=datetime(2025, 3, 15, 23, 40, tzinfo=UTC), workspace={str(replayed['ws'])!r})")
     res = subprocess.run([sys.executable, "-c", code], env=replayed["env"], capture_output=True, text=True, timeout=300)
     assert res.returncode != 0
     assert "queue export squeue-20250315T2040.json is 3 h 0 min old (taken 2025-03-15T20:40:00Z" in res.stderr
@@ -84,8 +84,8 @@ def test_stale_snapshot_fails_the_replan_and_keeps_the_previous_plan(replayed):
 
 def test_gate_forced_both_ways_on_the_replayed_store(replayed, monkeypatch):
     from forecasters.scheduler import fit_scheduler_model
-    from pipelines import scheduler_models
-    from pipelines.config import load_settings
+    from pipelines.config.settings import load_settings
+    from pipelines.models import scheduler as scheduler_models
     from pipelines.stages.retrain import split_at_cutoff
     from pipelines.store import Store
     from pipelines.workspace import load_workspace

@@ -10,11 +10,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from pipelines.config import Settings
-from pipelines.deployments import require_persistent_server
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
+from pipelines.config.settings import Settings
+from pipelines.flows.deployments import require_persistent_server
+from pipelines.flows.schedules import claim_local_day, local_day, replan_cron, runs_per_local_day, schedule_dates
 from pipelines.run_folder import slot_label
-from pipelines.schedules import claim_local_day, local_day, replan_cron, runs_per_local_day, schedule_dates
 
 LONDON = ZoneInfo("Europe/London")
 
@@ -96,7 +96,7 @@ def test_nightly_timezone_must_be_iana():
 def test_gpuplan_serve_exits_2_without_a_persistent_server(monkeypatch):
     from typer.testing import CliRunner
 
-    from pipelines.cli import app
+    from pipelines.cli.app import app
 
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     monkeypatch.setenv("PREFECT_API_URL", "")
@@ -111,8 +111,8 @@ def test_nightly_flow_runs_once_per_local_day(prefect_server, iso_env, monkeypat
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from pipelines import tracking
-    from pipelines.config import load_settings
-    from pipelines.flows import train_forecasters
+    from pipelines.config.settings import load_settings
+    from pipelines.flows.retrain import train_forecasters
 
     monkeypatch.setenv("GPUPLAN_NIGHTLY_TZ", "Europe/London")
     with temporary_settings({PREFECT_API_URL: prefect_server["url"]}):
@@ -148,7 +148,7 @@ def test_nightly_flow_runs_once_per_local_day(prefect_server, iso_env, monkeypat
 
 
 def test_bad_setting_from_environment_is_bad_input(monkeypatch):
-    from pipelines.config import load_settings
+    from pipelines.config.settings import load_settings
 
     monkeypatch.setenv("GPUPLAN_NIGHTLY_TZ", "Mars/Base")
     with pytest.raises(InputError, match="setting nightly_timezone: .*unknown IANA time zone 'Mars/Base'"):

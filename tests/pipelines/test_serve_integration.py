@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from pipelines import tracking
-from pipelines.config import load_settings
+from pipelines.config.settings import load_settings
 
 VENV_BIN = Path(sys.executable).parent
 

@@ -15,7 +15,7 @@ HAND = json.loads((Path(__file__).resolve().parents[1] / "data" / "whatif_hand.j
 
 SCRIPT = """
 import json, sys
-from pipelines.flows import whatif_flow
+from pipelines.flows.whatif import whatif_flow
 doc = whatif_flow(run_folder=sys.argv[1], add_gpus=8, priority={"B": 2})
 print(json.dumps({"changes": doc["changes"], "jobs": [j["job_id"] for j in doc["jobs"]]}))
 """
@@ -36,8 +36,8 @@ def _run_folder(root: Path) -> Path:
 
 
 def test_whatif_is_a_served_deployment(iso_env):
-    from pipelines.config import load_settings
-    from pipelines.deployments import build_deployments
+    from pipelines.config.settings import load_settings
+    from pipelines.flows.deployments import build_deployments
 
     deps = build_deployments(load_settings(), with_schedules=False)
     assert [d.name for d in deps] == ["nightly-retrain", "replan", "benchmark", "whatif"]

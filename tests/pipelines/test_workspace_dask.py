@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 import pipelines.bench as bench
-from pipelines.cli import app
-from pipelines.errors import InputError
+from pipelines.cli.app import app
+from pipelines.config.errors import InputError
 from pipelines.workspace import load_workspace
 
 ROOT = Path(__file__).resolve().parents[2]

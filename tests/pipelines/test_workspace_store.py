@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from pipelines import store as store_mod
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
 from pipelines.ingest import ingest, workspace_data
 from pipelines.sources import tabular
 from pipelines.stages import cluster as cluster_stage

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 from typer.testing import CliRunner
 
-from pipelines.cli import app
+from pipelines.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[2]
 M_SMALL = ROOT / "data" / "traffic" / "servegen_m-small_hourly.csv"

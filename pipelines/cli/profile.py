@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli_support import WORKSPACE_HELP, run_guarded, use_workspace
+from pipelines.cli.support import WORKSPACE_HELP, run_guarded, use_workspace
 
 #: Keys of the ``diagnostics`` object in the JSON contract (DESIGN §7.1, ``docs/DESIGN.md``), in order.
 DIAGNOSTIC_KEYS = ("rows_in", "hours", "missing_hours", "longest_gap_h", "duplicates_dropped",
@@ -95,8 +95,8 @@ def profile(
     def body() -> int:
         use_workspace(workspace)
         from pipelines.catalog import read_traffic_file
-        from pipelines.cli_support import emit_json
-        from pipelines.errors import InputError
+        from pipelines.cli.support import emit_json
+        from pipelines.config.errors import InputError
 
         check_horizon_h(horizon_h, InputError)  # before reading the file
         doc = profile_document(read_traffic_file(traffic), timezone, horizon_h)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli_support import WORKSPACE_HELP, run_guarded, use_workspace
+from pipelines.cli.support import WORKSPACE_HELP, run_guarded, use_workspace
 
 #: Step 0 of a plan of a problem file (which has no calendar time): the ``ts`` column counts step offsets.
 PLAN_FILE_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -31,8 +31,8 @@ def plan(
         from optimizer.planners import plan as run_planner
         from optimizer.verify import verify
         from pipelines.catalog import read_problem_file, write_plan_file
-        from pipelines.cli_support import check_out_parent, emit_json
-        from pipelines.errors import InputError
+        from pipelines.cli.support import check_out_parent, emit_json
+        from pipelines.config.errors import InputError
         from pipelines.stages.outputs import plan_tables
 
         if planner not in PLANNERS:

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli_support import WORKSPACE_HELP, check_out_parent, emit_json, run_guarded, use_workspace
-from pipelines.errors import InputError
+from pipelines.cli.support import WORKSPACE_HELP, check_out_parent, emit_json, run_guarded, use_workspace
+from pipelines.config.errors import InputError
 
 #: Default output folder of ``gpuplan bench`` (relative to the working directory).
 DEFAULT_OUT = Path("bench_out")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli_support import emit_json, run_guarded
+from pipelines.cli.support import emit_json, run_guarded
 
 
 def replay(
@@ -21,12 +21,13 @@ def replay(
     """Replay N days: each day's exports, ingest, gated nightly retraining and a replan (docs/operations.md)."""
 
     def body() -> int:
-        from pipelines.cli_support import check_out_parent
-        from pipelines.errors import InputError
+        from pipelines.cli.support import check_out_parent
+        from pipelines.config.errors import InputError
 
         if scheduler not in ("slurm", "kueue"):
             raise InputError(f"--scheduler {scheduler!r}: expected slurm or kueue")
         check_out_parent(workspace, "--workspace")
+        refuse_shipped_side(workspace)
         import os
 
         os.environ["GPUPLAN_WORKSPACE"] = str(workspace.expanduser().resolve())
@@ -43,3 +44,21 @@ def replay(
         return 0
 
     run_guarded(body)
+
+
+def refuse_shipped_side(workspace: Path) -> None:
+    """Refuse a replay into a workspace whose queue and history are the shipped files (``gpuplan init WS --demo``).
+
+    A replay writes scheduler exports and retrains the scheduler-history forecaster from them; a workspace
+    reading ``[sources.queue] format = "demo"`` would ignore them (every day ``null``).
+
+    Raises:
+        pipelines.config.errors.InputError: one line naming the folder and what to do.
+    """
+    from pipelines.config.errors import InputError
+    from pipelines.config.settings import job_side
+    from pipelines.workspace import CONFIG_FILE, load_workspace
+
+    if (workspace.expanduser() / CONFIG_FILE).is_file() and job_side(load_workspace(workspace)) == "shipped":
+        raise InputError(f"--workspace {workspace}: its queue and history are the shipped demo's (format \"demo\"), "
+                         f"which a replay cannot write; give a new folder (replay creates its gpuplan.toml)")

@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from pipelines.atomic import atomic_dir
-from pipelines.errors import InputError
-from pipelines.lazy import lazy_class
+from pipelines.config.errors import InputError
+from pipelines.config.lazy import lazy_class
 
 FORMAT_VERSION = 2  # 2: boosters return corrections to physics priors
 DURATION_FILE = "duration_booster.txt"
@@ -182,5 +182,5 @@ def _make_pyfunc_class():
     return JobModelPyfunc
 
 
-#: Module ``__getattr__``: :class:`JobModelPyfunc` is built on first use (:func:`pipelines.lazy.lazy_class`).
+#: Module ``__getattr__``: :class:`JobModelPyfunc` is built on first use (:func:`pipelines.config.lazy.lazy_class`).
 __getattr__ = lazy_class("JobModelPyfunc", _make_pyfunc_class)

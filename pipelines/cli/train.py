@@ -9,8 +9,9 @@ from typing import Annotated
 import typer
 
 from domain.kinds import JOB_KINDS, REALTIME
-from pipelines.cli_support import WORKSPACE_HELP, run_guarded, use_workspace
-from pipelines.errors import InputError
+from pipelines.cli.support import WORKSPACE_HELP, run_guarded, use_workspace
+from pipelines.config.errors import InputError
+from pipelines.config.settings import job_side
 
 ALL_KINDS = (*JOB_KINDS, REALTIME, "all")
 
@@ -30,7 +31,7 @@ def train_job_kind(kind: str) -> dict:
     # `gpuplan --help` and the other commands need not pay.
     from pipelines import tracking
     from pipelines.catalog import history_path, shipped_history
-    from pipelines.config import load_settings
+    from pipelines.config.settings import load_settings
     from pipelines.stages.models import held_out, train
 
     settings = load_settings()
@@ -57,12 +58,12 @@ def realtime_report(data_dir: Path | None = None) -> dict:
     plot (:func:`pipelines.tracking.log_realtime_backtest`).
 
     Raises:
-        pipelines.errors.InputError, FileNotFoundError: ``data/traffic/services.json`` or a traffic
+        pipelines.config.errors.InputError, FileNotFoundError: ``data/traffic/services.json`` or a traffic
             file missing or bad (the message names the file and field; exit 2 in the CLI).
     """
     from pipelines import tracking
     from pipelines.catalog import Catalog  # lazily: import cost, see train_job_kind
-    from pipelines.config import load_settings
+    from pipelines.config.settings import load_settings
     from pipelines.stages.realtime import backtest_report
 
     settings = load_settings(**({"data_dir": Path(data_dir).resolve()} if data_dir is not None else {}))
@@ -138,7 +139,7 @@ def workspace_report(ws) -> dict:
     run still going at the cut is not a target) and evaluated against the time limit, per-user,
     per-GPU-count and global medians
     (:func:`forecasters.scheduler.evaluate_scheduler_model`). Then the nightly retraining on demand
-    (:func:`pipelines.scheduler_models.nightly_fit` at the newest record's submit time): logged to
+    (:func:`pipelines.models.scheduler.nightly_fit` at the newest record's submit time): logged to
     the ``scheduler`` MLflow experiment, registered, and made the champion plans use when the
     holdout gate says it is no worse (``registered`` in the document).
 
@@ -153,8 +154,9 @@ def workspace_report(ws) -> dict:
         raise InputError(f"workspace {ws.root}: the store is empty; run 'gpuplan ingest --workspace {ws.root}' first")
     import pandas as pd
 
-    from pipelines import scheduler_models, tracking
-    from pipelines.config import load_settings
+    from pipelines import tracking
+    from pipelines.config.settings import load_settings
+    from pipelines.models import scheduler as scheduler_models
 
     settings = load_settings()
     tracking.init_store(settings)
@@ -178,11 +180,11 @@ def workspace_report(ws) -> dict:
 def history_report(path: Path, fmt: str | None, timezone: str | None, ws) -> dict:
     """``gpuplan train --history FILE``: the scheduler forecaster of one exported history, scored and saved.
 
-    Reads the file (:func:`pipelines.scheduler_models.read_history_file`; naive times in ``timezone``,
+    Reads the file (:func:`pipelines.models.scheduler.read_history_file`; naive times in ``timezone``,
     default the workspace's cluster clock), scores the model fitted on the history as it was at the
     cut of its latest 20 % against the time limit and the per-user, per-GPU-count and global medians,
     refits on all of it and saves it where ``gpuplan predict --kind scheduler`` loads it
-    (:func:`pipelines.scheduler_models.train_from_history`), and logs the scores to the ``scheduler``
+    (:func:`pipelines.models.scheduler.train_from_history`), and logs the scores to the ``scheduler``
     MLflow experiment. Rejected rows are counted in the
     document (``rejected_rows``, ``first_rejected``) and told on standard error; the rest are used.
 
@@ -190,8 +192,8 @@ def history_report(path: Path, fmt: str | None, timezone: str | None, ws) -> dic
         InputError: no such file, unknown format, unreadable, no finished run to train on or to score.
     """
     from forecasters.scheduler.features import check_timezone
-    from pipelines import scheduler_models
-    from pipelines.config import load_settings
+    from pipelines.config.settings import load_settings
+    from pipelines.models import scheduler as scheduler_models
 
     tz = check_timezone(timezone or ws.config.cluster.timezone)
     records, n_read, errors = scheduler_models.read_history_file(path, fmt, tz)
@@ -273,14 +275,14 @@ def train(
 
     def body() -> int:
         ws = use_workspace(workspace)
-        from pipelines.cli_support import emit_json
+        from pipelines.cli.support import emit_json
 
         if history is not None:
             doc = history_report(history, fmt, timezone, ws)
             emit_json(doc) if json_out else typer.echo(_workspace_text(doc))
             return 0
 
-        if not ws.is_demo:  # an operator's workspace: its scheduler-history forecaster on the store
+        if job_side(ws) == "store":  # an operator's workspace: its scheduler-history forecaster on the store
             doc = workspace_report(ws)
             emit_json(doc) if json_out else typer.echo(_workspace_text(doc))
             return 0

@@ -26,9 +26,9 @@ import pandas as pd
 
 from pipelines import strict_json
 from pipelines.atomic import atomic_dir
-from pipelines.config import Settings
-from pipelines.errors import InputError
-from pipelines.lazy import lazy_class
+from pipelines.config.errors import InputError
+from pipelines.config.lazy import lazy_class
+from pipelines.config.settings import Settings
 from pipelines.stages import retrain
 from pipelines.store import Store
 from pipelines.workspace import Workspace
@@ -202,5 +202,5 @@ def _make_pyfunc_class() -> type:
     return SchedulerModelPyfunc
 
 
-#: Module ``__getattr__``: :class:`SchedulerModelPyfunc` is built on first use (:func:`pipelines.lazy.lazy_class`).
+#: Module ``__getattr__``: :class:`SchedulerModelPyfunc` is built on first use (:func:`pipelines.config.lazy.lazy_class`).
 __getattr__ = lazy_class("SchedulerModelPyfunc", _make_pyfunc_class)

@@ -1,11 +1,11 @@
 """The ``gpuplan`` command line (DESIGN §7.1).
 
-One entry point; each sub-command lives in its own module under :mod:`pipelines.commands`,
+One entry point; each sub-command lives in its own module under :mod:`pipelines.cli`,
 which imports heavy libraries (pandas, lightgbm, highspy, prefect, mlflow) only inside the
 command body so that ``gpuplan --help`` stays fast.
 
 Exit codes: 0 success, 1 internal failure, 2 bad input (one line on standard error), including
-usage errors such as a missing or unknown option (:class:`pipelines.cli_support.OneLineErrorGroup`).
+usage errors such as a missing or unknown option (:class:`pipelines.cli.support.OneLineErrorGroup`).
 With ``--json`` a command prints exactly one JSON document on standard output; progress
 and logs go to standard error.
 
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import typer
 
-from pipelines.cli_support import OneLineErrorGroup
-from pipelines.commands import bench, ingest, init, plan, predict, profile, replay, run, serve, train, whatif
-from pipelines.config import apply_env_defaults
+from pipelines.cli import bench, ingest, init, plan, predict, profile, replay, run, serve, train, whatif
+from pipelines.cli.support import OneLineErrorGroup
+from pipelines.config.settings import apply_env_defaults
 
 # every command, not only run/serve: telemetry off and Prefect's home inside the project, so no
 # command (e.g. predict training a model and logging it to MLflow) writes outside the clone

@@ -31,12 +31,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from pipelines.errors import InputError
-from pipelines.paths import PROJECT_ROOT  # noqa: E402 - re-exported
+from pipelines.config.errors import InputError
+from pipelines.config.paths import PROJECT_ROOT  # noqa: E402 - re-exported
+
+if TYPE_CHECKING:
+    from pipelines.workspace import Workspace
 
 #: Environment defaults (STACK.md, "Prefect 3.9" and "MLflow 3.17").
 ENV_DEFAULTS: dict[str, str] = {
@@ -192,40 +196,67 @@ class Settings(BaseModel):
         return Settings(**{**self.model_dump(), **changes})
 
 
-def workspace_defaults(folder: str | Path | None = None) -> dict[str, object]:
-    """Settings the workspace of ``folder`` (else ``$GPUPLAN_WORKSPACE``, else the demo) gives.
+def shipped_workspace(ws: Workspace) -> bool:
+    """True for the shipped demo folder itself (``data/demo``): shipped data, so its runs and models live in the clone.
 
-    The cluster shape and planning clock (``[cluster]``); for an operator's workspace (not the
-    shipped demo) also ``runs_dir`` = ``<workspace>/runs``, ``models_dir`` = ``<store>/models`` and
-    ``tracking_uri`` from ``[tracking] uri``. Environment variables and explicit overrides still win.
-
-    Raises:
-        pipelines.errors.InputError: the workspace is missing or its ``gpuplan.toml`` invalid.
+    A copy of it (``gpuplan init WS --demo``) is an operator's folder like any other: runs under
+    ``WS/runs``, models under its store.
     """
-    from pipelines.workspace import load_workspace
+    from pipelines.workspace import DEMO_WORKSPACE
 
-    ws = load_workspace(folder)
+    return ws.root == DEMO_WORKSPACE.resolve()
+
+
+#: Where a workspace's queue, job histories and job forecasters come from (:func:`job_side`).
+JobSide = Literal["shipped", "store"]
+
+
+def job_side(ws: Workspace) -> JobSide:
+    """Where the queue, job histories and job forecasters of ``ws`` come from: the one place that asks.
+
+    ``shipped``: ``[sources.queue]`` format ``demo``, the shipped files (generated LLM job histories, the
+    Alibaba openb trace as the queue; one forecaster per job kind). ``store``: an operator's exports,
+    ingested into the workspace's store (the scheduler-history forecaster). Traffic is read from
+    ``[sources.traffic]`` on both sides.
+    """
+    return "shipped" if ws.source("queue").format == "demo" else "store"
+
+
+def workspace_defaults(ws: Workspace) -> dict[str, object]:
+    """Settings the loaded workspace ``ws`` gives.
+
+    The cluster shape and planning clock (``[cluster]``); for any folder but the shipped demo
+    (:func:`shipped_workspace`) also ``runs_dir`` = ``<workspace>/runs``, ``models_dir`` =
+    ``<store>/models`` and ``tracking_uri`` from ``[tracking] uri``. Environment variables and explicit
+    overrides still win.
+    """
     c = ws.config.cluster
     out: dict[str, object] = {"workspace_dir": ws.root, "n_gpus": c.n_gpus, "gpus_per_node": c.node_gpus,
                               "step_minutes": c.step_minutes, "horizon_steps": c.horizon_steps}
-    if not ws.is_demo:
+    if not shipped_workspace(ws):
         out.update(runs_dir=ws.root / "runs", models_dir=ws.store_dir / "models")
         if ws.config.tracking.uri:
             out["tracking_uri"] = ws.config.tracking.uri
     return out
 
 
-def load_settings(workspace: str | Path | None = None, **overrides: object) -> Settings:
+def load_settings(workspace: str | Path | Workspace | None = None, **overrides: object) -> Settings:
     """Build :class:`Settings` from defaults, the workspace (:func:`workspace_defaults`), environment variables, then ``overrides``.
+
+    ``workspace``: a loaded :class:`pipelines.workspace.Workspace` (its ``gpuplan.toml`` is not read
+    again), or a folder (else ``$GPUPLAN_WORKSPACE``, else the shipped demo) loaded here.
 
     A SQLite ``tracking_uri`` from any of them puts the MLflow artifacts in ``artifacts/`` beside its
     database file unless ``artifact_root`` is given (``GPUPLAN_ARTIFACT_ROOT`` or an override).
 
     Raises:
-        pipelines.errors.InputError: an unknown time zone, a non-power-of-two GPU count, or an
+        pipelines.config.errors.InputError: an unknown time zone, a non-power-of-two GPU count, or an
             invalid workspace.
     """
-    env: dict[str, object] = workspace_defaults(workspace)
+    from pipelines.workspace import Workspace, load_workspace
+
+    ws = workspace if isinstance(workspace, Workspace) else load_workspace(workspace)
+    env: dict[str, object] = workspace_defaults(ws)
     uri = os.environ.get("GPUPLAN_TRACKING_URI") or os.environ.get("MLFLOW_TRACKING_URI")
     if uri:
         env["tracking_uri"] = uri

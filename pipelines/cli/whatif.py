@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli_support import WORKSPACE_HELP, run_guarded, use_workspace
+from pipelines.cli.support import WORKSPACE_HELP, run_guarded, use_workspace
 
 
 def whatif(
@@ -50,7 +50,7 @@ def whatif(
         # imported here, not at the top: pandas, the optimizer and HiGHS cost ~0.5 s, which `gpuplan --help`
         # and the other commands need not pay
         from pipelines import whatif as wi
-        from pipelines.cli_support import emit_json
+        from pipelines.cli.support import emit_json
 
         base = wi.load_base(run_folder)
         jobs = [e for f in add_job or [] for e in wi.read_job_file(f, base.problem.cluster.step_minutes)]

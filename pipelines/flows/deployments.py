@@ -15,10 +15,10 @@ Clock rules (case C25):
   hour", leaving a two-hour pause when clocks go back.)
 - Nightly retraining follows the **local** clock (cron in the IANA zone; Prefect 3.9 resolves a
   repeated wall time to its first occurrence). The flow also claims its local day in the
-  catalog's nightly marker (:func:`pipelines.schedules.claim_local_day`) so a second run for the
+  catalog's nightly marker (:func:`pipelines.flows.schedules.claim_local_day`) so a second run for the
   same local day, however it arises (DST, manual re-run, a restarted server re-creating runs), is
   skipped.
-- The schedules and the local-day helpers live in :mod:`pipelines.schedules`.
+- The schedules and the local-day helpers live in :mod:`pipelines.flows.schedules`.
 - Schedules need a scheduler: the temporary server Prefect starts in ephemeral mode has none
   (scheduled runs would never start). :func:`require_persistent_server` refuses to serve unless
   ``PREFECT_API_URL`` points at a reachable, persistent ``prefect server``.
@@ -31,7 +31,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from pipelines.config import Settings, apply_env_defaults
+from pipelines.config.settings import Settings, apply_env_defaults
 
 apply_env_defaults()  # before prefect is imported (config.py)
 
@@ -40,9 +40,12 @@ from prefect.deployments.runner import EntrypointType  # noqa: E402
 from prefect.settings import PREFECT_API_URL  # noqa: E402
 
 from pipelines import tracking  # noqa: E402
-from pipelines.errors import InputError  # noqa: E402
-from pipelines.flows import benchmark, plan_flow, train_forecasters, whatif_flow  # noqa: E402
-from pipelines.schedules import nightly_schedule, replan_schedule  # noqa: E402
+from pipelines.config.errors import InputError  # noqa: E402
+from pipelines.flows.bench import benchmark  # noqa: E402
+from pipelines.flows.plan import plan_flow  # noqa: E402
+from pipelines.flows.retrain import train_forecasters  # noqa: E402
+from pipelines.flows.schedules import nightly_schedule, replan_schedule  # noqa: E402
+from pipelines.flows.whatif import whatif_flow  # noqa: E402
 
 SERVE_HINT = (
     "start one with `prefect server start --host 127.0.0.1 --port 4200` and set "
@@ -54,7 +57,7 @@ def require_persistent_server(api_url: str | None = None, timeout_s: float = 5.0
     """Return the Prefect API URL if it is a reachable persistent server; refuse otherwise.
 
     Raises:
-        pipelines.errors.InputError: ``PREFECT_API_URL`` is unset (Prefect would start a
+        pipelines.config.errors.InputError: ``PREFECT_API_URL`` is unset (Prefect would start a
             temporary server with no scheduler, so scheduled runs would never start), or the
             server does not answer ``/health``.
     """
@@ -105,7 +108,7 @@ def serve(settings: Settings, limit: int | None = 2) -> None:
     """Serve the deployments against a persistent Prefect server (blocks until interrupted).
 
     Raises:
-        pipelines.errors.InputError: no persistent server (see :func:`require_persistent_server`).
+        pipelines.config.errors.InputError: no persistent server (see :func:`require_persistent_server`).
     """
     require_persistent_server()
     tracking.init_store(settings)  # once, before any run can fan out

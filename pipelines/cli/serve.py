@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli_support import WORKSPACE_HELP, run_guarded, use_workspace
+from pipelines.cli.support import WORKSPACE_HELP, run_guarded, use_workspace
 
 
 def serve(
@@ -17,10 +17,10 @@ def serve(
 
     def body() -> int:
         use_workspace(workspace)
-        # imported here, not at the top (the Prefect environment defaults are applied in pipelines.cli): prefect and the
+        # imported here, not at the top (the Prefect environment defaults are applied in pipelines.cli.app): prefect and the
         # flows cost ~2.5 s (measured on the 2-core machine against ~0.14 s for the whole CLI).
-        from pipelines import deployments
-        from pipelines.config import load_settings
+        from pipelines.config.settings import load_settings
+        from pipelines.flows import deployments
 
         settings = load_settings()
         from pipelines import tracking

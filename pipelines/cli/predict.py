@@ -8,8 +8,9 @@ from typing import Annotated, Any
 import typer
 
 from domain.kinds import JOB_KINDS
-from pipelines.cli_support import WORKSPACE_HELP, run_guarded, use_workspace
-from pipelines.errors import InputError
+from pipelines.cli.support import WORKSPACE_HELP, run_guarded, use_workspace
+from pipelines.config.errors import InputError
+from pipelines.config.settings import job_side
 
 #: The scheduler-history forecaster (``gpuplan train --history FILE`` or a workspace's nightly retraining).
 SCHEDULER = "scheduler"
@@ -39,7 +40,7 @@ JOBS_COLUMNS_HELP = (
 def predict_file(kind: str, jobs_path: Path, step_minutes: float | None = None, refit: bool = False) -> dict:
     """Forecast every job in ``jobs_path`` with the saved ``kind`` forecaster (``models_dir/<kind>``).
 
-    The model is the one ``gpuplan run`` plans with (:func:`pipelines.model_store.train_or_load`): loaded
+    The model is the one ``gpuplan run`` plans with (:func:`pipelines.models.jobs.train_or_load`): loaded
     from the model store, trained on the shipped history first (saved and logged to MLflow) when missing,
     or when ``refit``. Hours are printed as forecast (``step_minutes`` None): rounding to planning
     steps is the planner's business (``domain.units.hours_to_steps``).
@@ -55,8 +56,8 @@ def predict_file(kind: str, jobs_path: Path, step_minutes: float | None = None, 
     # the optimizer and lightgbm (~1.3 s measured on the 2-core machine against ~0.14 s for the whole
     # CLI), which `gpuplan --help` and the other commands need not pay.
     from pipelines.catalog import read_jobs_file
-    from pipelines.config import load_settings
-    from pipelines.model_store import train_or_load
+    from pipelines.config.settings import load_settings
+    from pipelines.models.jobs import train_or_load
     from pipelines.stages.models import predict_document
 
     if kind not in JOB_KINDS:
@@ -71,7 +72,7 @@ def predict_scheduler_file(jobs_path: Path, ws: Any) -> dict:
 
     ``jobs_path``: CSV or parquet in the job-table schema (:mod:`pipelines.sources.tabular`; naive
     times are the workspace's cluster clock). The model is ``<models_dir>/scheduler``
-    (:func:`pipelines.scheduler_models.load_champion`, written by ``gpuplan train --history FILE``
+    (:func:`pipelines.models.scheduler.load_champion`, written by ``gpuplan train --history FILE``
     or by a workspace's nightly retraining). Its recent-runs features read the workspace's store
     when it has finished runs (:func:`forecasters.scheduler.refresh_recent`; no refit). Running
     jobs (``state`` running with ``started_at``) get their remaining time at the current time.
@@ -88,9 +89,9 @@ def predict_scheduler_file(jobs_path: Path, ws: Any) -> dict:
     import pandas as pd
 
     from forecasters.scheduler import predict_runtime, refresh_recent
-    from pipelines import scheduler_models
-    from pipelines.config import load_settings
+    from pipelines.config.settings import load_settings
     from pipelines.csv_sniff import read_operator_csv
+    from pipelines.models import scheduler as scheduler_models
     from pipelines.sources import tabular
 
     settings = load_settings()
@@ -110,7 +111,7 @@ def predict_scheduler_file(jobs_path: Path, ws: Any) -> dict:
     if res.errors:
         raise InputError(f"--jobs {path}: {res.errors[0]}" + (f" (and {len(res.errors) - 1} more rows)"
                                                              if len(res.errors) > 1 else ""))
-    if not ws.is_demo:
+    if job_side(ws) == "store":
         from pipelines.store import Store
 
         stored = Store(ws.store_dir).jobs()
@@ -143,7 +144,7 @@ def predict(
         from rich.console import Console  # lazily, like the rest of the body (import cost, above)
         from rich.table import Table
 
-        from pipelines.cli_support import emit_json
+        from pipelines.cli.support import emit_json
 
         if kind == SCHEDULER:
             if refit:

@@ -12,7 +12,7 @@ from typing import Any
 
 from pipelines import tracking
 from pipelines.catalog import Catalog
-from pipelines.config import Settings
+from pipelines.config.settings import Settings
 from pipelines.stages import models
 
 
@@ -33,7 +33,7 @@ def train_or_load(settings: Settings, kind: str, retrain: bool = False,
     asked to retrain, no saved model, or a saved model that cannot be read (it is replaced).
 
     Raises:
-        pipelines.errors.InputError: the shipped history is missing or invalid.
+        pipelines.config.errors.InputError: the shipped history is missing or invalid.
     """
     catalog = Catalog(settings)
     model = None if retrain else catalog.load_model(kind)

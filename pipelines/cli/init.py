@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli_support import run_guarded
+from pipelines.cli.support import run_guarded
 
 
 def init(
@@ -19,8 +19,8 @@ def init(
 
     def body() -> int:
         from pipelines.atomic import atomic_write_text
-        from pipelines.cli_support import check_out_parent
-        from pipelines.errors import InputError
+        from pipelines.cli.support import check_out_parent
+        from pipelines.config.errors import InputError
         from pipelines.workspace import CONFIG_FILE, init_text
 
         check_out_parent(folder, "DIR")

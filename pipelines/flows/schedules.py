@@ -10,7 +10,7 @@ Clock rules:
   local day in the marker file (:func:`claim_local_day`) so a second run for the same local day
   is skipped.
 
-Imported by :mod:`pipelines.flows` (the local-day claim) and :mod:`pipelines.deployments` (the
+Imported by :mod:`pipelines.flows` (the local-day claim) and :mod:`pipelines.flows.deployments` (the
 schedules), so neither imports the other for them.
 """
 
@@ -21,7 +21,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from pipelines.config import Settings, apply_env_defaults
+from pipelines.config.settings import Settings, apply_env_defaults
 
 apply_env_defaults()  # before prefect is imported (config.py: its environment is read at import)
 
@@ -29,7 +29,7 @@ from prefect.schedules import Cron  # noqa: E402
 from prefect.server.schemas.schedules import CronSchedule  # noqa: E402
 
 from pipelines.atomic import atomic_write_text  # noqa: E402
-from pipelines.errors import InputError  # noqa: E402
+from pipelines.config.errors import InputError  # noqa: E402
 from pipelines.run_folder import file_lock  # noqa: E402
 
 #: Local days kept in the nightly marker file (older claims are dropped).
@@ -40,7 +40,7 @@ def local_day(ts: datetime, timezone: str) -> date:
     """The calendar day of the aware time ``ts`` on the clock of IANA ``timezone``.
 
     Raises:
-        pipelines.errors.InputError: naive ``ts``.
+        pipelines.config.errors.InputError: naive ``ts``.
     """
     if ts.tzinfo is None:
         raise InputError(f"timestamp {ts.isoformat()} has no time zone")
@@ -82,7 +82,7 @@ def replan_cron(settings: Settings) -> str:
     """Cron string of the re-planning schedule (UTC): every ``replan_every_min`` minutes.
 
     Raises:
-        pipelines.errors.InputError: an interval that does not divide the hour or is not a
+        pipelines.config.errors.InputError: an interval that does not divide the hour or is not a
             whole number of hours dividing the day.
     """
     m = settings.replan_every_min

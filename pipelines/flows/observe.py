@@ -16,7 +16,7 @@ keys) and name the workspace, so the Artifacts page keeps one history per worksp
 (``plan-summary-demo``, ``estimated-starts-demo``, ``retrain-metrics-demo``).
 
 The terminal stays quiet: Prefect's console handler shows WARNING and above only
-(:data:`pipelines.config.ENV_DEFAULTS`), so these INFO lines go to the Prefect API alone.
+(:data:`pipelines.config.settings.ENV_DEFAULTS`), so these INFO lines go to the Prefect API alone.
 """
 
 from __future__ import annotations
@@ -352,7 +352,7 @@ def job_model_rows(kind: str, doc: Mapping[str, Any], version: Mapping[str, Any]
 def scheduler_rows(doc: Mapping[str, Any], version: str | None) -> list[dict[str, Any]]:
     """Rows of a workspace's nightly retraining: the new version, the champion and the baselines on one holdout.
 
-    ``doc``: :func:`pipelines.scheduler_models.nightly_fit`'s document (``candidate`` / ``champion``: an
+    ``doc``: :func:`pipelines.models.scheduler.nightly_fit`'s document (``candidate`` / ``champion``: an
     evaluation with ``metrics`` ``mae_h``, ``pinball_p90_h``, ``coverage_p90``, ``n`` and the candidate's
     ``baselines``; ``promoted``; ``champion_version_before``); ``version``: the version just registered.
     """

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli_support import WORKSPACE_HELP, emit_json, run_guarded, use_workspace
+from pipelines.cli.support import WORKSPACE_HELP, emit_json, run_guarded, use_workspace
 
 
 def ingest(
@@ -18,7 +18,7 @@ def ingest(
 
     def body() -> int:
         ws = use_workspace(workspace)
-        from pipelines.errors import InputError
+        from pipelines.config.errors import InputError
         from pipelines.ingest import ingest as run_ingest
 
         report = run_ingest(ws)

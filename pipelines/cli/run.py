@@ -7,67 +7,44 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli_support import WORKSPACE_HELP, run_guarded, use_workspace
+from pipelines.cli.support import WORKSPACE_HELP, run_guarded
 
 #: Default folder of the run folders (relative to the working directory).
 DEFAULT_OUT = Path("runs")
 
-#: stages shown as progress bars (names used by pipelines.flows)
-STAGES = ("ingest traffic", "forecaster training", "forecaster quantization", "forecaster batch_inference",
-          "real-time profiles", "queue + forecasts", "solve (milp)", "plan + risk report", "mlflow")
-#: the stages of an operator's workspace (its exports ingested first; one scheduler-history forecaster)
-WORKSPACE_STAGES = ("ingest sources", "real-time profiles", "queue + forecasts", "solve (milp)", "plan + risk report",
-                    "mlflow")
-
-
 def run(
     out_opt: Annotated[Path | None, typer.Option("--out", help="Folder that holds run folders and 'latest' "
                                              "(created if missing; its parent folder must exist; default: ./runs "
-                                             "for the demo, <workspace>/runs for a workspace).")] = None,
+                                             "for the shipped demo data/demo, <workspace>/runs for any other workspace).")] = None,
     workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
 ) -> None:
     """Train or load forecasters, forecast, plan, verify, report; print the run folder."""
 
     def body() -> int:
-        ws = use_workspace(workspace)
         import os
         import sys
         import time
 
-        from pipelines.cli_support import check_out_parent
-        from pipelines.config import load_settings
-        from pipelines.errors import InputError
+        from pipelines.cli.support import check_out_parent
+        from pipelines.config.errors import InputError
+        from pipelines.config.settings import job_side, load_settings, shipped_workspace
+        from pipelines.flows.preflight import ingest_and_check
+        from pipelines.flows.progress import PLAN_STAGES
+        from pipelines.workspace import load_workspace
 
-        stages = STAGES if ws.is_demo else WORKSPACE_STAGES
-        out = out_opt if out_opt is not None else (DEFAULT_OUT if ws.is_demo else ws.root / "runs")
+        ws = load_workspace(workspace)  # gpuplan.toml read once here, once in the flow run
+        stages = PLAN_STAGES[job_side(ws)]
+        out = out_opt if out_opt is not None else (DEFAULT_OUT if shipped_workspace(ws) else ws.root / "runs")
         check_out_parent(out)  # only the last level of --out is created (a typo must not build a tree)
         if out.exists() and not out.is_dir():
             raise InputError(f"--out {out} is a file; give a folder for the run folders")
-        out_dir = out.resolve()  # environment defaults: applied once for every command in pipelines.cli
-        settings = load_settings(runs_dir=out_dir)
+        out_dir = out.resolve()  # environment defaults: applied once for every command in pipelines.cli.app
+        settings = load_settings(ws, runs_dir=out_dir)
         from pipelines import tracking
 
         tracking.init_store(settings)  # an unusable MLflow store fails here in one line, before any output
-        if not ws.is_demo:  # an operator's exports: checked here, outside Prefect, so bad input is one line
-            from pipelines.ingest import ingest as run_ingest
-            from pipelines.ingest import workspace_data
-            from pipelines.stages.cluster import check_services_have_traffic
-
-            report = run_ingest(ws)
-            for role, r in report["sources"].items():
-                for name in r.get("unreadable_files", []):
-                    sys.stderr.write(f"warning: {role} export {name} could not be read; planning from the store "
-                                     f"('gpuplan ingest --workspace {ws.root}' shows why)\n")
-            data = workspace_data(ws)
-            check_services_have_traffic(data.traffic, ws.services(), ws.source("traffic").service_label)
-            if data.snapshot_at is not None:
-                import pandas as pd
-
-                age_h = (pd.Timestamp.now(tz="UTC") - pd.Timestamp(data.snapshot_at)).total_seconds() / 3600
-                if age_h * 60 > ws.config.replan.max_input_age_min:
-                    sys.stderr.write(f"note: the newest queue export ({data.snapshot_file}) was taken "
-                                     f"{pd.Timestamp(data.snapshot_at):%Y-%m-%dT%H:%MZ}, {age_h:,.1f} h ago: this run "
-                                     f"plans as of then (a replan would refuse it)\n")
+        for line in ingest_and_check(ws):  # an operator's exports: checked outside Prefect, bad input is one line
+            sys.stderr.write(line + "\n")
         from rich.console import Console
         from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -93,13 +70,14 @@ def run(
 
             # imported here, not at the top: prefect, mlflow, the optimizer and the forecasters cost
             # ~2.5 s (measured on the 2-core machine against ~0.14 s for the whole CLI).
-            from pipelines import flows
+            from pipelines.flows.plan import run_all
+            from pipelines.flows.progress import set_progress
 
-            flows.set_progress(hook)
+            set_progress(hook)
             try:
-                res = flows.run_all(out_dir=str(out_dir))
+                res = run_all(out_dir=str(out_dir), workspace=str(ws.root), ingested=True)
             finally:
-                flows.set_progress(None)
+                set_progress(None)
             prog.update(overall, completed=len(stages) + 1)
         wall = time.monotonic() - t0
         from pipelines.catalog import RunCatalog  # imported with flows above
