@@ -1,6 +1,6 @@
 """What-if on a published run folder (issue 14): edit its problem, re-plan, verify, explain the difference.
 
-``gpuplan whatif RUN_FOLDER`` and the Prefect flow ``whatif`` (:func:`pipelines.flows.whatif_flow`)
+``gpuplan whatif RUN_FOLDER`` and the Prefect flow ``whatif`` (:func:`pipelines.flows.whatif.whatif_flow`)
 both call :func:`run_whatif`. A run folder of ``gpuplan run`` or the replan deployment holds all
 that is needed to re-plan exactly (:data:`pipelines.catalog.RUN_DATASETS`):
 

@@ -14,7 +14,7 @@ from pipelines.config.errors import InputError
 DEFAULT_OUT = Path("bench_out")
 
 #: The scenario names of DESIGN §6.5, listed in ``--help`` without importing the optimizer (0.35 s);
-#: ``tests/pipelines/test_cli_polish.py`` checks they equal :data:`optimizer.scenarios.SCENARIOS`.
+#: ``tests/pipelines/cli/test_cli_polish.py`` checks they equal :data:`optimizer.scenarios.SCENARIOS`.
 SCENARIO_NAMES = ("mixed", "diurnal_peak", "big_gangs", "priority_skew", "uniform_priority", "scale_64x30",
                   "forecast_error", "real_trace", "real_trace_b")
 

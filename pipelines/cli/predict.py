@@ -91,13 +91,13 @@ def predict_scheduler_file(jobs_path: Path, ws: Any) -> dict:
     from forecasters.scheduler import predict_runtime, refresh_recent
     from pipelines.config.settings import load_settings
     from pipelines.csv_sniff import read_operator_csv
-    from pipelines.models import scheduler as scheduler_models
+    from pipelines.models import scheduler as scheduler_forecaster
     from pipelines.sources import tabular
 
     settings = load_settings()
-    loaded = scheduler_models.load_champion(settings)
+    loaded = scheduler_forecaster.load_champion(settings)
     if loaded is None:
-        raise InputError(f"no saved scheduler forecaster at {scheduler_models.model_path(settings)}; "
+        raise InputError(f"no saved scheduler forecaster at {scheduler_forecaster.model_path(settings)}; "
                          "train one first: gpuplan train --history FILE (or gpuplan train --workspace DIR)")
     model, meta = loaded
     path = Path(jobs_path)

@@ -156,7 +156,7 @@ def workspace_report(ws) -> dict:
 
     from pipelines import tracking
     from pipelines.config.settings import load_settings
-    from pipelines.models import scheduler as scheduler_models
+    from pipelines.models import scheduler as scheduler_forecaster
 
     settings = load_settings()
     tracking.init_store(settings)
@@ -165,11 +165,11 @@ def workspace_report(ws) -> dict:
     doc = {"kind": "scheduler", "workspace": str(ws.root), **evaluate_scheduler_model(model, holdout)}
     # then the nightly retraining on demand: gated against the champion, registered, champion moved if no worse
     cutoff = pd.to_datetime(jobs["submitted_at"], utc=True).max() + pd.Timedelta(seconds=1)
-    final, night = scheduler_models.nightly_fit(settings, ws, cutoff.to_pydatetime())
+    final, night = scheduler_forecaster.nightly_fit(settings, ws, cutoff.to_pydatetime())
     version = tracking.log_scheduler_model_run(settings, ws, final, night,
                                                alias="champion" if night["promoted"] else "challenger")
     if night["promoted"]:
-        scheduler_models.save_champion(settings, final, {"version": version, "cutoff": night["cutoff"],
+        scheduler_forecaster.save_champion(settings, final, {"version": version, "cutoff": night["cutoff"],
                                                          "history_rows": night["history_rows"],
                                                          "reason": night["reason"]})
     doc["registered"] = {"name": tracking.scheduler_model_name(ws.root), "version": version,
@@ -193,16 +193,16 @@ def history_report(path: Path, fmt: str | None, timezone: str | None, ws) -> dic
     """
     from forecasters.scheduler.features import check_timezone
     from pipelines.config.settings import load_settings
-    from pipelines.models import scheduler as scheduler_models
+    from pipelines.models import scheduler as scheduler_forecaster
 
     tz = check_timezone(timezone or ws.config.cluster.timezone)
-    records, n_read, errors = scheduler_models.read_history_file(path, fmt, tz)
+    records, n_read, errors = scheduler_forecaster.read_history_file(path, fmt, tz)
     if errors:
         print(f"--history {path}: {len(errors)} of {n_read} rows rejected, first: {errors[0]}", file=sys.stderr)
     from pipelines import tracking
 
     settings = load_settings()
-    model, doc = scheduler_models.train_from_history(settings, records, tz, str(path))
+    model, doc = scheduler_forecaster.train_from_history(settings, records, tz, str(path))
     tracking.init_store(settings)
     numbers = tracking.flatten({"metrics": doc["metrics"], "baselines": doc["baselines"], "mae_ratio": doc["mae_ratio"]})
     tracking.log_run(settings, "scheduler", f"history-{Path(path).name}",

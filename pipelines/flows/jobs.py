@@ -30,12 +30,12 @@ from domain.kinds import JOB_KINDS
 from pipelines import tracking
 from pipelines.catalog import Catalog
 from pipelines.config.settings import Settings, job_side
-from pipelines.flows import observe
+from pipelines.flows import observe, retrain_rows
 from pipelines.flows.progress import Stage
 from pipelines.flows.tasks import ingest_sources, ingest_traffic
 from pipelines.ingest import WorkspaceData, read_source, workspace_data
-from pipelines.models import jobs as model_store
-from pipelines.models import scheduler as scheduler_models
+from pipelines.models import jobs as job_forecasters
+from pipelines.models import scheduler as scheduler_forecaster
 from pipelines.run_folder import slot_start
 from pipelines.stages import cluster as cluster_stage
 from pipelines.stages import models as model_stage
@@ -84,8 +84,8 @@ def train_or_load(settings: Settings, kind: str, retrain: bool = False) -> Any:
     Trained, saved and logged to MLflow when missing or ``retrain``.
     """
     with Stage(f"forecaster {kind}"):
-        model = model_store.train_or_load(settings, kind, retrain=retrain, notify=log().info)
-    v = model_store.model_version(settings, kind)
+        model = job_forecasters.train_or_load(settings, kind, retrain=retrain, notify=log().info)
+    v = job_forecasters.model_version(settings, kind)
     log().info("%s forecaster: %s version %s (alias %s, MLflow run %s)", kind, v.get("name"), v.get("version"),
                v.get("alias"), v.get("run_id"))
     return model
@@ -107,7 +107,7 @@ def forecast_jobs(settings: Settings, models: dict[str, Any], queue: dict[str, p
 def forecast_cluster_queue(settings: Settings, ws: Workspace, data: WorkspaceData,
                            start: datetime) -> tuple[pd.DataFrame, dict[str, Any]]:
     """:func:`pipelines.stages.cluster.forecast_cluster_queue`: the workspace's queue with forecasts."""
-    champion = scheduler_models.load_champion(settings)
+    champion = scheduler_forecaster.load_champion(settings)
     model = None if champion is None else champion[0]
     jobs, notes = cluster_stage.forecast_cluster_queue(data.history, data.queue, ws, start, settings.step_minutes,
                                                        settings.seed, model=model)
@@ -128,11 +128,11 @@ def nightly_scheduler(settings: Settings, ws: Workspace, cutoff: datetime) -> di
     ``champion_version`` (the champion after this night).
     """
     with Stage("nightly retraining"):
-        model, doc = scheduler_models.nightly_fit(settings, ws, cutoff)
+        model, doc = scheduler_forecaster.nightly_fit(settings, ws, cutoff)
         version = tracking.log_scheduler_model_run(settings, ws, model, doc,
                                                    alias="champion" if doc["promoted"] else "challenger")
         if doc["promoted"]:
-            scheduler_models.save_champion(settings, model, {"version": version, "cutoff": doc["cutoff"],
+            scheduler_forecaster.save_champion(settings, model, {"version": version, "cutoff": doc["cutoff"],
                                                              "history_rows": doc["history_rows"],
                                                              "reason": doc["reason"]})
     return {**doc, "version": version, "champion_version": version if doc["promoted"] else doc["champion_version_before"]}
@@ -171,7 +171,7 @@ class ShippedJobs:
         queue = build_queue(self.settings, Catalog(self.settings).trace_pods(), inputs.start)
         jobs = forecast_jobs(self.settings, models, queue)
         return QueueForecast(jobs, queue_stage.queue_table(queue),
-                             {k: model_store.model_version(self.settings, k) for k in JOB_KINDS})
+                             {k: job_forecasters.model_version(self.settings, k) for k in JOB_KINDS})
 
     def retrain(self, when: datetime, kinds: list[str] | None) -> tuple[dict[str, Any], list[dict], list[str]]:
         """Refit each job forecaster of ``kinds`` (None: all); returns ``(out, metric rows, notes)``."""
@@ -179,9 +179,9 @@ class ShippedJobs:
         for kind in [k for k in (kinds or JOB_KINDS) if k in JOB_KINDS]:
             train_or_load.with_options(timeout_seconds=s.train_timeout_s)(s, kind, retrain=True)
             models[kind] = str(Catalog(s).model_path(kind))
-            v = model_store.model_version(s, kind)
-            doc = observe.unflatten(tracking.run_metrics(s, v["run_id"])) if v.get("run_id") else {}
-            rows += observe.job_model_rows(kind, doc, v)
+            v = job_forecasters.model_version(s, kind)
+            doc = retrain_rows.unflatten(tracking.run_metrics(s, v["run_id"])) if v.get("run_id") else {}
+            rows += retrain_rows.job_model_rows(kind, doc, v)
         return {"models": models}, rows, []
 
 
@@ -241,8 +241,8 @@ class StoreJobs:
         notes: list[str] = []
         if kinds is None or "scheduler" in kinds:
             res = nightly_scheduler.with_options(timeout_seconds=s.train_timeout_s)(s, ws, when)
-            out.update({"models": {"scheduler": str(scheduler_models.model_path(s))}, **res})
-            rows += observe.scheduler_rows(res, res.get("version"))
+            out.update({"models": {"scheduler": str(scheduler_forecaster.model_path(s))}, **res})
+            rows += retrain_rows.scheduler_rows(res, res.get("version"))
             notes.append(f"scheduler: {res.get('reason')}")
         out.setdefault("models", {})
         return out, rows, notes

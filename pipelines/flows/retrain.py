@@ -12,7 +12,7 @@ from pipelines import tracking
 from pipelines.catalog import Catalog
 from pipelines.config.errors import InputError
 from pipelines.config.settings import Settings
-from pipelines.flows import observe
+from pipelines.flows import observe, retrain_rows
 from pipelines.flows.jobs import ShippedJobs, StoreJobs, hourly_raw, job_source
 from pipelines.flows.plan import open_workspace, scheduled_time
 from pipelines.flows.progress import Stage
@@ -76,7 +76,7 @@ def nightly_realtime(settings: Settings, ws: Workspace, jobs_side: ShippedJobs |
     hours before it) on every service, logged by :func:`pipelines.tracking.log_realtime_backtest`. A history
     too short for one origin is a warning, not a failure (the job forecasters are still retrained).
 
-    Returns ``{"run_id" (None when skipped), "rows" (:func:`pipelines.observe.realtime_rows`), "notes"}``.
+    Returns ``{"run_id" (None when skipped), "rows" (:func:`pipelines.retrain_rows.realtime_rows`), "notes"}``.
     """
     services = ws.services()
     hours: dict = {}
@@ -96,7 +96,7 @@ def nightly_realtime(settings: Settings, ws: Workspace, jobs_side: ShippedJobs |
                    observe.fmt_value(m["mase_naive24"]), m["p90_coverage"])
     link = tracking.run_link(settings, rid)
     log().info("real-time accuracy: MLflow run %s%s", rid, f" ({link['url']})" if link["url"] else "")
-    return {"run_id": rid, "rows": observe.realtime_rows(doc, None), "notes": [f"real-time accuracy: MLflow run {rid}"]}
+    return {"run_id": rid, "rows": retrain_rows.realtime_rows(doc, None), "notes": [f"real-time accuracy: MLflow run {rid}"]}
 
 
 @task(name="publish-retrain", retries=2, retry_delay_seconds=3, cache_policy=NO_CACHE)
@@ -106,7 +106,7 @@ def publish_retrain(local_day: str, rows: list[dict[str, Any]], notes: list[str]
     md_key = observe.artifact_key("retrain-summary", workspace)
     observe.publish_table(table_key, rows, f"Retraining {local_day}: holdout / backtest metrics of each forecaster "
                                            "beside its baselines; version and alias (champion)")
-    observe.publish_markdown(md_key, observe.retrain_markdown(local_day, rows, notes), f"Retraining {local_day}")
+    observe.publish_markdown(md_key, retrain_rows.retrain_markdown(local_day, rows, notes), f"Retraining {local_day}")
     log().info("published Prefect artifacts %s and %s", table_key, md_key)
     return [table_key, md_key]
 

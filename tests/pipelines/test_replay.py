@@ -85,7 +85,7 @@ def test_stale_snapshot_fails_the_replan_and_keeps_the_previous_plan(replayed):
 def test_gate_forced_both_ways_on_the_replayed_store(replayed, monkeypatch):
     from forecasters.scheduler import fit_scheduler_model
     from pipelines.config.settings import load_settings
-    from pipelines.models import scheduler as scheduler_models
+    from pipelines.models import scheduler as scheduler_forecaster
     from pipelines.stages.retrain import split_at_cutoff
     from pipelines.store import Store
     from pipelines.workspace import load_workspace
@@ -96,14 +96,14 @@ def test_gate_forced_both_ways_on_the_replayed_store(replayed, monkeypatch):
     jobs = Store(ws.store_dir).jobs()
     # a champion trained on runtimes 20 times too long: the new version must replace it
     bad = fit_scheduler_model(jobs.assign(elapsed_s=jobs["elapsed_s"] * 20), timezone=ws.config.cluster.timezone)
-    scheduler_models.save_champion(settings, bad, {"version": "bad"})
-    _, doc = scheduler_models.nightly_fit(settings, ws, cutoff)
+    scheduler_forecaster.save_champion(settings, bad, {"version": "bad"})
+    _, doc = scheduler_forecaster.nightly_fit(settings, ws, cutoff)
     assert doc["promoted"] and doc["champion_version_before"] == "bad" and "<= champion" in doc["reason"]
     # a champion fitted on the holdout itself (it has seen the answers): the new version must not replace it
     _, _, holdout = split_at_cutoff(jobs, cutoff, ws.config.retrain.holdout_days)
     good = fit_scheduler_model(holdout, timezone=ws.config.cluster.timezone)
-    scheduler_models.save_champion(settings, good, {"version": "oracle"})
-    _, doc = scheduler_models.nightly_fit(settings, ws, cutoff)
+    scheduler_forecaster.save_champion(settings, good, {"version": "oracle"})
+    _, doc = scheduler_forecaster.nightly_fit(settings, ws, cutoff)
     assert not doc["promoted"] and "kept as challenger" in doc["reason"]
 
 

@@ -26,7 +26,7 @@ def _workspace(tmp_path: Path, address: str) -> Path:
 
 @pytest.fixture(autouse=True)
 def _restore_workspace_env(monkeypatch):
-    """``--workspace`` sets ``$GPUPLAN_WORKSPACE`` for the process (cli_support.use_workspace): put it back after each test."""
+    """``--workspace`` sets ``$GPUPLAN_WORKSPACE`` for the process (pipelines.cli.support.use_workspace): put it back after each test."""
     monkeypatch.delenv("GPUPLAN_WORKSPACE", raising=False)
 
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from pipelines.cli.app import app
 from pipelines.cli.profile import MAX_HORIZON_H
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 M_SMALL = ROOT / "data" / "traffic" / "servegen_m-small_hourly.csv"
 
 

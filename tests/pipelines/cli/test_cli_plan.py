@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from pipelines.cli.app import app
 from pipelines.plan_io import read_plan_summary
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 VALLEY = ROOT / "data" / "examples" / "valley.json"
 KEYS = {"status", "objective", "bound", "gap", "solve_s", "model", "jobs", "services", "violations"}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipelines.flows import observe
+from pipelines.flows import observe, retrain_rows
 
 T0 = pd.Timestamp("2025-03-16T16:00Z")
 
@@ -150,7 +150,7 @@ def test_long_tables_stop_at_the_limit_and_say_how_many_more():
 
 def test_unflatten_gives_back_the_evaluation_document():
     flat = {"metrics.mae_h": 1.2, "metrics.mape": 0.1, "baselines.per_variant_median.mae_h": 11.0, "n_test": 796.0}
-    assert observe.unflatten(flat) == {"metrics": {"mae_h": 1.2, "mape": 0.1},
+    assert retrain_rows.unflatten(flat) == {"metrics": {"mae_h": 1.2, "mape": 0.1},
                                        "baselines": {"per_variant_median": {"mae_h": 11.0}}, "n_test": 796.0}
 
 
@@ -158,18 +158,18 @@ def test_retraining_rows_put_each_model_beside_its_baselines_and_name_the_champi
     doc = {"n_test": 796.0, "metrics": {"mae_h": 1.209, "mape": 0.102, "pinball_p90": 0.269,
                                         "coverage_p10_p90": 0.791},
            "baselines": {"per_variant_median": {"mae_h": 10.98, "mape": 2.19}, "analytic": {"mae_h": 1.208}}}
-    rows = observe.job_model_rows("training", doc, {"version": "3", "alias": "champion"})
+    rows = retrain_rows.job_model_rows("training", doc, {"version": "3", "alias": "champion"})
     assert [(r["model"], r["version"], r["alias"], r["mae"], r["mape_frac"], r["n_scored"]) for r in rows] == [
         ("LightGBM", "3", "champion", 1.209, 0.102, 796), ("baseline: per_variant_median", None, None, 10.98, 2.19, 796),
         ("baseline: analytic", None, None, 1.208, None, 796)]
     assert rows[0]["coverage_frac"] == 0.791 and rows[0]["coverage_of"] == "P10-P90" and set(rows[0]) == set(
-        observe.RETRAIN_COLUMNS)
+        retrain_rows.RETRAIN_COLUMNS)
     night = {"promoted": False, "champion_version_before": "4", "reason": "kept as challenger",
              "candidate": {"metrics": {"mae_h": 2.0, "pinball_p90_h": 0.9, "coverage_p90": 0.85, "n": 40},
                            "baselines": {"time_limit": {"mae_h": 9.0, "pinball_p90_h": 3.0, "coverage_p90": 1.0,
                                                         "n": 40}, "global_median": None}},
              "champion": {"metrics": {"mae_h": 1.5, "pinball_p90_h": 0.7, "coverage_p90": 0.9, "n": 40}}}
-    rows = observe.scheduler_rows(night, "5")
+    rows = retrain_rows.scheduler_rows(night, "5")
     assert [(r["model"], r["version"], r["alias"], r["mae"]) for r in rows] == [
         ("new version", "5", "challenger", 2.0), ("previous champion", "4", "champion", 1.5),
         ("baseline: time_limit", None, None, 9.0)]
@@ -179,14 +179,14 @@ def test_retraining_rows_put_each_model_beside_its_baselines_and_name_the_champi
                                    "hourly_recal": {"mae": 504.0, "mase_snaive168": 0.44, "mase_naive24": 0.53,
                                                     "mape": 0.10, "p90_coverage": 0.84},
                                    "baselines": {"snaive168": {"mae": 1144.0}, "naive24": {"mae": 951.0}}}}}
-    rows = observe.realtime_rows(rt)
+    rows = retrain_rows.realtime_rows(rt)
     assert [(r["forecaster"], r["model"], r["mae"], r["mae_units"], r["mase_snaive168_ratio"], r["coverage_frac"])
             for r in rows] == [
         ("realtime m-small", "combination, day ahead", 808.0, "requests/h", 0.71, 0.83),
         ("realtime m-small", "combination, 1 h ahead", 504.0, "requests/h", 0.44, 0.84),
         ("realtime m-small", "baseline: snaive168", 1144.0, "requests/h", None, None),
         ("realtime m-small", "baseline: naive24", 951.0, "requests/h", None, None)]
-    md = observe.retrain_markdown("2025-10-26", observe.job_model_rows("training", doc, {"version": "3",
+    md = retrain_rows.retrain_markdown("2025-10-26", retrain_rows.job_model_rows("training", doc, {"version": "3",
                                                                                           "alias": "champion"}),
                                   ["real-time accuracy: MLflow run r1"])
     assert "- training: version **3** (MAE 1.2 h)" in md and "- real-time accuracy: MLflow run r1" in md

@@ -11,7 +11,7 @@ from pathlib import Path
 
 #: The hand problem (8 GPUs on two 4-GPU nodes, 8 steps; worked in tests/optimizer/test_whatif.py), shared by
 #: the what-if tests: tests/data/whatif_hand.json.
-HAND = json.loads((Path(__file__).resolve().parents[1] / "data" / "whatif_hand.json").read_text())
+HAND = json.loads((Path(__file__).resolve().parents[2] / "data" / "whatif_hand.json").read_text())
 
 SCRIPT = """
 import json, sys

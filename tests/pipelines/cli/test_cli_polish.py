@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from pipelines.cli.app import app
 from pipelines.cli.bench import SCENARIO_NAMES
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 VALLEY = ROOT / "data" / "examples" / "valley.json"
 COMMANDS = ("init", "ingest", "run", "train", "predict", "profile", "plan", "bench", "serve", "replay", "whatif")
 
