@@ -26,12 +26,11 @@ def run(
 
         from pipelines.cli.support import check_out_parent
         from pipelines.config.errors import InputError
-        from pipelines.config.settings import job_side, load_settings, shipped_workspace
+        from pipelines.config.settings import job_side, load_settings, open_workspace, shipped_workspace
         from pipelines.flows.preflight import ingest_and_check
         from pipelines.flows.progress import PLAN_STAGES
-        from pipelines.workspace import load_workspace
 
-        ws = load_workspace(workspace)  # gpuplan.toml read once here, once in the flow run
+        ws = open_workspace(workspace)  # gpuplan.toml parsed once per process (the flow run reuses it)
         stages = PLAN_STAGES[job_side(ws)]
         out = out_opt if out_opt is not None else (DEFAULT_OUT if shipped_workspace(ws) else ws.root / "runs")
         check_out_parent(out)  # only the last level of --out is created (a typo must not build a tree)

@@ -240,6 +240,33 @@ def workspace_defaults(ws: Workspace) -> dict[str, object]:
     return out
 
 
+#: The workspaces parsed by this process: folder -> (the ``gpuplan.toml`` text, the workspace) (:func:`open_workspace`).
+_PARSED: dict[Path, tuple[str, Workspace]] = {}
+
+
+def open_workspace(folder: str | Path | None = None) -> Workspace:
+    """:func:`pipelines.workspace.load_workspace`, parsed once per process while ``gpuplan.toml`` keeps its text.
+
+    ``gpuplan run`` opens the workspace in the command (to check the inputs before Prefect starts) and again
+    in the flow run; the file is read both times but parsed once (a changed file is parsed again).
+
+    Raises:
+        pipelines.config.errors.InputError: the folder or its ``gpuplan.toml`` missing, or the config invalid.
+    """
+    from pipelines.workspace import CONFIG_FILE, DEMO_WORKSPACE, load_workspace, parse_workspace
+
+    root = Path(folder if folder is not None else (os.environ.get("GPUPLAN_WORKSPACE") or DEMO_WORKSPACE)).expanduser()
+    try:
+        text = (root / CONFIG_FILE).read_text(encoding="utf-8")
+    except OSError:
+        return load_workspace(root)  # its one-line error naming what is missing
+    key = root.resolve()
+    hit = _PARSED.get(key)
+    if hit is None or hit[0] != text:
+        hit = _PARSED[key] = (text, parse_workspace(text, root, root / CONFIG_FILE))
+    return hit[1]
+
+
 def load_settings(workspace: str | Path | Workspace | None = None, **overrides: object) -> Settings:
     """Build :class:`Settings` from defaults, the workspace (:func:`workspace_defaults`), environment variables, then ``overrides``.
 
@@ -253,9 +280,9 @@ def load_settings(workspace: str | Path | Workspace | None = None, **overrides: 
         pipelines.config.errors.InputError: an unknown time zone, a non-power-of-two GPU count, or an
             invalid workspace.
     """
-    from pipelines.workspace import Workspace, load_workspace
+    from pipelines.workspace import Workspace
 
-    ws = workspace if isinstance(workspace, Workspace) else load_workspace(workspace)
+    ws = workspace if isinstance(workspace, Workspace) else open_workspace(workspace)
     env: dict[str, object] = workspace_defaults(ws)
     uri = os.environ.get("GPUPLAN_TRACKING_URI") or os.environ.get("MLFLOW_TRACKING_URI")
     if uri:

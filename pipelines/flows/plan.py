@@ -1,7 +1,7 @@
 """The plan flows: ``run_all`` (``gpuplan run``) and ``plan`` (the re-plan deployment) share one :func:`plan_once`.
 
 Each flow run loads the workspace and its :class:`pipelines.config.settings.Settings` once
-(:func:`open_workspace`) and passes both down to every task; the side of the workspace (shipped files
+(:func:`workspace_settings`) and passes both down to every task; the side of the workspace (shipped files
 or an operator's store, :mod:`pipelines.flows.jobs`) is chosen once. A plan is: inputs -> real-time
 forecasts -> job forecasts -> problem -> solve (task timeout) -> verify -> outputs, built in a
 temporary run folder published atomically with a ``latest`` pointer (:mod:`pipelines.run_folder`);
@@ -22,7 +22,7 @@ from prefect.runtime import flow_run
 from optimizer.problem import Problem
 from pipelines import tracking
 from pipelines.catalog import Catalog, RunCatalog, read_problem_file
-from pipelines.config.settings import Settings, load_settings
+from pipelines.config.settings import Settings, load_settings, open_workspace
 from pipelines.flows import observe
 from pipelines.flows.jobs import PlanInputs, ShippedJobs, StoreJobs, job_source
 from pipelines.flows.progress import Stage
@@ -38,20 +38,21 @@ from pipelines.flows.tasks import (
     write_realtime,
 )
 from pipelines.run_folder import LATEST, RunFolder
-from pipelines.workspace import Workspace, load_workspace
+from pipelines.workspace import Workspace
 
 log = observe.run_logger
 
 
-def open_workspace(workspace: str | None, **overrides: object) -> tuple[Workspace, Settings]:
+def workspace_settings(workspace: str | None, **overrides: object) -> tuple[Workspace, Settings]:
     """The flow run's workspace (``workspace``, else ``$GPUPLAN_WORKSPACE``, else the shipped demo) and settings.
 
-    ``gpuplan.toml`` is read here, once per flow run; nothing is written to the environment.
+    ``gpuplan.toml`` is parsed here, once per flow run (:func:`pipelines.config.settings.open_workspace`: not
+    again when ``gpuplan run`` parsed it before starting the flow); nothing is written to the environment.
 
     Raises:
         pipelines.config.errors.InputError: the workspace is missing or invalid.
     """
-    ws = load_workspace(Path(workspace).expanduser().resolve() if workspace else None)
+    ws = open_workspace(Path(workspace).expanduser().resolve() if workspace else None)
     return ws, load_settings(ws, **overrides)
 
 
@@ -83,17 +84,18 @@ class PlanResult:
 
 
 def build_from_inputs(settings: Settings, jobs_side: ShippedJobs | StoreJobs, run: RunCatalog, inp: PlanInputs,
-                      retrain: bool):
+                      retrain: bool, replan: bool):
     """Real-time forecasts, job forecasts and demand -> the problem; writes every input table into ``run``.
 
-    Returns ``(problem, queue forecast, demand, fit)``.
+    Returns ``(problem, queue forecast, demand, fit, the future of the forecasts' logging or None)``.
     """
     services, ingested, start = inp.services, inp.ingested, inp.start
     write_realtime(run, ingested, None)
     jobs_side.start_models(retrain)  # the job forecasters train beside the real-time fit
     fit = fit_profiles.submit(services, ingested.frame, start, ingested.diagnostics).result()
     write_realtime(run, None, fit)
-    logged = log_profiles.submit(settings, run, fit, start)
+    # gpuplan run draws and logs each service's forecast (plot + MLflow run); a re-plan every 30 min does not
+    logged = None if replan else log_profiles.submit(settings, run, fit, start)
     with Stage("queue + forecasts"):
         queue = jobs_side.forecast(inp)
         if queue.notes is not None:
@@ -129,7 +131,7 @@ def plan_once(settings: Settings, ws: Workspace, out: Path, when: datetime, plan
     try:
         run = Catalog(settings).run(rf.tmp_path)
         if problem_path is None:
-            problem, queue, dem, fit, logged = build_from_inputs(settings, jobs_side, run, inp, retrain)
+            problem, queue, dem, fit, logged = build_from_inputs(settings, jobs_side, run, inp, retrain, replan)
             start = inp.start
         else:
             problem, queue, dem, fit, logged = read_problem(run, problem_path), None, None, None, None
@@ -175,7 +177,7 @@ def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: s
 
     Returns ``{"run_dir", "slot", "latest_moved", "status", "source", "fallback", "mlflow_run_id"}``.
     """
-    ws, s = open_workspace(workspace)
+    ws, s = workspace_settings(workspace)
     tracking.init_store(s)
     out = Path(out_dir) if out_dir else s.runs_dir / "replan"
     res = plan_once(s, ws, out, scheduled_time(scheduled_at), planner, replan=True, problem_path=problem_path)
@@ -198,7 +200,7 @@ def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "m
     "tracking_uri", "workspace", "n_gpus", "nodes", "outputs", "wall_s"}``.
     """
     t0 = time.monotonic()
-    ws, s = open_workspace(workspace)
+    ws, s = workspace_settings(workspace)
     tracking.init_store(s)
     out = Path(out_dir) if out_dir else s.runs_dir
     log().info("gpuplan run of workspace %s (%d GPUs, %d nodes) into %s", ws.root, s.n_gpus,

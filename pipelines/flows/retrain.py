@@ -14,7 +14,7 @@ from pipelines.config.errors import InputError
 from pipelines.config.settings import Settings
 from pipelines.flows import observe, retrain_rows
 from pipelines.flows.jobs import ShippedJobs, StoreJobs, hourly_raw, job_source
-from pipelines.flows.plan import open_workspace, scheduled_time
+from pipelines.flows.plan import scheduled_time, workspace_settings
 from pipelines.flows.progress import Stage
 from pipelines.flows.schedules import claim_local_day, local_day
 from pipelines.stages import realtime
@@ -47,7 +47,7 @@ def train_forecasters(scheduled_at: datetime | None = None, kinds: list[str] | N
     Returns ``{"local_day", "skipped", "models": {kind: model folder}, "realtime_run_id"}`` (and a workspace's
     retraining document).
     """
-    ws, s = open_workspace(workspace)
+    ws, s = workspace_settings(workspace)
     tracking.init_store(s)
     when = scheduled_time(scheduled_at)
     day = local_day(when, s.nightly_timezone)

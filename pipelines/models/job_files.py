@@ -31,6 +31,7 @@ import pandas as pd
 from pipelines.atomic import atomic_dir
 from pipelines.config.errors import InputError
 from pipelines.config.lazy import lazy_class
+from pipelines.models.pyfunc import pyfunc_class
 
 FORMAT_VERSION = 2  # 2: boosters return corrections to physics priors
 DURATION_FILE = "duration_booster.txt"
@@ -162,24 +163,15 @@ def pyfunc_output(pred: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _make_pyfunc_class():
-    import mlflow.pyfunc
+def _predict_frame(model: Any, frame: pd.DataFrame) -> pd.DataFrame:
+    from forecasters.jobs import predict as job_predict
 
-    class JobModelPyfunc(mlflow.pyfunc.PythonModel):
-        """MLflow pyfunc around a saved job forecaster: raw features in, prediction frame out."""
+    return pyfunc_output(job_predict(model, frame))
 
-        def load_context(self, context):  # noqa: D401 - mlflow hook
-            self._model = load_model(context.artifacts["job_model"])
 
-        def predict(self, context, model_input, params=None):  # noqa: D401 - mlflow hook
-            from forecasters.jobs import predict as job_predict
-
-            frame = model_input if isinstance(model_input, pd.DataFrame) else pd.DataFrame(model_input)
-            return pyfunc_output(job_predict(self._model, frame))
-
-    JobModelPyfunc.__module__ = __name__
-    JobModelPyfunc.__qualname__ = "JobModelPyfunc"
-    return JobModelPyfunc
+def _make_pyfunc_class() -> type:
+    return pyfunc_class("JobModelPyfunc", __name__, "job_model", load_model, _predict_frame,
+                        "MLflow pyfunc around a saved job forecaster: raw features in, prediction frame out.")
 
 
 #: Module ``__getattr__``: :class:`JobModelPyfunc` is built on first use (:func:`pipelines.config.lazy.lazy_class`).

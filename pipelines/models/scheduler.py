@@ -29,6 +29,7 @@ from pipelines.atomic import atomic_dir
 from pipelines.config.errors import InputError
 from pipelines.config.lazy import lazy_class
 from pipelines.config.settings import Settings
+from pipelines.models.pyfunc import pyfunc_class
 from pipelines.stages import retrain
 from pipelines.store import Store
 from pipelines.workspace import Workspace
@@ -182,24 +183,19 @@ def train_from_history(settings: Settings, records: pd.DataFrame, timezone: str,
     return model, doc
 
 
+def _load_pickle(path: str) -> Any:
+    return pickle.loads(Path(path).read_bytes())
+
+
+def _predict_frame(model: Any, frame: pd.DataFrame) -> pd.DataFrame:
+    from forecasters.scheduler import predict_runtime
+
+    return predict_runtime(model, frame)
+
+
 def _make_pyfunc_class() -> type:
-    import mlflow.pyfunc
-
-    class SchedulerModelPyfunc(mlflow.pyfunc.PythonModel):
-        """MLflow pyfunc around a pickled scheduler forecaster: job records in, runtime quantiles out."""
-
-        def load_context(self, context):  # noqa: D401 - mlflow hook
-            self._model = pickle.loads(Path(context.artifacts["model"]).read_bytes())
-
-        def predict(self, context, model_input, params=None):  # noqa: D401 - mlflow hook
-            from forecasters.scheduler import predict_runtime
-
-            frame = model_input if isinstance(model_input, pd.DataFrame) else pd.DataFrame(model_input)
-            return predict_runtime(self._model, frame)
-
-    SchedulerModelPyfunc.__module__ = __name__
-    SchedulerModelPyfunc.__qualname__ = "SchedulerModelPyfunc"
-    return SchedulerModelPyfunc
+    return pyfunc_class("SchedulerModelPyfunc", __name__, "model", _load_pickle, _predict_frame,
+                        "MLflow pyfunc around a pickled scheduler forecaster: job records in, runtime quantiles out.")
 
 
 #: Module ``__getattr__``: :class:`SchedulerModelPyfunc` is built on first use (:func:`pipelines.config.lazy.lazy_class`).

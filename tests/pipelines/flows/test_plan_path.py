@@ -35,11 +35,8 @@ def test_the_side_is_the_queue_format_and_a_demo_copy_is_not_the_shipped_folder(
     assert job_side(load_workspace(copy_slurm_fixture(tmp_path / "slurm"))) == "store"
 
 
-def test_gpuplan_toml_is_parsed_once_per_run_of_the_flow(tmp_path, iso_env, monkeypatch):
-    """Counted by wrapping ``tomllib.loads`` (what :func:`pipelines.workspace.parse_workspace` calls) during one flow run."""
-    from pipelines.flows.plan import run_all
-
-    ws = copy_slurm_fixture(tmp_path / "ws")
+def count_workspace_parses(monkeypatch) -> list[str]:
+    """Record every ``gpuplan.toml`` text ``tomllib.loads`` parses (what :func:`pipelines.workspace.parse_workspace` calls)."""
     parses: list[str] = []
     real = tomllib.loads
 
@@ -49,6 +46,29 @@ def test_gpuplan_toml_is_parsed_once_per_run_of_the_flow(tmp_path, iso_env, monk
         return real(text, *args, **kwargs)
 
     monkeypatch.setattr(tomllib, "loads", counting)
+    return parses
+
+
+def test_gpuplan_toml_is_parsed_once_per_gpuplan_run(tmp_path, iso_env, monkeypatch):
+    """One ``gpuplan run`` (the command's checks, then the flow run and all its tasks): one parse."""
+    from typer.testing import CliRunner
+
+    from pipelines.cli.app import app
+
+    ws = copy_slurm_fixture(tmp_path / "ws")
+    parses = count_workspace_parses(monkeypatch)
+    res = CliRunner().invoke(app, ["run", "--workspace", str(ws), "--out", str(tmp_path / "runs")])
+    assert res.exit_code == 0, res.output
+    assert len(parses) == 1
+    assert (tmp_path / "runs" / "latest" / "plan.parquet").is_file()
+
+
+def test_gpuplan_toml_is_parsed_once_per_run_of_the_flow(tmp_path, iso_env, monkeypatch):
+    """The flow called on its own (a served deployment's run): one parse, though every task uses the workspace."""
+    from pipelines.flows.plan import run_all
+
+    ws = copy_slurm_fixture(tmp_path / "ws")
+    parses = count_workspace_parses(monkeypatch)
     res = run_all(out_dir=str(tmp_path / "runs"), workspace=str(ws))
     assert len(parses) == 1
     assert res["status"] in ("optimal", "feasible") and Path(res["run_dir"]).parent == tmp_path / "runs"
