@@ -37,10 +37,11 @@ from pipelines.ingest import WorkspaceData, read_source, workspace_data
 from pipelines.models import jobs as job_forecasters
 from pipelines.models import scheduler as scheduler_forecaster
 from pipelines.run_folder import slot_start
-from pipelines.stages import cluster as cluster_stage
 from pipelines.stages import models as model_stage
-from pipelines.stages import queue as queue_stage
 from pipelines.stages import realtime
+from pipelines.stages import traffic as traffic_stage
+from pipelines.stages.queue import shipped as shipped_queue
+from pipelines.stages.queue import store as store_queue
 from pipelines.stages.realtime import IngestedTraffic, ServiceSettings
 from pipelines.workspace import Workspace
 
@@ -74,7 +75,7 @@ class QueueForecast:
 
 def hourly_raw(ws: Workspace, services: list[ServiceSettings], samples: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Each service's hourly raw rows from traffic samples (``[sources.traffic] units``)."""
-    return cluster_stage.hourly_traffic(samples, services, ws.source("traffic").units)
+    return traffic_stage.hourly_traffic(samples, services, ws.source("traffic").units)
 
 
 @task(name="train-or-load", cache_policy=NO_CACHE)
@@ -93,8 +94,8 @@ def train_or_load(settings: Settings, kind: str, retrain: bool = False) -> Any:
 
 @task(name="build-queue", cache_policy=NO_CACHE)
 def build_queue(settings: Settings, pods: pd.DataFrame, start: datetime) -> dict[str, pd.DataFrame]:
-    """:func:`pipelines.stages.queue.build_queue`: real-trace pods + generated LLM jobs at ``start``."""
-    return queue_stage.build_queue(pods, settings.seed, start)
+    """:func:`pipelines.stages.queue.shipped.build_queue`: real-trace pods + generated LLM jobs at ``start``."""
+    return shipped_queue.build_queue(pods, settings.seed, start)
 
 
 @task(name="forecast-jobs", cache_policy=NO_CACHE)
@@ -106,10 +107,10 @@ def forecast_jobs(settings: Settings, models: dict[str, Any], queue: dict[str, p
 @task(name="forecast-cluster-queue", cache_policy=NO_CACHE)
 def forecast_cluster_queue(settings: Settings, ws: Workspace, data: WorkspaceData,
                            start: datetime) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """:func:`pipelines.stages.cluster.forecast_cluster_queue`: the workspace's queue with forecasts."""
+    """:func:`pipelines.stages.queue.store.forecast_cluster_queue`: the workspace's queue with forecasts."""
     champion = scheduler_forecaster.load_champion(settings)
     model = None if champion is None else champion[0]
-    jobs, notes = cluster_stage.forecast_cluster_queue(data.history, data.queue, ws, start, settings.step_minutes,
+    jobs, notes = store_queue.forecast_cluster_queue(data.history, data.queue, ws, start, settings.step_minutes,
                                                        settings.seed, model=model)
     notes["from_store"] = data.from_store
     name = tracking.scheduler_model_name(ws.root)
@@ -170,7 +171,7 @@ class ShippedJobs:
         models = {k: f.result() for k, f in self._models.items()}
         queue = build_queue(self.settings, Catalog(self.settings).trace_pods(), inputs.start)
         jobs = forecast_jobs(self.settings, models, queue)
-        return QueueForecast(jobs, queue_stage.queue_table(queue),
+        return QueueForecast(jobs, shipped_queue.queue_table(queue),
                              {k: job_forecasters.model_version(self.settings, k) for k in JOB_KINDS})
 
     def retrain(self, when: datetime, kinds: list[str] | None) -> tuple[dict[str, Any], list[dict], list[str]]:
@@ -195,22 +196,22 @@ class StoreJobs:
         """Ingest (unless ``ingest`` is False: the caller did), read the store; the plan starts at the newest export.
 
         Floored to the step. A re-plan (``replan``) first checks that export and the traffic are at most
-        ``[replan] max_input_age_min`` old at ``when`` (:func:`pipelines.stages.cluster.check_fresh`);
+        ``[replan] max_input_age_min`` old at ``when`` (:func:`pipelines.stages.queue.store.check_fresh`);
         ``gpuplan run`` plans what it has, from the export's time but not after the end of the traffic.
 
         Raises:
-            pipelines.stages.cluster.StaleInputError: a re-plan with a stale queue export or traffic.
+            pipelines.stages.queue.store.StaleInputError: a re-plan with a stale queue export or traffic.
         """
         ws, services = self.ws, self.ws.services()
         if ingest:
             ingest_sources(ws)
         data = workspace_data(ws)
-        cluster_stage.check_services_have_traffic(data.traffic, services, ws.source("traffic").service_label)
+        traffic_stage.check_services_have_traffic(data.traffic, services, ws.source("traffic").service_label)
         ingested = ingest_traffic(services, hourly_raw(ws, services, data.traffic))
         samples = data.traffic["ts"]
         traffic_end = pd.Timestamp(samples.max()) if len(samples) else pd.Timestamp(realtime.plan_start(ingested.frame))
         if replan:
-            cluster_stage.check_fresh(data.snapshot_at, data.snapshot_file, traffic_end, when,
+            store_queue.check_fresh(data.snapshot_at, data.snapshot_file, traffic_end, when,
                                       ws.config.replan.max_input_age_min)
         taken = pd.Timestamp(data.snapshot_at) if data.snapshot_at is not None else pd.Timestamp(when)
         if not replan:
@@ -229,7 +230,7 @@ class StoreJobs:
         data = inputs.data if inputs.data is not None else workspace_data(self.ws)
         jobs, notes = forecast_cluster_queue(self.settings, self.ws, data, inputs.start)
         users = {str(j): (u if isinstance(u, str) else "") for j, u in zip(data.queue["job_id"], data.queue["user"])}
-        return QueueForecast(jobs, cluster_stage.queue_table(jobs, data.queue), {"scheduler": notes.get("model")},
+        return QueueForecast(jobs, store_queue.queue_table(jobs, data.queue), {"scheduler": notes.get("model")},
                              notes, users)
 
     def retrain(self, when: datetime, kinds: list[str] | None) -> tuple[dict[str, Any], list[dict], list[str]]:

@@ -23,7 +23,7 @@ def ingest_and_check(ws: Workspace) -> list[str]:
     import pandas as pd
 
     from pipelines.ingest import ingest, workspace_data
-    from pipelines.stages.cluster import check_services_have_traffic
+    from pipelines.stages.traffic import check_services_have_traffic
 
     lines = []
     report = ingest(ws)

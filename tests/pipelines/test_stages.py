@@ -17,7 +17,7 @@ from pipelines.config.settings import load_settings
 from pipelines.flows.bench import run_benchmark
 from pipelines.flows.tasks import cluster_shape
 from pipelines.stages import problem as P
-from pipelines.stages import queue
+from pipelines.stages.queue import shipped as queue
 from pipelines.stages.realtime import ServiceSettings
 
 T0 = datetime(2025, 3, 16, 16, tzinfo=UTC)

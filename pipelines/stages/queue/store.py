@@ -1,8 +1,5 @@
-"""Stages of an operator's workspace plan: hourly traffic from samples, the queue's kinds and priorities, job forecasts.
+"""The store side's queue (an operator's exports): the queue's kinds and priorities, job forecasts, input freshness.
 
-- :func:`hourly_traffic`: traffic samples -> each service's hourly rows (``ts``, ``value``), the input
-  of :func:`pipelines.stages.realtime.ingest_traffic`: the hour's mean sample, × 3600 for a per-second
-  rate (``value_units = "rate_per_s"``, a Prometheus ``rate()``), as is for ``per_hour``.
 - :func:`queue_kinds`: the job kind of each queued record: its own (``gpuplan.kind`` in the comment or
   annotations), else ``[kinds] qos``, else ``[kinds] partition``, else :data:`domain.kinds.QOS_KIND`
   for the QoS classes it knows (case-insensitive), else ``[kinds] default``.
@@ -28,40 +25,7 @@ from domain.kinds import QOS_KIND, QOS_PRIORITY
 from domain.units import pow2_ceil_array
 from pipelines import schemas
 from pipelines.config.errors import InputError
-from pipelines.sources.prometheus import aggregate_hourly
-from pipelines.stages.realtime import ServiceSettings
 from pipelines.workspace import Workspace
-
-
-def hourly_traffic(samples: pd.DataFrame, services: Sequence[ServiceSettings], value_units: str) -> dict[str, pd.DataFrame]:
-    """Traffic samples (``service``, ``ts`` UTC, ``value``) -> service -> hourly rows (``ts`` ISO text with ``Z``, ``value``).
-
-    An hour without a finite sample is absent (the real-time ingest imputes it and flags it).
-
-    The hour's mean of finite samples (:func:`pipelines.sources.prometheus.aggregate_hourly`); a
-    service without samples gets an empty frame (the real-time ingest then names it).
-    """
-    hourly = aggregate_hourly(samples, per_hour=value_units == "rate_per_s")
-    out = {}
-    for svc in services:
-        h = hourly[hourly["service"] == svc.service]
-        out[svc.service] = pd.DataFrame({"ts": pd.DatetimeIndex(h["ts"]).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                                         "value": h["value"].to_numpy(float)})
-    return out
-
-
-def check_services_have_traffic(samples: pd.DataFrame, services: Sequence[ServiceSettings], label: str) -> None:
-    """Refuse a plan where a configured service has no traffic sample at all (a name that matches no series).
-
-    Raises:
-        InputError: naming the services without samples and the service names the traffic has.
-    """
-    seen = sorted(set(samples["service"].astype(str)))
-    missing = [s.service for s in services if s.service not in seen]
-    if missing:
-        raise InputError(f"service(s) {', '.join(repr(m) for m in missing)} have no traffic samples (the traffic "
-                         f"source has {', '.join(repr(x) for x in seen) or 'none'}): [[services]] names must match "
-                         f"the '{label}' label")
 
 
 def queue_kinds(queue: pd.DataFrame, qos: Mapping[str, str], partition: Mapping[str, str], default: str) -> list[str]:
