@@ -27,7 +27,10 @@ def _workspace(tmp_path: Path, address: str) -> Path:
 @pytest.fixture(autouse=True)
 def _restore_workspace_env(monkeypatch):
     """``--workspace`` sets ``$GPUPLAN_WORKSPACE`` for the process (pipelines.cli.support.use_workspace): put it back after each test."""
-    monkeypatch.delenv("GPUPLAN_WORKSPACE", raising=False)
+    # setenv first so the variable is recorded as unset: delenv alone records nothing when it is not set, and the
+    # value the command writes would leak into later tests (a flow run planning this workspace instead of the demo)
+    monkeypatch.setenv("GPUPLAN_WORKSPACE", "")
+    monkeypatch.delenv("GPUPLAN_WORKSPACE")
 
 
 def _bench_cfg(monkeypatch, *args: str):
