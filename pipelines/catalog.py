@@ -6,7 +6,7 @@ Three places hold data:
   ingested traffic, ingest diagnostics, bands, real-time status and metrics, the queue, job forecasts,
   demand, forecasts, the problem, the plan, its tables, the summary, the risk report and the plots;
 - **the model store** ``Settings.models_dir`` (:class:`Catalog`): one folder per job kind
-  (:mod:`pipelines.job_models`) and the nightly local-day marker;
+  (:mod:`pipelines.models.job_files`) and the nightly local-day marker;
 - **the shipped data** ``Settings.data_dir`` (:class:`Catalog` and the module-level readers): the
   real-time services and their traffic files, the job histories, the real-trace slices
   (:data:`SHIPPED_FILES`), and the public traces they are derived from (:data:`PUBLIC_TRACE_SOURCES`).
@@ -14,7 +14,7 @@ Three places hold data:
 Every reader and writer of those datasets goes through here; frames are checked against their
 column schema (:mod:`pipelines.schemas`) when written and read; every write is atomic
 (:mod:`pipelines.atomic`). The format adapters (:mod:`pipelines.traffic_io`, :mod:`pipelines.job_io`,
-:mod:`pipelines.trace_io`, :mod:`pipelines.plan_io`, :mod:`pipelines.job_models`) parse and
+:mod:`pipelines.trace_io`, :mod:`pipelines.plan_io`, :mod:`pipelines.models.job_files`) parse and
 serialise; they are given paths by this module and know no file names. A new place (a workspace's
 sources) is a new root plus its entries here.
 
@@ -35,10 +35,11 @@ import pandas as pd
 from optimizer.plan import Plan
 from optimizer.problem import Problem
 from optimizer.scenarios import RealTraceData
-from pipelines import job_io, job_models, plan_io, schemas, strict_json, trace_io, traffic_io
+from pipelines import job_io, plan_io, schemas, strict_json, trace_io, traffic_io
 from pipelines.atomic import atomic_path, atomic_write_text
-from pipelines.config import PROJECT_ROOT, Settings
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
+from pipelines.config.settings import PROJECT_ROOT, Settings
+from pipelines.models import job_files as job_models
 from pipelines.stages.realtime import ServiceSettings
 
 Format = Literal["parquet", "json", "text", "png"]
@@ -263,7 +264,7 @@ class RunCatalog:
         ``json`` dataset any JSON value (dates as ISO text); a ``text`` dataset a string.
 
         Raises:
-            pipelines.errors.InputError: a frame without a column of its schema.
+            pipelines.config.errors.InputError: a frame without a column of its schema.
         """
         ds = self.dataset(name)
         path = self.path(name, **fields)
@@ -283,7 +284,7 @@ class RunCatalog:
         """Read dataset ``name``: a frame (schema-checked), a JSON value or a string.
 
         Raises:
-            FileNotFoundError: not written; pipelines.errors.InputError: a column of its schema missing.
+            FileNotFoundError: not written; pipelines.config.errors.InputError: a column of its schema missing.
         """
         ds = self.dataset(name)
         path = self.path(name, **fields)
@@ -348,7 +349,7 @@ class Catalog:
         """The real-time services of ``data/traffic/services.json``, validated (:func:`pipelines.traffic_io.read_services`).
 
         Raises:
-            pipelines.errors.InputError: file missing or a service without a required field.
+            pipelines.config.errors.InputError: file missing or a service without a required field.
         """
         return traffic_io.read_services(self.shipped("services"))
 
@@ -358,7 +359,7 @@ class Catalog:
         Read by (:func:`pipelines.traffic_io.read_service_traffic`).
 
         Raises:
-            FileNotFoundError: a file missing; pipelines.errors.InputError: unreadable, or without rows
+            FileNotFoundError: a file missing; pipelines.config.errors.InputError: unreadable, or without rows
                 of its service.
         """
         folder = self.shipped("traffic_dir")
@@ -368,7 +369,7 @@ class Catalog:
         """The shipped Alibaba openb pod window (:data:`pipelines.schemas.TRACE_PODS` columns at least).
 
         Raises:
-            pipelines.errors.InputError: file missing or a column missing.
+            pipelines.config.errors.InputError: file missing or a column missing.
         """
         return trace_io.read_pod_window(self.shipped("trace_pods"), schemas.TRACE_PODS)
 
@@ -402,7 +403,7 @@ class Catalog:
         return model if model.kind == kind and model.levels_version == LEVELS_VERSION else None
 
     def save_model(self, kind: str, model: Any) -> Path:
-        """Write ``model`` as the current ``kind`` forecaster (atomic folder swap, :func:`pipelines.job_models.save_model`)."""
+        """Write ``model`` as the current ``kind`` forecaster (atomic folder swap, :func:`pipelines.models.job_files.save_model`)."""
         return job_models.save_model(model, self.model_path(kind))
 
     def save_model_version(self, kind: str, doc: dict[str, Any]) -> Path:

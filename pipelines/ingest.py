@@ -30,8 +30,8 @@ from typing import Any
 
 import pandas as pd
 
+from pipelines.config.errors import InputError
 from pipelines.csv_sniff import read_operator_csv
-from pipelines.errors import InputError
 from pipelines.sources.records import ParseResult, job_frame, traffic_frame
 from pipelines.store import JOBS, TRAFFIC, Store, UpsertCount
 from pipelines.workspace import Workspace

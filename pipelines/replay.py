@@ -10,9 +10,9 @@ ServeGen traffic (``data/fixtures/servegen/prometheus.json``). For each day ``d`
    day, the ``squeue --json`` snapshot, the Kueue workload list and the Prometheus ``query_range``
    body, each file's modification time set to ``T_d``;
    The first day's ``sacct`` covers the 7 days before it, so the first retraining has history.
-2. runs the nightly retraining at ``T_d`` (:func:`pipelines.flows.train_forecasters`: ingest, then the
+2. runs the nightly retraining at ``T_d`` (:func:`pipelines.flows.retrain.train_forecasters`: ingest, then the
    gated retraining on the store up to ``T_d``);
-3. runs the replan at ``T_d`` (:func:`pipelines.flows.plan_flow`: ingest, freshness check, plan,
+3. runs the replan at ``T_d`` (:func:`pipelines.flows.plan.plan_flow`: ingest, freshness check, plan,
    verify, publish, commands file).
 
 The workspace is created when it has no ``gpuplan.toml`` (:func:`replay_config_text`: the openb
@@ -31,8 +31,8 @@ import pandas as pd
 
 from pipelines import strict_json
 from pipelines.atomic import atomic_write_text
-from pipelines.errors import InputError
-from pipelines.paths import PROJECT_ROOT
+from pipelines.config.errors import InputError
+from pipelines.config.paths import PROJECT_ROOT
 from pipelines.workspace import CONFIG_FILE
 
 FIXTURES: Path = PROJECT_ROOT / "data" / "fixtures"
@@ -119,8 +119,9 @@ def replay(ws_root: Path, days: int, scheduler: Scheduler = "slurm",
     Raises:
         InputError: ``days`` outside 1..the replayed days, or an existing workspace config that is invalid.
     """
-    from pipelines import flows
     from pipelines.catalog import RunCatalog
+    from pipelines.flows.plan import plan_flow
+    from pipelines.flows.retrain import train_forecasters
     from pipelines.sources import exports
     from pipelines.stages.solve import check_plan
 
@@ -133,7 +134,7 @@ def replay(ws_root: Path, days: int, scheduler: Scheduler = "slurm",
     if not (ws_root / CONFIG_FILE).exists():
         atomic_write_text(ws_root / CONFIG_FILE, replay_config_text(scheduler))
     from pipelines import tracking
-    from pipelines.config import load_settings
+    from pipelines.config.settings import load_settings
 
     tracking.init_store(load_settings(workspace=ws_root))  # an unusable MLflow store: one line, before day 0
     out = []
@@ -144,8 +145,8 @@ def replay(ws_root: Path, days: int, scheduler: Scheduler = "slurm",
         if notify:
             notify(f"day {d}: exports at {when:%Y-%m-%dT%H:%MZ}; ingest, nightly retraining, replan")
         # the scheduler forecaster only: the nightly real-time backtest (~10 s of CPU per night) is left out here
-        night = flows.train_forecasters(scheduled_at=when, workspace=str(ws_root), force=True, kinds=["scheduler"])
-        plan = flows.plan_flow(scheduled_at=when, workspace=str(ws_root))
+        night = train_forecasters(scheduled_at=when, workspace=str(ws_root), force=True, kinds=["scheduler"])
+        plan = plan_flow(scheduled_at=when, workspace=str(ws_root))
         folder = RunCatalog(Path(plan["run_dir"]))
         summary = folder.load("summary")
         try:  # the published plan, re-read and checked by the independent verifier

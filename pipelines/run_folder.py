@@ -56,7 +56,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from pipelines.atomic import fsync_path
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
 
 LATEST = "latest"
 TMP_PREFIX = ".tmp-"
@@ -83,7 +83,7 @@ def slot_start(ts: datetime, step_minutes: int = 30) -> datetime:
     """Floor an aware timestamp to its UTC planning slot (``step_minutes`` grid from midnight UTC).
 
     Raises:
-        pipelines.errors.InputError: naive timestamp, or ``step_minutes`` not dividing a day.
+        pipelines.config.errors.InputError: naive timestamp, or ``step_minutes`` not dividing a day.
     """
     if step_minutes <= 0 or (24 * 60) % step_minutes:
         raise InputError(f"step_minutes: expected a divisor of 1440, got {step_minutes}")
@@ -102,7 +102,7 @@ def parse_slot(label: str) -> datetime:
     """Inverse of :func:`slot_label` (aware UTC datetime).
 
     Raises:
-        pipelines.errors.InputError: not a slot label.
+        pipelines.config.errors.InputError: not a slot label.
     """
     try:
         return datetime.strptime(label, _SLOT_FMT).replace(tzinfo=UTC)
@@ -321,7 +321,7 @@ class RunFolder:
         ``stale_after_s``); a run in progress is never removed.
 
         Raises:
-            pipelines.errors.InputError: naive ``scheduled_at`` or a run id with other than
+            pipelines.config.errors.InputError: naive ``scheduled_at`` or a run id with other than
                 letters, digits and ``-``.
         """
         out_dir = Path(out_dir).resolve()

@@ -30,7 +30,7 @@ import pandas as pd
 
 from optimizer.scenarios import RealTraceData, TracePod
 from pipelines.atomic import atomic_path
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
 
 DAY_S = 86_400
 STEP_S = 1_800

@@ -5,7 +5,7 @@ All MLflow code of the pipelines is here: the store (:func:`init_store`), one ge
 a trained job forecaster (:func:`log_job_model_run`, which logs the model with :func:`log_job_model`),
 a published plan (:func:`log_plan_run`) and a benchmark (:func:`log_benchmark_run`).
 
-The tracking URI is always explicit (from :class:`pipelines.config.Settings`, case C28); the
+The tracking URI is always explicit (from :class:`pipelines.config.settings.Settings`, case C28); the
 store is initialised once, before any fan-out (:func:`init_store`), because several processes
 creating the schema of a new SQLite database at once race on migration (case C26). Each
 experiment gets an explicit artifact location under ``settings.artifact_root`` so nothing is
@@ -49,16 +49,16 @@ import pandas as pd
 import pyarrow
 
 from forecasters.jobs import predict as job_predict
-from pipelines import job_models
 from pipelines.catalog import MODEL_RUN_FILES
-from pipelines.config import Settings
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
+from pipelines.config.settings import Settings
+from pipelines.models import job_files as job_models
 from pipelines.report.plots import plot_pred_vs_actual
 from pipelines.run_folder import file_lock
 
 # mlflow is imported inside the functions that use it, not here: ``import mlflow`` costs ~1.0 s on the
 # 2-core machine (measured: pandas alone 0.49 s, pandas + mlflow 1.47 s), and `gpuplan predict` imports
-# this module (through pipelines.model_store) but logs nothing when the saved model exists.
+# this module (through pipelines.models.jobs) but logs nothing when the saved model exists.
 
 #: experiment key -> experiment name
 EXPERIMENTS: dict[str, str] = {
@@ -377,7 +377,7 @@ def log_job_model(
     """Log a job forecaster to ``run_id``, register it and point ``alias`` at it (case C11).
 
     The one model-logging path: the main job's training (:func:`log_job_model_run` from
-    :func:`pipelines.model_store.train_or_load`, run by ``gpuplan run``, the nightly flow and
+    :func:`pipelines.models.jobs.train_or_load`, run by ``gpuplan run``, the nightly flow and
     ``gpuplan predict`` when no model is saved) calls it. Logged:
 
     * ``duration_lgbm``, ``gpus_lgbm``: the two boosters in the **lightgbm flavour**, unchanged,
@@ -388,7 +388,7 @@ def log_job_model(
       categoricals as strings (MLflow has no category type, docs/STACK.md). No input example:
       MLflow validates one through the generic pyfunc, which cannot cast strings to categories.
     * ``forecaster``: the whole forecaster as a **pyfunc**
-      (:class:`pipelines.job_models.JobModelPyfunc`), the registered, servable model: input
+      (:class:`pipelines.models.job_files.JobModelPyfunc`), the registered, servable model: input
       ``job_id`` + the raw feature columns with categoricals as plain strings (as parsed from
       JSON), output the prediction frame of ``forecasters.jobs.predict`` (``flags`` joined with
       ``;``). Signature and input example (``example_jobs``, at most 5 rows).
@@ -747,7 +747,7 @@ def log_scheduler_model_run(settings: Settings, ws: Any, model: Any, doc: Mappin
 
     Run in the ``scheduler`` experiment: params (workspace, cut-off, promoted, reason, the champion
     version before), metrics (history/train/holdout rows, the candidate's and the champion's holdout
-    evaluations, flattened), the model as a pyfunc (:mod:`pipelines.scheduler_models`) registered as a
+    evaluations, flattened), the model as a pyfunc (:mod:`pipelines.models.scheduler`) registered as a
     new version of :func:`scheduler_model_name` with ``alias`` (``champion`` or ``challenger``).
 
     Returns the registered version (text).
@@ -755,7 +755,7 @@ def log_scheduler_model_run(settings: Settings, ws: Any, model: Any, doc: Mappin
     import mlflow  # lazily: import cost, see the top of the module
     import mlflow.pyfunc
 
-    from pipelines import scheduler_models
+    from pipelines.models import scheduler as scheduler_models
 
     params = {"workspace": str(ws.root), "cutoff": doc.get("cutoff"), "promoted": doc.get("promoted"),
               "reason": doc.get("reason"), "alias": alias, "champion_version_before": doc.get("champion_version_before"),

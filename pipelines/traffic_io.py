@@ -18,8 +18,8 @@ import pandas as pd
 
 from pipelines import strict_json
 from pipelines.atomic import atomic_write_text
+from pipelines.config.errors import InputError
 from pipelines.csv_sniff import read_operator_csv
-from pipelines.errors import InputError
 from pipelines.stages.realtime import ServiceSettings
 
 #: ServeGen window length: 600 s (``t_s`` steps of the per-client traces).
@@ -38,7 +38,7 @@ def read_traffic(path: str | os.PathLike) -> pd.DataFrame:
 
     Raises:
         FileNotFoundError: the file does not exist.
-        pipelines.errors.InputError: unknown extension, unreadable file, or ``ts``/``value`` missing.
+        pipelines.config.errors.InputError: unknown extension, unreadable file, or ``ts``/``value`` missing.
     """
     p = Path(path)
     if not p.exists():
@@ -96,7 +96,7 @@ def derive_servegen_hourly(
         output, so that ingest counts it as a missing hour (imputed, and masked out of the fit).
 
     Raises:
-        pipelines.errors.InputError: model absent or windows not on the 600 s grid.
+        pipelines.config.errors.InputError: model absent or windows not on the 600 s grid.
     """
     d = aggregate_10min[aggregate_10min["model"] == model]
     if d.empty:
@@ -126,7 +126,7 @@ def read_services(path: str | os.PathLike) -> list[ServiceSettings]:
     """The real-time service settings file (``services.json``, see ``data/traffic/README.md``), validated.
 
     Raises:
-        pipelines.errors.InputError: file missing, not JSON, or a service without a required field.
+        pipelines.config.errors.InputError: file missing, not JSON, or a service without a required field.
     """
     p = Path(path)
     if not p.is_file():
@@ -142,7 +142,7 @@ def read_service_traffic(path: str | os.PathLike, service: str) -> pd.DataFrame:
 
     Raises:
         FileNotFoundError: the file does not exist.
-        pipelines.errors.InputError: unreadable file, or a ``service`` column without rows of this service.
+        pipelines.config.errors.InputError: unreadable file, or a ``service`` column without rows of this service.
     """
     raw = read_traffic(path)
     if "service" in raw.columns:
@@ -179,7 +179,7 @@ def derive_philly_hourly(minutes: pd.DataFrame, min_minutes: int = PHILLY_MIN_MI
         "likely an outage/collection gap -- mask both before fitting", the README).
 
     Raises:
-        pipelines.errors.InputError: ``time`` or ``active`` missing, or a stamp that does not parse.
+        pipelines.config.errors.InputError: ``time`` or ``active`` missing, or a stamp that does not parse.
     """
     miss = [c for c in ("time", "active") if c not in minutes.columns]
     if miss:
@@ -217,7 +217,7 @@ def derive_openb_gpus_hourly(pods: pd.DataFrame, first_day: int = OPENB_FIRST_DA
         ``first_day`` x 24 up to the last whole hour before the trace end (the largest ``deletion_time``).
 
     Raises:
-        pipelines.errors.InputError: a required column missing, or no GPU pod.
+        pipelines.config.errors.InputError: a required column missing, or no GPU pod.
     """
     need = ("num_gpu", "gpu_milli", "scheduled_time", "deletion_time")
     miss = [c for c in need if c not in pods.columns]

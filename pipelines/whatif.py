@@ -1,6 +1,6 @@
 """What-if on a published run folder (issue 14): edit its problem, re-plan, verify, explain the difference.
 
-``gpuplan whatif RUN_FOLDER`` and the Prefect flow ``whatif`` (:func:`pipelines.flows.whatif_flow`)
+``gpuplan whatif RUN_FOLDER`` and the Prefect flow ``whatif`` (:func:`pipelines.flows.whatif.whatif_flow`)
 both call :func:`run_whatif`. A run folder of ``gpuplan run`` or the replan deployment holds all
 that is needed to re-plan exactly (:data:`pipelines.catalog.RUN_DATASETS`):
 
@@ -44,7 +44,7 @@ from optimizer.problem import Problem
 from optimizer.verify import verify
 from optimizer.whatif import WhatIf, apply_whatif, explain, warm_start
 from pipelines.catalog import RunCatalog
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
 from pipelines.report.risks import deadline_instant, planned_durations_h
 from pipelines.stages import solve as solve_stage
 from pipelines.stages.models import DURATION_QUANTILE

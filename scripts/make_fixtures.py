@@ -42,7 +42,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from pipelines.atomic import atomic_write_text  # noqa: E402
-from pipelines.errors import InputError  # noqa: E402
+from pipelines.config.errors import InputError  # noqa: E402
 from pipelines.sources.exports import (  # noqa: E402
     REPLAY_COLUMNS,
     REPLAY_END,

@@ -1,7 +1,7 @@
 """Session-wide isolation: no test writes into the clone's ``mlruns/`` (the operator's MLflow store and models).
 
 Every test session points ``GPUPLAN_TRACKING_URI`` (and with it the MLflow artifacts, which go beside the
-SQLite file, :func:`pipelines.config.load_settings`) and ``GPUPLAN_MODELS_DIR`` at a temporary folder, so
+SQLite file, :func:`pipelines.config.settings.load_settings`) and ``GPUPLAN_MODELS_DIR`` at a temporary folder, so
 a test that forgets its own store logs there, not into ``mlruns/``. A test's own fixture (``iso_env``,
 ``monkeypatch.setenv``) still wins for that test. At the end of the session the entries of ``mlruns/``
 are compared with those at its start: anything new fails the session, naming what appeared.

@@ -2,7 +2,7 @@
 
 from typer.testing import CliRunner
 
-from pipelines.cli import app
+from pipelines.cli.app import app
 
 
 def test_help_lists_every_command():
@@ -27,7 +27,7 @@ def test_every_command_turns_telemetry_off_without_the_callers_environment():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", "import os, pipelines.cli; "
+    out = subprocess.run([sys.executable, "-c", "import os, pipelines.cli.app; "
                           "print(os.environ['MLFLOW_DISABLE_TELEMETRY'], os.environ['DO_NOT_TRACK'])"],
                          capture_output=True, text=True, env=_cli_env(), check=True)
     assert out.stdout.split() == ["true", "1"]
@@ -38,7 +38,7 @@ def test_closed_stdout_stops_quietly_with_sigpipe_code():
     import subprocess
     import sys
 
-    p = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "plan", "--problem",
+    p = subprocess.Popen([sys.executable, "-m", "pipelines.cli.app", "plan", "--problem",
                           str(ROOT / "data" / "examples" / "valley.json"), "--planner", "fifo"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_cli_env(), cwd=ROOT)
     assert p.stdout is not None and p.stderr is not None

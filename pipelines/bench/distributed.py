@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
 
 #: Workers of ``--dask local`` when no count is given.
 LOCAL_WORKERS = 2

@@ -5,7 +5,7 @@ Every planner on every scenario, plus the clairvoyant reference; the results are
 
 This module runs the simulations; :mod:`pipelines.bench.tables` writes ``bench.csv``/``bench.md``/
 ``bench.json`` and :mod:`pipelines.bench.plots` the PNGs. The command (``gpuplan bench``) lives in
-:mod:`pipelines.commands.bench`.
+:mod:`pipelines.cli.bench`.
 
 Budget (full run, measured on the 2-core machine; see ``docs/benchmark.md``): the MILP replans
 every ``replan_every_steps`` = 2 steps (hourly — DESIGN §1 "every 30–60 minutes") with a 2 %
@@ -41,7 +41,7 @@ from optimizer.planners import PLANNERS
 from optimizer.scenarios import REAL_TRACES, SCENARIOS, build
 from optimizer.simulate import planner_fn, simulate, simulate_clairvoyant
 from pipelines.catalog import TRACE_DIR, load_real_trace
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
 
 REFERENCE = {
     "_all": "utilisation up to +33 points; priority-weighted value higher in every scenario, up to +105 %",

@@ -46,7 +46,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 import pandas as pd
 
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
 from pipelines.sources.slurm import SACCT_FIELDS
 from pipelines.strict_json import loads
 

@@ -97,7 +97,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
 from pipelines.sources.records import ParseResult, annotations_from_mapping, is_censored, job_frame
 from pipelines.strict_json import loads
 

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
 from pipelines.sources.records import TRAFFIC_RECORD, ParseResult, traffic_frame
 from pipelines.strict_json import loads
 

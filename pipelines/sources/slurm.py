@@ -50,7 +50,7 @@ import pandas as pd
 
 from domain.kinds import JOB_KINDS
 from pipelines import strict_json
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
 from pipelines.sources.records import (
     ACTIVE_STATES,
     SLURM_STATES,

@@ -28,14 +28,14 @@ import pandas as pd
 from domain.units import hours_to_steps
 from optimizer.problem import Problem
 from pipelines import schemas
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
 from pipelines.stages.models import DURATION_QUANTILE
 from pipelines.stages.realtime import DEMAND_QUANTILE, ServiceSettings
 
 
 @dataclass(frozen=True)
 class ClusterShape:
-    """The planned cluster and solver budget (from :class:`pipelines.config.Settings`).
+    """The planned cluster and solver budget (from :class:`pipelines.config.settings.Settings`).
 
     Attributes:
         n_gpus / gpus_per_node: GPUs (powers of two); step_minutes / horizon_steps: the planning clock;
@@ -57,7 +57,7 @@ def assign_running_blocks(gpus: list[int], n_gpus: int, preferred_node: Sequence
     that node's GPUs when an aligned block is free there, else first fit anywhere.
 
     Raises:
-        pipelines.errors.InputError: the running jobs do not fit the cluster.
+        pipelines.config.errors.InputError: the running jobs do not fit the cluster.
     """
     used = np.zeros(n_gpus, dtype=bool)
     offsets = [0] * len(gpus)
@@ -89,7 +89,7 @@ def problem_document(shape: ClusterShape, services: Sequence[ServiceSettings], j
         start: the plan start (step 0).
 
     Raises:
-        pipelines.errors.InputError: the running jobs do not fit the cluster.
+        pipelines.config.errors.InputError: the running jobs do not fit the cluster.
     """
     step_h = shape.step_minutes / 60.0
     now = pd.Timestamp(start)

@@ -40,7 +40,7 @@ import pandas as pd
 from forecasters.realtime import backtest, ingest, to_gpus
 from forecasters.realtime.combine import fit_combined, forecast_combined
 from pipelines import schemas
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
 
 #: Demand quantile the planner is given for each service.
 DEMAND_QUANTILE = "p90"
@@ -88,7 +88,7 @@ class ServiceSettings:
         """Validate one ``services[i]`` entry; ``where`` names it in errors.
 
         Raises:
-            pipelines.errors.InputError: a required field is missing.
+            pipelines.config.errors.InputError: a required field is missing.
         """
         miss = [k for k in REQUIRED_FIELDS if k not in d]
         if miss:

@@ -19,8 +19,8 @@ from domain.gpus import FAMILY_DEFAULT, GPU_TABLE, canonical_gpu_type
 from forecasters.scheduler.features import RecentRuns, physics_prior_log_h
 from forecasters.scheduler.model import range_flags
 from forecasters.schema import GPU_TYPES, SPECS
-from pipelines.cli import app
-from pipelines.commands.predict import JOBS_COLUMNS_HELP
+from pipelines.cli.app import app
+from pipelines.cli.predict import JOBS_COLUMNS_HELP
 from pipelines.sources.records import job_frame
 
 T0 = pd.Timestamp("2026-02-02 00:00", tz="UTC")

@@ -23,7 +23,7 @@ from optimizer.errors import InputError
 from optimizer.planners import best_baseline, plan
 from optimizer.problem import Cluster, Job, PlanSettings, Problem, Service, SizeOption
 from optimizer.verify import verify
-from pipelines.cli import app
+from pipelines.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "data" / "examples"

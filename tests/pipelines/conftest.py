@@ -100,7 +100,7 @@ def prefect_server(tmp_path_factory):
     url = f"http://127.0.0.1:{port}/api"
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "DO_NOT_TRACK": "1", "PREFECT_API_URL": url, "PREFECT_LOGGING_LEVEL": "WARNING"}
-    # the test process's own choice of a temporary-server database (pipelines.config) is not the server's
+    # the test process's own choice of a temporary-server database (pipelines.config.settings) is not the server's
     for var in ("PREFECT_SERVER_DATABASE_CONNECTION_URL", "GPUPLAN_PREFECT_DB_DEFAULTED"):
         env.pop(var, None)
     log = open(home / "server.log", "w")

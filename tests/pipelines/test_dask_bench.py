@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.bench.distributed import parse_dask
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -74,8 +74,8 @@ def test_commands_of_a_replayed_day_name_real_jobs_and_nodes_and_match_the_plan(
 def test_stale_snapshot_fails_the_replan_and_keeps_the_previous_plan(replayed):
     latest = Path(replayed["env"]["GPUPLAN_RUNS_DIR"]) / "replan" / "latest"
     before = os.readlink(latest)
-    code = ("from datetime import datetime, UTC; from pipelines import flows; "
-            f"flows.plan_flow(scheduled_at=datetime(2025, 3, 15, 23, 40, tzinfo=UTC), workspace={str(replayed['ws'])!r})")
+    code = ("from datetime import datetime, UTC; from pipelines.flows.plan import plan_flow; "
+            f"plan_flow(scheduled_at=datetime(2025, 3, 15, 23, 40, tzinfo=UTC), workspace={str(replayed['ws'])!r})")
     res = subprocess.run([sys.executable, "-c", code], env=replayed["env"], capture_output=True, text=True, timeout=300)
     assert res.returncode != 0
     assert "queue export squeue-20250315T2040.json is 3 h 0 min old (taken 2025-03-15T20:40:00Z" in res.stderr
@@ -84,8 +84,8 @@ def test_stale_snapshot_fails_the_replan_and_keeps_the_previous_plan(replayed):
 
 def test_gate_forced_both_ways_on_the_replayed_store(replayed, monkeypatch):
     from forecasters.scheduler import fit_scheduler_model
-    from pipelines import scheduler_models
-    from pipelines.config import load_settings
+    from pipelines.config.settings import load_settings
+    from pipelines.models import scheduler as scheduler_forecaster
     from pipelines.stages.retrain import split_at_cutoff
     from pipelines.store import Store
     from pipelines.workspace import load_workspace
@@ -96,14 +96,14 @@ def test_gate_forced_both_ways_on_the_replayed_store(replayed, monkeypatch):
     jobs = Store(ws.store_dir).jobs()
     # a champion trained on runtimes 20 times too long: the new version must replace it
     bad = fit_scheduler_model(jobs.assign(elapsed_s=jobs["elapsed_s"] * 20), timezone=ws.config.cluster.timezone)
-    scheduler_models.save_champion(settings, bad, {"version": "bad"})
-    _, doc = scheduler_models.nightly_fit(settings, ws, cutoff)
+    scheduler_forecaster.save_champion(settings, bad, {"version": "bad"})
+    _, doc = scheduler_forecaster.nightly_fit(settings, ws, cutoff)
     assert doc["promoted"] and doc["champion_version_before"] == "bad" and "<= champion" in doc["reason"]
     # a champion fitted on the holdout itself (it has seen the answers): the new version must not replace it
     _, _, holdout = split_at_cutoff(jobs, cutoff, ws.config.retrain.holdout_days)
     good = fit_scheduler_model(holdout, timezone=ws.config.cluster.timezone)
-    scheduler_models.save_champion(settings, good, {"version": "oracle"})
-    _, doc = scheduler_models.nightly_fit(settings, ws, cutoff)
+    scheduler_forecaster.save_champion(settings, good, {"version": "oracle"})
+    _, doc = scheduler_forecaster.nightly_fit(settings, ws, cutoff)
     assert not doc["promoted"] and "kept as challenger" in doc["reason"]
 
 

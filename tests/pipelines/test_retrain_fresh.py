@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from pipelines.sources.tabular import parse_jobs
-from pipelines.stages.cluster import StaleInputError, check_fresh
+from pipelines.stages.queue.store import StaleInputError, check_fresh
 from pipelines.stages.retrain import gate, score, split_at_cutoff
 
 NOW = pd.Timestamp("2025-03-16T16:00:00Z").to_pydatetime()

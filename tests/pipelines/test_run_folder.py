@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
 from pipelines.run_folder import (
     LATEST,
     LOCK_PREFIX,

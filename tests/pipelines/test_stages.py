@@ -12,11 +12,12 @@ from domain.kinds import JOB_KINDS, QOS_PRIORITY
 from optimizer.problem import Problem
 from pipelines import tracking
 from pipelines.catalog import Catalog
-from pipelines.config import load_settings
-from pipelines.errors import InputError
-from pipelines.flows import cluster_shape, run_benchmark
+from pipelines.config.errors import InputError
+from pipelines.config.settings import load_settings
+from pipelines.flows.bench import run_benchmark
+from pipelines.flows.tasks import cluster_shape
 from pipelines.stages import problem as P
-from pipelines.stages import queue
+from pipelines.stages.queue import shipped as queue
 from pipelines.stages.realtime import ServiceSettings
 
 T0 = datetime(2025, 3, 16, 16, tzinfo=UTC)

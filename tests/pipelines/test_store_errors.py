@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipelines import tracking
-from pipelines.config import load_settings
+from pipelines.config.settings import load_settings
 
 VENV_BIN = Path(sys.executable).parent
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from pipelines import tracking
-from pipelines.config import PROJECT_ROOT, load_settings
+from pipelines.config.settings import PROJECT_ROOT, load_settings
 
 
 def test_default_tracking_uri_is_the_project_sqlite_store(monkeypatch):

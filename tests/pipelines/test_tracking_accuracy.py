@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from pipelines import tracking
-from pipelines.config import load_settings
+from pipelines.config.settings import load_settings
 
 ON = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from optimizer.planners import plan
 from optimizer.problem import Problem
-from pipelines.cli import app
+from pipelines.cli.app import app
 
 #: The hand problem (8 GPUs on two 4-GPU nodes, 8 steps; worked in tests/optimizer/test_whatif.py), shared by
 #: the what-if tests: tests/data/whatif_hand.json.

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 import pipelines.bench as bench
-from pipelines.cli import app
-from pipelines.errors import InputError
+from pipelines.cli.app import app
+from pipelines.config.errors import InputError
 from pipelines.workspace import load_workspace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,8 +26,11 @@ def _workspace(tmp_path: Path, address: str) -> Path:
 
 @pytest.fixture(autouse=True)
 def _restore_workspace_env(monkeypatch):
-    """``--workspace`` sets ``$GPUPLAN_WORKSPACE`` for the process (cli_support.use_workspace): put it back after each test."""
-    monkeypatch.delenv("GPUPLAN_WORKSPACE", raising=False)
+    """``--workspace`` sets ``$GPUPLAN_WORKSPACE`` for the process (pipelines.cli.support.use_workspace): put it back after each test."""
+    # setenv first so the variable is recorded as unset: delenv alone records nothing when it is not set, and the
+    # value the command writes would leak into later tests (a flow run planning this workspace instead of the demo)
+    monkeypatch.setenv("GPUPLAN_WORKSPACE", "")
+    monkeypatch.delenv("GPUPLAN_WORKSPACE")
 
 
 def _bench_cfg(monkeypatch, *args: str):

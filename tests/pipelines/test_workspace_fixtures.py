@@ -15,10 +15,11 @@ import pandas as pd
 import pytest
 
 from pipelines.ingest import ingest, workspace_data
-from pipelines.stages import cluster as cluster_stage
 from pipelines.stages import outputs, realtime
+from pipelines.stages import traffic as traffic_stage
 from pipelines.stages.commands import commands_table, commands_text
 from pipelines.stages.problem import ClusterShape, build_problem
+from pipelines.stages.queue import store as store_queue
 from pipelines.stages.solve import check_plan, solve
 from pipelines.workspace import load_workspace
 
@@ -67,12 +68,12 @@ def test_plan_of_the_fixture_cluster_is_verified_and_uses_its_nodes(tmp_path, na
     ingest(ws)
     data = workspace_data(ws)
     services = ws.services()
-    traffic = realtime.ingest_traffic(services, cluster_stage.hourly_traffic(data.traffic, services, "rate_per_s"))
+    traffic = realtime.ingest_traffic(services, traffic_stage.hourly_traffic(data.traffic, services, "rate_per_s"))
     start = T.to_pydatetime()
     fit = realtime.fit_profiles(services, traffic.frame, start)
     c = ws.config.cluster
     demand = realtime.demand_frame(services, fit.profiles, traffic.frame, start, c.step_minutes, c.horizon_steps)
-    jobs, notes = cluster_stage.forecast_cluster_queue(data.history, data.queue, ws, start, c.step_minutes)
+    jobs, notes = store_queue.forecast_cluster_queue(data.history, data.queue, ws, start, c.step_minutes)
     assert notes["dropped_no_gpus"] == 0 and len(jobs) == 8
     assert jobs.set_index("job_id")["state"].value_counts().to_dict() == {"running": 7, "queued": 1}
     problem = build_problem(ClusterShape(c.n_gpus, c.node_gpus, c.step_minutes, c.horizon_steps, 20.0), services,

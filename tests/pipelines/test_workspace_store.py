@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 
 from pipelines import store as store_mod
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
 from pipelines.ingest import ingest, workspace_data
 from pipelines.sources import tabular
-from pipelines.stages import cluster as cluster_stage
+from pipelines.stages import traffic as traffic_stage
+from pipelines.stages.queue import store as store_queue
 from pipelines.store import JOBS, Store
 from pipelines.workspace import init_text, load_workspace, parse_workspace
 
@@ -182,13 +183,13 @@ def test_queue_kinds_priorities_and_forecast_rows():
         "started_at": [None, "2025-03-02T09:00:00Z", None, None], "state": ["PENDING", "RUNNING", "PENDING", "PENDING"],
         "gpus": [3, 2, 0, 8], "qos": ["BE", "high", None, None], "partition": [None, None, "quant", None],
         "kind": [None, None, None, "batch_inference"]}), "UTC").frame
-    assert cluster_stage.queue_kinds(q, {"be": "batch_inference"}, {"quant": "quantization"}, "training") == [
+    assert store_queue.queue_kinds(q, {"be": "batch_inference"}, {"quant": "quantization"}, "training") == [
         "batch_inference", "training", "quantization", "batch_inference"]
-    assert cluster_stage.queue_priorities(q, {"HIGH": 8}, 1.0) == [1.0, 8.0, 1.0, 1.0]
+    assert store_queue.queue_priorities(q, {"HIGH": 8}, 1.0) == [1.0, 8.0, 1.0, 1.0]
     pred = pd.DataFrame({"duration_p10_h": [0.1, 1.0, 1.0, 2.0], "duration_p50_h": [0.2, 2.0, 2.0, 3.0],
                          "duration_p90_h": [1.0, 3.0, 3.0, 4.0], "flags": ["", "", "", ""]})
     start = pd.Timestamp("2025-03-02T10:00:00Z").to_pydatetime()
-    jobs, notes = cluster_stage.queue_forecasts(pred, q, ["t"] * 4, [1.0] * 4, 30, start)
+    jobs, notes = store_queue.queue_forecasts(pred, q, ["t"] * 4, [1.0] * 4, 30, start)
     assert notes == {"dropped_no_gpus": 1, "rounded_up_gpus": 1}
     assert list(jobs["job_id"]) == ["1", "2", "4"] and list(jobs["gpus_requested"]) == [4, 2, 8]
     # a step minimum (0.5 h) for short forecasts; the running job: 1 h already run + its remaining time
@@ -205,10 +206,10 @@ def test_hourly_traffic_rates_and_counts():
                              {"service": "s", "ts": "2025-01-01T00:30:00Z", "value": 3.0},
                              {"service": "s", "ts": "2025-01-01T01:00:00Z", "value": float("nan")},
                              {"service": "s", "ts": "2025-01-01T02:10:00Z", "value": 5.0}])
-    rate = cluster_stage.hourly_traffic(samples, svc, "rate_per_s")["s"]
+    rate = traffic_stage.hourly_traffic(samples, svc, "rate_per_s")["s"]
     assert list(rate["ts"]) == ["2025-01-01T00:00:00Z", "2025-01-01T02:00:00Z"]
     assert list(rate["value"]) == [2.0 * 3600, 5.0 * 3600]
-    assert list(cluster_stage.hourly_traffic(samples, svc, "per_hour")["s"]["value"]) == [2.0, 5.0]
+    assert list(traffic_stage.hourly_traffic(samples, svc, "per_hour")["s"]["value"]) == [2.0, 5.0]
 
 
 def test_one_job_in_both_exports_is_one_record_and_never_goes_back(tmp_path):
@@ -270,10 +271,10 @@ def test_only_this_clusters_partitions_and_nodes_are_planned():
         "started_at": [None, "2025-03-02T09:00:00Z", "2025-03-02T09:00:00Z", None],
         "state": ["PENDING", "RUNNING", "RUNNING", "PENDING"], "gpus": [1, 2, 2, 1],
         "partition": ["gpu", "gpu", "gpu", "cpu"], "nodes": [None, "a1", "other-07", None]}), "UTC").frame
-    kept, dropped = cluster_stage.on_this_cluster(q, ["a1", "a2"], ["GPU"])
+    kept, dropped = store_queue.on_this_cluster(q, ["a1", "a2"], ["GPU"])
     assert list(kept["job_id"]) == ["1", "2"]
     assert dropped == {"dropped_other_partition": 1, "dropped_running_elsewhere": 1}
-    kept, dropped = cluster_stage.on_this_cluster(q, ["a1", "a2"], None)
+    kept, dropped = store_queue.on_this_cluster(q, ["a1", "a2"], None)
     assert list(kept["job_id"]) == ["1", "2", "4"] and dropped["dropped_running_elsewhere"] == 1
 
 

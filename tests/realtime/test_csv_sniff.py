@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.config.errors import InputError
 from pipelines.csv_sniff import read_operator_csv
-from pipelines.errors import InputError
 from pipelines.job_io import load_jobs
 from pipelines.traffic_io import read_traffic
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
 from pipelines.sources.exports import (
     REPLAY_COLUMNS,
     day_exports,

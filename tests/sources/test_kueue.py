@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 from domain.records import JOB_RECORD
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
 from pipelines.sources.kueue import parse_kueue_workloads, parse_quantity
 
 

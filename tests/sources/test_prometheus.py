@@ -15,7 +15,7 @@ import math
 import pandas as pd
 import pytest
 
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
 from pipelines.sources.prometheus import HOURLY_COLUMNS, aggregate_hourly, parse_query_range
 from pipelines.sources.records import TRAFFIC_RECORD
 

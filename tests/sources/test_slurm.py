@@ -21,7 +21,7 @@ import math
 import pandas as pd
 import pytest
 
-from pipelines.errors import InputError
+from pipelines.config.errors import InputError
 from pipelines.sources import slurm
 from pipelines.sources.records import JOB_RECORD
 from pipelines.sources.slurm import SACCT_COMMAND, SACCT_FORMAT, parse_sacct, parse_squeue_json

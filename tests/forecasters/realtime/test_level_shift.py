@@ -15,7 +15,7 @@ import pytest
 
 from forecasters.realtime import ProfileSettings, fit_profile, forecast, hour_of_week_profile, ingest, recalibrate
 from forecasters.realtime.shift import ShiftSettings, detect_level_shift
-from pipelines.commands.profile import profile_document
+from pipelines.cli.profile import profile_document
 from pipelines.stages.realtime import ServiceSettings, demand_frame, fit_profiles, ingest_traffic, plan_start
 from pipelines.traffic_io import read_traffic
 

@@ -152,7 +152,7 @@ def test_range_guard_is_silent_inside_the_range():
 
 
 def test_profile_command_level_correction_skips_hours_ingest_flagged():
-    from pipelines.commands.profile import profile_document
+    from pipelines.cli.profile import profile_document
 
     df = _weeks()
     spiked = df.copy()

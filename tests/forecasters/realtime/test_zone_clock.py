@@ -17,7 +17,7 @@ import pytest
 
 from forecasters.realtime import ingest
 from forecasters.realtime.zones import GOLDEN_ZONES, parse_offsets_s, preferred_zone, zone_from_offsets
-from pipelines.commands.profile import profile_document
+from pipelines.cli.profile import profile_document
 from pipelines.stages.realtime import ServiceSettings, fit_profiles, ingest_traffic, plan_start
 from pipelines.traffic_io import read_traffic
 

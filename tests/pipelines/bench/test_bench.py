@@ -13,7 +13,7 @@ from optimizer.simulate import planner_fn, simulate
 from pipelines.bench import BenchConfig
 from pipelines.bench.run import build_scenario
 from pipelines.bench.tables import BENCH_CSV_COLUMNS as CSV_COLUMNS
-from pipelines.cli import app
+from pipelines.cli.app import app
 
 
 def _run(tmp_path, name, *extra):

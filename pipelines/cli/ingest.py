@@ -1,0 +1,48 @@
+"""Read the workspace's scheduler and metrics exports into its store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pipelines.cli.support import WORKSPACE_HELP, emit_json, run_guarded, use_workspace
+
+
+def ingest(
+    workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON document.")] = False,
+) -> None:
+    """Append new records of every source to the store; update changed ones; report per source."""
+
+    def body() -> int:
+        ws = use_workspace(workspace)
+        from pipelines.config.errors import InputError
+        from pipelines.ingest import ingest as run_ingest
+
+        report = run_ingest(ws)
+        bad = [f"{role}: {name}" for role, r in report["sources"].items() for name in r.get("unreadable_files", [])]
+        if as_json:
+            emit_json(report)
+            if bad:
+                raise InputError(f"{len(bad)} export(s) could not be read (their records are not in the store; "
+                                 f"see errors): {', '.join(bad)}")
+            return 0
+        lines = [f"workspace: {report['workspace']}", f"store:     {report['store']}"]
+        for role, r in report["sources"].items():
+            if r.get("demo"):
+                lines.append(f"{role:8s} demo source (read at plan time from the shipped files)")
+                continue
+            lines.append(f"{role:8s} read {r['read']:>7}  added {r['added']:>7}  updated {r['updated']:>6}  "
+                         f"rejected {r['rejected']:>5}")
+            lines.extend(f"         {e}" for e in r["errors"][:10])
+            if r["rejected"] > 10:
+                lines.append(f"         ... {r['rejected'] - 10} more (--json lists up to 50)")
+        typer.echo("\n".join(lines))
+        if bad:
+            raise InputError(f"{len(bad)} export(s) could not be read (their records are not in the store; "
+                             f"see above): {', '.join(bad)}")
+        return 0
+
+    run_guarded(body)

@@ -1,0 +1,116 @@
+"""Prefect deployments served by ``gpuplan serve`` (DESIGN §7, case C25).
+
+| deployment | flow | schedule |
+|---|---|---|
+| ``nightly-retrain`` | ``train_forecasters`` | cron ``Settings.nightly_cron`` (02:00) in ``Settings.nightly_timezone`` (IANA) |
+| ``replan`` | ``plan`` | every ``Settings.replan_every_min`` (30) min, on the UTC clock |
+| ``benchmark`` | ``benchmark`` | none: on demand (UI "Run" or ``prefect deployment run 'benchmark/benchmark'``) |
+| ``whatif`` | ``whatif`` | none: on demand (UI "Run" > "Custom run" with the changes as parameters) |
+
+Clock rules (case C25):
+
+- Re-planning is scheduled in **UTC** and each plan is labelled by its scheduled UTC slot, so a
+  local day with 25 hours (autumn clock change) gets 25 hourly / 50 half-hourly plans and no
+  UTC slot is planned twice. (An hourly cron on a DST clock would fire on "every new schedule
+  hour", leaving a two-hour pause when clocks go back.)
+- Nightly retraining follows the **local** clock (cron in the IANA zone; Prefect 3.9 resolves a
+  repeated wall time to its first occurrence). The flow also claims its local day in the
+  catalog's nightly marker (:func:`pipelines.flows.schedules.claim_local_day`) so a second run for the
+  same local day, however it arises (DST, manual re-run, a restarted server re-creating runs), is
+  skipped.
+- The schedules and the local-day helpers live in :mod:`pipelines.flows.schedules`.
+- Schedules need a scheduler: the temporary server Prefect starts in ephemeral mode has none
+  (scheduled runs would never start). :func:`require_persistent_server` refuses to serve unless
+  ``PREFECT_API_URL`` points at a reachable, persistent ``prefect server``.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.error
+import urllib.request
+from typing import Any
+
+from pipelines.config.settings import Settings, apply_env_defaults
+
+apply_env_defaults()  # before prefect is imported (config.py)
+
+from prefect import serve as prefect_serve  # noqa: E402
+from prefect.deployments.runner import EntrypointType  # noqa: E402
+from prefect.settings import PREFECT_API_URL  # noqa: E402
+
+from pipelines import tracking  # noqa: E402
+from pipelines.config.errors import InputError  # noqa: E402
+from pipelines.flows.bench import benchmark  # noqa: E402
+from pipelines.flows.plan import plan_flow  # noqa: E402
+from pipelines.flows.retrain import train_forecasters  # noqa: E402
+from pipelines.flows.schedules import nightly_schedule, replan_schedule  # noqa: E402
+from pipelines.flows.whatif import whatif_flow  # noqa: E402
+
+SERVE_HINT = (
+    "start one with `prefect server start --host 127.0.0.1 --port 4200` and set "
+    "PREFECT_API_URL=http://127.0.0.1:4200/api (see docs/operations.md)"
+)
+
+
+def require_persistent_server(api_url: str | None = None, timeout_s: float = 5.0) -> str:
+    """Return the Prefect API URL if it is a reachable persistent server; refuse otherwise.
+
+    Raises:
+        pipelines.config.errors.InputError: ``PREFECT_API_URL`` is unset (Prefect would start a
+            temporary server with no scheduler, so scheduled runs would never start), or the
+            server does not answer ``/health``.
+    """
+    url = api_url if api_url is not None else os.environ.get("PREFECT_API_URL", "")
+    if not url:
+        url = PREFECT_API_URL.value() or ""
+    if not url:
+        raise InputError("PREFECT_API_URL is not set: a temporary Prefect server has no scheduler, so the "
+                         f"nightly and 30-min schedules would never run; {SERVE_HINT}")
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout_s) as resp:
+            if resp.status != 200:
+                raise InputError(f"Prefect server at {url} answered /health with {resp.status}; {SERVE_HINT}")
+    except (urllib.error.URLError, OSError) as exc:
+        raise InputError(f"Prefect server at {url} is not reachable ({exc}); {SERVE_HINT}") from exc
+    return url
+
+
+def build_deployments(settings: Settings, with_schedules: bool = True) -> list[Any]:
+    """The runner deployments (nightly-retrain, replan, benchmark, whatif), module entrypoints.
+
+    The nightly and replan deployments take the workspace as a parameter (default
+    ``settings.workspace_dir``: ``gpuplan serve --workspace DIR``); a run triggered from the UI may
+    name another.
+    """
+    ep = EntrypointType.MODULE_PATH
+    nightly = train_forecasters.to_deployment(
+        name="nightly-retrain", schedules=[nightly_schedule(settings)] if with_schedules else None,
+        description=f"Refit the job forecasters nightly at {settings.nightly_cron} "
+                    f"({settings.nightly_timezone}); one run per local day.",
+        tags=["gpuplan", "training"], entrypoint_type=ep, parameters={"workspace": str(settings.workspace_dir)})
+    replan = plan_flow.to_deployment(
+        name="replan", schedules=[replan_schedule(settings)] if with_schedules else None,
+        description=f"Re-plan the 24 h horizon every {settings.replan_every_min} min (UTC slots).",
+        tags=["gpuplan", "plan"], entrypoint_type=ep, parameters={"workspace": str(settings.workspace_dir)})
+    bench = benchmark.to_deployment(
+        name="benchmark", description="Rolling-horizon benchmark of the planners (on demand).",
+        tags=["gpuplan", "benchmark"], entrypoint_type=ep)
+    whatif = whatif_flow.to_deployment(
+        name="whatif", description="What-if on a published plan: re-plan it with more GPUs, a drained node, "
+        "failed GPUs, added or cancelled jobs, new priorities or scaled demand (Custom run), and see which jobs "
+        "move and why (artifacts 'whatif' and 'whatif-jobs').",
+        tags=["gpuplan", "whatif"], entrypoint_type=ep)
+    return [nightly, replan, bench, whatif]
+
+
+def serve(settings: Settings, limit: int | None = 2) -> None:
+    """Serve the deployments against a persistent Prefect server (blocks until interrupted).
+
+    Raises:
+        pipelines.config.errors.InputError: no persistent server (see :func:`require_persistent_server`).
+    """
+    require_persistent_server()
+    tracking.init_store(settings)  # once, before any run can fan out
+    prefect_serve(*build_deployments(settings, with_schedules=settings.serve_schedules), limit=limit)
+

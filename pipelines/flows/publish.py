@@ -1,0 +1,142 @@
+"""The plan's outputs: tables, risk report, commands and summary into the run folder; MLflow; Prefect artifacts."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from optimizer.plan import Plan
+from optimizer.problem import Problem
+from pipelines import tracking
+from pipelines.catalog import RunCatalog
+from pipelines.config.settings import Settings
+from pipelines.flows import observe
+from pipelines.flows.jobs import PlanInputs, QueueForecast
+from pipelines.flows.progress import Stage
+from pipelines.report import write_risk_report
+from pipelines.report.risks import ReportInputs
+from pipelines.stages import commands as commands_stage
+from pipelines.stages import outputs
+from pipelines.stages.realtime import ProfileFit
+from pipelines.workspace import Workspace
+
+log = observe.run_logger
+
+
+def _report_inputs(ws: Workspace, problem: Problem, plan: Plan, start: datetime, queue: QueueForecast | None,
+                   demand: object, fit: ProfileFit | None) -> ReportInputs:
+    """The report's inputs: the plan's forecasts when it has them, else the problem's own demand and jobs."""
+    if queue is None or fit is None:
+        return outputs.report_inputs(problem, plan, start)
+    return outputs.report_inputs(problem, plan, start, queue.jobs, demand, fit.bands, fit.status,
+                                 services=ws.services(), rt_selection=fit.selection, models=queue.models,
+                                 node_names=ws.config.cluster.node_names)
+
+
+@task(name="write-outputs", cache_policy=NO_CACHE)
+def write_outputs(settings: Settings, ws: Workspace, run: RunCatalog, run_name: str, problem: Problem, plan: Plan,
+                  start: datetime, queue: QueueForecast | None = None, demand: object = None,
+                  fit: ProfileFit | None = None) -> dict[str, str]:
+    """Plan tables, risk report (:mod:`pipelines.report`), commands and summary into the run folder.
+
+    Returns file name -> path. Without ``queue`` (a plan of a given problem file) the report uses the
+    problem's own demand and jobs (:func:`pipelines.stages.outputs.report_inputs`).
+    """
+    with Stage("plan + risk report"):
+        cluster = ws.config.cluster
+        tables = run.save("plan_tables", outputs.plan_tables(problem, plan, start, cluster.node_names))
+        paths = {tables.name: tables}
+        inp = _report_inputs(ws, problem, plan, start, queue, demand, fit)
+        paths.update(write_risk_report(run.folder, inp, run_name))
+        if queue is not None and queue.users is not None:
+            paths.update(write_commands(settings, ws, run, run_name, queue, start))
+        doc = outputs.summary(run_name, start, problem, plan, inp.demand, inp.rt_status, report=inp)
+        if queue is not None:
+            doc["models"] = queue.models
+        doc["cluster"] = {"workspace": str(settings.workspace_dir), "nodes": cluster.node_names,
+                          "gpus_per_node": cluster.node_gpus, "n_gpus": cluster.n_gpus}
+        summary_path = run.save("summary", doc)
+        paths[summary_path.name] = summary_path
+    report = run.load("risk_report_table") if run.exists("risk_report_table") else None
+    log().info("headline: %s", "; ".join(f"{k} {v}" for k, v in observe.headline_rows(run.load("summary"), report)))
+    log().info("wrote %d files into %s", len(paths), run.folder)
+    return {k: str(v) for k, v in paths.items()}
+
+
+def write_commands(settings: Settings, ws: Workspace, run: RunCatalog, run_name: str, queue: QueueForecast,
+                   start: datetime) -> dict[str, Path]:
+    """``commands.sh`` and ``commands.tsv`` of a workspace's plan (:mod:`pipelines.stages.commands`)."""
+    s = settings
+    tables = run.load("plan_tables")
+    fmt = ws.source("queue").format
+    dialect = "slurm" if fmt.startswith("slurm") else "kueue" if fmt == "kueue-json" else "table"
+    tz = ws.config.cluster.timezone
+    table = commands_stage.commands_table(tables, queue.jobs, start, s.step_minutes, s.replan_every_min, tz)
+    text = commands_stage.commands_text(table, tables, queue.users or {}, dialect, run_name, start,
+                                        s.replan_every_min, s.step_minutes, tz)
+    a = run.save("commands", text)
+    b = run.save("commands_table", table.to_csv(sep="\t", index=False))
+    return {a.name: a, b.name: b}
+
+
+@task(name="log-plan", retries=2, retry_delay_seconds=3, cache_policy=NO_CACHE)
+def log_plan(settings: Settings, ws: Workspace, run_dir: str, run_name: str, planner: str) -> str:
+    """Log one published run folder to the ``plans`` experiment; return the run id.
+
+    Reads the folder's summary and real-time metrics through the catalog and calls
+    :func:`pipelines.tracking.log_plan_run`. Retried: SQLite lock contention is transient.
+    """
+    s = settings
+    with Stage("mlflow"):
+        run = RunCatalog(Path(run_dir))
+        rt_metrics = run.load("rt_metrics") if run.exists("rt_metrics") else None
+        units = {svc.service: svc.units for svc in ws.services()}
+        rid = tracking.log_plan_run(s, Path(run_dir), run_name, planner, run.load("summary"), rt_metrics,
+                                    run.artifacts(), units=units)
+    link = tracking.run_link(s, rid)
+    log().info("MLflow run %s in experiment %s (%s)%s", rid, link["experiment"], s.tracking_uri,
+               f": {link['url']}" if link["url"] else "")
+    return rid
+
+
+@task(name="publish-plan", retries=2, retry_delay_seconds=3, cache_policy=NO_CACHE)
+def publish_plan(settings: Settings, run_dir: str, mlflow_run_id: str | None, workspace: str) -> list[str]:
+    """The plan run's Prefect artifacts: a markdown summary and a table of estimated starts; returns their keys.
+
+    Read from the published folder (``summary.json``, ``risk_report.parquet``; :mod:`pipelines.flows.observe`).
+    Keys ``plan-summary-<workspace>`` and ``estimated-starts-<workspace>`` (one history per workspace).
+    """
+    run = RunCatalog(Path(run_dir))
+    summary = run.load("summary")
+    report = run.load("risk_report_table") if run.exists("risk_report_table") else None
+    link = tracking.run_link(settings, mlflow_run_id) if mlflow_run_id else {}
+    md_key, table_key = observe.artifact_key("plan-summary", workspace), observe.artifact_key("estimated-starts", workspace)
+    observe.publish_markdown(md_key, observe.plan_markdown(summary, report, Path(run_dir), link),
+                             f"Plan {summary['run']}: headline, jobs at risk, where the run folder and MLflow run are")
+    starts = observe.starts_rows(report)
+    observe.publish_table(table_key, starts, f"Estimated start of every queued job, plan {summary['run']} "
+                                             f"(UTC; {len(starts)} jobs)")
+    log().info("published Prefect artifacts %s and %s", md_key, table_key)
+    return [md_key, table_key]
+
+
+def publish_plan_or_warn(settings: Settings, run_dir: str, mlflow_run_id: str | None, workspace: str) -> None:
+    """:func:`publish_plan`; a failure after its retries is a warning: the plan itself is already published."""
+    try:
+        publish_plan(settings, run_dir, mlflow_run_id, workspace)
+    except Exception as exc:  # noqa: BLE001 - the plan is published; only its artifacts are missing
+        log().warning("Prefect artifacts of %s not published: %s", run_dir, exc)
+
+
+def log_inputs(inp: PlanInputs, now: datetime) -> None:
+    """Log the plan start and the age of the inputs (traffic, queue export) at the plan start and now."""
+    import pandas as pd
+
+    traffic_end = pd.to_datetime(inp.ingested.frame["ts"], utc=True).max() if len(inp.ingested.frame) else None
+    snap = inp.data.snapshot_at if inp.data is not None else None
+    for line in observe.inputs_age_lines(inp.start, traffic_end, now, snap,
+                                         inp.data.snapshot_file if inp.data is not None else None):
+        log().info("inputs: %s", line)

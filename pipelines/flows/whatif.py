@@ -1,0 +1,67 @@
+"""The what-if flow (issue 14): re-plan a published run folder with changes; the comparison as Prefect artifacts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+
+from pipelines.config.settings import Settings, load_settings
+from pipelines.run_folder import LATEST
+
+
+def default_whatif_folder(s: Settings) -> Path:
+    """The run folder a what-if starts from when none is given: the replan deployment's ``latest``, else ``gpuplan run``'s."""
+    replan = s.runs_dir / "replan" / LATEST
+    return replan if replan.exists() else s.runs_dir / LATEST
+
+
+@task(name="whatif-replan", cache_policy=NO_CACHE)
+def whatif_replan(run_folder: str, add_gpus: int, drain_nodes: list[str], fail_gpus: list[str],
+                  add_jobs: list[dict[str, Any]], cancel: list[str], priority: list[str],
+                  demand_scale: list[str]) -> dict[str, Any]:
+    """:func:`pipelines.whatif.run_whatif` on ``run_folder``: the edited problem re-planned, verified, compared."""
+    from pipelines import whatif as wi
+
+    base = wi.load_base(Path(run_folder))
+    w = wi.build_whatif(base, add_gpus=add_gpus, drain_nodes=drain_nodes, fail_gpus=fail_gpus, cancel=cancel,
+                        priority=priority, demand_scale=demand_scale, add_jobs=add_jobs)
+    return wi.run_whatif(base, w)
+
+
+@flow(name="whatif", log_prints=False)
+def whatif_flow(run_folder: str | None = None, add_gpus: int = 0, drain_nodes: list[str] | None = None,
+                fail_gpus: list[str] | None = None, add_jobs: list[dict[str, Any]] | None = None,
+                cancel: list[str] | None = None, priority: dict[str, float] | None = None,
+                demand_scale: dict[str, float] | None = None) -> dict[str, Any]:
+    """``gpuplan whatif`` as a flow (run it from the UI with Custom run): re-plan a run folder with changes.
+
+    Parameters as the command's options: ``run_folder`` (default :func:`default_whatif_folder`),
+    ``add_gpus``, ``drain_nodes`` (node names), ``fail_gpus`` (ranges such as ``"8-15"``), ``add_jobs``
+    (problem-file job entries, ``duration_h`` allowed), ``cancel`` (job ids), ``priority`` (job id ->
+    priority), ``demand_scale`` (service -> factor). Publishes a markdown artifact ``whatif`` (the
+    comparison and every job that moved, with its reason) and a table artifact ``whatif-jobs``
+    (:func:`pipelines.whatif.render_markdown`); nothing is written to the run folder.
+
+    Returns the document of :func:`pipelines.whatif.run_whatif`.
+    """
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+    from pipelines import whatif as wi
+
+    s = load_settings()
+    folder = str(Path(run_folder).expanduser() if run_folder else default_whatif_folder(s))
+    timed = whatif_replan.with_options(timeout_seconds=s.solve_timeout_s)
+    doc = timed(folder, int(add_gpus), list(drain_nodes or []), list(fail_gpus or []), list(add_jobs or []),
+                list(cancel or []), [f"{k}={v}" for k, v in (priority or {}).items()],
+                [f"{k}={v}" for k, v in (demand_scale or {}).items()])
+    changes = ", ".join(doc["changes"]) or "no change"
+    create_markdown_artifact(markdown=wi.render_markdown(doc), key="whatif",
+                             description=f"What-if on {doc['run']}: {changes}")
+    rows = [{k: j[k] for k in ("job_id", "start_ts_base", "start_ts_whatif", "delta_h", "change", "reason")}
+            for j in doc["jobs"]]
+    create_table_artifact(table=rows or [{"job_id": "", "reason": "no job's plan changed"}], key="whatif-jobs",
+                          description=f"Jobs whose start or GPUs changed ({changes})")
+    return doc

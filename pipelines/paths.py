@@ -1,7 +1,0 @@
-"""The project folder (``PROJECT_ROOT``), imported by :mod:`pipelines.config` and :mod:`pipelines.workspace`."""
-
-from __future__ import annotations
-
-from pathlib import Path
-
-PROJECT_ROOT: Path = Path(__file__).resolve().parents[1]

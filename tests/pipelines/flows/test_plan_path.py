@@ -1,0 +1,74 @@
+"""One plan path: the workspace and its settings are read once per flow run; the side is chosen in one place."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from pipelines.config.settings import job_side, shipped_workspace, workspace_defaults
+from pipelines.workspace import DEMO_WORKSPACE, init_text, load_workspace
+
+ROOT = Path(__file__).resolve().parents[3]
+FIXTURE = ROOT / "data" / "fixtures" / "workspaces" / "openb-slurm"
+
+
+def copy_slurm_fixture(folder: Path) -> Path:
+    """The openb Slurm fixture workspace with its relative paths made absolute, in ``folder`` (its store there)."""
+    text = (FIXTURE / "gpuplan.toml").read_text()
+    text = text.replace('"../../../traffic/', f'"{ROOT / "data" / "traffic"}/').replace(
+        '"../../', f'"{ROOT / "data" / "fixtures"}/')
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "gpuplan.toml").write_text(text)
+    return folder
+
+
+def test_the_side_is_the_queue_format_and_a_demo_copy_is_not_the_shipped_folder(tmp_path):
+    demo = load_workspace(DEMO_WORKSPACE)
+    assert job_side(demo) == "shipped" and shipped_workspace(demo)
+    (tmp_path / "gpuplan.toml").write_text(init_text(demo=True))
+    copy = load_workspace(tmp_path)
+    assert job_side(copy) == "shipped" and not shipped_workspace(copy)
+    given = workspace_defaults(copy)  # before environment overrides (the tests' session sets GPUPLAN_MODELS_DIR)
+    assert given["runs_dir"] == tmp_path.resolve() / "runs"  # not the clone's runs/ (the bug of issue 25)
+    assert given["models_dir"] == copy.store_dir / "models"
+    assert "runs_dir" not in workspace_defaults(demo)
+    assert job_side(load_workspace(copy_slurm_fixture(tmp_path / "slurm"))) == "store"
+
+
+def count_workspace_parses(monkeypatch) -> list[str]:
+    """Record every ``gpuplan.toml`` text ``tomllib.loads`` parses (what :func:`pipelines.workspace.parse_workspace` calls)."""
+    parses: list[str] = []
+    real = tomllib.loads
+
+    def counting(text: str, *args, **kwargs):
+        if "[sources.queue]" in text:  # a gpuplan.toml, not another TOML file (Prefect's, pyproject.toml)
+            parses.append(text)
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(tomllib, "loads", counting)
+    return parses
+
+
+def test_gpuplan_toml_is_parsed_once_per_gpuplan_run(tmp_path, iso_env, monkeypatch):
+    """One ``gpuplan run`` (the command's checks, then the flow run and all its tasks): one parse."""
+    from typer.testing import CliRunner
+
+    from pipelines.cli.app import app
+
+    ws = copy_slurm_fixture(tmp_path / "ws")
+    parses = count_workspace_parses(monkeypatch)
+    res = CliRunner().invoke(app, ["run", "--workspace", str(ws), "--out", str(tmp_path / "runs")])
+    assert res.exit_code == 0, res.output
+    assert len(parses) == 1
+    assert (tmp_path / "runs" / "latest" / "plan.parquet").is_file()
+
+
+def test_gpuplan_toml_is_parsed_once_per_run_of_the_flow(tmp_path, iso_env, monkeypatch):
+    """The flow called on its own (a served deployment's run): one parse, though every task uses the workspace."""
+    from pipelines.flows.plan import run_all
+
+    ws = copy_slurm_fixture(tmp_path / "ws")
+    parses = count_workspace_parses(monkeypatch)
+    res = run_all(out_dir=str(tmp_path / "runs"), workspace=str(ws))
+    assert len(parses) == 1
+    assert res["status"] in ("optimal", "feasible") and Path(res["run_dir"]).parent == tmp_path / "runs"
