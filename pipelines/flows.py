@@ -22,7 +22,7 @@ Conventions (``docs/STACK.md`` and Prefect's own examples):
   Training, solving and verifying are deterministic and never retried.
 - The MLflow store is initialised once, before any fan-out (:func:`pipelines.tracking.init_store`).
 - Outputs are built in a temporary run folder and published atomically with a ``latest`` pointer
-  (:mod:`pipelines.run_folder`); a failed or killed run leaves the previous one intact.
+  (:mod:`pipelines.io.run_folder`); a failed or killed run leaves the previous one intact.
 - The run shows what it did (:mod:`pipelines.observe`): flows and tasks log at INFO through Prefect's run
   logger (run folder, status, objective, headline numbers, the age of the inputs; the terminal shows only
   warnings), each plan publishes a markdown summary and a table of estimated starts, each retraining a
@@ -63,9 +63,9 @@ from pipelines.catalog import Catalog, RunCatalog, read_problem_file  # noqa: E4
 from pipelines.errors import InputError  # noqa: E402
 from pipelines.ingest import WorkspaceData, read_source, workspace_data  # noqa: E402
 from pipelines.ingest import ingest as run_ingest  # noqa: E402
+from pipelines.io.run_folder import LATEST, RunFolder, slot_start  # noqa: E402
 from pipelines.report import write_risk_report  # noqa: E402
 from pipelines.report.plots import plot_profile  # noqa: E402
-from pipelines.run_folder import LATEST, RunFolder, slot_start  # noqa: E402
 from pipelines.schedules import claim_local_day, local_day  # noqa: E402
 from pipelines.stages import cluster as cluster_stage  # noqa: E402
 from pipelines.stages import commands as commands_stage  # noqa: E402

@@ -30,8 +30,8 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines.csv_sniff import read_operator_csv
 from pipelines.errors import InputError
+from pipelines.io.csv_sniff import read_operator_csv
 from pipelines.sources.records import ParseResult, job_frame, traffic_frame
 from pipelines.store import JOBS, TRAFFIC, Store, UpsertCount
 from pipelines.workspace import Workspace
@@ -44,7 +44,7 @@ SOURCE_OF_FORMAT = {"slurm-sacct": "slurm", "slurm-squeue-json": "slurm", "kueue
 
 
 def _table(path: Path) -> tuple[pd.DataFrame, bool]:
-    """A CSV (sniffed, :func:`pipelines.csv_sniff.read_operator_csv`) or parquet file; ``(frame, is_csv)``."""
+    """A CSV (sniffed, :func:`pipelines.io.csv_sniff.read_operator_csv`) or parquet file; ``(frame, is_csv)``."""
     if path.suffix.lower() == ".parquet":
         try:
             return pd.read_parquet(path), False

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines.atomic import atomic_dir
 from pipelines.errors import InputError
+from pipelines.io.atomic import atomic_dir
 from pipelines.lazy import lazy_class
 
 FORMAT_VERSION = 2  # 2: boosters return corrections to physics priors
@@ -69,7 +69,7 @@ def save_model(model, path: str | Path) -> Path:
     """Write ``model`` (a :class:`forecasters.jobs.JobModel`) to the folder ``path``; return it.
 
     The folder is written under a temporary name and renamed into place
-    (:func:`pipelines.atomic.atomic_dir`); an existing model at ``path`` is replaced (moved aside,
+    (:func:`pipelines.io.atomic.atomic_dir`); an existing model at ``path`` is replaced (moved aside,
     then deleted once the new one is in place).
     """
     path = Path(path)

@@ -29,9 +29,9 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from pipelines import strict_json
-from pipelines.atomic import atomic_write_text
 from pipelines.errors import InputError
+from pipelines.io import strict_json
+from pipelines.io.atomic import atomic_write_text
 from pipelines.paths import PROJECT_ROOT
 from pipelines.workspace import CONFIG_FILE
 

@@ -3,7 +3,7 @@
 - The workspace's current model (the ``champion``) is ``<models_dir>/scheduler``: ``model.pkl``
   (:class:`forecasters.scheduler.SchedulerModel`, pickled; LightGBM boosters pickle whole) and
   ``meta.json`` (registered ``version``, ``cutoff``, ``history_rows``, ``reason``), swapped in
-  atomically (:func:`pipelines.atomic.atomic_dir`). Plans use it; before the first nightly run a
+  atomically (:func:`pipelines.io.atomic.atomic_dir`). Plans use it; before the first nightly run a
   plan fits one on the spot (and says so).
 - :func:`nightly_fit` is the gated retraining (:mod:`pipelines.stages.retrain`): train on the store up to
   the cut-off, score against the champion on the same holdout, log to MLflow, register a version,
@@ -24,10 +24,10 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines import strict_json
-from pipelines.atomic import atomic_dir
 from pipelines.config import Settings
 from pipelines.errors import InputError
+from pipelines.io import strict_json
+from pipelines.io.atomic import atomic_dir
 from pipelines.lazy import lazy_class
 from pipelines.stages import retrain
 from pipelines.store import Store
@@ -120,7 +120,7 @@ def read_history_file(path: Path, fmt: str | None, timezone: str) -> tuple[pd.Da
     Raises:
         InputError: no such file, an unknown format, a file that cannot be read at all, no row read.
     """
-    from pipelines.csv_sniff import read_operator_csv
+    from pipelines.io.csv_sniff import read_operator_csv
     from pipelines.sources import kueue, slurm, tabular
 
     path = Path(path)

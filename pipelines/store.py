@@ -31,9 +31,9 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from domain.records import ACTIVE_STATES, JOB_KEY, JOB_RECORD, TRAFFIC_KEY, TRAFFIC_RECORD
-from pipelines import strict_json
-from pipelines.atomic import atomic_write_text, fsync_path, temp_sibling
-from pipelines.run_folder import file_lock
+from pipelines.io import strict_json
+from pipelines.io.atomic import atomic_write_text, fsync_path, temp_sibling
+from pipelines.io.run_folder import file_lock
 from pipelines.sources.records import job_frame, traffic_frame
 
 PART_FILE = "part.parquet"

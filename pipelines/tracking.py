@@ -53,8 +53,8 @@ from pipelines import job_models
 from pipelines.catalog import MODEL_RUN_FILES
 from pipelines.config import Settings
 from pipelines.errors import InputError
+from pipelines.io.run_folder import file_lock
 from pipelines.report.plots import plot_pred_vs_actual
-from pipelines.run_folder import file_lock
 
 # mlflow is imported inside the functions that use it, not here: ``import mlflow`` costs ~1.0 s on the
 # 2-core machine (measured: pandas alone 0.49 s, pandas + mlflow 1.47 s), and `gpuplan predict` imports
@@ -641,10 +641,10 @@ def log_realtime_backtest(settings: Settings, doc: Mapping[str, Any], hours: Map
     :func:`realtime_backtest_metrics`. Params per service: status, units, method, first and last origin,
     horizon; ``cutoff``. Artifacts: the document ``backtest/realtime_backtest.json`` and, with ``hours``
     (:func:`pipelines.stages.realtime.backtest_report`'s ``hours_out``), the forecast-against-actual plot
-    ``plots/backtest_realtime.png`` (:func:`pipelines.backtest_plot.plot_backtest`). Tag ``gpuplan.stage`` =
+    ``plots/backtest_realtime.png`` (:func:`pipelines.report.backtest_plot.plot_backtest`). Tag ``gpuplan.stage`` =
     ``stage``. Returns the run id.
     """
-    from pipelines.backtest_plot import plot_backtest
+    from pipelines.report.backtest_plot import plot_backtest
 
     svcs = doc.get("services") or {}
     cutoffs = [d["cutoff"] for d in svcs.values() if d.get("cutoff")]

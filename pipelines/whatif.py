@@ -145,7 +145,7 @@ def read_job_file(path: Path, step_minutes: int) -> list[dict[str, Any]]:
     Raises:
         InputError: missing or unreadable file, invalid JSON, or no job in it.
     """
-    from pipelines import strict_json
+    from pipelines.io import strict_json
 
     path = Path(path)
     if not path.is_file():
@@ -171,7 +171,7 @@ class BaseRun:
         problem / plan: the solved problem and the published plan (verified again on load).
         start: the plan start (UTC, step 0); planner: the planner it used.
         nodes: node names of the base cluster, GPU ``i`` on node ``i // gpus_per_node``.
-        demand: P50/P90 GPUs per service and step (:data:`pipelines.schemas.DEMAND`; the problem's own
+        demand: P50/P90 GPUs per service and step (:data:`pipelines.io.schemas.DEMAND`; the problem's own
             demand as both when the folder has none).
         full_steps: job id -> its full P50 duration in steps at its planned size (running jobs' restart).
         jobs: the run's ``jobs.parquet`` (forecast quantiles per size, ``deadline_at``), or None.

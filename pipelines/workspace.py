@@ -41,8 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from domain.kinds import JOB_KINDS
 from domain.units import is_pow2
-from pipelines import traffic_io
 from pipelines.errors import InputError
+from pipelines.io import traffic_io
 from pipelines.paths import PROJECT_ROOT
 from pipelines.stages.realtime import ServiceSettings
 

@@ -41,8 +41,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from pipelines.atomic import atomic_write_text  # noqa: E402
 from pipelines.errors import InputError  # noqa: E402
+from pipelines.io.atomic import atomic_write_text  # noqa: E402
+from pipelines.io.trace_io import read_pod_window  # noqa: E402
 from pipelines.sources.exports import (  # noqa: E402
     REPLAY_COLUMNS,
     REPLAY_END,
@@ -54,7 +55,6 @@ from pipelines.sources.exports import (  # noqa: E402
     sacct_text,
     squeue_json_text,
 )
-from pipelines.trace_io import read_pod_window  # noqa: E402
 
 WINDOW = ROOT / "data" / "traces" / "alibaba_openb_window.csv"
 SERVICES = ROOT / "data" / "traffic" / "services.json"

@@ -18,9 +18,9 @@ def init(
     """Create a workspace: DIR/gpuplan.toml, commented; edit [cluster] and [sources], then run 'gpuplan ingest'."""
 
     def body() -> int:
-        from pipelines.atomic import atomic_write_text
         from pipelines.cli_support import check_out_parent
         from pipelines.errors import InputError
+        from pipelines.io.atomic import atomic_write_text
         from pipelines.workspace import CONFIG_FILE, init_text
 
         check_out_parent(folder, "DIR")

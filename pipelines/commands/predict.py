@@ -90,7 +90,7 @@ def predict_scheduler_file(jobs_path: Path, ws: Any) -> dict:
     from forecasters.scheduler import predict_runtime, refresh_recent
     from pipelines import scheduler_models
     from pipelines.config import load_settings
-    from pipelines.csv_sniff import read_operator_csv
+    from pipelines.io.csv_sniff import read_operator_csv
     from pipelines.sources import tabular
 
     settings = load_settings()

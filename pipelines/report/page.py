@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines.atomic import atomic_path, atomic_write_text
+from pipelines.io.atomic import atomic_path, atomic_write_text
 from pipelines.report.basics import ReportInputs, clock, hours_text, instant, plural
 from pipelines.report.calibration import ServiceCalibration, calibrate, calibration_text
 from pipelines.report.html import render_html

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines.atomic import atomic_path
+from pipelines.io.atomic import atomic_path
 from pipelines.report.basics import ReportInputs
 from pipelines.report.grid import display_grid
 

@@ -47,8 +47,8 @@ import numpy as np
 import pandas as pd
 
 from pipelines.errors import InputError
+from pipelines.io.strict_json import loads
 from pipelines.sources.slurm import SACCT_FIELDS
-from pipelines.strict_json import loads
 
 __all__ = ["FINAL_STATES", "QOS_PRIORITY", "REPLAY_COLUMNS", "REPLAY_END", "day_exports", "export_time",
            "go_float", "job_states_at", "kueue_list_text", "prometheus_text", "replay_csv_text", "replay_jobs",

@@ -98,8 +98,8 @@ import numpy as np
 import pandas as pd
 
 from pipelines.errors import InputError
+from pipelines.io.strict_json import loads
 from pipelines.sources.records import ParseResult, annotations_from_mapping, is_censored, job_frame
-from pipelines.strict_json import loads
 
 __all__ = ["GPU_RESOURCE", "KINDS", "TIMEOUT_MESSAGE", "parse_kueue_workloads", "parse_quantity"]
 
@@ -179,7 +179,7 @@ def parse_kueue_workloads(text: str, source: str = "kueue") -> ParseResult:
         read, one error per rejected item (``item 3 (ml/job-x-1a2b3): ...``).
 
     Raises:
-        InputError: not JSON (a key repeated in one object included, :mod:`pipelines.strict_json`),
+        InputError: not JSON (a key repeated in one object included, :mod:`pipelines.io.strict_json`),
             not a Workload, List or WorkloadList object, or ``items`` not a list.
     """
     doc = loads(text, "Kueue workloads export")

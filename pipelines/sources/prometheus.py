@@ -43,8 +43,8 @@ import numpy as np
 import pandas as pd
 
 from pipelines.errors import InputError
+from pipelines.io.strict_json import loads
 from pipelines.sources.records import TRAFFIC_RECORD, ParseResult, traffic_frame
-from pipelines.strict_json import loads
 
 __all__ = ["HOURLY_COLUMNS", "aggregate_hourly", "parse_query_range"]
 
@@ -72,7 +72,7 @@ def parse_query_range(text: str, service_label: str, services: Collection[str] |
     """A ``/api/v1/query_range`` response -> traffic records, one row per (service, timestamp).
 
     Args:
-        text: the response body (JSON, read with :func:`pipelines.strict_json.loads`).
+        text: the response body (JSON, read with :func:`pipelines.io.strict_json.loads`).
         service_label: the label naming the service (``service``, ``job``, ``app`` ...).
         services: the configured services; series of other services are skipped with an error
             line. None keeps every service.

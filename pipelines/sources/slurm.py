@@ -49,8 +49,8 @@ from typing import Any
 import pandas as pd
 
 from domain.kinds import JOB_KINDS
-from pipelines import strict_json
 from pipelines.errors import InputError
+from pipelines.io import strict_json
 from pipelines.sources.records import (
     ACTIVE_STATES,
     SLURM_STATES,

@@ -30,7 +30,7 @@ def node_of_gpu(n_gpus: int, gpus_per_node: int, node_names: Sequence[str] | Non
 
 
 def plan_tables(problem: Problem, plan: Plan, start: datetime, node_names: Sequence[str] | None = None) -> pd.DataFrame:
-    """``plan.parquet`` of DESIGN §3 as one long table with a ``row_type`` column (:data:`pipelines.schemas.PLAN_TABLES`).
+    """``plan.parquet`` of DESIGN §3 as one long table with a ``row_type`` column (:data:`pipelines.io.schemas.PLAN_TABLES`).
 
     - ``job``: ``job_id, kind, start_step, end_step, block_offset, gpus, running`` (None fields
       when not started in the horizon);
@@ -137,7 +137,7 @@ def summary(run_name: str, start: datetime, problem: Problem, plan: Plan, demand
 
 
 def forecasts_table(jobs: pd.DataFrame, demand: pd.DataFrame) -> pd.DataFrame:
-    """``forecasts.parquet`` of DESIGN §3 (:data:`pipelines.schemas.FORECASTS`).
+    """``forecasts.parquet`` of DESIGN §3 (:data:`pipelines.io.schemas.FORECASTS`).
 
     One row per job
     (``entity = job``) and one per service and step (``entity = service_step``).

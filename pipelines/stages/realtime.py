@@ -39,8 +39,8 @@ import pandas as pd
 
 from forecasters.realtime import backtest, ingest, to_gpus
 from forecasters.realtime.combine import fit_combined, forecast_combined
-from pipelines import schemas
 from pipelines.errors import InputError
+from pipelines.io import schemas
 
 #: Demand quantile the planner is given for each service.
 DEMAND_QUANTILE = "p90"
@@ -108,7 +108,7 @@ class ServiceSettings:
 class IngestedTraffic:
     """Output of :func:`ingest_traffic`.
 
-    The :data:`pipelines.schemas.TRAFFIC` frame and the
+    The :data:`pipelines.io.schemas.TRAFFIC` frame and the
     diagnostics per service (:func:`forecasters.realtime.ingest`).
     """
 
@@ -124,7 +124,7 @@ class ProfileFit:
         profiles: service -> fitted forecast (:class:`forecasters.realtime.combine.Combined`: ``status``,
             ``messages``, ``method``, ``timezone``, ``components``, ``level_factor`` like a profile;
             forecast with :func:`forecasters.realtime.combine.forecast_combined`).
-        bands: :data:`pipelines.schemas.BANDS` frame (last day, traffic units per hour).
+        bands: :data:`pipelines.io.schemas.BANDS` frame (last day, traffic units per hour).
         status: service -> ``[status, "; "-joined messages]``; status ``ok``, ``level_shift`` (a new level
             at the end of the history, followed by the forecast) or ``degraded``.
         metrics: service -> ``band_mae``, ``band_mape`` (fraction), ``band_p90_coverage`` (fraction),
@@ -154,7 +154,7 @@ def ingest_traffic(services: Sequence[ServiceSettings], raw: Mapping[str, pd.Dat
     outliers (``level_shift`` in the diagnostics).
 
     Returns:
-        The :data:`pipelines.schemas.TRAFFIC` frame (``excluded`` marks imputed hours and outliers)
+        The :data:`pipelines.io.schemas.TRAFFIC` frame (``excluded`` marks imputed hours and outliers)
         and the ingest diagnostics per service.
 
     Raises:
@@ -200,7 +200,7 @@ def fit_profiles(services: Sequence[ServiceSettings], traffic: pd.DataFrame, as_
 
     Args:
         services: the service settings.
-        traffic: the :data:`pipelines.schemas.TRAFFIC` frame (``excluded``: imputed hours and outliers).
+        traffic: the :data:`pipelines.io.schemas.TRAFFIC` frame (``excluded``: imputed hours and outliers).
         as_of: the plan start (UTC).
         diagnostics: the ingest diagnostics per service (:class:`IngestedTraffic`); with them an excluded
             hour that ingest flagged as an outlier (not imputed) may still anchor the forecast when its
@@ -250,7 +250,7 @@ def profile_outlook(profile: Any, as_of: datetime) -> pd.DataFrame:
 
 def demand_frame(services: Sequence[ServiceSettings], profiles: Mapping[str, Any], traffic: pd.DataFrame,
                  start: datetime, step_minutes: int, horizon_steps: int) -> pd.DataFrame:
-    """GPU demand per service and planning step over the horizon (:data:`pipelines.schemas.DEMAND`).
+    """GPU demand per service and planning step over the horizon (:data:`pipelines.io.schemas.DEMAND`).
 
     ``traffic_*`` in the file's units per hour; ``demand_gpus_*`` from
     :func:`forecasters.realtime.to_gpus`; ``current_gpus`` = GPU need of the last actual hour before

@@ -122,7 +122,7 @@ def test_summary_is_strict_json_when_the_bound_is_infinite():
     import json
 
     from optimizer.planners import plan as run_planner
-    from pipelines.plan_io import read_problem
+    from pipelines.io.plan_io import read_problem
     from pipelines.stages import outputs
 
     problem = read_problem(Path(__file__).resolve().parents[2] / "data" / "examples" / "valley.json")

@@ -13,7 +13,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from pipelines.run_folder import RunFolder
+from pipelines.io.run_folder import RunFolder
 
 
 def main() -> int:

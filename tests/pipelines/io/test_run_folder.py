@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from pipelines.errors import InputError
-from pipelines.run_folder import (
+from pipelines.io.run_folder import (
     LATEST,
     LOCK_PREFIX,
     STALE_AFTER_S,
@@ -110,7 +110,7 @@ def test_abort_and_dead_temp_folders_leave_previous_run(tmp_path):
 
 
 def test_freshness_command_exit_codes(tmp_path, capsys):
-    from pipelines.run_folder import main
+    from pipelines.io.run_folder import main
 
     assert main(["check", str(tmp_path)]) == 1
     assert "STALE: no plan" in capsys.readouterr().err

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipelines import strict_json
-from pipelines.atomic import atomic_write_text
-from pipelines.csv_sniff import read_operator_csv
 from pipelines.errors import InputError
+from pipelines.io import strict_json
+from pipelines.io.atomic import atomic_write_text
+from pipelines.io.csv_sniff import read_operator_csv
 from pipelines.stages.realtime import ServiceSettings
 
 #: ServeGen window length: 600 s (``t_s`` steps of the per-client traces).
@@ -31,7 +31,7 @@ WINDOWS_PER_HOUR = 3600 // SERVEGEN_WINDOW_S
 def read_traffic(path: str | os.PathLike) -> pd.DataFrame:
     """Read an hourly traffic file (``.csv``, ``.csv.gz`` or ``.parquet``) as a frame.
 
-    A CSV is read by :func:`pipelines.csv_sniff.read_operator_csv` (separator, decimal comma, header
+    A CSV is read by :func:`pipelines.io.csv_sniff.read_operator_csv` (separator, decimal comma, header
     spaces and an unnamed index column sniffed; an ambiguous file is refused in one line).
     Returns the frame unchanged except that ``ts`` is kept as text for CSV (zone handling is done by
     :func:`forecasters.realtime.ingest`, which must see whether stamps are naive or aware).
@@ -65,7 +65,7 @@ def read_traffic(path: str | os.PathLike) -> pd.DataFrame:
 
 
 def write_csv_atomic(df: pd.DataFrame, path: str | os.PathLike) -> Path:
-    """Write ``df`` as CSV (no index) atomically, via :func:`pipelines.atomic.atomic_write_text`."""
+    """Write ``df`` as CSV (no index) atomically, via :func:`pipelines.io.atomic.atomic_write_text`."""
     return atomic_write_text(path, df.to_csv(index=False), make_parents=True)
 
 

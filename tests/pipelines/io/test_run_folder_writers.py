@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.run_folder import STALE_AFTER_S, clean_stale_temp
+from pipelines.io.run_folder import STALE_AFTER_S, clean_stale_temp
 
 WRITER = Path(__file__).with_name("_run_folder_writer.py")
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _env() -> dict[str, str]:

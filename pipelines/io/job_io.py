@@ -22,9 +22,9 @@ import pandas as pd
 
 from forecasters.frames import normalise_features, require_columns
 from forecasters.schema import TARGET_DURATION, TARGET_GPUS, TIMING_COLUMNS, spec_for
-from pipelines.atomic import atomic_write_bytes
-from pipelines.csv_sniff import read_operator_csv
 from pipelines.errors import InputError
+from pipelines.io.atomic import atomic_write_bytes
+from pipelines.io.csv_sniff import read_operator_csv
 
 #: (n, seed) of each shipped history: ``generate_history(kind, n, seed)`` rebuilds it exactly.
 SHIPPED = {"training": (4000, 0), "quantization": (3000, 0), "batch_inference": (3000, 0)}

@@ -1,4 +1,4 @@
-"""F08: operators' CSVs read through pipelines.csv_sniff: separator, decimal comma, header spaces, index column.
+"""F08: operators' CSVs read through pipelines.io.csv_sniff: separator, decimal comma, header spaces, index column.
 
 Each sub-kind: the shipped field-2 instance (when there is one) plus constructed ones; exact values read,
 exact one-line messages for the refused files. The same reader serves job files (last tests).
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.csv_sniff import read_operator_csv
 from pipelines.errors import InputError
-from pipelines.job_io import load_jobs
-from pipelines.traffic_io import read_traffic
+from pipelines.io.csv_sniff import read_operator_csv
+from pipelines.io.job_io import load_jobs
+from pipelines.io.traffic_io import read_traffic
 
 FIELD2 = Path("/work/shared/cases/field-2")
 needs_field2 = pytest.mark.skipif(not FIELD2.exists(), reason="needs the shared field-2 cases")

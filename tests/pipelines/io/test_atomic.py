@@ -1,4 +1,4 @@
-"""pipelines.atomic: the one atomic writer (temp file in the target's folder, fsync, os.replace)."""
+"""pipelines.io.atomic: the one atomic writer (temp file in the target's folder, fsync, os.replace)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 import pandas as pd
 import pytest
 
-from pipelines import atomic
-from pipelines.atomic import atomic_dir, atomic_path, atomic_write_bytes, atomic_write_text
+from pipelines.io import atomic
+from pipelines.io.atomic import atomic_dir, atomic_path, atomic_write_bytes, atomic_write_text
 
 
 def listing(folder) -> list[str]:

@@ -24,9 +24,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from optimizer.problem import Problem
-from pipelines import strict_json
-from pipelines.atomic import atomic_path
 from pipelines.errors import InputError
+from pipelines.io import strict_json
+from pipelines.io.atomic import atomic_path
 
 PLAN_METADATA_KEY = b"gpuplan_plan"
 

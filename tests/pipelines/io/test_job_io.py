@@ -9,7 +9,7 @@ from forecasters.errors import InputError as ForecasterInputError
 from forecasters.generators import generate_history
 from pipelines.catalog import history_path
 from pipelines.errors import InputError
-from pipelines.job_io import SHIPPED, load_history, load_jobs, write_history
+from pipelines.io.job_io import SHIPPED, load_history, load_jobs, write_history
 
 BAD_INPUT = (InputError, ForecasterInputError)  # both are exit-2 errors at the CLI
 

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from pipelines.errors import InputError
-from pipelines.traffic_io import derive_servegen_hourly, read_traffic
+from pipelines.io.traffic_io import derive_servegen_hourly, read_traffic
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SHARED = Path(os.environ.get("GPUPLAN_SHARED_DATA", ROOT.parent / "shared" / "data")) / "servegen-bailian-llm-2025"
 
 
@@ -69,7 +69,7 @@ def test_parquet_with_aware_datetimes_round_trips_through_ingest(tmp_path):
 
 
 def test_philly_hourly_demand_by_hand():
-    from pipelines.traffic_io import derive_philly_hourly
+    from pipelines.io.traffic_io import derive_philly_hourly
 
     t0 = pd.Timestamp("2017-10-03 00:00")
     rows = [(t0 + pd.Timedelta(minutes=m), 10) for m in range(60)]  # hour 0: 60 minutes at 10
@@ -86,7 +86,7 @@ def test_philly_hourly_demand_by_hand():
 
 
 def test_openb_gpus_held_per_hour_by_hand():
-    from pipelines.traffic_io import derive_openb_gpus_hourly
+    from pipelines.io.traffic_io import derive_openb_gpus_hourly
 
     nan = float("nan")
     pods = pd.DataFrame({

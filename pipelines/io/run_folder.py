@@ -55,8 +55,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from pipelines.atomic import fsync_path
 from pipelines.errors import InputError
+from pipelines.io.atomic import fsync_path
 
 LATEST = "latest"
 TMP_PREFIX = ".tmp-"
@@ -412,7 +412,7 @@ def check_freshness(out_dir: Path, now: datetime, max_age_h: float = 2.0) -> Run
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m pipelines.run_folder check DIR [--max-age-h H]``: the freshness check.
+    """``python -m pipelines.io.run_folder check DIR [--max-age-h H]``: the freshness check.
 
     Exit 1 (message on stderr)
     when the newest plan under DIR is older than H hours (default 2), else print it and exit 0.
@@ -420,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
 
-    ap = argparse.ArgumentParser(prog="python -m pipelines.run_folder")
+    ap = argparse.ArgumentParser(prog="python -m pipelines.io.run_folder")
     ap.add_argument("command", choices=["check"])
     ap.add_argument("dir", type=Path)
     ap.add_argument("--max-age-h", type=float, default=2.0)

@@ -21,7 +21,7 @@ come back, never a partial file.
   existing folder moved aside, the new one renamed into place, the old one deleted.
 
 Special cases that are not a temporary file (the ``latest`` symlink swap and the run-folder
-rename) stay in :mod:`pipelines.run_folder`.
+rename) stay in :mod:`pipelines.io.run_folder`.
 """
 
 from __future__ import annotations
