@@ -40,7 +40,7 @@ from pipelines.config import PROJECT_ROOT, Settings
 from pipelines.errors import InputError
 from pipelines.io import job_io, plan_io, schemas, strict_json, trace_io, traffic_io
 from pipelines.io.atomic import atomic_path, atomic_write_text
-from pipelines.stages.realtime import ServiceSettings
+from pipelines.workspace.config import ServiceSettings, read_services
 
 Format = Literal["parquet", "json", "text", "png"]
 
@@ -346,12 +346,12 @@ class Catalog:
     # shipped data
 
     def services(self) -> list[ServiceSettings]:
-        """The real-time services of ``data/traffic/services.json``, validated (:func:`pipelines.io.traffic_io.read_services`).
+        """The real-time services of ``data/traffic/services.json``, validated (:func:`pipelines.workspace.config.read_services`).
 
         Raises:
             pipelines.errors.InputError: file missing or a service without a required field.
         """
-        return traffic_io.read_services(self.shipped("services"))
+        return read_services(self.shipped("services"))
 
     def raw_traffic(self, services: list[ServiceSettings]) -> dict[str, pd.DataFrame]:
         """Each service's raw hourly rows (``ts``, ``value``) from its shipped file.

@@ -202,7 +202,7 @@ def workspace_defaults(folder: str | Path | None = None) -> dict[str, object]:
     Raises:
         pipelines.errors.InputError: the workspace is missing or its ``gpuplan.toml`` invalid.
     """
-    from pipelines.workspace import load_workspace
+    from pipelines.workspace.load import load_workspace
 
     ws = load_workspace(folder)
     c = ws.config.cluster

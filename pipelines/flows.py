@@ -61,8 +61,6 @@ from optimizer.problem import Problem  # noqa: E402
 from pipelines import bench, model_store, observe, scheduler_models, tracking  # noqa: E402
 from pipelines.catalog import Catalog, RunCatalog, read_problem_file  # noqa: E402
 from pipelines.errors import InputError  # noqa: E402
-from pipelines.ingest import WorkspaceData, read_source, workspace_data  # noqa: E402
-from pipelines.ingest import ingest as run_ingest  # noqa: E402
 from pipelines.io.run_folder import LATEST, RunFolder, slot_start  # noqa: E402
 from pipelines.report import write_risk_report  # noqa: E402
 from pipelines.report.plots import plot_profile  # noqa: E402
@@ -75,8 +73,11 @@ from pipelines.stages import problem as problem_stage  # noqa: E402
 from pipelines.stages import queue as queue_stage  # noqa: E402
 from pipelines.stages import solve as solve_stage  # noqa: E402
 from pipelines.stages.problem import ClusterShape  # noqa: E402
-from pipelines.stages.realtime import IngestedTraffic, ProfileFit, ServiceSettings  # noqa: E402
-from pipelines.workspace import Workspace, load_workspace  # noqa: E402
+from pipelines.stages.realtime import IngestedTraffic, ProfileFit  # noqa: E402
+from pipelines.workspace.config import ServiceSettings  # noqa: E402
+from pipelines.workspace.ingest import WorkspaceData, read_source, workspace_data  # noqa: E402
+from pipelines.workspace.ingest import ingest as run_ingest  # noqa: E402
+from pipelines.workspace.load import Workspace, load_workspace  # noqa: E402
 
 log = observe.run_logger  # the current flow's or task's logger (INFO reaches the Prefect run page)
 
@@ -389,7 +390,7 @@ def _workspace_inputs(ws: Workspace, when: datetime, replan: bool) -> WorkspaceI
 
     The demo: the shipped traffic; the plan starts at ``when`` floored to the step, but not after the
     first hour past the shipped traffic. An operator's workspace: its sources are ingested
-    (:func:`pipelines.ingest.ingest`, idempotent), then the plan starts at the newest queue export
+    (:func:`pipelines.workspace.ingest.ingest`, idempotent), then the plan starts at the newest queue export
     (floored to the step). A re-plan (``replan``) first checks that export and the traffic are at most
     ``[replan] max_input_age_min`` old at ``when`` (:func:`pipelines.stages.cluster.check_fresh`: a
     stale input fails the run, the previous plan stays); ``gpuplan run`` plans what it has, from the
@@ -423,7 +424,7 @@ def _workspace_inputs(ws: Workspace, when: datetime, replan: bool) -> WorkspaceI
 
 @task(name="ingest-sources", cache_policy=NO_CACHE)
 def ingest_sources(ws: Workspace) -> dict[str, Any]:
-    """:func:`pipelines.ingest.ingest`: the workspace's exports into its store (idempotent)."""
+    """:func:`pipelines.workspace.ingest.ingest`: the workspace's exports into its store (idempotent)."""
     return run_ingest(ws)
 
 

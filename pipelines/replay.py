@@ -6,7 +6,7 @@ ServeGen traffic (``data/fixtures/servegen/prometheus.json``). For each day ``d`
 ``T_d`` it
 
 1. writes the day's exports into the workspace's ``exports/`` folder, as the cluster would print
-   them at ``T_d`` (:func:`pipelines.sources.exports.day_exports`): the ``sacct`` text of the last
+   them at ``T_d`` (:func:`pipelines.workspace.sources.exports.day_exports`): the ``sacct`` text of the last
    day, the ``squeue --json`` snapshot, the Kueue workload list and the Prometheus ``query_range``
    body, each file's modification time set to ``T_d``;
    The first day's ``sacct`` covers the 7 days before it, so the first retraining has history.
@@ -33,7 +33,7 @@ from pipelines.errors import InputError
 from pipelines.io import strict_json
 from pipelines.io.atomic import atomic_write_text
 from pipelines.paths import PROJECT_ROOT
-from pipelines.workspace import CONFIG_FILE
+from pipelines.workspace.config import CONFIG_FILE
 
 FIXTURES: Path = PROJECT_ROOT / "data" / "fixtures"
 REPLAY_JOBS: Path = FIXTURES / "openb" / "replay_week.csv"
@@ -94,7 +94,7 @@ def load_inputs() -> tuple[pd.DataFrame, Any]:
     Raises:
         InputError: a shipped fixture is missing.
     """
-    from pipelines.sources import exports
+    from pipelines.workspace.sources import exports
 
     for p in (REPLAY_JOBS, PROMETHEUS):
         if not p.is_file():
@@ -121,8 +121,8 @@ def replay(ws_root: Path, days: int, scheduler: Scheduler = "slurm",
     """
     from pipelines import flows
     from pipelines.catalog import RunCatalog
-    from pipelines.sources import exports
     from pipelines.stages.solve import check_plan
+    from pipelines.workspace.sources import exports
 
     jobs, body = load_inputs()
     n_days = replay_days(jobs)

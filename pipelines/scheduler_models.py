@@ -30,8 +30,8 @@ from pipelines.io import strict_json
 from pipelines.io.atomic import atomic_dir
 from pipelines.lazy import lazy_class
 from pipelines.stages import retrain
-from pipelines.store import Store
-from pipelines.workspace import Workspace
+from pipelines.workspace.load import Workspace
+from pipelines.workspace.store import Store
 
 FOLDER = "scheduler"
 MODEL_FILE = "model.pkl"
@@ -112,7 +112,7 @@ HISTORY_FORMATS: dict[str, str] = {".csv": "csv", ".gz": "csv", ".parquet": "par
 def read_history_file(path: Path, fmt: str | None, timezone: str) -> tuple[pd.DataFrame, int, list[str]]:
     """``(records, rows read, rejected-row messages)`` of one scheduler export (``gpuplan train --history``).
 
-    ``fmt``: ``csv``/``parquet`` (the job table of :mod:`pipelines.sources.tabular`: ``job_id`` and
+    ``fmt``: ``csv``/``parquet`` (the job table of :mod:`pipelines.workspace.sources.tabular`: ``job_id`` and
     ``submitted_at`` required, every record column optional, any other column an annotation),
     ``slurm-sacct`` (``sacct --parsable2``) or ``kueue-json``; None: by the file's suffix
     (:data:`HISTORY_FORMATS`). ``timezone``: the zone of naive times (the cluster's clock).
@@ -121,7 +121,7 @@ def read_history_file(path: Path, fmt: str | None, timezone: str) -> tuple[pd.Da
         InputError: no such file, an unknown format, a file that cannot be read at all, no row read.
     """
     from pipelines.io.csv_sniff import read_operator_csv
-    from pipelines.sources import kueue, slurm, tabular
+    from pipelines.workspace.sources import kueue, slurm, tabular
 
     path = Path(path)
     if not path.is_file():

@@ -14,9 +14,9 @@ committed ``servegen/prometheus.json``, so that every output is reproduced byte 
 Outputs (``--out``, default ``data/fixtures``; every rule is in ``data/fixtures/README.md``):
 ``openb/sacct.txt``, ``openb/squeue.json``, ``openb/workloads.json``, ``openb/nodes.csv``,
 ``openb/pod_requests.csv``, ``servegen/prometheus.json``. The measured counts are printed (JSON) on
-stdout. Nothing is random; a re-run writes identical bytes (``tests/sources/test_fixtures.py``).
+stdout. Nothing is random; a re-run writes identical bytes (``tests/pipelines/workspace/sources/test_fixtures.py``).
 
-The export texts are written by the pure writers of :mod:`pipelines.sources.exports` from the
+The export texts are written by the pure writers of :mod:`pipelines.workspace.sources.exports` from the
 replayed job table (:func:`jobs_table`); this script derives the jobs, replays them and picks T.
 """
 
@@ -44,7 +44,7 @@ if str(ROOT) not in sys.path:
 from pipelines.errors import InputError  # noqa: E402
 from pipelines.io.atomic import atomic_write_text  # noqa: E402
 from pipelines.io.trace_io import read_pod_window  # noqa: E402
-from pipelines.sources.exports import (  # noqa: E402
+from pipelines.workspace.sources.exports import (  # noqa: E402
     REPLAY_COLUMNS,
     REPLAY_END,
     job_states_at,
@@ -364,7 +364,7 @@ class Clock:
 
 
 def final_state(job: Job) -> str:
-    """How a replayed job ends (``pipelines.sources.exports.FINAL_STATES``).
+    """How a replayed job ends (``pipelines.workspace.sources.exports.FINAL_STATES``).
 
     Never scheduled: CANCELLED at its deletion (PENDING when that is the trace end, ``run_s`` None
     is then irrelevant); never ending (``run_s`` None): RUNNING; pod_phase Failed: FAILED; else COMPLETED.
@@ -377,7 +377,7 @@ def final_state(job: Job) -> str:
 
 
 def jobs_table(jobs: list[Job], clock: Clock) -> pd.DataFrame:
-    """The replayed jobs as the export writers' job table (``pipelines.sources.exports.REPLAY_COLUMNS``).
+    """The replayed jobs as the export writers' job table (``pipelines.workspace.sources.exports.REPLAY_COLUMNS``).
 
     A held job's ``ended_at`` is its deletion (its cancel time), NaT when deleted at the trace end.
     """
@@ -414,8 +414,8 @@ def write_replay_week(shared: Path, out: Path, nodes: list[Node]) -> int | None:
     in the :data:`WEEK_DAYS` trace days from :func:`choose_week`, as jobs (:func:`build_jobs`, the
     trace end = the list's last deletion time, ids from :data:`WEEK_BASE_JOB_ID`) replayed with
     :func:`replay` on ``nodes``; the end of the last day (trace second ``(first + 7) * 86400``) is
-    ``pipelines.sources.exports.REPLAY_END`` (2025-03-16T16:00:00Z), one trace second one second.
-    The table is written by ``pipelines.sources.exports.replay_csv_text``. Without the shared file
+    ``pipelines.workspace.sources.exports.REPLAY_END`` (2025-03-16T16:00:00Z), one trace second one second.
+    The table is written by ``pipelines.workspace.sources.exports.replay_csv_text``. Without the shared file
     the committed CSV is copied (returns None). Raises InputError when neither is there.
     """
     src = shared / OPENB_DIR / "openb_pod_list_default.csv"

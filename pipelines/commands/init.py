@@ -21,7 +21,8 @@ def init(
         from pipelines.cli_support import check_out_parent
         from pipelines.errors import InputError
         from pipelines.io.atomic import atomic_write_text
-        from pipelines.workspace import CONFIG_FILE, init_text
+        from pipelines.workspace.config import CONFIG_FILE
+        from pipelines.workspace.load import init_text
 
         check_out_parent(folder, "DIR")
         if folder.exists() and not folder.is_dir():

@@ -49,9 +49,9 @@ def run(
 
         tracking.init_store(settings)  # an unusable MLflow store fails here in one line, before any output
         if not ws.is_demo:  # an operator's exports: checked here, outside Prefect, so bad input is one line
-            from pipelines.ingest import ingest as run_ingest
-            from pipelines.ingest import workspace_data
             from pipelines.stages.cluster import check_services_have_traffic
+            from pipelines.workspace.ingest import ingest as run_ingest
+            from pipelines.workspace.ingest import workspace_data
 
             report = run_ingest(ws)
             for role, r in report["sources"].items():

@@ -146,7 +146,7 @@ def workspace_report(ws) -> dict:
         InputError: nothing ingested, or no finished run to train on or to score.
     """
     from forecasters.scheduler import evaluate_scheduler_model, fit_scheduler_model, time_split_as_of
-    from pipelines.store import Store
+    from pipelines.workspace.store import Store
 
     jobs = Store(ws.store_dir).jobs()
     if jobs.empty:

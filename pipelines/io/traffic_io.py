@@ -17,10 +17,8 @@ import numpy as np
 import pandas as pd
 
 from pipelines.errors import InputError
-from pipelines.io import strict_json
 from pipelines.io.atomic import atomic_write_text
 from pipelines.io.csv_sniff import read_operator_csv
-from pipelines.stages.realtime import ServiceSettings
 
 #: ServeGen window length: 600 s (``t_s`` steps of the per-client traces).
 SERVEGEN_WINDOW_S = 600
@@ -120,19 +118,6 @@ def derive_servegen_hourly(
             "valid_windows": agg["valid_windows"].to_numpy(),
         }
     )
-
-
-def read_services(path: str | os.PathLike) -> list[ServiceSettings]:
-    """The real-time service settings file (``services.json``, see ``data/traffic/README.md``), validated.
-
-    Raises:
-        pipelines.errors.InputError: file missing, not JSON, or a service without a required field.
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"service settings not found: {p}")
-    doc = strict_json.loads(p.read_text(), str(p))
-    return [ServiceSettings.from_dict(s, f"{p}: services[{i}]") for i, s in enumerate(doc.get("services", []))]
 
 
 def read_service_traffic(path: str | os.PathLike, service: str) -> pd.DataFrame:

@@ -28,9 +28,9 @@ from domain.kinds import QOS_KIND, QOS_PRIORITY
 from domain.units import pow2_ceil_array
 from pipelines.errors import InputError
 from pipelines.io import schemas
-from pipelines.sources.prometheus import aggregate_hourly
-from pipelines.stages.realtime import ServiceSettings
-from pipelines.workspace import Workspace
+from pipelines.workspace.config import ServiceSettings
+from pipelines.workspace.load import Workspace
+from pipelines.workspace.sources.prometheus import aggregate_hourly
 
 
 def hourly_traffic(samples: pd.DataFrame, services: Sequence[ServiceSettings], value_units: str) -> dict[str, pd.DataFrame]:
@@ -38,7 +38,7 @@ def hourly_traffic(samples: pd.DataFrame, services: Sequence[ServiceSettings], v
 
     An hour without a finite sample is absent (the real-time ingest imputes it and flags it).
 
-    The hour's mean of finite samples (:func:`pipelines.sources.prometheus.aggregate_hourly`); a
+    The hour's mean of finite samples (:func:`pipelines.workspace.sources.prometheus.aggregate_hourly`); a
     service without samples gets an empty frame (the real-time ingest then names it).
     """
     hourly = aggregate_hourly(samples, per_hour=value_units == "rate_per_s")

@@ -99,7 +99,7 @@ def report_inputs(problem: Problem, plan: Plan, start: datetime, jobs: pd.DataFr
     quantiles (:func:`demand_from_problem`), its jobs (:func:`jobs_from_problem`), no
     forecast-against-actual band and the status ``given`` for every service.
 
-    Keyword arguments (all optional): ``services`` (the :class:`pipelines.stages.realtime.ServiceSettings`:
+    Keyword arguments (all optional): ``services`` (the :class:`pipelines.workspace.config.ServiceSettings`:
     hour bands on each service's clock and the measured P(demand > plan)), ``rt_selection``
     (:attr:`pipelines.stages.realtime.ProfileFit.selection`), ``models`` (the job forecasters' versions,
     ``summary.json``'s ``models``), ``node_names`` (the cluster's), ``written_at`` (default now, UTC).

@@ -30,7 +30,8 @@ from optimizer.problem import Problem
 from pipelines.errors import InputError
 from pipelines.io import schemas
 from pipelines.stages.models import DURATION_QUANTILE
-from pipelines.stages.realtime import DEMAND_QUANTILE, ServiceSettings
+from pipelines.stages.realtime import DEMAND_QUANTILE
+from pipelines.workspace.config import ServiceSettings
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,8 @@ import pandas as pd
 
 from forecasters.realtime import backtest, ingest, to_gpus
 from forecasters.realtime.combine import fit_combined, forecast_combined
-from pipelines.errors import InputError
 from pipelines.io import schemas
+from pipelines.workspace.config import ServiceSettings
 
 #: Demand quantile the planner is given for each service.
 DEMAND_QUANTILE = "p90"
@@ -53,56 +53,6 @@ PROFILE_PLOT_H = 168
 #: of the second week of the shipped history, 24 h ahead.
 REPORT_N_DAYS = 7
 REPORT_HORIZON_H = 24
-
-#: Fields every service entry must have (``data/traffic/README.md``).
-REQUIRED_FIELDS = ("service", "file", "timezone", "capacity_per_gpu_per_h", "headroom", "min_gpus", "max_gpus",
-                   "swap_cap_gpus")
-
-
-@dataclass(frozen=True)
-class ServiceSettings:
-    """One real-time service of ``services.json`` (``data/traffic/README.md``).
-
-    Attributes:
-        service: name; ``file``: its hourly traffic file (relative to the traffic folder);
-        timezone: IANA zone of its local clock (seasonality); it takes precedence over any zone the
-            traffic stamps carry;
-        capacity_per_gpu_per_h: traffic one GPU serves per hour (file units); ``headroom``: fraction;
-        min_gpus / max_gpus / swap_cap_gpus / replica_gpus: GPU bounds, largest change per step, replica size;
-        units: the file's traffic units (e.g. ``requests/h``).
-    """
-
-    service: str
-    file: str
-    timezone: str
-    capacity_per_gpu_per_h: float
-    headroom: float
-    min_gpus: int
-    max_gpus: int
-    swap_cap_gpus: int
-    replica_gpus: int = 1
-    units: str = "traffic/h"
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any], where: str) -> ServiceSettings:
-        """Validate one ``services[i]`` entry; ``where`` names it in errors.
-
-        Raises:
-            pipelines.errors.InputError: a required field is missing.
-        """
-        miss = [k for k in REQUIRED_FIELDS if k not in d]
-        if miss:
-            raise InputError(f"{where} missing {', '.join(miss)}")
-        return cls(service=str(d["service"]), file=str(d["file"]), timezone=str(d["timezone"]),
-                   capacity_per_gpu_per_h=float(d["capacity_per_gpu_per_h"]), headroom=float(d["headroom"]),
-                   min_gpus=int(d["min_gpus"]), max_gpus=int(d["max_gpus"]), swap_cap_gpus=int(d["swap_cap_gpus"]),
-                   replica_gpus=int(d.get("replica_gpus", 1)), units=str(d.get("units", "traffic/h")))
-
-    def gpu_conversion(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`forecasters.realtime.to_gpus` for this service."""
-        return {"capacity_per_gpu_per_h": self.capacity_per_gpu_per_h, "headroom": self.headroom,
-                "min_gpus": self.min_gpus, "max_gpus": self.max_gpus, "replica_gpus": self.replica_gpus}
-
 
 @dataclass(frozen=True)
 class IngestedTraffic:

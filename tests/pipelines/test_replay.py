@@ -63,7 +63,7 @@ def test_commands_of_a_replayed_day_name_real_jobs_and_nodes_and_match_the_plan(
     jobs = plan[(plan["row_type"] == "job") & ~plan["running"].fillna(False).astype(bool)]
     assert starts == {j: n for j, n, s in zip(jobs["job_id"], jobs["node"], jobs["start_step"]) if s == 0}
     assert starts == {"800287": "openb-node-0022"}
-    from pipelines.sources.slurm import parse_squeue_json
+    from pipelines.workspace.sources.slurm import parse_squeue_json
 
     exported = parse_squeue_json((replayed["ws"] / "exports" / "squeue-20250311T2040.json").read_text()).frame
     assert exported.set_index("job_id").loc["800287", "state"] == "pending"  # the export's real pending job
@@ -87,8 +87,8 @@ def test_gate_forced_both_ways_on_the_replayed_store(replayed, monkeypatch):
     from pipelines import scheduler_models
     from pipelines.config import load_settings
     from pipelines.stages.retrain import split_at_cutoff
-    from pipelines.store import Store
-    from pipelines.workspace import load_workspace
+    from pipelines.workspace.load import load_workspace
+    from pipelines.workspace.store import Store
 
     ws = load_workspace(replayed["ws"])
     settings = load_settings(workspace=ws.root, models_dir=replayed["root"] / "gate_models")

@@ -36,7 +36,7 @@ T0 = datetime(2025, 3, 16, 16, tzinfo=UTC)
 
 @dataclass(frozen=True)
 class Svc:
-    """A service's settings as the report reads them (like ``pipelines.stages.realtime.ServiceSettings``)."""
+    """A service's settings as the report reads them (like ``pipelines.workspace.config.ServiceSettings``)."""
 
     service: str
     timezone: str = "UTC"

@@ -17,7 +17,7 @@ from pipelines.errors import InputError
 from pipelines.flows import cluster_shape, run_benchmark
 from pipelines.stages import problem as P
 from pipelines.stages import queue
-from pipelines.stages.realtime import ServiceSettings
+from pipelines.workspace.config import ServiceSettings
 
 T0 = datetime(2025, 3, 16, 16, tzinfo=UTC)
 #: the shipped m-small service's GPU bounds (data/traffic/services.json)

@@ -9,7 +9,7 @@ import pytest
 from domain.errors import InputError
 from pipelines.io import strict_json
 from pipelines.io.plan_io import read_problem
-from pipelines.io.traffic_io import read_services
+from pipelines.workspace.config import read_services
 
 VALLEY = {"cluster": {"n_gpus": 8, "gpus_per_node": 8, "step_minutes": 30, "horizon_steps": 2},
           "services": [], "jobs": [{"job_id": "A", "kind": "training", "priority": 1, "release_step": 0,

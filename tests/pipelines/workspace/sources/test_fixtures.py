@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 FIX = ROOT / "data" / "fixtures"
 SHARED = Path(os.environ.get("GPUPLAN_SHARED_DATA", ROOT.parent / "shared" / "data"))
 OUTPUTS = ("openb/sacct.txt", "openb/squeue.json", "openb/workloads.json", "openb/nodes.csv",

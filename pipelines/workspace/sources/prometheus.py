@@ -27,7 +27,7 @@ Choices:
   adds nothing. A query that already aggregates (``sum by (service) (rate(...[5m]))``) gives one
   series per service and the sum is that series.
 * Non-finite samples (``"NaN"``, ``"+Inf"``, ``"-Inf"``) become NaN and are kept (a traffic
-  record's value is NaN for a missing or non-finite sample, :mod:`pipelines.sources.records`).
+  record's value is NaN for a missing or non-finite sample, :mod:`pipelines.workspace.sources.records`).
 * ``warnings`` / ``infos`` are ignored: by the API's definition the data is complete.
 * ``read`` counts samples (``[t, "v"]`` pairs of every series, skipped ones included); the
   errors are one line per skipped series or malformed sample.
@@ -44,7 +44,7 @@ import pandas as pd
 
 from pipelines.errors import InputError
 from pipelines.io.strict_json import loads
-from pipelines.sources.records import TRAFFIC_RECORD, ParseResult, traffic_frame
+from pipelines.workspace.sources.records import TRAFFIC_RECORD, ParseResult, traffic_frame
 
 __all__ = ["HOURLY_COLUMNS", "aggregate_hourly", "parse_query_range"]
 

@@ -34,7 +34,7 @@ from domain.records import ACTIVE_STATES, JOB_KEY, JOB_RECORD, TRAFFIC_KEY, TRAF
 from pipelines.io import strict_json
 from pipelines.io.atomic import atomic_write_text, fsync_path, temp_sibling
 from pipelines.io.run_folder import file_lock
-from pipelines.sources.records import job_frame, traffic_frame
+from pipelines.workspace.sources.records import job_frame, traffic_frame
 
 PART_FILE = "part.parquet"
 SNAPSHOT_FILE = "queue_snapshot.parquet"

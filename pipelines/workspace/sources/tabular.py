@@ -1,7 +1,7 @@
 """Plain CSV/parquet sources: job records and traffic in a documented column schema.
 
 **Jobs** (``[sources.history]`` / ``[sources.queue]`` with ``format = "csv"`` or ``"parquet"``): one
-row per job, columns named as the job record (:mod:`pipelines.sources.records`). Required:
+row per job, columns named as the job record (:mod:`pipelines.workspace.sources.records`). Required:
 ``job_id``, ``submitted_at``. Optional: every other record column; ``state`` defaults to
 ``completed`` when ``ended_at`` is given, else ``running`` when ``started_at`` is, else ``pending``.
 Accepted aliases (the shipped LLM histories' schema, DESIGN §3): ``finished_at`` -> ``ended_at``,
@@ -30,7 +30,7 @@ import pandas as pd
 from domain.kinds import JOB_KINDS
 from domain.records import JOB_RECORD, STATES, is_censored
 from pipelines.errors import InputError
-from pipelines.sources.records import SLURM_STATES, ParseResult, job_frame, local_to_utc, traffic_frame
+from pipelines.workspace.sources.records import SLURM_STATES, ParseResult, job_frame, local_to_utc, traffic_frame
 
 ALIASES: dict[str, tuple[str, float]] = {
     "finished_at": ("ended_at", 1.0), "duration_h": ("elapsed_s", 3600.0), "gpus_used": ("gpus", 1.0),

@@ -8,13 +8,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipelines import store as store_mod
 from pipelines.errors import InputError
-from pipelines.ingest import ingest, workspace_data
-from pipelines.sources import tabular
 from pipelines.stages import cluster as cluster_stage
-from pipelines.store import JOBS, Store
-from pipelines.workspace import init_text, load_workspace, parse_workspace
+from pipelines.workspace import store as store_mod
+from pipelines.workspace.ingest import ingest, workspace_data
+from pipelines.workspace.load import init_text, load_workspace, parse_workspace
+from pipelines.workspace.sources import tabular
+from pipelines.workspace.store import JOBS, Store
 
 BASE = """
 [cluster]
@@ -197,10 +197,11 @@ def test_queue_kinds_priorities_and_forecast_rows():
 
 
 def test_hourly_traffic_rates_and_counts():
-    from pipelines.sources.records import traffic_frame
-    from pipelines.stages.realtime import ServiceSettings
+    from pipelines.workspace.config import ServiceSettings
+    from pipelines.workspace.sources.records import traffic_frame
 
-    svc = [ServiceSettings("s", "", "UTC", 1.0, 0.0, 0, 4, 1)]
+    svc = [ServiceSettings(service="s", file="", timezone="UTC", capacity_per_gpu_per_h=1.0, headroom=0.0, min_gpus=0,
+                           max_gpus=4, swap_cap_gpus=1)]
     samples = traffic_frame([{"service": "s", "ts": "2025-01-01T00:00:00Z", "value": 1.0},
                              {"service": "s", "ts": "2025-01-01T00:30:00Z", "value": 3.0},
                              {"service": "s", "ts": "2025-01-01T01:00:00Z", "value": float("nan")},

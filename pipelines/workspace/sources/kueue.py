@@ -99,7 +99,7 @@ import pandas as pd
 
 from pipelines.errors import InputError
 from pipelines.io.strict_json import loads
-from pipelines.sources.records import ParseResult, annotations_from_mapping, is_censored, job_frame
+from pipelines.workspace.sources.records import ParseResult, annotations_from_mapping, is_censored, job_frame
 
 __all__ = ["GPU_RESOURCE", "KINDS", "TIMEOUT_MESSAGE", "parse_kueue_workloads", "parse_quantity"]
 

@@ -1,7 +1,7 @@
 r"""Slurm adapter: ``sacct`` accounting exports and ``squeue --json`` snapshots -> canonical job records.
 
-Pure parsers (text in, :class:`~pipelines.sources.records.ParseResult` out, no file IO). The
-columns they fill are described in :mod:`pipelines.sources.records`.
+Pure parsers (text in, :class:`~pipelines.workspace.sources.records.ParseResult` out, no file IO). The
+columns they fill are described in :mod:`pipelines.workspace.sources.records`.
 
 The export operators run (:data:`SACCT_COMMAND` with example ``{starttime}``/``{endtime}``)::
 
@@ -25,7 +25,7 @@ https://slurm.schedmd.com/sacct.html, and ``src/sacct/print.c`` of SchedMD/slurm
 * ``TZ=UTC``: sacct prints the wall clock of the process's time zone without an offset. Under UTC
   there is no daylight-saving gap or repeated hour; without it, pass the zone sacct ran in
   (``parse_sacct(text, timezone="Europe/Berlin")``) and the fall-back hour is ambiguous
-  (:func:`~pipelines.sources.records.local_to_utc` reads it as the first, daylight-time, occurrence).
+  (:func:`~pipelines.workspace.sources.records.local_to_utc` reads it as the first, daylight-time, occurrence).
 
 Every one of :data:`SACCT_FIELDS` is in the ``--helpformat`` list of sacct(1) for Slurm 25.11
 (SchedMD/slurm ``doc/man/man1/sacct.1``) and in ``sacct --helpformat`` listings printed by older
@@ -51,7 +51,7 @@ import pandas as pd
 from domain.kinds import JOB_KINDS
 from pipelines.errors import InputError
 from pipelines.io import strict_json
-from pipelines.sources.records import (
+from pipelines.workspace.sources.records import (
     ACTIVE_STATES,
     SLURM_STATES,
     ParseResult,
@@ -131,18 +131,18 @@ def parse_sacct(text: str, timezone: str, source: str = "slurm") -> ParseResult:
           after its ``Start`` (slurmctld stamps start = end = the end time on a job that ends
           without running). ``elapsed_s`` is ``Elapsed`` (``[D-]HH:MM:SS``, ``MM:SS``,
           ``MM:SS.mmm``) when started, else NaN; ``censored`` is
-          :func:`~pipelines.sources.records.is_censored` of the state and "started".
+          :func:`~pipelines.workspace.sources.records.is_censored` of the state and "started".
         * ``time_limit_s``: ``Timelimit`` in the same formats; ``UNLIMITED``, ``Partition_Limit``,
           ``INVALID`` or empty -> NaN.
         * ``state``: the first word of ``State`` (``CANCELLED by 1234`` -> ``CANCELLED``) through
-          :data:`~pipelines.sources.records.SLURM_STATES`.
+          :data:`~pipelines.workspace.sources.records.SLURM_STATES`.
         * ``gpus``/``gpu_type``: from ``AllocTRES`` (``ReqTRES`` when AllocTRES is empty, as for
           pending jobs): ``gres/gpu=N`` is the total; without it the typed ``gres/gpu:<type>=N``
           entries are summed. ``gpu_type`` is the typed entries' type (several: joined with
           ``,`` in sorted order), None without one. No GPU entry -> 0.
         * ``nodes``: ``NodeList``; ``None assigned`` or empty -> None. ``priority``: float, empty -> NaN.
         * ``annotations``/``kind``: ``gpuplan.*`` fields of ``Comment``
-          (:func:`~pipelines.sources.records.parse_annotations`); ``kind`` is the ``kind``
+          (:func:`~pipelines.workspace.sources.records.parse_annotations`); ``kind`` is the ``kind``
           annotation when it is one of :data:`domain.kinds.JOB_KINDS`, else None.
 
         A malformed line is rejected with ``line N: <field> <value!r> is not ... (expected ...)``
@@ -210,7 +210,7 @@ def parse_squeue_json(text: str, source: str = "slurm", *, now: pd.Timestamp | N
           and before ``end_time`` (slurmctld stamps both with the end time on a job that ends
           without running); ``elapsed_s`` = end - start (suspended time not subtracted).
         * ``state``: ``job_state``, a string (v0.0.39) or a list whose first item is the base
-          state (``["PENDING", "REQUEUED"]``), through :data:`~pipelines.sources.records.SLURM_STATES`.
+          state (``["PENDING", "REQUEUED"]``), through :data:`~pipelines.workspace.sources.records.SLURM_STATES`.
         * ``time_limit_s``: ``time_limit`` (minutes) * 60.
         * ``gpus``/``gpu_type``: ``tres_alloc_str`` when it is non-empty (a job that got
           resources; TRES rules as in :func:`parse_sacct`); otherwise the first of

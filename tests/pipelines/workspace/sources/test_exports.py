@@ -1,4 +1,4 @@
-"""pipelines.sources.exports: the export writers, read back through the real parsers.
+"""pipelines.workspace.sources.exports: the export writers, read back through the real parsers.
 
 The replayed week (``data/fixtures/openb/replay_week.csv``) is exported day by day with
 :func:`day_exports` and parsed with ``parse_sacct``, ``parse_squeue_json``,
@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from pipelines.errors import InputError
-from pipelines.sources.exports import (
+from pipelines.workspace.sources.exports import (
     REPLAY_COLUMNS,
     day_exports,
     export_time,
@@ -27,11 +27,11 @@ from pipelines.sources.exports import (
     sacct_text,
     squeue_json_text,
 )
-from pipelines.sources.kueue import parse_kueue_workloads
-from pipelines.sources.prometheus import parse_query_range
-from pipelines.sources.slurm import parse_sacct, parse_squeue_json
+from pipelines.workspace.sources.kueue import parse_kueue_workloads
+from pipelines.workspace.sources.prometheus import parse_query_range
+from pipelines.workspace.sources.slurm import parse_sacct, parse_squeue_json
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 WEEK = ROOT / "data" / "fixtures" / "openb" / "replay_week.csv"
 PROM = ROOT / "data" / "fixtures" / "servegen" / "prometheus.json"
 TZ = "Asia/Shanghai"

@@ -30,9 +30,8 @@ window plus generated LLM jobs, read at plan time). Every command takes ``--work
 
 from __future__ import annotations
 
-import glob
 import os
-import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -42,9 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from domain.kinds import JOB_KINDS
 from domain.units import is_pow2
 from pipelines.errors import InputError
-from pipelines.io import traffic_io
+from pipelines.io import strict_json
 from pipelines.paths import PROJECT_ROOT
-from pipelines.stages.realtime import ServiceSettings
 
 #: The config file of a workspace.
 CONFIG_FILE = "gpuplan.toml"
@@ -135,8 +133,27 @@ class ClusterConfig(_Strict):
         return self.node_gpus * len(self.node_names)
 
 
-class ServiceConfig(_Strict):
-    """One ``[[services]]`` entry: a real-time service (fields of ``data/traffic/services.json``)."""
+#: Fields every entry of a ``services.json`` must have (``data/traffic/README.md``).
+REQUIRED_FIELDS = ("service", "file", "timezone", "capacity_per_gpu_per_h", "headroom", "min_gpus", "max_gpus",
+                   "swap_cap_gpus")
+
+
+class ServiceSettings(_Strict):
+    """One real-time service: a ``[[services]]`` entry of ``gpuplan.toml`` or of ``services.json``.
+
+    The one service type of the shell: validated here, read by the real-time stage
+    (:mod:`pipelines.stages.realtime`) and the problem builder. Frozen.
+
+    Attributes:
+        service: name; ``file``: its hourly traffic file (relative to the traffic folder; ``""`` in a
+            workspace, whose traffic comes from ``[sources.traffic]``);
+        timezone: IANA zone of its local clock (seasonality); it takes precedence over any zone the
+            traffic stamps carry (default ``UTC``);
+        capacity_per_gpu_per_h: traffic one GPU serves per hour (file units, > 0); ``headroom``: fraction
+            (>= 0, default 0.1);
+        min_gpus / max_gpus / swap_cap_gpus / replica_gpus: GPU bounds, largest change per step, replica size;
+        units: the traffic units (``requests/h``; a ``services.json`` entry without one: ``traffic/h``).
+    """
 
     service: str = Field(min_length=1)
     timezone: str = "UTC"
@@ -151,12 +168,46 @@ class ServiceConfig(_Strict):
 
     _zone = field_validator("timezone")(_check_zone)
 
-    def settings(self) -> ServiceSettings:
-        """As :class:`pipelines.stages.realtime.ServiceSettings`."""
-        return ServiceSettings(service=self.service, file=self.file, timezone=self.timezone,
-                               capacity_per_gpu_per_h=self.capacity_per_gpu_per_h, headroom=self.headroom,
-                               min_gpus=self.min_gpus, max_gpus=self.max_gpus, swap_cap_gpus=self.swap_cap_gpus,
-                               replica_gpus=self.replica_gpus, units=self.units)
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str) -> ServiceSettings:
+        """One ``services[i]`` entry of a ``services.json`` (all of :data:`REQUIRED_FIELDS` needed; other keys ignored).
+
+        ``where`` names the entry in errors.
+
+        Raises:
+            pipelines.errors.InputError: a required field is missing, or a value is out of range.
+        """
+        miss = [k for k in REQUIRED_FIELDS if k not in d]
+        if miss:
+            raise InputError(f"{where} missing {', '.join(miss)}")
+        try:
+            return cls(service=str(d["service"]), file=str(d["file"]), timezone=str(d["timezone"]),
+                       capacity_per_gpu_per_h=float(d["capacity_per_gpu_per_h"]), headroom=float(d["headroom"]),
+                       min_gpus=int(d["min_gpus"]), max_gpus=int(d["max_gpus"]),
+                       swap_cap_gpus=int(d["swap_cap_gpus"]), replica_gpus=int(d.get("replica_gpus", 1)),
+                       units=str(d.get("units", "traffic/h")))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(x) for x in first.get("loc", ()))
+            raise InputError(f"{where}: {loc}: {str(first.get('msg', '')).removeprefix('Value error, ')}") from None
+
+    def gpu_conversion(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`forecasters.realtime.to_gpus` for this service."""
+        return {"capacity_per_gpu_per_h": self.capacity_per_gpu_per_h, "headroom": self.headroom,
+                "min_gpus": self.min_gpus, "max_gpus": self.max_gpus, "replica_gpus": self.replica_gpus}
+
+
+def read_services(path: str | os.PathLike) -> list[ServiceSettings]:
+    """The real-time services of a ``services.json`` (``data/traffic/README.md``), validated.
+
+    Raises:
+        pipelines.errors.InputError: file missing, not JSON, or a service without a required field.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"service settings not found: {p}")
+    doc = strict_json.loads(p.read_text(), str(p))
+    return [ServiceSettings.from_dict(s, f"{p}: services[{i}]") for i, s in enumerate(doc.get("services", []))]
 
 
 class SourceConfig(_Strict):
@@ -296,7 +347,7 @@ class WorkspaceConfig(_Strict):
     """The whole ``gpuplan.toml``."""
 
     cluster: ClusterConfig
-    services: list[ServiceConfig] = Field(default_factory=list)
+    services: list[ServiceSettings] = Field(default_factory=list)
     services_file: str | None = None
     sources: SourcesConfig
     store: StoreConfig = Field(default_factory=StoreConfig)
@@ -318,187 +369,3 @@ class WorkspaceConfig(_Strict):
         return self
 
 
-class Workspace:
-    """A loaded workspace: its folder and validated config."""
-
-    def __init__(self, root: Path, config: WorkspaceConfig):
-        self.root = Path(root).resolve()
-        self.config = config
-
-    @property
-    def config_path(self) -> Path:
-        """``<root>/gpuplan.toml``."""
-        return self.root / CONFIG_FILE
-
-    @property
-    def is_demo(self) -> bool:
-        """True when history and queue are the shipped demo's (format ``demo``)."""
-        return self.config.sources.history.format == "demo"
-
-    @property
-    def store_dir(self) -> Path:
-        """The store folder (absolute)."""
-        return self.resolve(self.config.store.path)
-
-    def resolve(self, path: str) -> Path:
-        """``path`` relative to the workspace (``~`` expanded; absolute paths kept)."""
-        p = Path(os.path.expanduser(path))
-        return p if p.is_absolute() else self.root / p
-
-    def source(self, role: str) -> SourceConfig:
-        """``[sources.<role>]``."""
-        return getattr(self.config.sources, role)
-
-    def source_timezone(self, role: str) -> str:
-        """The zone of ``[sources.<role>]``'s naive times: its ``timezone``, else ``[cluster] timezone``."""
-        return self.source(role).timezone or self.config.cluster.timezone
-
-    def source_files(self, role: str) -> list[Path]:
-        """The files of ``[sources.<role>]``: the path itself, or the glob's matches oldest first (mtime, then name).
-
-        Raises:
-            InputError: no file matches (the message names the key and the pattern).
-        """
-        src = self.source(role)
-        pattern = str(self.resolve(src.path))
-        files = [Path(p) for p in glob.glob(pattern)] if glob.has_magic(pattern) else [Path(pattern)]
-        files = [p for p in files if p.is_file()]
-        if not files:
-            raise InputError(f"{self.config_path}: sources.{role}.path = {src.path!r}: no such file")
-        return sorted(files, key=lambda p: (p.stat().st_mtime, p.name))
-
-    def services(self) -> list[ServiceSettings]:
-        """The real-time services: ``[[services]]``, or the ``services.json`` named by ``services_file``.
-
-        Raises:
-            InputError: the services file missing or invalid.
-        """
-        if self.config.services_file:
-            return traffic_io.read_services(self.resolve(self.config.services_file))
-        return [s.settings() for s in self.config.services]
-
-
-def _one_line(exc: ValidationError, path: Path) -> str:
-    first = exc.errors()[0]
-    loc = ".".join(str(x) for x in first.get("loc", ()))
-    msg = str(first.get("msg", "")).removeprefix("Value error, ")
-    if first.get("type") == "extra_forbidden":
-        msg = "unknown key"
-    elif first.get("type") == "missing":
-        msg = "required key missing"
-    more = len(exc.errors()) - 1
-    return f"{path}: {loc or '(top level)'}: {msg}" + (f" (and {more} more)" if more else "")
-
-
-def parse_workspace(text: str, root: Path, path: Path | None = None) -> Workspace:
-    """Validate the text of a ``gpuplan.toml`` of the workspace ``root``.
-
-    Raises:
-        InputError: not TOML, or a key missing, unknown or invalid (one line naming the key and the file).
-    """
-    path = path or Path(root) / CONFIG_FILE
-    try:
-        doc: dict[str, Any] = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path}: not valid TOML: {exc}") from None
-    try:
-        return Workspace(Path(root), WorkspaceConfig.model_validate(doc))
-    except ValidationError as exc:
-        raise InputError(_one_line(exc, path)) from None
-
-
-def load_workspace(folder: str | Path | None = None) -> Workspace:
-    """The workspace of ``folder`` (else ``$GPUPLAN_WORKSPACE``, else the shipped demo :data:`DEMO_WORKSPACE`).
-
-    Raises:
-        InputError: the folder or its ``gpuplan.toml`` missing, or the config invalid.
-    """
-    chosen = folder if folder is not None else (os.environ.get("GPUPLAN_WORKSPACE") or DEMO_WORKSPACE)
-    root = Path(chosen).expanduser()
-    path = root / CONFIG_FILE
-    if not root.is_dir():
-        raise InputError(f"workspace {root}: no such folder (create one with 'gpuplan init {root}')")
-    if not path.is_file():
-        raise InputError(f"workspace {root}: no {CONFIG_FILE} (create one with 'gpuplan init {root}')")
-    return parse_workspace(path.read_text(encoding="utf-8"), root, path)
-
-
-_INIT_TEMPLATE = '''\
-# gpuplan workspace. Keys: docs/operations.md, "Connect your cluster".
-# After editing: gpuplan ingest --workspace DIR ; gpuplan run --workspace DIR
-{services_block}
-[cluster]
-{cluster_block}
-# IANA zone of the scheduler's clock (sacct prints local times without an offset)
-timezone = "{timezone}"
-step_minutes = 30       # planning step
-horizon_steps = 48      # 48 x 30 min = 24 h
-
-[sources.history]       # finished jobs: what the runtime forecaster learns from
-{history_block}
-
-[sources.queue]         # pending and running jobs: what gets planned (the newest file is the queue)
-{queue_block}
-
-[sources.traffic]       # real-time request rate per service
-{traffic_block}
-
-[store]
-path = "store"          # accumulated records (partitioned parquet), inside the workspace
-
-[tracking]
-# uri = "sqlite:////abs/path/mlflow.db"   # MLflow store; default: the project's mlruns/
-
-# [kinds]               # job kind of a job whose comment does not say gpuplan.kind=...
-# qos = {{ be = "batch_inference" }}
-# partition = {{ quant = "quantization" }}
-# default = "training"
-
-# [priorities]          # planner weight per QoS (case-insensitive); default 1
-# qos = {{ high = 8, normal = 2, low = 1 }}
-
-# [replan]
-# max_input_age_min = 90  # a replan fails (keeping the previous plan) when exports are older
-
-# [retrain]
-# holdout_days = 2        # nightly: the new version must be no worse than the champion on these days
-# min_holdout_runs = 10
-'''
-
-
-def init_text(demo: bool = False) -> str:
-    """The commented ``gpuplan.toml`` ``gpuplan init`` writes: a cluster template, or (``demo``) the shipped demo.
-
-    The demo text points at the shipped data by absolute path (the workspace may live anywhere).
-    """
-    if demo:
-        data = (PROJECT_ROOT / "data").resolve()
-        return _INIT_TEMPLATE.format(
-            services_block=f'\nservices_file = "{data / "traffic" / "services.json"}"   # the shipped services\n',
-            cluster_block="n_nodes = 8\ngpus_per_node = 8",
-            timezone="Asia/Shanghai",
-            history_block='format = "demo"        # the shipped generated LLM histories (data/histories)',
-            queue_block='format = "demo"        # Alibaba openb pods + generated LLM jobs (data/traces)',
-            traffic_block=f'format = "csv"\npath = "{data / "traffic"}/servegen_*_hourly.csv"',
-        )
-    return _INIT_TEMPLATE.format(
-        services_block='''
-[[services]]            # one block per real-time service (fields as data/traffic/services.json)
-service = "chat"
-timezone = "UTC"        # the service's users' clock (daily seasonality)
-capacity_per_gpu_per_h = 1000000   # requests one GPU serves per hour
-headroom = 0.1
-min_gpus = 1
-max_gpus = 16
-swap_cap_gpus = 4       # most GPUs it may gain or lose per step
-replica_gpus = 1
-''',
-        cluster_block='nodes = { gpu-001 = 8, gpu-002 = 8 }   # or: n_nodes = 8 and gpus_per_node = 8\ngpu_type = "H100"\n'
-                      '# partitions = ["gpu"]   # plan only these partitions (Kueue: queue names); default all',
-        timezone="UTC",
-        history_block='format = "slurm-sacct"   # or kueue-json, csv, parquet\npath = "exports/sacct-*.txt"',
-        queue_block='format = "slurm-squeue-json"   # or kueue-json, csv, parquet\npath = "exports/squeue-*.json"',
-        traffic_block='format = "prometheus-json"   # or csv, parquet\npath = "exports/prom-*.json"\n'
-                      'service_label = "service"      # the label naming the service\n'
-                      'value_units = "rate_per_s"     # a rate() query; "per_hour" for hourly counts',
-    )

@@ -3,8 +3,8 @@ r"""Export writers: a replayed job table -> the text the schedulers' and Prometh
 ``sacct``, ``squeue --json``, ``kubectl get workloads`` and a Prometheus ``query_range`` call;
 pure functions (text out, no file IO).
 
-The inverse of the adapters (:mod:`pipelines.sources.slurm`, :mod:`pipelines.sources.kueue`,
-:mod:`pipelines.sources.prometheus`): ``scripts/make_fixtures.py`` writes the committed fixtures
+The inverse of the adapters (:mod:`pipelines.workspace.sources.slurm`, :mod:`pipelines.workspace.sources.kueue`,
+:mod:`pipelines.workspace.sources.prometheus`): ``scripts/make_fixtures.py`` writes the committed fixtures
 with these functions, and the replay command writes one day's exports into a workspace with
 :func:`day_exports`. Every field rule is in ``data/fixtures/README.md`` ("Field choices per
 file"); the sources are named in each function's docstring.
@@ -48,7 +48,7 @@ import pandas as pd
 
 from pipelines.errors import InputError
 from pipelines.io.strict_json import loads
-from pipelines.sources.slurm import SACCT_FIELDS
+from pipelines.workspace.sources.slurm import SACCT_FIELDS
 
 __all__ = ["FINAL_STATES", "QOS_PRIORITY", "REPLAY_COLUMNS", "REPLAY_END", "day_exports", "export_time",
            "go_float", "job_states_at", "kueue_list_text", "prometheus_text", "replay_csv_text", "replay_jobs",
@@ -343,7 +343,7 @@ def go_float(value: float) -> str:
 
 
 def sacct_text(jobs: pd.DataFrame, t: Any, window_start: Any, timezone: str) -> str:
-    """What ``sacct --parsable2 --allusers -S <window_start> -E <t>`` (:data:`~pipelines.sources.slurm.SACCT_FIELDS`) prints when run at ``t``.
+    """What ``sacct --parsable2 --allusers -S <window_start> -E <t>`` (:data:`~pipelines.workspace.sources.slurm.SACCT_FIELDS`) prints when run at ``t``.
 
     Args:
         jobs: the job table (module docstring).

@@ -1,4 +1,4 @@
-"""pipelines.sources.kueue: Workload exports -> job records, checked field by field.
+"""pipelines.workspace.sources.kueue: Workload exports -> job records, checked field by field.
 
 Inputs follow real ``kubectl get workloads.kueue.x-k8s.io -A -o json`` output: the List envelope
 kubectl prints (``{"apiVersion": "v1", "items": [...], "kind": "List", "metadata": {...}}``), the
@@ -22,7 +22,7 @@ import pytest
 
 from domain.records import JOB_RECORD
 from pipelines.errors import InputError
-from pipelines.sources.kueue import parse_kueue_workloads, parse_quantity
+from pipelines.workspace.sources.kueue import parse_kueue_workloads, parse_quantity
 
 
 def _container(gpus=None, *, name="trainer", limits_only=False, restart_policy=None):

@@ -1,7 +1,7 @@
 """The canonical records every source adapter produces, and the helpers they share.
 
-An adapter (:mod:`pipelines.sources.slurm`, :mod:`pipelines.sources.kueue`,
-:mod:`pipelines.sources.prometheus`, :mod:`pipelines.sources.tabular`) is a pure parser from an
+An adapter (:mod:`pipelines.workspace.sources.slurm`, :mod:`pipelines.workspace.sources.kueue`,
+:mod:`pipelines.workspace.sources.prometheus`, :mod:`pipelines.workspace.sources.tabular`) is a pure parser from an
 export's text (or a frame) to a :class:`ParseResult`: a frame of :data:`JOB_RECORD` or
 :data:`TRAFFIC_RECORD` columns, the number of records read, and one message per rejected line
 ("line 17: Submit 'x' is not a time (expected YYYY-MM-DDTHH:MM:SS)"). A malformed line is

@@ -1,4 +1,4 @@
 """Source adapters: pure parsers from a cluster's scheduler and metrics exports to canonical records.
 
-:mod:`pipelines.sources.records` holds the record columns and the helpers every adapter shares.
+:mod:`pipelines.workspace.sources.records` holds the record columns and the helpers every adapter shares.
 """

@@ -14,15 +14,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipelines.ingest import ingest, workspace_data
 from pipelines.stages import cluster as cluster_stage
 from pipelines.stages import outputs, realtime
 from pipelines.stages.commands import commands_table, commands_text
 from pipelines.stages.problem import ClusterShape, build_problem
 from pipelines.stages.solve import check_plan, solve
-from pipelines.workspace import load_workspace
+from pipelines.workspace.ingest import ingest, workspace_data
+from pipelines.workspace.load import load_workspace
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "data" / "fixtures" / "workspaces"
 T = pd.Timestamp("2025-03-16T16:00:00Z")
 

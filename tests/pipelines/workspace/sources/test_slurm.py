@@ -22,9 +22,9 @@ import pandas as pd
 import pytest
 
 from pipelines.errors import InputError
-from pipelines.sources import slurm
-from pipelines.sources.records import JOB_RECORD
-from pipelines.sources.slurm import SACCT_COMMAND, SACCT_FORMAT, parse_sacct, parse_squeue_json
+from pipelines.workspace.sources import slurm
+from pipelines.workspace.sources.records import JOB_RECORD
+from pipelines.workspace.sources.slurm import SACCT_COMMAND, SACCT_FORMAT, parse_sacct, parse_squeue_json
 
 
 def utc(text: str) -> pd.Timestamp:

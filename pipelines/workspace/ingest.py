@@ -3,8 +3,8 @@
 For each source of ``gpuplan.toml`` (history, queue, traffic), every file of its path (a file or a
 glob of drop-in exports, oldest first) is parsed by its format's adapter (:data:`JOB_PARSERS`,
 traffic: :func:`parse_traffic_file`); the records are upserted into the store
-(:class:`pipelines.store.Store`). The queue's newest file is the current queue (its pending and
-running jobs; :meth:`pipelines.store.Store.set_queue_snapshot`).
+(:class:`pipelines.workspace.store.Store`). The queue's newest file is the current queue (its pending and
+running jobs; :meth:`pipelines.workspace.store.Store.set_queue_snapshot`).
 
 The report (``gpuplan ingest --json``) per source: ``read`` (records read), ``added`` (new keys),
 ``updated`` (known keys whose record changed), ``rejected`` (lines refused) and ``errors`` (one
@@ -18,7 +18,7 @@ its file's modification time).
 A job in both the history and the queue export (a pending or running job sacct lists too) is one
 record: the one furthest along its life, the queue's among equals; ``added``/``updated`` count it
 under the source whose record was kept. A stored record is never replaced by an earlier stage of
-its life (:meth:`pipelines.store.Store.upsert`).
+its life (:meth:`pipelines.workspace.store.Store.upsert`).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ import pandas as pd
 
 from pipelines.errors import InputError
 from pipelines.io.csv_sniff import read_operator_csv
-from pipelines.sources.records import ParseResult, job_frame, traffic_frame
-from pipelines.store import JOBS, TRAFFIC, Store, UpsertCount
-from pipelines.workspace import Workspace
+from pipelines.workspace.load import Workspace
+from pipelines.workspace.sources.records import ParseResult, job_frame, traffic_frame
+from pipelines.workspace.store import JOBS, TRAFFIC, Store, UpsertCount
 
 #: Error messages listed per source (the count is always complete).
 MAX_ERRORS = 50
@@ -63,24 +63,24 @@ def parse_job_file(ws: Workspace, role: str, path: Path) -> ParseResult:
     fmt = src.format
     source = SOURCE_OF_FORMAT[fmt]
     if fmt in ("csv", "parquet"):
-        from pipelines.sources import tabular
+        from pipelines.workspace.sources import tabular
 
         frame, is_csv = _table(path)
         side = _table(ws.resolve(src.sidecar))[0] if src.sidecar else None
         return tabular.parse_jobs(frame, ws.source_timezone(role), csv=is_csv, source=source, sidecar=side)
     text = path.read_text(encoding="utf-8", errors="replace")
     if fmt == "slurm-sacct":
-        from pipelines.sources import slurm
+        from pipelines.workspace.sources import slurm
 
         return slurm.parse_sacct(text, ws.source_timezone(role), source=source)
     if fmt == "slurm-squeue-json":
-        from pipelines.sources import slurm
+        from pipelines.workspace.sources import slurm
 
         # a running job's elapsed time: at the snapshot's last_update, else at the file's mtime
         exported = pd.Timestamp(path.stat().st_mtime, unit="s", tz="UTC")
         return slurm.parse_squeue_json(text, source=source, now=exported)
     if fmt == "kueue-json":
-        from pipelines.sources import kueue
+        from pipelines.workspace.sources import kueue
 
         return kueue.parse_kueue_workloads(text, source=source)
     raise InputError(f"sources.{role}.format = {fmt!r} does not hold jobs")
@@ -95,11 +95,11 @@ def parse_traffic_file(ws: Workspace, path: Path) -> ParseResult:
     src = ws.source("traffic")
     services = ws.services()
     if src.format == "prometheus-json":
-        from pipelines.sources import prometheus
+        from pipelines.workspace.sources import prometheus
 
         return prometheus.parse_query_range(path.read_text(encoding="utf-8", errors="replace"), src.service_label,
                                             [s.service for s in services])
-    from pipelines.sources import tabular
+    from pipelines.workspace.sources import tabular
 
     frame, is_csv = _table(path)
     return tabular.parse_traffic(frame, path.name, services, ws.source_timezone("traffic"), csv=is_csv)

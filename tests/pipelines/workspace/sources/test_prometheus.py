@@ -1,4 +1,4 @@
-"""pipelines.sources.prometheus: /api/v1/query_range bodies -> traffic records -> hourly means.
+"""pipelines.workspace.sources.prometheus: /api/v1/query_range bodies -> traffic records -> hourly means.
 
 Response bodies follow the Prometheus HTTP API page
 (https://prometheus.io/docs/prometheus/latest/querying/api/, ``docs/querying/api.md`` in
@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 
 from pipelines.errors import InputError
-from pipelines.sources.prometheus import HOURLY_COLUMNS, aggregate_hourly, parse_query_range
-from pipelines.sources.records import TRAFFIC_RECORD
+from pipelines.workspace.sources.prometheus import HOURLY_COLUMNS, aggregate_hourly, parse_query_range
+from pipelines.workspace.sources.records import TRAFFIC_RECORD
 
 # The documented example response, verbatim in content.
 DOCS_EXAMPLE = """{
