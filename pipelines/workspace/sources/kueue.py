@@ -91,7 +91,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import numpy as np
@@ -99,30 +98,17 @@ import pandas as pd
 
 from pipelines.errors import InputError
 from pipelines.io.strict_json import loads
+from pipelines.workspace.sources.kueue_gpus import Reject, object_field, whole_number, workload_gpus
 from pipelines.workspace.sources.records import ParseResult, annotations_from_mapping, is_censored, job_frame
 
-__all__ = ["GPU_RESOURCE", "KINDS", "TIMEOUT_MESSAGE", "parse_kueue_workloads", "parse_quantity"]
+__all__ = ["KINDS", "TIMEOUT_MESSAGE", "parse_kueue_workloads"]
 
-#: The extended resource counted as GPUs (NVIDIA device plugin).
-GPU_RESOURCE = "nvidia.com/gpu"
 #: Values of ``gpuplan.kind`` that set the record's ``kind``.
 KINDS: tuple[str, ...] = ("training", "quantization", "batch_inference")
 #: A Finished/Failed message read as a timeout ("Job was active longer than specified deadline").
 TIMEOUT_MESSAGE = re.compile(r"deadline|time ?limit|timed out", re.IGNORECASE)
 
 _LIST_KINDS = ("List", "WorkloadList")
-# Kubernetes quantity: k8s.io/apimachinery/pkg/api/resource/quantity.go (<signedNumber><suffix>).
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))([eE][+-]?\d+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
-_SUFFIX = {
-    None: Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12, "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18, "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
-}
-
-
-class _Reject(Exception):
-    """One item is malformed; the message says what and what was expected."""
 
 
 @dataclass(frozen=True)
@@ -131,39 +117,6 @@ class _Condition:
     reason: str
     message: str
     at: pd.Timestamp | None
-
-
-def parse_quantity(value: Any) -> Decimal:
-    """A Kubernetes resource quantity (``"4"``, ``4``, ``"500m"``, ``"1k"``, ``"2Gi"``, ``"1e3"``) -> its exact value.
-
-    Grammar: ``<signedNumber><suffix>`` of k8s.io/apimachinery ``resource.Quantity`` (decimal SI
-    ``n u m k M G T P E``, binary SI ``Ki .. Ei``, decimal exponent ``e<n>``). A JSON number is
-    accepted as written.
-
-    Raises:
-        ValueError: not a quantity (booleans, non-finite numbers and other text included).
-    """
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a quantity")
-    if isinstance(value, int):
-        return Decimal(value)
-    if isinstance(value, float):
-        if not np.isfinite(value):
-            raise ValueError(f"{value!r} is not a quantity")
-        return Decimal(repr(value))
-    if not isinstance(value, str):
-        raise ValueError(f"{value!r} is not a quantity")
-    match = _QUANTITY.match(value.strip())
-    if match is None:
-        raise ValueError(f"{value!r} is not a quantity")
-    number, suffix = match.groups()
-    try:
-        base = Decimal(number)
-    except InvalidOperation:
-        raise ValueError(f"{value!r} is not a quantity") from None
-    if suffix and suffix[0] in "eE" and len(suffix) > 1:
-        return base.scaleb(int(suffix[1:]))
-    return base * _SUFFIX[suffix]
 
 
 def parse_kueue_workloads(text: str, source: str = "kueue") -> ParseResult:
@@ -201,7 +154,7 @@ def parse_kueue_workloads(text: str, source: str = "kueue") -> ParseResult:
     for index, item in enumerate(items):
         try:
             rows.append(_record(item, source))
-        except _Reject as exc:
+        except Reject as exc:
             errors.append(f"item {index} ({_reference(item)}): {exc}")
     return ParseResult(frame=job_frame(rows), read=len(items), errors=errors)
 
@@ -215,23 +168,23 @@ def _reference(item: Any) -> str:
 
 def _record(item: Any, source: str) -> dict[str, Any]:
     if not isinstance(item, dict):
-        raise _Reject(f"is {type(item).__name__} (expected a Workload object)")
+        raise Reject(f"is {type(item).__name__} (expected a Workload object)")
     if item.get("kind", "Workload") != "Workload":
-        raise _Reject(f"kind {item.get('kind')!r} (expected 'Workload')")
-    meta = _mapping(item.get("metadata"), "metadata", "an object")
+        raise Reject(f"kind {item.get('kind')!r} (expected 'Workload')")
+    meta = object_field(item.get("metadata"), "metadata", "an object")
     name = _text(meta.get("name"), "metadata.name")
     namespace = _text(meta.get("namespace"), "metadata.namespace")
     submitted = _time(meta.get("creationTimestamp"), "metadata.creationTimestamp")
-    spec = _mapping(item.get("spec"), "spec", "an object with podSets")
-    status = _mapping(item.get("status") or {}, "status", "an object")
+    spec = object_field(item.get("spec"), "spec", "an object with podSets")
+    status = object_field(item.get("status") or {}, "status", "an object")
     podsets = spec.get("podSets")
     if not isinstance(podsets, list) or not podsets:
-        raise _Reject("spec.podSets is missing or empty (expected a list of 1 to 8 podSets)")
+        raise Reject("spec.podSets is missing or empty (expected a list of 1 to 8 podSets)")
 
     annotations = _annotations(podsets, meta)
     conditions = _conditions(status.get("conditions"))
     assignments = _assignments(status.get("admission"))
-    gpus, gpu_type = _gpus(podsets, assignments)
+    gpus, gpu_type = workload_gpus(podsets, assignments)
     requeued = spec.get("active", True) is not False  # an active evicted workload is requeued by Kueue
     state, started, ended, elapsed_s, ran = _lifecycle(conditions, status, requeued)
     owners = meta.get("ownerReferences")
@@ -248,15 +201,9 @@ def _record(item: Any, source: str) -> dict[str, Any]:
     }
 
 
-def _mapping(value: Any, field: str, expected: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise _Reject(f"{field} is {'missing' if value is None else type(value).__name__} (expected {expected})")
-    return value
-
-
 def _text(value: Any, field: str) -> str:
     if not isinstance(value, str) or not value:
-        raise _Reject(f"{field} is {'missing' if value is None else repr(value)} (expected a non-empty string)")
+        raise Reject(f"{field} is {'missing' if value is None else repr(value)} (expected a non-empty string)")
     return value
 
 
@@ -264,21 +211,21 @@ def _optional_text(value: Any, field: str) -> str | None:
     if value is None or value == "":
         return None
     if not isinstance(value, str):
-        raise _Reject(f"{field} is {value!r} (expected a string)")
+        raise Reject(f"{field} is {value!r} (expected a string)")
     return value
 
 
 def _time(value: Any, field: str) -> pd.Timestamp:
     """RFC 3339 time as Kubernetes writes it (``2024-03-19T20:49:17Z``) -> UTC timestamp."""
     if not isinstance(value, str):
-        raise _Reject(f"{field} is {'missing' if value is None else repr(value)} "
+        raise Reject(f"{field} is {'missing' if value is None else repr(value)} "
                       f"(expected an RFC 3339 time such as 2024-03-19T20:49:17Z)")
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
         parsed = None
     if parsed is None or parsed.tzinfo is None:
-        raise _Reject(f"{field} {value!r} is not an RFC 3339 time with a zone (expected e.g. 2024-03-19T20:49:17Z)")
+        raise Reject(f"{field} {value!r} is not an RFC 3339 time with a zone (expected e.g. 2024-03-19T20:49:17Z)")
     return pd.Timestamp(parsed).tz_convert("UTC")
 
 
@@ -296,7 +243,7 @@ def _annotations(podsets: list[Any], meta: Mapping[str, Any]) -> dict[str, str]:
         if values is None:
             continue
         if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
-            raise _Reject(f"{field} is not a map of strings (expected {{\"key\": \"value\", ...}})")
+            raise Reject(f"{field} is not a map of strings (expected {{\"key\": \"value\", ...}})")
         merged.update(annotations_from_mapping(values))
     return merged
 
@@ -305,17 +252,17 @@ def _conditions(value: Any) -> dict[str, _Condition]:
     if value is None:
         return {}
     if not isinstance(value, list):
-        raise _Reject(f"status.conditions is {type(value).__name__} (expected a list of conditions)")
+        raise Reject(f"status.conditions is {type(value).__name__} (expected a list of conditions)")
     out: dict[str, _Condition] = {}
     for i, cond in enumerate(value):
         if not isinstance(cond, dict) or not isinstance(cond.get("type"), str):
-            raise _Reject(f"status.conditions[{i}] has no type (expected a metav1.Condition object)")
+            raise Reject(f"status.conditions[{i}] has no type (expected a metav1.Condition object)")
         kind = cond["type"]
         if kind in out:
-            raise _Reject(f"status.conditions has type {kind!r} twice (expected each type once; listMapKey=type)")
+            raise Reject(f"status.conditions has type {kind!r} twice (expected each type once; listMapKey=type)")
         status = cond.get("status")
         if status not in ("True", "False", "Unknown"):
-            raise _Reject(f"status.conditions[{i}] ({kind}) status {status!r} (expected 'True', 'False' or 'Unknown')")
+            raise Reject(f"status.conditions[{i}] ({kind}) status {status!r} (expected 'True', 'False' or 'Unknown')")
         when = cond.get("lastTransitionTime")
         at = _time(when, f"status.conditions[{i}] ({kind}) lastTransitionTime") if status == "True" else None
         out[kind] = _Condition(status=status, reason=str(cond.get("reason") or ""),
@@ -326,86 +273,13 @@ def _conditions(value: Any) -> dict[str, _Condition]:
 def _assignments(admission: Any) -> dict[str, dict[str, Any]]:
     if admission is None:
         return {}
-    admission = _mapping(admission, "status.admission", "an object with podSetAssignments")
+    admission = object_field(admission, "status.admission", "an object with podSetAssignments")
     out: dict[str, dict[str, Any]] = {}
     for i, psa in enumerate(admission.get("podSetAssignments") or []):
         if not isinstance(psa, dict):
-            raise _Reject(f"status.admission.podSetAssignments[{i}] is {type(psa).__name__} (expected an object)")
+            raise Reject(f"status.admission.podSetAssignments[{i}] is {type(psa).__name__} (expected an object)")
         out[str(psa.get("name") or "main")] = psa
     return out
-
-
-def _whole(value: Any, field: str, minimum: int = 0) -> int:
-    """A JSON integer (or an integral float) >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value) \
-            or int(value) != value or value < minimum:
-        raise _Reject(f"{field} is {value!r} (expected a whole number >= {minimum})")
-    return int(value)
-
-
-def _container_gpus(container: Any, field: str) -> int:
-    if not isinstance(container, dict):
-        raise _Reject(f"{field} is {type(container).__name__} (expected a container object)")
-    resources = container.get("resources") or {}
-    if not isinstance(resources, dict):
-        raise _Reject(f"{field}.resources is {type(resources).__name__} (expected an object)")
-    for part in ("requests", "limits"):
-        values = resources.get(part) or {}
-        if not isinstance(values, dict):
-            raise _Reject(f"{field}.resources.{part} is {type(values).__name__} (expected a map of quantities)")
-        if GPU_RESOURCE in values:
-            raw = values[GPU_RESOURCE]
-            where = f"{field}.resources.{part}[{GPU_RESOURCE!r}]"
-            try:
-                quantity = parse_quantity(raw)
-            except ValueError:
-                raise _Reject(f"{where} {raw!r} is not a Kubernetes quantity (expected a whole number such as \"4\")") \
-                    from None
-            if quantity != quantity.to_integral_value() or quantity < 0:
-                raise _Reject(f"{where} {raw!r} is not a whole number of GPUs (expected e.g. \"1\" or \"4\"; "
-                              f"fractional GPUs are not counted)")
-            return int(quantity)
-    return 0
-
-
-def _pod_gpus(spec: dict[str, Any], field: str) -> int:
-    """Effective Pod request of GPUs (module docstring, Kubernetes' effective-pod-requests rule)."""
-    containers = spec.get("containers") or []
-    inits = spec.get("initContainers") or []
-    if not isinstance(containers, list) or not isinstance(inits, list):
-        raise _Reject(f"{field}.containers / initContainers is not a list (expected lists of containers)")
-    app = sum(_container_gpus(c, f"{field}.containers[{i}]") for i, c in enumerate(containers))
-    sidecars = 0
-    init_peak = 0
-    for i, container in enumerate(inits):
-        gpus = _container_gpus(container, f"{field}.initContainers[{i}]")
-        if container.get("restartPolicy") == "Always":
-            sidecars += gpus
-        else:
-            init_peak = max(init_peak, gpus + sidecars)
-    return max(app + sidecars, init_peak)
-
-
-def _gpus(podsets: list[Any], assignments: dict[str, dict[str, Any]]) -> tuple[int, str | None]:
-    total = 0
-    flavors: list[str] = []
-    for i, podset in enumerate(podsets):
-        field = f"spec.podSets[{i}]"
-        if not isinstance(podset, dict):
-            raise _Reject(f"{field} is {type(podset).__name__} (expected a podSet object)")
-        count = _whole(podset.get("count", 1), f"{field}.count")
-        template = _mapping(podset.get("template"), f"{field}.template", "a pod template")
-        pod_spec = _mapping(template.get("spec"), f"{field}.template.spec", "a pod spec")
-        per_pod = _pod_gpus(pod_spec, f"{field}.template.spec")
-        assignment = assignments.get(str(podset.get("name") or "main"))
-        if assignment is not None and assignment.get("count") is not None:
-            count = _whole(assignment["count"], f"status.admission.podSetAssignments[{podset.get('name')}].count")
-        total += count * per_pod
-        if per_pod and assignment is not None:
-            flavor = (assignment.get("flavors") or {}).get(GPU_RESOURCE)
-            if isinstance(flavor, str) and flavor and flavor not in flavors:
-                flavors.append(flavor)
-    return total, ",".join(flavors) or None
 
 
 def _lifecycle(conds: dict[str, _Condition], status: dict[str, Any], requeued: bool = False) -> tuple[
@@ -461,7 +335,7 @@ def _span(started: pd.Timestamp | None, ended: pd.Timestamp | None) -> float:
     if started is None or ended is None:
         return float("nan")
     if ended < started:
-        raise _Reject(f"ends at {ended.isoformat()} before it was admitted at {started.isoformat()} "
+        raise Reject(f"ends at {ended.isoformat()} before it was admitted at {started.isoformat()} "
                       f"(expected Admitted <= Finished/Evicted lastTransitionTime)")
     return float((ended - started).total_seconds())
 
@@ -469,13 +343,13 @@ def _span(started: pd.Timestamp | None, ended: pd.Timestamp | None) -> float:
 def _accumulated_s(status: dict[str, Any]) -> float:
     for key in ("accumulatedPastExecutionTimeSeconds", "accumulatedPastExexcutionTimeSeconds"):
         if status.get(key) is not None:
-            return float(_whole(status[key], f"status.{key}"))
+            return float(whole_number(status[key], f"status.{key}"))
     return float("nan")
 
 
 def _time_limit_s(spec: dict[str, Any], annotations: dict[str, str]) -> float:
     if spec.get("maximumExecutionTimeSeconds") is not None:
-        return float(_whole(spec["maximumExecutionTimeSeconds"], "spec.maximumExecutionTimeSeconds", minimum=1))
+        return float(whole_number(spec["maximumExecutionTimeSeconds"], "spec.maximumExecutionTimeSeconds", minimum=1))
     raw = annotations.get("time_limit_s")
     if raw is None:
         return float("nan")
@@ -484,7 +358,7 @@ def _time_limit_s(spec: dict[str, Any], annotations: dict[str, str]) -> float:
     except ValueError:
         value = float("nan")
     if not np.isfinite(value) or value <= 0:
-        raise _Reject(f"gpuplan.time_limit_s {raw!r} is not a positive number of seconds (expected e.g. \"86400\")")
+        raise Reject(f"gpuplan.time_limit_s {raw!r} is not a positive number of seconds (expected e.g. \"86400\")")
     return value
 
 
@@ -500,5 +374,5 @@ def _priority(spec: dict[str, Any]) -> float:
     if value is None:
         return float("nan")
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _Reject(f"spec.priority is {value!r} (expected an integer)")
+        raise Reject(f"spec.priority is {value!r} (expected an integer)")
     return float(value)

@@ -22,7 +22,8 @@ import pytest
 
 from domain.records import JOB_RECORD
 from pipelines.errors import InputError
-from pipelines.workspace.sources.kueue import parse_kueue_workloads, parse_quantity
+from pipelines.workspace.sources.kueue import parse_kueue_workloads
+from pipelines.workspace.sources.kueue_gpus import parse_quantity
 
 
 def _container(gpus=None, *, name="trainer", limits_only=False, restart_policy=None):
