@@ -1,4 +1,4 @@
-"""pipelines.workspace.sources.exports: the export writers, read back through the real parsers.
+"""pipelines.replay.jobs: the export writers, read back through the real parsers.
 
 The replayed week (``data/fixtures/openb/replay_week.csv``) is exported day by day with
 :func:`day_exports` and parsed with ``parse_sacct``, ``parse_squeue_json``,
@@ -16,22 +16,16 @@ import pandas as pd
 import pytest
 
 from pipelines.errors import InputError
-from pipelines.workspace.sources.exports import (
-    REPLAY_COLUMNS,
-    day_exports,
-    export_time,
-    go_float,
-    kueue_list_text,
-    prometheus_text,
-    replay_jobs,
-    sacct_text,
-    squeue_json_text,
-)
+from pipelines.replay.day import day_exports, export_time
+from pipelines.replay.jobs import REPLAY_COLUMNS, go_float, replay_jobs
+from pipelines.replay.kueue_exports import kueue_list_text
+from pipelines.replay.prometheus_exports import prometheus_text
+from pipelines.replay.slurm_exports import sacct_text, squeue_json_text
 from pipelines.workspace.sources.kueue import parse_kueue_workloads
 from pipelines.workspace.sources.prometheus import parse_query_range
 from pipelines.workspace.sources.slurm import parse_sacct, parse_squeue_json
 
-ROOT = Path(__file__).resolve().parents[4]
+ROOT = Path(__file__).resolve().parents[3]
 WEEK = ROOT / "data" / "fixtures" / "openb" / "replay_week.csv"
 PROM = ROOT / "data" / "fixtures" / "servegen" / "prometheus.json"
 TZ = "Asia/Shanghai"

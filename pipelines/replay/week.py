@@ -6,7 +6,7 @@ ServeGen traffic (``data/fixtures/servegen/prometheus.json``). For each day ``d`
 ``T_d`` it
 
 1. writes the day's exports into the workspace's ``exports/`` folder, as the cluster would print
-   them at ``T_d`` (:func:`pipelines.workspace.sources.exports.day_exports`): the ``sacct`` text of the last
+   them at ``T_d`` (:func:`pipelines.replay.day.day_exports`): the ``sacct`` text of the last
    day, the ``squeue --json`` snapshot, the Kueue workload list and the Prometheus ``query_range``
    body, each file's modification time set to ``T_d``;
    The first day's ``sacct`` covers the 7 days before it, so the first retraining has history.
@@ -94,13 +94,13 @@ def load_inputs() -> tuple[pd.DataFrame, Any]:
     Raises:
         InputError: a shipped fixture is missing.
     """
-    from pipelines.workspace.sources import exports
+    from pipelines.replay.jobs import replay_jobs
 
     for p in (REPLAY_JOBS, PROMETHEUS):
         if not p.is_file():
             raise InputError(f"replay input {p} is missing (see data/fixtures/README.md)")
     frame = pd.read_csv(REPLAY_JOBS, dtype=str, keep_default_na=False)
-    return exports.replay_jobs(frame), strict_json.loads(PROMETHEUS.read_text(), str(PROMETHEUS))
+    return replay_jobs(frame), strict_json.loads(PROMETHEUS.read_text(), str(PROMETHEUS))
 
 
 def replay_days(jobs: pd.DataFrame) -> int:
@@ -121,8 +121,8 @@ def replay(ws_root: Path, days: int, scheduler: Scheduler = "slurm",
     """
     from pipelines import flows
     from pipelines.catalog import RunCatalog
+    from pipelines.replay.day import day_exports
     from pipelines.stages.solve import check_plan
-    from pipelines.workspace.sources import exports
 
     jobs, body = load_inputs()
     n_days = replay_days(jobs)
@@ -138,7 +138,7 @@ def replay(ws_root: Path, days: int, scheduler: Scheduler = "slurm",
     tracking.init_store(load_settings(workspace=ws_root))  # an unusable MLflow store: one line, before day 0
     out = []
     for d in range(days):  # the last `days` days of the week; the first one's sacct covers the week before it
-        day_ex = exports.day_exports(jobs, d, days, body, TIMEZONE, end=REPLAY_CLOCK_END)
+        day_ex = day_exports(jobs, d, days, body, TIMEZONE, end=REPLAY_CLOCK_END)
         when = pd.Timestamp(day_ex["T"]).tz_convert("UTC").to_pydatetime().astimezone(UTC)
         write_day(ws_root, day_ex, scheduler)
         if notify:
