@@ -20,7 +20,7 @@ Conventions (``docs/STACK.md`` and Prefect's own examples):
   ``run_all`` has none.
 - Retries only on steps whose failure is transient: MLflow logging (SQLite "database is locked").
   Training, solving and verifying are deterministic and never retried.
-- The MLflow store is initialised once, before any fan-out (:func:`pipelines.tracking.init_store`).
+- The MLflow store is initialised once, before any fan-out (:func:`pipelines.tracking.store.init_store`).
 - Outputs are built in a temporary run folder and published atomically with a ``latest`` pointer
   (:mod:`pipelines.io.run_folder`); a failed or killed run leaves the previous one intact.
 - The run shows what it did (:mod:`pipelines.observe`): flows and tasks log at INFO through Prefect's run
@@ -58,7 +58,7 @@ from prefect.runtime import flow_run  # noqa: E402
 from domain.kinds import JOB_KINDS  # noqa: E402
 from optimizer.plan import Plan  # noqa: E402
 from optimizer.problem import Problem  # noqa: E402
-from pipelines import bench, model_store, observe, scheduler_models, tracking  # noqa: E402
+from pipelines import bench, model_store, observe, scheduler_models  # noqa: E402
 from pipelines.catalog import Catalog, RunCatalog, read_problem_file  # noqa: E402
 from pipelines.errors import InputError  # noqa: E402
 from pipelines.io.run_folder import LATEST, RunFolder, slot_start  # noqa: E402
@@ -74,6 +74,10 @@ from pipelines.stages import queue as queue_stage  # noqa: E402
 from pipelines.stages import solve as solve_stage  # noqa: E402
 from pipelines.stages.problem import ClusterShape  # noqa: E402
 from pipelines.stages.realtime import IngestedTraffic, ProfileFit  # noqa: E402
+from pipelines.tracking import forecast_runs  # noqa: E402
+from pipelines.tracking import models as tracking_models  # noqa: E402
+from pipelines.tracking import runs as tracking_runs  # noqa: E402
+from pipelines.tracking import store as tracking_store  # noqa: E402
 from pipelines.workspace.config import ServiceSettings  # noqa: E402
 from pipelines.workspace.ingest import WorkspaceData, read_source, workspace_data  # noqa: E402
 from pipelines.workspace.ingest import ingest as run_ingest  # noqa: E402
@@ -183,9 +187,9 @@ def log_profiles(run: RunCatalog, fit: ProfileFit, as_of: datetime) -> list[str]
         png = run.png_target("profile_plot", service=name)
         plot_profile(name, prof, realtime.profile_outlook(prof, as_of), fit.bands[fit.bands["service"] == name],
                      as_of, png)
-        ids.append(tracking.log_profile_run(s, name, prof, fit.metrics[name], as_of, png,
+        ids.append(forecast_runs.log_profile_run(s, name, prof, fit.metrics[name], as_of, png,
                                             selection=fit.selection.get(name)))
-        log().info("real-time %s: MLflow run %s (experiment %s)", name, ids[-1], tracking.EXPERIMENTS["realtime"])
+        log().info("real-time %s: MLflow run %s (experiment %s)", name, ids[-1], tracking_store.EXPERIMENTS["realtime"])
     return ids
 
 
@@ -307,16 +311,16 @@ def log_plan(run_dir: str, run_name: str, planner: str) -> str:
     """Log one published run folder to the ``plans`` experiment; return the run id.
 
     Reads the folder's summary and real-time metrics through the catalog and calls
-    :func:`pipelines.tracking.log_plan_run`. Retried: SQLite lock contention is transient.
+    :func:`pipelines.tracking.runs.log_plan_run`. Retried: SQLite lock contention is transient.
     """
     s = load_settings()
     with _Stage("mlflow"):
         run = RunCatalog(Path(run_dir))
         rt_metrics = run.load("rt_metrics") if run.exists("rt_metrics") else None
         units = {svc.service: svc.units for svc in load_workspace(s.workspace_dir).services()}
-        rid = tracking.log_plan_run(s, Path(run_dir), run_name, planner, run.load("summary"), rt_metrics,
+        rid = tracking_runs.log_plan_run(s, Path(run_dir), run_name, planner, run.load("summary"), rt_metrics,
                                     run.artifacts(), units=units)
-    link = tracking.run_link(s, rid)
+    link = tracking_runs.run_link(s, rid)
     log().info("MLflow run %s in experiment %s (%s)%s", rid, link["experiment"], s.tracking_uri,
                f": {link['url']}" if link["url"] else "")
     return rid
@@ -333,7 +337,7 @@ def publish_plan(run_dir: str, mlflow_run_id: str | None, workspace: str) -> lis
     run = RunCatalog(Path(run_dir))
     summary = run.load("summary")
     report = run.load("risk_report_table") if run.exists("risk_report_table") else None
-    link = tracking.run_link(s, mlflow_run_id) if mlflow_run_id else {}
+    link = tracking_runs.run_link(s, mlflow_run_id) if mlflow_run_id else {}
     md_key, table_key = observe.artifact_key("plan-summary", workspace), observe.artifact_key("estimated-starts", workspace)
     observe.publish_markdown(md_key, observe.plan_markdown(summary, report, Path(run_dir), link),
                              f"Plan {summary['run']}: headline, jobs at risk, where the run folder and MLflow run are")
@@ -484,9 +488,9 @@ def forecast_cluster_queue(ws: Workspace, data: WorkspaceData, start: datetime) 
     jobs, notes = cluster_stage.forecast_cluster_queue(data.history, data.queue, ws, start, s.step_minutes, s.seed,
                                                        model=model)
     notes["from_store"] = data.from_store
-    notes["model"] = ({"name": tracking.scheduler_model_name(ws.root), "version": champion[1].get("version"),
+    notes["model"] = ({"name": tracking_models.scheduler_model_name(ws.root), "version": champion[1].get("version"),
                        "alias": "champion", "cutoff": champion[1].get("cutoff")} if champion is not None else
-                      {"name": tracking.scheduler_model_name(ws.root), "version": None,
+                      {"name": tracking_models.scheduler_model_name(ws.root), "version": None,
                        "alias": None, "note": "no champion yet (no nightly retraining): fitted at plan time"})
     return jobs, notes
 
@@ -540,7 +544,7 @@ def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: s
     """
     ws = _use_workspace(workspace)
     s = load_settings()
-    tracking.init_store(s)
+    tracking_store.init_store(s)
     catalog = Catalog(s)
     when = _scheduled_time(scheduled_at)
     out = Path(out_dir) if out_dir else s.runs_dir / "replan"
@@ -610,7 +614,7 @@ def train_forecasters(scheduled_at: datetime | None = None, kinds: list[str] | N
     """
     ws = _use_workspace(workspace)
     s = load_settings()
-    tracking.init_store(s)
+    tracking_store.init_store(s)
     catalog = Catalog(s)
     when = _scheduled_time(scheduled_at)
     day = local_day(when, s.nightly_timezone)
@@ -637,7 +641,7 @@ def train_forecasters(scheduled_at: datetime | None = None, kinds: list[str] | N
             train_or_load.with_options(timeout_seconds=s.train_timeout_s)(kind, retrain=True)
             models[kind] = str(catalog.model_path(kind))
             v = model_store.model_version(s, kind)
-            doc = observe.unflatten(tracking.run_metrics(s, v["run_id"])) if v.get("run_id") else {}
+            doc = observe.unflatten(tracking_runs.run_metrics(s, v["run_id"])) if v.get("run_id") else {}
             rows += observe.job_model_rows(kind, doc, v)
         out["models"] = models
     if kinds is None or "realtime" in kinds:
@@ -654,7 +658,7 @@ def nightly_realtime(ws: Workspace) -> dict[str, Any]:
     """The real-time forecast's rolling-origin backtest on the workspace's traffic, logged to MLflow.
 
     :func:`pipelines.stages.realtime.backtest_report` (7 daily origins, 24 h ahead, each refitted on the
-    hours before it) on every service, logged by :func:`pipelines.tracking.log_realtime_backtest`. A history
+    hours before it) on every service, logged by :func:`pipelines.tracking.forecast_runs.log_realtime_backtest`. A history
     too short for one origin is a warning, not a failure (the job forecasters are still retrained).
 
     Returns ``{"run_id" (None when skipped), "rows" (:func:`pipelines.observe.realtime_rows`), "notes"}``.
@@ -669,14 +673,14 @@ def nightly_realtime(ws: Workspace) -> dict[str, Any]:
         except (InputError, ValueError) as exc:
             log().warning("real-time backtest skipped: %s", exc)
             return {"run_id": None, "rows": [], "notes": [f"real-time backtest skipped: {exc}"]}
-        rid = tracking.log_realtime_backtest(s, doc, hours)
+        rid = forecast_runs.log_realtime_backtest(s, doc, hours)
     for name, d in doc["services"].items():
         m = d["metrics"]
         log().info("real-time %s backtest (%d origins, %d hours up to %s): MAE %s %s, MASE vs seasonal naive 168 h "
                    "%s, vs naive 24 h %s, P90 coverage %.2f", name, d["n_days"], d["n_hours"], observe.fmt_ts(d["cutoff"]),
                    f"{m['mae']:,.0f}", d["units"], observe.fmt_value(m["mase_snaive168"]),
                    observe.fmt_value(m["mase_naive24"]), m["p90_coverage"])
-    link = tracking.run_link(s, rid)
+    link = tracking_runs.run_link(s, rid)
     log().info("real-time accuracy: MLflow run %s%s", rid, f" ({link['url']})" if link["url"] else "")
     return {"run_id": rid, "rows": observe.realtime_rows(doc, None), "notes": [f"real-time accuracy: MLflow run {rid}"]}
 
@@ -711,7 +715,7 @@ def nightly_scheduler(ws: Workspace, cutoff: datetime) -> dict[str, Any]:
     s = load_settings()
     with _Stage("nightly retraining"):
         model, doc = scheduler_models.nightly_fit(s, ws, cutoff)
-        version = tracking.log_scheduler_model_run(s, ws, model, doc,
+        version = tracking_models.log_scheduler_model_run(s, ws, model, doc,
                                                    alias="champion" if doc["promoted"] else "challenger")
         if doc["promoted"]:
             scheduler_models.save_champion(s, model, {"version": version, "cutoff": doc["cutoff"],
@@ -724,14 +728,14 @@ def run_benchmark(settings: Settings, scenario: str, quick: bool, out: Path) -> 
 
     Writes its
     outputs into ``out`` and log one run to the ``benchmarks`` experiment
-    (:func:`pipelines.tracking.log_benchmark_run`).
+    (:func:`pipelines.tracking.runs.log_benchmark_run`).
 
     Returns ``{"out_dir", "mlflow_run_id", "wall_s", "verified_plans", "violations"}``.
     """
     cfg = bench.BenchConfig(scenarios=bench.parse_scenarios(scenario), quick=quick, seed=settings.seed)
     res = bench.run_bench(cfg)
     files = bench.write_outputs(res, out)
-    rid = tracking.log_benchmark_run(settings, scenario, quick, out, cfg, res, files)
+    rid = tracking_runs.log_benchmark_run(settings, scenario, quick, out, cfg, res, files)
     return {"out_dir": str(out), "mlflow_run_id": rid, "wall_s": round(res.wall_s, 1),
             "verified_plans": res.verified_plans, "violations": res.violations}
 
@@ -744,7 +748,7 @@ def benchmark(scenario: str = "all", quick: bool = True, out_dir: str | None = N
     experiment. Returns ``{"out_dir", "mlflow_run_id", "wall_s", "verified_plans", "violations"}``.
     """
     s = load_settings()
-    tracking.init_store(s)
+    tracking_store.init_store(s)
     out = Path(out_dir) if out_dir else s.runs_dir / "bench"
     with _Stage("benchmark"):
         return run_benchmark(s, scenario, quick, out)
@@ -771,7 +775,7 @@ def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "m
     t0 = time.monotonic()
     ws = _use_workspace(workspace)
     s = load_settings()
-    tracking.init_store(s)
+    tracking_store.init_store(s)
     catalog = Catalog(s)
     out = Path(out_dir) if out_dir else s.runs_dir
     now = datetime.now(UTC)

@@ -16,7 +16,7 @@ On disk a model is a folder::
 MLflow: :class:`JobModelPyfunc` wraps the whole forecaster as a **pyfunc** that takes ``job_id``
 and the raw feature columns of any string dtype (e.g. parsed from JSON; :func:`raw_feature_frame`),
 casts them to the fixed level lists and returns the prediction frame (:func:`pyfunc_output`).
-It is logged, with the boosters in the lightgbm flavour, by :func:`pipelines.tracking.log_job_model`.
+It is logged, with the boosters in the lightgbm flavour, by :func:`pipelines.tracking.models.log_job_model`.
 """
 
 from __future__ import annotations

@@ -79,7 +79,7 @@ def nightly_fit(settings: Settings, ws: Workspace, cutoff: datetime) -> tuple[An
     Returns ``(model, doc)``: the version to register (fitted on the whole history up to the
     cut-off) and ``{"cutoff", "history_rows", "train_rows", "holdout_rows", "promoted", "reason",
     "candidate", "champion", "champion_version_before"}`` (candidate/champion: their holdout
-    evaluations or None). The caller logs and registers it (:func:`pipelines.tracking.log_scheduler_model_run`)
+    evaluations or None). The caller logs and registers it (:func:`pipelines.tracking.models.log_scheduler_model_run`)
     and, when promoted, saves it as the champion (:func:`save_champion`).
 
     Raises:

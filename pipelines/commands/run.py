@@ -45,9 +45,9 @@ def run(
             raise InputError(f"--out {out} is a file; give a folder for the run folders")
         out_dir = out.resolve()  # environment defaults: applied once for every command in pipelines.cli
         settings = load_settings(runs_dir=out_dir)
-        from pipelines import tracking
+        from pipelines.tracking import store as tracking_store
 
-        tracking.init_store(settings)  # an unusable MLflow store fails here in one line, before any output
+        tracking_store.init_store(settings)  # an unusable MLflow store fails here in one line, before any output
         if not ws.is_demo:  # an operator's exports: checked here, outside Prefect, so bad input is one line
             from pipelines.stages.cluster import check_services_have_traffic
             from pipelines.workspace.ingest import ingest as run_ingest

@@ -132,10 +132,10 @@ def replay(ws_root: Path, days: int, scheduler: Scheduler = "slurm",
     ws_root.mkdir(parents=True, exist_ok=True)
     if not (ws_root / CONFIG_FILE).exists():
         atomic_write_text(ws_root / CONFIG_FILE, replay_config_text(scheduler))
-    from pipelines import tracking
     from pipelines.config import load_settings
+    from pipelines.tracking import store as tracking_store
 
-    tracking.init_store(load_settings(workspace=ws_root))  # an unusable MLflow store: one line, before day 0
+    tracking_store.init_store(load_settings(workspace=ws_root))  # an unusable MLflow store: one line, before day 0
     out = []
     for d in range(days):  # the last `days` days of the week; the first one's sacct covers the week before it
         day_ex = day_exports(jobs, d, days, body, TIMEZONE, end=REPLAY_CLOCK_END)

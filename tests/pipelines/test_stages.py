@@ -10,13 +10,14 @@ import pytest
 
 from domain.kinds import JOB_KINDS, QOS_PRIORITY
 from optimizer.problem import Problem
-from pipelines import tracking
 from pipelines.catalog import Catalog
 from pipelines.config import load_settings
 from pipelines.errors import InputError
 from pipelines.flows import cluster_shape, run_benchmark
 from pipelines.stages import problem as P
 from pipelines.stages import queue
+from pipelines.tracking import runs as tracking_runs
+from pipelines.tracking import store as tracking_store
 from pipelines.workspace.config import ServiceSettings
 
 T0 = datetime(2025, 3, 16, 16, tzinfo=UTC)
@@ -74,10 +75,10 @@ def test_queue_mixes_real_trace_and_generated_jobs():
 def test_benchmark_logs_one_run(tmp_path):
     s = load_settings(tracking_uri=f"sqlite:///{tmp_path / 'ml' / 'mlflow.db'}", mlruns_dir=tmp_path / "ml",
                       artifact_root=tmp_path / "ml" / "artifacts")
-    tracking.init_store(s)
+    tracking_store.init_store(s)
     res = run_benchmark(s, "mixed", True, tmp_path / "bench")
     assert res["violations"] == 0 and res["verified_plans"] > 0
-    runs = tracking.finished_runs(s, "benchmarks")
+    runs = tracking_runs.finished_runs(s, "benchmarks")
     assert len(runs) == 1 and runs[0].data.params["scenarios"] == "mixed"
     rows = pd.read_csv(Path(res["out_dir"]) / "bench.csv")
     for r in rows.itertuples():

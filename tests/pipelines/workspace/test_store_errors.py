@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import tracking
 from pipelines.config import load_settings
+from pipelines.tracking import store as tracking_store
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -21,34 +21,34 @@ def _settings(tmp_path: Path, db: Path):
 
 def test_messages_of_each_kind(tmp_path):
     s = _settings(tmp_path, tmp_path / "m.db")
-    old = tracking.store_error(s, RuntimeError("Detected out-of-date database schema (found version 75868b020152, "
+    old = tracking_store.store_error(s, RuntimeError("Detected out-of-date database schema (found version 75868b020152, "
                                                "but expected dc11669786a5). Take a backup of your database, then "
                                                "run 'mlflow db upgrade <database_uri>'"))
     assert str(old) == (f"MLflow store sqlite:///{tmp_path}/m.db has an older database schema than the installed "
                         f"MLflow: back up {tmp_path}/m.db, then run '{VENV_BIN}/mlflow db upgrade "
                         f"sqlite:///{tmp_path}/m.db'")
-    locked = tracking.store_error(s, sqlite3.OperationalError("database is locked"))
+    locked = tracking_store.store_error(s, sqlite3.OperationalError("database is locked"))
     assert str(locked).endswith("is locked by another process: wait for it to finish (or stop it) and retry")
-    ro = tracking.store_error(s, sqlite3.OperationalError("attempt to write a readonly database"))
+    ro = tracking_store.store_error(s, sqlite3.OperationalError("attempt to write a readonly database"))
     assert "is read-only" in str(ro) and "set GPUPLAN_TRACKING_URI" in str(ro)
     assert all("\n" not in str(e) for e in (old, locked, ro))
 
 
 def test_real_unusable_stores_fail_fast_in_one_line(tmp_path):
     (tmp_path / "g.db").write_text("not a database " * 50)
-    with pytest.raises(tracking.StoreError, match=r"g.db cannot be used: DatabaseError: file is not a database"):
-        tracking.init_store(_settings(tmp_path, tmp_path / "g.db"))
+    with pytest.raises(tracking_store.StoreError, match=r"g.db cannot be used: DatabaseError: file is not a database"):
+        tracking_store.init_store(_settings(tmp_path, tmp_path / "g.db"))
     (tmp_path / "d.db").mkdir()
-    with pytest.raises(tracking.StoreError, match=r"d.db cannot be opened: folder .* is missing or not writable"):
-        tracking.init_store(_settings(tmp_path, tmp_path / "d.db"))
+    with pytest.raises(tracking_store.StoreError, match=r"d.db cannot be opened: folder .* is missing or not writable"):
+        tracking_store.init_store(_settings(tmp_path, tmp_path / "d.db"))
     # a store another process holds the write lock on
     db = tmp_path / "busy.db"
-    tracking.init_store(_settings(tmp_path, db))
+    tracking_store.init_store(_settings(tmp_path, db))
     holder = sqlite3.connect(db)
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        with pytest.raises(tracking.StoreError, match=r"busy.db is locked by another process"):
-            tracking.init_store(_settings(tmp_path, db))
+        with pytest.raises(tracking_store.StoreError, match=r"busy.db is locked by another process"):
+            tracking_store.init_store(_settings(tmp_path, db))
     finally:
         holder.rollback()
         holder.close()

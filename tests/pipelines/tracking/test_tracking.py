@@ -8,8 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
-from pipelines import tracking
 from pipelines.config import PROJECT_ROOT, load_settings
+from pipelines.tracking import forecast_runs
+from pipelines.tracking import models as tracking_models
+from pipelines.tracking import runs as tracking_runs
+from pipelines.tracking import store as tracking_store
 
 
 def test_default_tracking_uri_is_the_project_sqlite_store(monkeypatch):
@@ -38,18 +41,18 @@ def test_store_in_fresh_cwd_logs_runs_and_models_without_strays(tmp_path, monkey
                       artifact_root=tmp_path / "store" / "artifacts")
     with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.WARNING):
         warnings.simplefilter("always")
-        ids = tracking.init_store(s)
-        assert ids == tracking.init_store(s)  # idempotent
+        ids = tracking_store.init_store(s)
+        assert ids == tracking_store.init_store(s)  # idempotent
         assert set(ids) == {"training", "quantization", "batch_inference", "realtime", "scheduler", "plans", "benchmarks"}
-        rid = tracking.log_run(s, "plans", "p1", params={"planner": "milp"},
+        rid = tracking_runs.log_run(s, "plans", "p1", params={"planner": "milp"},
                                metrics={"objective": 12.5, "mip_gap": 0.05, "bad": float("nan"), "none": None})
         from forecasters import jobs
         from forecasters.generators import generate_history, generate_queue
 
         model = jobs.fit("training", generate_history("training", 200, seed=1), num_rounds=5)
-        out = tracking.log_job_model(s, rid, model, generate_queue("training", 4, seed=2))
+        out = tracking_models.log_job_model(s, rid, model, generate_queue("training", 4, seed=2))
     assert (out["registered_name"], out["version"]) == ("gpuplan-training-forecaster", "1")
-    runs = tracking.finished_runs(s, "plans")
+    runs = tracking_runs.finished_runs(s, "plans")
     assert [r.info.run_id for r in runs] == [rid]
     assert runs[0].data.metrics == {"objective": 12.5, "mip_gap": 0.05}
     from mlflow import MlflowClient
@@ -69,7 +72,7 @@ def test_store_in_fresh_cwd_logs_runs_and_models_without_strays(tmp_path, monkey
     assert sorted(p.name for p in home.iterdir()) == []
     msgs = [str(w.message).lower() for w in caught] + [r.getMessage().lower() for r in caplog.records]
     assert not [m for m in msgs if "filesystem" in m or "file store" in m or "maintenance mode" in m], msgs
-    art = Path(c.get_experiment_by_name(tracking.EXPERIMENTS["plans"]).artifact_location.removeprefix("file://"))
+    art = Path(c.get_experiment_by_name(tracking_store.EXPERIMENTS["plans"]).artifact_location.removeprefix("file://"))
     assert art.is_relative_to(tmp_path / "store" / "artifacts")
 
 
@@ -79,7 +82,7 @@ def test_profile_run_logs_each_candidates_backtest_score_and_weight(tmp_path):
 
     s = load_settings(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", mlruns_dir=tmp_path,
                       artifact_root=tmp_path / "artifacts")
-    tracking.init_store(s)
+    tracking_store.init_store(s)
     png = tmp_path / "profile_chat.png"
     png.write_bytes(b"\x89PNG\r\n\x1a\n")
     selection = {
@@ -95,9 +98,9 @@ def test_profile_run_logs_each_candidates_backtest_score_and_weight(tmp_path):
     prof = SimpleNamespace(method="combination", status="ok", timezone="UTC", components=("level", "combination"))
     from datetime import UTC, datetime
 
-    rid = tracking.log_profile_run(s, "chat", prof, {"band_mae": 5.0}, datetime(2025, 3, 17, tzinfo=UTC), png,
+    rid = forecast_runs.log_profile_run(s, "chat", prof, {"band_mae": 5.0}, datetime(2025, 3, 17, tzinfo=UTC), png,
                                    selection=selection)
-    run = tracking.finished_runs(s, "realtime")[0]
+    run = tracking_runs.finished_runs(s, "realtime")[0]
     assert run.info.run_id == rid
     m, p = run.data.metrics, run.data.params
     assert m["cand.profile.mae_requests_per_h"] == 30.0 and m["cand.naive24.mae_requests_per_h"] == 10.0
@@ -114,9 +117,9 @@ def test_profile_run_logs_each_candidates_backtest_score_and_weight(tmp_path):
             "hourly": {"kind": "combination", "rho": 0.8, "q90": 1.05, "read_flagged": True,
                        "coef": {"gap_day_ahead": 0.1, "seasonal_change": 0.7, "last_change": 0.0},
                        "weights": {"persistence": 0.2, "seasonal": 0.8}, "mae_hourly": 3.0}}
-    p2, m2 = tracking.selection_metrics(sel2)
+    p2, m2 = forecast_runs.selection_metrics(sel2)
     assert p2["hourly.kind"] == "combination" and p2["hourly.read_flagged"] is True
     assert m2["p90.alpha"] == 0.085 and m2["p90.q_band0"] == 1.3 and "p90.q_band1" not in m2
     assert (m2["hourly.coef.seasonal_change"], m2["hourly.weight.seasonal"], m2["hourly.mae_requests_per_h"]) == (
         0.7, 0.8, 3.0)
-    assert tracking.units_slug("requests/h") == "requests_per_h" and tracking.units_slug("GPUs") == "GPUs"
+    assert tracking_runs.units_slug("requests/h") == "requests_per_h" and tracking_runs.units_slug("GPUs") == "GPUs"

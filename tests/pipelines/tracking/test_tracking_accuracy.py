@@ -15,8 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines import tracking
 from pipelines.config import load_settings
+from pipelines.tracking import forecast_runs
+from pipelines.tracking import models as tracking_models
+from pipelines.tracking import runs as tracking_runs
+from pipelines.tracking import store as tracking_store
 
 ON = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 
@@ -25,7 +28,7 @@ ON = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
 def store(tmp_path):
     s = load_settings(tracking_uri=f"sqlite:///{tmp_path / 'st' / 'mlflow.db'}", mlruns_dir=tmp_path / "st")
     assert s.artifact_root == tmp_path / "st" / "artifacts"  # beside the database, never the clone's mlruns/
-    tracking.init_store(s)
+    tracking_store.init_store(s)
     return s
 
 
@@ -43,16 +46,16 @@ def _artifact_files(s, rid: str) -> list[str]:
 
 
 def test_run_names_say_kind_cutoff_and_date():
-    assert tracking.run_name("realtime", "2025-03-14T00:00:00+00:00", on=ON) == "realtime cutoff=2025-03-14 2026-12-01"
-    assert (tracking.run_name("profile", pd.Timestamp("2025-03-16T15:00Z"), "m-small", on=ON)
+    assert tracking_runs.run_name("realtime", "2025-03-14T00:00:00+00:00", on=ON) == "realtime cutoff=2025-03-14 2026-12-01"
+    assert (tracking_runs.run_name("profile", pd.Timestamp("2025-03-16T15:00Z"), "m-small", on=ON)
             == "profile m-small cutoff=2025-03-16 15:00Z 2026-12-01")
-    assert tracking.run_name("plan", "2025-03-16T16:00:00+08:00", "demo", on=ON) == "plan demo cutoff=2025-03-16 08:00Z 2026-12-01"
-    assert tracking.run_name("training", None, on=ON) == "training 2026-12-01"
+    assert tracking_runs.run_name("plan", "2025-03-16T16:00:00+08:00", "demo", on=ON) == "plan demo cutoff=2025-03-16 08:00Z 2026-12-01"
+    assert tracking_runs.run_name("training", None, on=ON) == "training 2026-12-01"
 
 
 def test_a_long_list_is_an_artifact_not_a_parameter_and_a_curve_is_a_metric_history(store):
     curve = [0.5 - 0.001 * i for i in range(400)]
-    rid = tracking.log_run(store, "training", "t", params={"info.oof_mse_log_by_round": curve, "short": [1, 2, 3],
+    rid = tracking_runs.log_run(store, "training", "t", params={"info.oof_mse_log_by_round": curve, "short": [1, 2, 3],
                                                            "n": 5},
                            metric_steps={"cv.oof_mse_log": curve + [float("nan")]})
     run = _client(store).get_run(rid)
@@ -88,7 +91,7 @@ def _rt_doc() -> tuple[dict, dict[str, pd.DataFrame]]:
 
 def test_realtime_backtest_run_per_service_with_units_baselines_and_plot(store):
     doc, hours = _rt_doc()
-    rid = tracking.log_realtime_backtest(store, doc, hours, on=ON)
+    rid = forecast_runs.log_realtime_backtest(store, doc, hours, on=ON)
     run = _client(store).get_run(rid)
     assert run.info.run_name == "realtime cutoff=2025-03-16 15:00Z 2026-12-01"
     assert run.data.tags["gpuplan.stage"] == "nightly"
@@ -119,7 +122,7 @@ def test_realtime_backtest_run_per_service_with_units_baselines_and_plot(store):
 
 
 def test_band_metrics_carry_units():
-    assert tracking.band_metrics({"band_mae": 5.0, "band_mape": 0.2, "band_p90_coverage": 0.667, "level_factor": 0.8,
+    assert tracking_runs.band_metrics({"band_mae": 5.0, "band_mape": 0.2, "band_p90_coverage": 0.667, "level_factor": 0.8,
                                   "history_hours": 336}, "requests/h") == {
         "band_mae_requests_per_h": 5.0, "band_mape_frac": 0.2, "band_p90_coverage_frac": 0.667,
         "level_factor_ratio": 0.8, "history_h": 336}
@@ -134,7 +137,7 @@ def test_registered_version_has_a_description_and_its_holdout_metrics(store):
     train_rows, test = J.time_split(hist, 0.2)
     model = J.fit("quantization", train_rows, num_rounds=25)
     trained = TrainedModel(model, test, J.evaluate(model, test))
-    rid = tracking.log_job_model_run(store, "quantization", model, trained.doc, test, held_out(trained),
+    rid = tracking_models.log_job_model_run(store, "quantization", model, trained.doc, test, held_out(trained),
                                      "/data/histories/quantization_jobs.parquet")
     c = _client(store)
     mv = c.get_model_version_by_alias("gpuplan-quantization-forecaster", "champion")
@@ -150,7 +153,7 @@ def test_registered_version_has_a_description_and_its_holdout_metrics(store):
                                      f"trained on the {trained.doc['n_train']} earliest jobs of quantization_jobs.parquet")
     assert f"Holdout MAE {m['mae_h']:.3f} h" in mv.description and rid in mv.description
     run = c.get_run(rid)
-    assert run.info.run_name == tracking.run_name("quantization", cutoff.isoformat())
+    assert run.info.run_name == tracking_runs.run_name("quantization", cutoff.isoformat())
     assert run.data.params["info.oof_mse_log_by_round"] == "25 values: params/info.oof_mse_log_by_round.json"
     assert len(c.get_metric_history(rid, "cv.oof_mse_log")) == 25
     assert max(len(v) for v in run.data.params.values()) < 300
@@ -165,11 +168,11 @@ def test_plan_run_named_by_workspace_and_plan_start_logs_the_html_report_when_pr
                "solve_s": 2.0, "proven_optimal": True, "status": "optimal", "plan_start": "2025-03-16T16:00:00+00:00",
                "fallback": False, "rt_status": {"m-small": ["ok", ""]},
                "cluster": {"workspace": "/srv/prod-a", "n_gpus": 64}}
-    rid = tracking.log_plan_run(store, run_dir, run_dir.name, "milp", summary,
+    rid = tracking_runs.log_plan_run(store, run_dir, run_dir.name, "milp", summary,
                                 {"m-small": {"band_mae": 5.0, "band_p90_coverage": 0.667}},
                                 {"report/risk_report.md": run_dir / "risk_report.md"}, units={"m-small": "requests/h"})
     run = _client(store).get_run(rid)
-    assert run.info.run_name == tracking.run_name("plan", "2025-03-16T16:00:00+00:00", "prod-a")
+    assert run.info.run_name == tracking_runs.run_name("plan", "2025-03-16T16:00:00+00:00", "prod-a")
     assert run.data.tags["gpuplan.run_folder"] == "20250316T1600Z_abc"
     assert run.data.metrics["m-small.band_mae_requests_per_h"] == 5.0
     assert run.data.metrics["m-small.band_p90_coverage_frac"] == 0.667
