@@ -15,7 +15,7 @@ from pipelines.cli import app
 
 #: The hand problem (8 GPUs on two 4-GPU nodes, 8 steps; worked in tests/optimizer/test_whatif.py), shared by
 #: the what-if tests: tests/data/whatif_hand.json.
-HAND = json.loads((Path(__file__).resolve().parents[1] / "data" / "whatif_hand.json").read_text())
+HAND = json.loads((Path(__file__).resolve().parents[2] / "data" / "whatif_hand.json").read_text())
 CHAT = {
     "cluster": {"n_gpus": 4, "gpus_per_node": 4, "step_minutes": 30, "horizon_steps": 4},
     "settings": {"time_limit_s": 20, "threads": 1},
@@ -173,7 +173,7 @@ def test_deadline_compared_with_the_p90_at_the_planned_start(hand):
 
 
 def test_the_count_line_names_every_kind_of_change_so_it_adds_up():
-    from pipelines.whatif import change_counts_text
+    from pipelines.report.whatif import change_counts_text
 
     kinds = ["earlier"] * 3 + ["later"] * 2 + ["moved"] * 4 + ["cancelled", "unchanged", "added"]
     assert change_counts_text([{"change": k} for k in kinds]) == (
@@ -202,7 +202,7 @@ def test_time_limit_option_replans_with_that_budget_and_refuses_a_bad_one(hand):
 def test_a_what_if_plan_that_is_not_proven_optimal_says_so_with_the_planners_reason(hand, monkeypatch):
     from dataclasses import replace as dc_replace
 
-    from pipelines import whatif as wi
+    from pipelines.stages import whatif as wi
 
     real = wi.solve_stage.solve
     why = "the work budget for time_limit_s=20 does not cover the root node (auto_work_limit 0: no branch-and-bound)"

@@ -20,15 +20,14 @@ starts from the previous plan, DESIGN §6.1), and passes the independent verifie
 (:func:`pipelines.stages.solve.check_plan`) like every plan.
 
 Nothing is written to the run folder: the result is a document (:func:`run_whatif`), printed by the
-command and published as artifacts by the flow.
+command and published as artifacts by the flow (its text: :mod:`pipelines.report.whatif`; the option
+parsers: :mod:`pipelines.stages.whatif_inputs`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -49,6 +48,7 @@ from pipelines.report.risks import deadline_instant, planned_durations_h
 from pipelines.stages import solve as solve_stage
 from pipelines.stages.models import DURATION_QUANTILE
 from pipelines.stages.outputs import demand_from_problem, node_of_gpu, planned_metrics
+from pipelines.stages.whatif_inputs import job_entry, parse_assignment, parse_gpu_ranges
 
 #: Keys of each side (``base``, ``whatif``) of the document; ``delta`` holds the numeric ones.
 SIDE_KEYS = ("status", "source", "verified", "objective", "planned_value", "planned_utilization_pct",
@@ -57,109 +57,6 @@ SIDE_KEYS = ("status", "source", "verified", "objective", "planned_value", "plan
 
 #: Name of the i-th node added by ``--add-gpus`` (nodes of the cluster's ``gpus_per_node``).
 ADDED_NODE = "added-{i:02d}"
-
-#: Largest GPU index a range may name, plus one (a typo such as 8-150000000 is refused before expanding it).
-MAX_GPU_INDEX = 1 << 20
-
-_RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
-
-
-# ---------------------------------------------------------------- parsing the options
-
-
-def parse_gpu_ranges(text: str, option: str = "--fail-gpus") -> tuple[int, ...]:
-    """GPU indices from ``8-15``, ``3`` or ``8-11,20-23`` (inclusive ranges, as Slurm and cpusets write them).
-
-    Raises:
-        InputError: empty, malformed, or a range whose end is below its start (named with ``option``).
-    """
-    out: list[int] = []
-    for part in str(text).split(","):
-        m = _RANGE.match(part)
-        if not m:
-            raise InputError(f"{option} {text!r}: expected GPU indices such as 8-15, 3 or 8-11,20-23 "
-                             f"(inclusive ranges); {part.strip()!r} is not one")
-        a = int(m.group(1))
-        b = int(m.group(2)) if m.group(2) is not None else a
-        if b < a:
-            raise InputError(f"{option} {text!r}: range {a}-{b} ends before it starts")
-        if b >= MAX_GPU_INDEX:
-            raise InputError(f"{option} {text!r}: GPU {b} is beyond any cluster (indices below {MAX_GPU_INDEX})")
-        out.extend(range(a, b + 1))
-    return tuple(dict.fromkeys(out))
-
-
-def parse_assignment(text: str, option: str, what: str) -> tuple[str, float]:
-    """``NAME=NUMBER`` (``--priority JOB=P``, ``--demand-scale SERVICE=F``) as ``(name, number)``.
-
-    Raises:
-        InputError: no ``=``, an empty name, or a value that is not a finite number.
-    """
-    name, sep, value = str(text).partition("=")
-    name = name.strip()
-    if not sep or not name:
-        raise InputError(f"{option} {text!r}: expected {what}=NUMBER")
-    try:
-        x = float(value)
-    except ValueError:
-        raise InputError(f"{option} {text!r}: {value.strip()!r} is not a number") from None
-    if not math.isfinite(x):
-        raise InputError(f"{option} {text!r}: {value.strip()!r} is not a finite number")
-    return name, x
-
-
-def job_entry(entry: Any, step_minutes: int, where: str) -> dict[str, Any]:
-    """A job to add, as a problem-file job entry (DESIGN §3.1).
-
-    Besides the problem file's keys, ``duration_h`` may replace ``duration_steps`` (also inside
-    ``sizes``): hours become whole steps by :func:`domain.units.hours_to_steps` (rounded up, at least
-    one). The entry is checked when the edited problem is built (job, field named).
-
-    Raises:
-        InputError: not a JSON object, or a ``duration_h`` that is not a positive number.
-    """
-    if not isinstance(entry, Mapping):
-        raise InputError(f"{where}: a job must be a JSON object with job_id, kind, priority, gpus and "
-                         f"duration_steps (or duration_h); got {type(entry).__name__}")
-    e = dict(entry)
-
-    def steps(d: dict[str, Any], label: str) -> None:
-        if "duration_h" in d:
-            h = d.pop("duration_h")
-            if isinstance(h, bool) or not isinstance(h, (int, float)) or not math.isfinite(h) or h <= 0:
-                raise InputError(f"{where}: job {e.get('job_id')!r}: {label}duration_h = {h!r} must be a number > 0")
-            d["duration_steps"] = hours_to_steps(float(h), step_minutes)
-
-    steps(e, "")
-    if isinstance(e.get("sizes"), list):
-        e["sizes"] = [dict(s) if isinstance(s, Mapping) else s for s in e["sizes"]]
-        for k, s in enumerate(e["sizes"]):
-            if isinstance(s, dict):
-                steps(s, f"sizes[{k}].")
-    return e
-
-
-def read_job_file(path: Path, step_minutes: int) -> list[dict[str, Any]]:
-    """Jobs to add from a JSON file: one job entry, a list of them, or ``{"jobs": [...]}`` (:func:`job_entry`).
-
-    Raises:
-        InputError: missing or unreadable file, invalid JSON, or no job in it.
-    """
-    from pipelines.io import strict_json
-
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"--add-job {path}: no such file")
-    doc = strict_json.loads(path.read_text(encoding="utf-8"), f"--add-job {path}")
-    if isinstance(doc, Mapping) and "jobs" in doc:
-        doc = doc["jobs"]
-    items = doc if isinstance(doc, list) else [doc]
-    if not items:
-        raise InputError(f"--add-job {path}: no job in the file")
-    return [job_entry(x, step_minutes, f"--add-job {path}") for x in items]
-
-
-# ---------------------------------------------------------------- the base run
 
 
 @dataclass(frozen=True)
@@ -239,7 +136,7 @@ def _base_demand(run: RunCatalog, problem: Problem) -> pd.DataFrame:
     return d[["service", "step", "demand_gpus_p50", "demand_gpus_p90"]].reset_index(drop=True)
 
 
-# ---------------------------------------------------------------- the what-if
+
 
 
 def build_whatif(base: BaseRun, *, add_gpus: int = 0, drain_nodes: Sequence[str] = (),
@@ -446,113 +343,3 @@ def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> d
     return {"run": base.name, "run_folder": str(base.folder), "plan_start": ts(0), "planner": base.planner,
             "time_limit_s": p.settings.time_limit_s, "step_minutes": p.cluster.step_minutes,
             "changes": w.describe(), "base": b, "whatif": n, "delta": delta, "jobs": jobs, "notes": notes}
-
-
-# ---------------------------------------------------------------- rendering
-
-
-def _fmt(v: Any, spec: str) -> str:
-    return "-" if v is None else format(v, spec)
-
-
-#: Rows of the comparison table: (label, key, number format).
-TABLE_ROWS = (("plan value (priority x GPU-h)", "planned_value", ",.1f"),
-              ("utilisation % (planned)", "planned_utilization_pct", ".1f"),
-              ("real-time P90 demand covered %", "rt_covered_p90_pct", ".1f"),
-              ("real-time P50 demand covered %", "rt_covered_p50_pct", ".1f"),
-              ("jobs started / waiting", None, ""),
-              ("jobs missing their deadline (P90)", "jobs_missing_deadline", "d"),
-              ("idle GPU-h", "idle_gpu_h", ",.1f"),
-              ("GPUs up", "gpus_up", "d"))
-
-
-def _row_values(doc: dict[str, Any], key: str | None, spec: str) -> tuple[str, str, str]:
-    b, n, d = doc["base"], doc["whatif"], doc["delta"]
-    if key is None:
-        return (f"{b['jobs_started']} / {b['jobs_waiting']}", f"{n['jobs_started']} / {n['jobs_waiting']}",
-                f"{d['jobs_started']:+d} / {d['jobs_waiting']:+d}")
-    return _fmt(b[key], spec), _fmt(n[key], spec), _fmt(d.get(key), "+" + spec.lstrip("+"))
-
-
-def _when(ts: str | None) -> str:
-    return "not started" if ts is None else f"{ts[5:10]} {ts[11:16]}Z"
-
-
-def _was(j: dict[str, Any]) -> str:
-    """A job's base start for display: ``running`` (requeued), ``new`` (added) or the clock time."""
-    return {"requeued": "running", "added": "new"}.get(j["change"]) or _when(j["start_ts_base"])
-
-
-#: Each kind of job change (:class:`optimizer.whatif.JobChange` ``kind``) as the count line names it, in order.
-CHANGE_LABELS = (("earlier", "earlier"), ("later", "later"), ("moved", "re-packed at the same start"),
-                 ("added", "added"), ("requeued", "requeued"), ("cancelled", "cancelled"),
-                 ("unchanged", "with a new priority, start unchanged"))
-
-
-def change_counts_text(jobs: list[dict[str, Any]]) -> str:
-    """``"36 earlier, 11 later, 3 re-packed at the same start"``: every kind of change with a count, so they add up.
-
-    ``jobs``: the document's job rows (``change`` = the kind); a kind outside :data:`CHANGE_LABELS` is
-    counted under its own name. ``"none"`` for no rows.
-    """
-    counts: dict[str, int] = {}
-    for j in jobs:
-        counts[j["change"]] = counts.get(j["change"], 0) + 1
-    label = dict(CHANGE_LABELS)
-    order = [k for k, _ in CHANGE_LABELS if k in counts] + sorted(k for k in counts if k not in label)
-    return ", ".join(f"{counts[k]} {label.get(k, k)}" for k in order) or "none"
-
-
-def render_text(doc: dict[str, Any]) -> str:
-    """The command's human output: the comparison table, then one line per job that changed."""
-    L = [f"what-if on run {doc['run']} (plan from {doc['plan_start']}, planner {doc['planner']}, "
-         f"{doc['time_limit_s']:g} s budget): {', '.join(doc['changes']) or 'no change'}"]
-    L.append(f"  {'':34s}{'base':>16s}{'what-if':>16s}{'change':>14s}")
-    for label, key, spec in TABLE_ROWS:
-        bv, nv, dv = _row_values(doc, key, spec)
-        L.append(f"  {label:34s}{bv:>16s}{nv:>16s}{dv:>14s}")
-    b, n = doc["base"], doc["whatif"]
-    L.append(f"  {'plan status':34s}{b['status']:>16s}{n['status']:>16s}{'both verified':>14s}")
-    jobs = doc["jobs"]
-    L.append(f"jobs whose plan changed: {len(jobs)} ({change_counts_text(jobs)}; start times UTC):")
-    for j in jobs:
-        dh = "" if j["delta_h"] is None else f" ({j['delta_h']:+.1f} h)"
-        was = _was(j)
-        size = ("" if j["gpus_base"] == j["gpus_whatif"] or j["gpus_base"] is None or j["gpus_whatif"] is None
-                else f" [{j['gpus_base']} -> {j['gpus_whatif']} GPUs]")
-        late = ""
-        if j.get("misses_deadline_whatif"):
-            fin = j.get("p90_finish_whatif")
-            late = (f" MISSES DEADLINE {j['deadline_at']}" + (f" (P90 finish {fin})" if fin else " (not started)"))
-        L.append(f"  {j['job_id']:<14s}{was:>13s} -> {_when(j['start_ts_whatif']):<13s}{dh:<10s}"
-                 f" {j['reason']}{size}{late}")
-    for note in doc["notes"]:
-        L.append(f"note: {note}")
-    return "\n".join(L)
-
-
-def render_markdown(doc: dict[str, Any]) -> str:
-    """The flow's markdown artifact: the same comparison and job list as tables."""
-    L = [f"# What-if on run `{doc['run']}`", "",
-         f"Changes: **{', '.join(doc['changes']) or 'none'}**. Re-planned with planner `{doc['planner']}` and the "
-         f"run's budget of {doc['time_limit_s']:g} s from {doc['plan_start']}; both plans passed the independent "
-         "verifier.", "", "| | base | what-if | change |", "|---|---:|---:|---:|"]
-    for label, key, spec in TABLE_ROWS:
-        bv, nv, dv = _row_values(doc, key, spec)
-        L.append(f"| {label} | {bv} | {nv} | {dv} |")
-    L.append(f"| plan status | {doc['base']['status']} (verified) | {doc['whatif']['status']} (verified) | |")
-    L += ["", f"## Jobs whose plan changed ({len(doc['jobs'])}: {change_counts_text(doc['jobs'])}; start times UTC)", "",
-          "| job | base start | what-if start | change (h) | reason |", "|---|---|---|---:|---|"]
-    for j in doc["jobs"]:
-        was = _was(j)
-        L.append(f"| {j['job_id']} | {was} | {_when(j['start_ts_whatif'])} | "
-                 f"{_fmt(j['delta_h'], '+.1f')} | {j['reason'].replace('|', '/')} |")
-    if doc["notes"]:
-        L += ["", *[f"- {x}" for x in doc["notes"]]]
-    L += ["", f"Run folder: `{doc['run_folder']}`"]
-    return "\n".join(L) + "\n"
-
-
-def to_json_text(doc: dict[str, Any]) -> str:
-    """``doc`` as JSON text (strict: no NaN)."""
-    return json.dumps(doc, allow_nan=False)
