@@ -62,8 +62,8 @@ from pipelines import bench, model_store, observe, scheduler_models  # noqa: E40
 from pipelines.catalog import Catalog, RunCatalog, read_problem_file  # noqa: E402
 from pipelines.errors import InputError  # noqa: E402
 from pipelines.io.run_folder import LATEST, RunFolder, slot_start  # noqa: E402
-from pipelines.report import write_risk_report  # noqa: E402
-from pipelines.report.plots import plot_profile  # noqa: E402
+from pipelines.report import build_report_table, write_risk_report  # noqa: E402
+from pipelines.report.forecast_plots import plot_profile  # noqa: E402
 from pipelines.schedules import claim_local_day, local_day  # noqa: E402
 from pipelines.stages import cluster as cluster_stage  # noqa: E402
 from pipelines.stages import commands as commands_stage  # noqa: E402
@@ -273,11 +273,13 @@ def write_outputs(run: RunCatalog, run_name: str, problem: Problem, plan: Plan, 
                                         node_names=cluster.node_names)
         else:
             inp = outputs.report_inputs(problem, plan, start)
-        paths.update(write_risk_report(run.folder, inp, run_name))
+        report_table = build_report_table(inp)  # once per run: the report and the summary's headline
+        paths.update(write_risk_report(run.folder, inp, run_name, report_table))
         if forecasts is not None and forecasts.users is not None:
             ws = load_workspace(load_settings().workspace_dir)
             paths.update(_write_commands(run, run_name, ws, tables, forecasts, start))
-        doc = outputs.summary(run_name, start, problem, plan, inp.demand, inp.rt_status, report=inp)
+        doc = outputs.summary(run_name, start, problem, plan, inp.demand, inp.rt_status, report=inp,
+                              report_table=report_table)
         if models is not None:
             doc["models"] = models
         doc["cluster"] = {"workspace": str(load_settings().workspace_dir), "nodes": cluster.node_names,

@@ -16,10 +16,11 @@
 
 from pipelines.report.basics import REPORT_COLUMNS, ReportInputs, plural, usage
 from pipelines.report.calibration import COVERAGE_TARGET, Z90, ServiceCalibration, calibrate, exceed_probability
+from pipelines.report.forecast_plots import plot_pred_vs_actual, plot_profile
 from pipelines.report.grid import display_grid
 from pipelines.report.html import render_html
 from pipelines.report.numbers import PLANNED_METRICS, headline, planned_metrics
-from pipelines.report.page import explain_rt_status, md_table, render_page, status_text, write_risk_report
+from pipelines.report.page import md_table, render_page, write_risk_report
 from pipelines.report.plots import (
     KIND_COLORS,
     PLOT_LOCK,
@@ -27,8 +28,6 @@ from pipelines.report.plots import (
     plot_demand,
     plot_gantt,
     plot_outlook,
-    plot_pred_vs_actual,
-    plot_profile,
     pyplot,
     service_colors,
 )
@@ -43,6 +42,7 @@ from pipelines.report.risks import (
     planned_durations_h,
     queue_outlook,
 )
+from pipelines.report.status import explain_rt_status, status_text
 from pipelines.report.waits import LONG_HOLD_H, plan_view, size_text, wait_reason
 
 __all__ = [

@@ -116,13 +116,15 @@ def report_inputs(problem: Problem, plan: Plan, start: datetime, jobs: pd.DataFr
 
 
 def summary(run_name: str, start: datetime, problem: Problem, plan: Plan, demand: pd.DataFrame,
-            rt_status: Mapping[str, Sequence[str]], report: ReportInputs | None = None) -> dict[str, Any]:
+            rt_status: Mapping[str, Sequence[str]], report: ReportInputs | None = None,
+            report_table: pd.DataFrame | None = None) -> dict[str, Any]:
     """``summary.json`` of a run.
 
     Plan start, planner, status, objective, bound, gap, solve time,
     model size, violations, real-time profile status and :func:`planned_metrics` (key ``metrics``);
     with ``report`` (the risk report's inputs) also the report's headline (key ``headline``,
-    :func:`pipelines.report.headline`).
+    :func:`pipelines.report.headline`) from ``report_table`` (the run's
+    :func:`pipelines.report.risks.build_report_table` of ``report``; built here when None).
     """
     doc = plan.to_dict()  # non-finite objective/bound/gap are null there: summary.json stays strict JSON
     out = {"run": run_name, "plan_start": start.isoformat(), "planner": plan.planner, "status": plan.status,
@@ -132,7 +134,8 @@ def summary(run_name: str, start: datetime, problem: Problem, plan: Plan, demand
            "model": plan.model, "violations": list(plan.violations), "rt_status": {k: list(v) for k, v in rt_status.items()},
            "metrics": planned_metrics(problem, plan, demand)}
     if report is not None:
-        out["headline"] = headline(report, build_report_table(report))
+        table = build_report_table(report) if report_table is None else report_table
+        out["headline"] = headline(report, table)
     return out
 
 

@@ -44,7 +44,7 @@ from optimizer.verify import verify
 from optimizer.whatif import WhatIf, apply_whatif, explain, warm_start
 from pipelines.catalog import RunCatalog
 from pipelines.errors import InputError
-from pipelines.report.risks import deadline_instant, planned_durations_h
+from pipelines.report.risks import deadline_miss
 from pipelines.stages import solve as solve_stage
 from pipelines.stages.models import DURATION_QUANTILE
 from pipelines.stages.outputs import demand_from_problem, node_of_gpu, planned_metrics
@@ -200,8 +200,8 @@ def scaled_demand(demand: pd.DataFrame, scale: Mapping[str, float]) -> pd.DataFr
 def deadline_misses(problem: Problem, plan: Plan, jobs: pd.DataFrame | None, start: datetime) -> dict[str, dict]:
     """Queued jobs with a deadline whose P90 finish at their PLANNED size is after it (or that do not start).
 
-    The same rules as the risk report (:func:`pipelines.report.risks.planned_durations_h` at the planned
-    size, :func:`pipelines.report.risks.deadline_instant` to the second). Returns job id ->
+    The risk report's rule (:func:`pipelines.report.risks.deadline_miss`: P90 at the planned size,
+    the deadline to the second). Returns job id ->
     ``{"deadline_at", "p90_finish_at"}`` (ISO 8601 UTC; ``p90_finish_at`` None: not started in the horizon).
     """
     inp = SimpleNamespace(start_ts=start, step_minutes=problem.cluster.step_minutes,
@@ -210,20 +210,14 @@ def deadline_misses(problem: Problem, plan: Plan, jobs: pd.DataFrame | None, sta
     starts = {a.job_id: a for a in plan.assignments}
     out: dict[str, dict] = {}
     for job in problem.jobs:
-        info = rows.get(job.job_id)
-        dl = deadline_instant(inp, job, info)  # type: ignore[arg-type]
-        if dl is None:
-            continue
         a = starts.get(job.job_id)
-        if a is None or a.start_step is None:
-            out[job.job_id] = {"deadline_at": dl.strftime("%Y-%m-%dT%H:%M:%SZ"), "p90_finish_at": None}
-            continue
-        q, _ = planned_durations_h(inp, job, int(a.gpus), info)  # type: ignore[arg-type]
-        finish = pd.Timestamp(start) + pd.Timedelta(minutes=a.start_step * problem.cluster.step_minutes) \
-            + pd.Timedelta(hours=q["p90"])
-        if finish > dl:
-            out[job.job_id] = {"deadline_at": dl.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                               "p90_finish_at": finish.strftime("%Y-%m-%dT%H:%M:%SZ")}
+        start_step = None if a is None else a.start_step
+        gpus = 0 if a is None or start_step is None else int(a.gpus)
+        miss = deadline_miss(inp, job, start_step, gpus, rows.get(job.job_id))  # type: ignore[arg-type]
+        if miss is not None:
+            out[job.job_id] = {"deadline_at": miss.deadline.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                               "p90_finish_at": None if miss.p90_end is None
+                               else miss.p90_end.strftime("%Y-%m-%dT%H:%M:%SZ")}
     return out
 
 

@@ -24,7 +24,7 @@ from forecasters.jobs import predict as job_predict
 from pipelines import job_models
 from pipelines.catalog import MODEL_RUN_FILES
 from pipelines.config import Settings
-from pipelines.report.plots import plot_pred_vs_actual
+from pipelines.report.forecast_plots import plot_pred_vs_actual
 from pipelines.tracking.runs import clean_metrics, flatten, log_run, run_name, tag_values
 from pipelines.tracking.store import mlflow_client, quiet_mlflow
 

@@ -102,7 +102,7 @@ def test_page_says_not_proven_optimal_and_degraded(tmp_path):
 
 
 def test_not_proven_note_gives_the_planners_reason_and_the_deadline():
-    from pipelines.report.page import not_proven_text
+    from pipelines.report.status import not_proven_text
 
     why = ("best verified plan (lp_guided), proven gap 2.844% against the LP relaxation bound: the work budget for "
            "time_limit_s=10 does not cover the root node of a master of 2,190 columns")
@@ -265,7 +265,7 @@ def test_page_real_time_section_states_a_level_shift():
 
 
 def test_a_model_without_a_registered_version_is_named_for_what_it_is():
-    from pipelines.report.page import model_text
+    from pipelines.report.status import model_text
 
     assert model_text("training", {"version": 3, "alias": "champion"}) == "training v3 (champion)"
     note = "no champion yet (no nightly retraining): fitted at plan time"

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from pipelines.cli import app
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 M_SMALL = ROOT / "data" / "traffic" / "servegen_m-small_hourly.csv"
 DIAG_KEYS = {"rows_in", "hours", "missing_hours", "longest_gap_h", "duplicates_dropped", "ambiguous_hours",
              "nonexistent_hours", "off_grid_stamps", "outliers", "constant", "components", "timezone", "zone",
