@@ -74,11 +74,11 @@ def parse_job_file(ws: Workspace, role: str, path: Path) -> ParseResult:
 
         return slurm.parse_sacct(text, ws.source_timezone(role), source=source)
     if fmt == "slurm-squeue-json":
-        from pipelines.workspace.sources import slurm
+        from pipelines.workspace.sources import slurm_squeue
 
         # a running job's elapsed time: at the snapshot's last_update, else at the file's mtime
         exported = pd.Timestamp(path.stat().st_mtime, unit="s", tz="UTC")
-        return slurm.parse_squeue_json(text, source=source, now=exported)
+        return slurm_squeue.parse_squeue_json(text, source=source, now=exported)
     if fmt == "kueue-json":
         from pipelines.workspace.sources import kueue
 

@@ -1,5 +1,7 @@
 r"""Slurm adapter: ``sacct`` accounting exports and ``squeue --json`` snapshots -> canonical job records.
 
+``squeue --json`` is parsed in :mod:`pipelines.workspace.sources.slurm_squeue` (the rules below apply to both).
+
 Pure parsers (text in, :class:`~pipelines.workspace.sources.records.ParseResult` out, no file IO). The
 columns they fill are described in :mod:`pipelines.workspace.sources.records`.
 
@@ -50,7 +52,6 @@ import pandas as pd
 
 from domain.kinds import JOB_KINDS
 from pipelines.errors import InputError
-from pipelines.io import strict_json
 from pipelines.workspace.sources.records import (
     ACTIVE_STATES,
     SLURM_STATES,
@@ -61,8 +62,7 @@ from pipelines.workspace.sources.records import (
     parse_annotations,
 )
 
-__all__ = ["SACCT_COMMAND", "SACCT_FIELDS", "SACCT_FORMAT", "SACCT_GPU_COLUMNS", "SACCT_REQUIRED", "parse_sacct",
-           "parse_squeue_json"]
+__all__ = ["SACCT_COMMAND", "SACCT_FIELDS", "SACCT_FORMAT", "SACCT_GPU_COLUMNS", "SACCT_REQUIRED", "parse_sacct"]
 
 #: The sacct fields the adapter reads, in the recommended ``--format`` order.
 SACCT_FIELDS: tuple[str, ...] = (
@@ -94,16 +94,17 @@ _JOB_ID = re.compile(r"^\d+(?:_\d+|\+\d+)?$")
 _ARRAY_PLACEHOLDER = re.compile(r"^\d+_\[[^\]]+\]$")
 _TRES_GPU = re.compile(r"(?:^|,)\s*gres/gpu(?::(?P<type>[^=,]+))?=(?P<count>[^,]*)")
 #: Slurm's "no value" / "infinite" sentinels of 32- and 64-bit numbers (slurm.h NO_VAL, INFINITE, NO_VAL64, INFINITE64).
-_NO_VAL = frozenset({0xFFFFFFFE, 0xFFFFFFFFFFFFFFFE})
-_INFINITE = frozenset({0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF})
+NO_VAL = frozenset({0xFFFFFFFE, 0xFFFFFFFFFFFFFFFE})
+INFINITE = frozenset({0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF})
 
 
-class _Bad(Exception):
+class BadField(Exception):
     """One field of one record is malformed; the message is the part after ``line N: ``."""
 
 
+
 @dataclass(frozen=True)
-class _Gpus:
+class GpuRequest:
     count: int
     gpu_type: str | None
 
@@ -173,91 +174,13 @@ def parse_sacct(text: str, timezone: str, source: str = "slurm") -> ParseResult:
         read += 1
         try:
             rows.append(_sacct_row(line, fields, columns, len(header), source))
-        except _Bad as bad:
+        except BadField as bad:
             errors.append(f"line {number}: {bad}")
     for col in ("submitted_at", "eligible_at", "started_at", "ended_at"):
         converted = local_to_utc([row[col] for row in rows], timezone)
         for row, value in zip(rows, converted, strict=True):
             row[col] = value
     return ParseResult(frame=job_frame(rows), read=read, errors=errors)
-
-
-def parse_squeue_json(text: str, source: str = "slurm", *, now: pd.Timestamp | None = None) -> ParseResult:
-    """Jobs of a ``squeue --json`` snapshot (Slurm 23.02+, data_parser v0.0.39 to v0.0.42) -> job records.
-
-    The shape (``{"jobs": [...], "errors": [...], "warnings": [...], "meta": {...}}``) and field
-    names are those of ``squeue --json`` / slurmrestd ``GET /slurm/v0.0.4x/jobs``. A number field
-    is either a plain integer (v0.0.39 times and ids) or ``{"set": bool, "infinite": bool,
-    "number": N}``: ``infinite`` -> unlimited (a time limit -> NaN), ``set: false`` -> missing;
-    a plain 0 time, and Slurm's NO_VAL/INFINITE sentinels, are missing too.
-
-    Args:
-        text: the JSON document.
-        source: value of the records' ``source`` column.
-        now: the snapshot's time (tz-aware). When given, a running job's ``elapsed_s`` is
-            ``now - start_time``; without it that is NaN (squeue's JSON has no run-time field).
-
-    Returns:
-        One record per item of ``jobs`` (``read`` = their number):
-
-        * ``job_id``: ``<array_job_id>_<array_task_id>`` for an array task; a pending array
-          record (task id unset, ``array_task_string`` e.g. ``5-10``) -> ``123_[5-10]``, one
-          pending record as in :func:`parse_sacct`; ``<het_job_id>+<het_job_offset>`` for a
-          heterogeneous component (het_job_id > 0); else ``job_id``.
-        * times: epoch seconds (UTC) of ``submit_time``, ``eligible_time``, ``start_time``,
-          ``end_time``. A pending job's start and a pending/running job's end are squeue's
-          estimates and are not kept. An ended job counts as started when ``start_time`` is set
-          and before ``end_time`` (slurmctld stamps both with the end time on a job that ends
-          without running); ``elapsed_s`` = end - start (suspended time not subtracted).
-        * ``state``: ``job_state``, a string (v0.0.39) or a list whose first item is the base
-          state (``["PENDING", "REQUEUED"]``), through :data:`~pipelines.workspace.sources.records.SLURM_STATES`.
-        * ``time_limit_s``: ``time_limit`` (minutes) * 60.
-        * ``gpus``/``gpu_type``: ``tres_alloc_str`` when it is non-empty (a job that got
-          resources; TRES rules as in :func:`parse_sacct`); otherwise the first of
-          ``tres_req_str``, ``tres_per_job``, ``tres_per_node`` * ``node_count`` that names a GPU
-          (``gres/gpu:4``, ``gres:gpu:a100:2``, ``gpu:2``); else 0.
-        * ``comment`` -> annotations and kind as in :func:`parse_sacct`; ``priority``, ``nodes``,
-          ``user_name``, ``account``, ``partition``, ``qos``, ``name`` copied ("" -> None).
-
-        A malformed item is rejected with ``jobs[i] (job <id>): <field> <value!r> is not ...
-        (expected ...)`` (i 0-based) and the rest kept.
-
-    Raises:
-        InputError: not valid JSON (line and column named) or a key repeated in an object; a
-            non-empty top-level ``errors`` (the first error's text); no ``jobs`` list.
-        ValueError: ``now`` without a time zone.
-    """
-    if now is not None and pd.Timestamp(now).tzinfo is None:
-        raise ValueError("now must be tz-aware (UTC)")
-    doc = strict_json.loads(text, "squeue --json output")
-    if not isinstance(doc, dict):
-        raise InputError(f"squeue --json output is a JSON {type(doc).__name__} (expected an object with a jobs list)")
-    problems = doc.get("errors") or []
-    if problems:
-        raise InputError(f"squeue --json reported an error: {_error_text(problems[0])}")
-    jobs = doc.get("jobs")
-    if not isinstance(jobs, list):
-        raise InputError("squeue --json output has no jobs list (expected {\"jobs\": [...], ...})")
-    try:
-        exported_at = _epoch("last_update", doc.get("last_update"))
-    except _Bad:
-        exported_at = None
-    # a running job's elapsed time at the snapshot's own time (last_update) when it has one, else at `now`
-    now_utc = exported_at if exported_at is not None else (None if now is None else pd.Timestamp(now).tz_convert("UTC"))
-    rows: list[dict[str, Any]] = []
-    errors: list[str] = []
-    for i, job in enumerate(jobs):
-        try:
-            rows.append(_squeue_row(job, source, now_utc))
-        except _Bad as bad:
-            label = f"jobs[{i}]"
-            if isinstance(job, dict) and "job_id" in job:
-                label += f" (job {_plain(job['job_id'])})"
-            errors.append(f"{label}: {bad}")
-    return ParseResult(frame=job_frame(rows), read=len(jobs), errors=errors, exported_at=exported_at)
-
-
-# --- sacct ----------------------------------------------------------------------------------------
 
 
 def _check_timezone(timezone: str) -> None:
@@ -314,7 +237,7 @@ def _columns(header: list[str], header_no: int) -> dict[str, int]:
 def _sacct_row(line: str, fields: list[str], columns: dict[str, int], width: int, source: str) -> dict[str, Any]:
     if len(fields) != width:
         shown = line if len(line) <= 80 else line[:77] + "..."
-        raise _Bad(f"record {shown!r} is not {width} fields (has {len(fields)}; expected one per header column, "
+        raise BadField(f"record {shown!r} is not {width} fields (has {len(fields)}; expected one per header column, "
                    f"and a '|' inside JobName or Comment adds one)")
 
     def get(name: str) -> str:
@@ -323,11 +246,11 @@ def _sacct_row(line: str, fields: list[str], columns: dict[str, int], width: int
 
     job_id = get("JobID")
     if not (_JOB_ID.match(job_id) or _ARRAY_PLACEHOLDER.match(job_id)):
-        raise _Bad(f"JobID {job_id!r} is not a job id (expected 123, 123_4, 123+0 or 123_[5-10])")
+        raise BadField(f"JobID {job_id!r} is not a job id (expected 123, 123_4, 123+0 or 123_[5-10])")
     submitted = _local_time("Submit", get("Submit"))
     if submitted is None:
-        raise _Bad(f"Submit {get('Submit')!r} is not a time (expected YYYY-MM-DDTHH:MM:SS)")
-    state = _slurm_state("State", get("State").split()[0] if get("State").split() else "")
+        raise BadField(f"Submit {get('Submit')!r} is not a time (expected YYYY-MM-DDTHH:MM:SS)")
+    state = slurm_state("State", get("State").split()[0] if get("State").split() else "")
     eligible = _local_time("Eligible", get("Eligible"))
     start = _local_time("Start", get("Start"))
     end = _local_time("End", get("End"))
@@ -337,11 +260,11 @@ def _sacct_row(line: str, fields: list[str], columns: dict[str, int], width: int
     priority = _float("Priority", get("Priority"))
     gpus = _sacct_gpus(get("AllocTRES"), get("ReqTRES"))
     if "start" in columns:
-        started = _started(state, start, end)
+        started = has_started(state, start, end)
     else:  # no Start column: a non-pending job with run time has run
         started = state != "pending" and not math.isnan(elapsed) and elapsed > 0
     nodes = get("NodeList")
-    return _record(
+    return job_record(
         source=source, job_id=job_id, submitted=submitted, eligible=eligible,
         start=start if started else None, end=None if state in ACTIVE_STATES else end, state=state,
         started=started, elapsed_s=elapsed if started else math.nan, time_limit_s=time_limit, gpus=gpus,
@@ -356,7 +279,7 @@ def _local_time(field: str, value: str) -> datetime | None:
     try:
         return datetime.strptime(value, _TIME_FORMAT)
     except ValueError:
-        raise _Bad(f"{field} {value!r} is not a time (expected YYYY-MM-DDTHH:MM:SS, Unknown or None)") from None
+        raise BadField(f"{field} {value!r} is not a time (expected YYYY-MM-DDTHH:MM:SS, Unknown or None)") from None
 
 
 def _duration_s(field: str, value: str) -> float:
@@ -368,7 +291,7 @@ def _duration_s(field: str, value: str) -> float:
         return math.nan
     match = _DURATION.match(value)
     if match is None or int(match["m"]) >= 60 or int(match["s"]) >= 60 or (match["d"] and int(match["hd"]) >= 24):
-        raise _Bad(f"{field} {value!r} is not a duration (expected [D-]HH:MM:SS, MM:SS or MM:SS.mmm)")
+        raise BadField(f"{field} {value!r} is not a duration (expected [D-]HH:MM:SS, MM:SS or MM:SS.mmm)")
     days = int(match["d"] or 0)
     hours = int(match["hd"] or match["h"] or 0)
     fraction = float("0." + match["f"]) if match["f"] else 0.0
@@ -381,18 +304,18 @@ def _float(field: str, value: str) -> float:
     try:
         return float(value)
     except ValueError:
-        raise _Bad(f"{field} {value!r} is not a number (expected e.g. 4294)") from None
+        raise BadField(f"{field} {value!r} is not a number (expected e.g. 4294)") from None
 
 
-def _slurm_state(field: str, word: str) -> str:
+def slurm_state(field: str, word: str) -> str:
     key = word.upper().rstrip("+")
     if key not in SLURM_STATES:
-        raise _Bad(f"{field} {word!r} is not a Slurm job state (expected e.g. PENDING, RUNNING, COMPLETED, "
+        raise BadField(f"{field} {word!r} is not a Slurm job state (expected e.g. PENDING, RUNNING, COMPLETED, "
                    f"CANCELLED by <uid>, TIMEOUT)")
     return SLURM_STATES[key]
 
 
-def _started(state: str, start: Any, end: Any) -> bool:
+def has_started(state: str, start: Any, end: Any) -> bool:
     """Whether a job ran: a start time, not pending, and (ended jobs) an end after the start."""
     if state == "pending" or start is None or start is pd.NaT:
         return False
@@ -401,14 +324,14 @@ def _started(state: str, start: Any, end: Any) -> bool:
     return bool(end > start)
 
 
-def _tres_gpus(field: str, text: str) -> _Gpus | None:
+def tres_gpus(field: str, text: str) -> GpuRequest | None:
     """GPUs in a TRES string (``cpu=8,gres/gpu=4,gres/gpu:a100=4``); None when it names no GPU."""
     untyped: int | None = None
     typed: dict[str, int] = {}
     for match in _TRES_GPU.finditer(text):
         count = match["count"].strip()
         if not count.isdigit():
-            raise _Bad(f"{field} {text!r} is not a TRES list with integer GPU counts (expected e.g. gres/gpu=4)")
+            raise BadField(f"{field} {text!r} is not a TRES list with integer GPU counts (expected e.g. gres/gpu=4)")
         if match["type"]:
             typed[match["type"]] = typed.get(match["type"], 0) + int(count)
         else:
@@ -417,17 +340,17 @@ def _tres_gpus(field: str, text: str) -> _Gpus | None:
         return None
     total = untyped if untyped is not None else sum(typed.values())
     types = sorted(t for t, n in typed.items() if n > 0)
-    return _Gpus(total, ",".join(types) if types else None)
+    return GpuRequest(total, ",".join(types) if types else None)
 
 
-def _sacct_gpus(alloc: str, req: str) -> _Gpus:
+def _sacct_gpus(alloc: str, req: str) -> GpuRequest:
     if alloc:
-        return _tres_gpus("AllocTRES", alloc) or _Gpus(0, None)
-    return _tres_gpus("ReqTRES", req) or _Gpus(0, None)
+        return tres_gpus("AllocTRES", alloc) or GpuRequest(0, None)
+    return tres_gpus("ReqTRES", req) or GpuRequest(0, None)
 
 
-def _record(*, source: str, job_id: str, submitted: Any, eligible: Any, start: Any, end: Any, state: str,
-            started: bool, elapsed_s: float, time_limit_s: float, gpus: _Gpus, nodes: str | None, user: str,
+def job_record(*, source: str, job_id: str, submitted: Any, eligible: Any, start: Any, end: Any, state: str,
+            started: bool, elapsed_s: float, time_limit_s: float, gpus: GpuRequest, nodes: str | None, user: str,
             account: str, partition: str, qos: str, priority: float, job_name: str, comment: str) -> dict[str, Any]:
     annotations = parse_annotations(comment)
     kind = annotations.get("kind")
@@ -439,151 +362,3 @@ def _record(*, source: str, job_id: str, submitted: Any, eligible: Any, start: A
         "qos": qos or None, "priority": priority, "job_name": job_name, "kind": kind if kind in JOB_KINDS else None,
         "annotations": annotations,
     }
-
-
-# --- squeue --json --------------------------------------------------------------------------------
-
-
-def _error_text(error: Any) -> str:
-    if not isinstance(error, dict):
-        return str(error)
-    text = str(error.get("description") or error.get("error") or "unknown error")
-    detail = error.get("error")
-    if detail and detail != text:
-        text += f": {detail}"
-    if error.get("error_number") is not None:
-        text += f" (error_number {error['error_number']})"
-    if error.get("source"):
-        text += f" in {error['source']}"
-    return text
-
-
-def _plain(value: Any) -> Any:
-    """A number field shown in a message: the ``number`` of ``{"set", "infinite", "number"}``, else as given."""
-    return value.get("number") if isinstance(value, dict) else value
-
-
-def _number(field: str, value: Any) -> tuple[float | None, bool]:
-    """(number or None when missing, infinite?) of a plain or ``{"set", "infinite", "number"}`` number."""
-    if value is None:
-        return None, False
-    if isinstance(value, dict):
-        if value.get("infinite"):
-            return None, True
-        if not value.get("set", False):
-            return None, False
-        value = value.get("number")
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _Bad(f"{field} {value!r} is not a number (expected N or {{\"set\": true, \"infinite\": false, "
-                   f"\"number\": N}})")
-    if value in _INFINITE:
-        return None, True
-    if value in _NO_VAL:
-        return None, False
-    return float(value), False
-
-
-def _epoch(field: str, value: Any) -> pd.Timestamp | None:
-    number, _ = _number(field, value)
-    if number is None or number <= 0:
-        return None
-    return pd.Timestamp(int(number), unit="s", tz="UTC")
-
-
-def _text(job: dict[str, Any], key: str) -> str:
-    value = job.get(key)
-    if isinstance(value, dict):  # sacct-style {"job": ..., "administrator": ..., "system": ...} comment
-        value = value.get("job")
-    return "" if value is None else str(value)
-
-
-def _squeue_job_id(job: dict[str, Any]) -> str:
-    job_id, _ = _number("job_id", job.get("job_id"))
-    if job_id is None:
-        raise _Bad(f"job_id {job.get('job_id')!r} is not a job id (expected a positive integer)")
-    array_job, _ = _number("array_job_id", job.get("array_job_id"))
-    array_task, _ = _number("array_task_id", job.get("array_task_id"))
-    het_job, _ = _number("het_job_id", job.get("het_job_id"))
-    if array_job and array_task is not None:
-        return f"{int(array_job)}_{int(array_task)}"
-    if array_job and _text(job, "array_task_string"):
-        return f"{int(array_job)}_[{_text(job, 'array_task_string')}]"
-    if het_job:
-        offset, _ = _number("het_job_offset", job.get("het_job_offset"))
-        return f"{int(het_job)}+{int(offset or 0)}"
-    return str(int(job_id))
-
-
-def _per_gpus(field: str, text: str) -> _Gpus | None:
-    """GPUs in a ``tres_per_*`` string (``gres/gpu:4``, ``gres:gpu:a100:2``, ``gpu:2``); None when none."""
-    total = 0
-    types: set[str] = set()
-    found = False
-    for entry in (e.strip() for e in text.split(",")):
-        parts = entry.removeprefix("gres/").removeprefix("gres:").replace("=", ":").split(":")
-        if parts[0] != "gpu":
-            continue
-        found = True
-        if len(parts) == 1:
-            count, gpu_type = "1", None
-        elif len(parts) == 2:
-            count, gpu_type = (parts[1], None) if parts[1].isdigit() else ("1", parts[1])
-        elif len(parts) == 3:
-            count, gpu_type = parts[2], parts[1]
-        else:
-            count, gpu_type = "", None
-        if not count.isdigit():
-            raise _Bad(f"{field} {text!r} is not a GPU request (expected e.g. gres/gpu:4 or gres/gpu:a100:2)")
-        total += int(count)
-        if gpu_type and int(count) > 0:
-            types.add(gpu_type)
-    return _Gpus(total, ",".join(sorted(types)) if types else None) if found else None
-
-
-def _squeue_gpus(job: dict[str, Any]) -> _Gpus:
-    alloc = _text(job, "tres_alloc_str")
-    if alloc:
-        return _tres_gpus("tres_alloc_str", alloc) or _Gpus(0, None)
-    found = (_tres_gpus("tres_req_str", _text(job, "tres_req_str"))
-             or _per_gpus("tres_per_job", _text(job, "tres_per_job")))
-    if found:
-        return found
-    per_node = _per_gpus("tres_per_node", _text(job, "tres_per_node"))
-    if per_node:
-        node_count, _ = _number("node_count", job.get("node_count"))
-        return _Gpus(per_node.count * int(node_count or 1), per_node.gpu_type)
-    return _Gpus(0, None)
-
-
-def _squeue_row(job: Any, source: str, now: pd.Timestamp | None) -> dict[str, Any]:
-    if not isinstance(job, dict):
-        raise _Bad(f"item {str(job)[:40]!r} is not an object (expected a job object)")
-    job_id = _squeue_job_id(job)
-    raw_state = job.get("job_state")
-    word = raw_state[0] if isinstance(raw_state, list) and raw_state else raw_state
-    if not isinstance(word, str):
-        raise _Bad(f"job_state {raw_state!r} is not a Slurm job state (expected e.g. \"RUNNING\" or [\"PENDING\"])")
-    state = _slurm_state("job_state", word)
-    submitted = _epoch("submit_time", job.get("submit_time"))
-    if submitted is None:
-        raise _Bad(f"submit_time {job.get('submit_time')!r} is not a time (expected epoch seconds > 0)")
-    start = _epoch("start_time", job.get("start_time"))
-    end = _epoch("end_time", job.get("end_time"))
-    started = _started(state, start, end)
-    if not started:
-        elapsed = math.nan
-    elif state in ACTIVE_STATES:
-        elapsed = (now - start).total_seconds() if now is not None and start is not None else math.nan
-    else:
-        elapsed = (end - start).total_seconds() if end is not None and start is not None else math.nan
-    limit_min, _ = _number("time_limit", job.get("time_limit"))
-    priority, _ = _number("priority", job.get("priority"))
-    return _record(
-        source=source, job_id=job_id, submitted=submitted,
-        eligible=_epoch("eligible_time", job.get("eligible_time")),
-        start=start if started else None, end=None if state in ACTIVE_STATES else end, state=state, started=started,
-        elapsed_s=elapsed, time_limit_s=math.nan if limit_min is None else limit_min * 60.0,
-        gpus=_squeue_gpus(job), nodes=_text(job, "nodes") or None, user=_text(job, "user_name"),
-        account=_text(job, "account"), partition=_text(job, "partition"), qos=_text(job, "qos"),
-        priority=math.nan if priority is None else priority, job_name=_text(job, "name"),
-        comment=_text(job, "comment"))

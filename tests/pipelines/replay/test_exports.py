@@ -23,7 +23,8 @@ from pipelines.replay.prometheus_exports import prometheus_text
 from pipelines.replay.slurm_exports import sacct_text, squeue_json_text
 from pipelines.workspace.sources.kueue import parse_kueue_workloads
 from pipelines.workspace.sources.prometheus import parse_query_range
-from pipelines.workspace.sources.slurm import parse_sacct, parse_squeue_json
+from pipelines.workspace.sources.slurm import parse_sacct
+from pipelines.workspace.sources.slurm_squeue import parse_squeue_json
 
 ROOT = Path(__file__).resolve().parents[3]
 WEEK = ROOT / "data" / "fixtures" / "openb" / "replay_week.csv"

@@ -63,7 +63,7 @@ def test_commands_of_a_replayed_day_name_real_jobs_and_nodes_and_match_the_plan(
     jobs = plan[(plan["row_type"] == "job") & ~plan["running"].fillna(False).astype(bool)]
     assert starts == {j: n for j, n, s in zip(jobs["job_id"], jobs["node"], jobs["start_step"]) if s == 0}
     assert starts == {"800287": "openb-node-0022"}
-    from pipelines.workspace.sources.slurm import parse_squeue_json
+    from pipelines.workspace.sources.slurm_squeue import parse_squeue_json
 
     exported = parse_squeue_json((replayed["ws"] / "exports" / "squeue-20250311T2040.json").read_text()).frame
     assert exported.set_index("job_id").loc["800287", "state"] == "pending"  # the export's real pending job

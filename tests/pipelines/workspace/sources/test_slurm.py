@@ -24,7 +24,8 @@ import pytest
 from pipelines.errors import InputError
 from pipelines.workspace.sources import slurm
 from pipelines.workspace.sources.records import JOB_RECORD
-from pipelines.workspace.sources.slurm import SACCT_COMMAND, SACCT_FORMAT, parse_sacct, parse_squeue_json
+from pipelines.workspace.sources.slurm import SACCT_COMMAND, SACCT_FORMAT, parse_sacct
+from pipelines.workspace.sources.slurm_squeue import parse_squeue_json
 
 
 def utc(text: str) -> pd.Timestamp:
