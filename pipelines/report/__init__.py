@@ -9,9 +9,13 @@
 - :mod:`pipelines.report.numbers`: :func:`headline` (the numbers an operator looks for first, also in
   ``summary.json``) and :func:`planned_metrics`;
 - :mod:`pipelines.report.grid`: :func:`display_grid`, the per-step GPU owner grid of a plan;
-- :mod:`pipelines.report.plots`: every plot of the pipelines, drawn under :data:`PLOT_LOCK`;
+- :mod:`pipelines.report.risks` also holds the one jobs-at-risk rule (:func:`~pipelines.report.risks.deadline_miss`,
+  used by the what-if too);
+- :mod:`pipelines.report.plots`: the report's plots and the conventions and :data:`PLOT_LOCK` every plot
+  shares; :mod:`pipelines.report.forecast_plots` and :mod:`pipelines.report.backtest_plot`: the forecasters';
 - :mod:`pipelines.report.page` / :mod:`pipelines.report.html`: the Markdown page, the HTML page and
-  :func:`write_risk_report`.
+  :func:`write_risk_report`; :mod:`pipelines.report.status`: the page's words for the statuses;
+- :mod:`pipelines.report.whatif`: the what-if document as text (terminal, Markdown, JSON).
 """
 
 from pipelines.report.basics import REPORT_COLUMNS, ReportInputs, plural, usage
