@@ -61,7 +61,8 @@ from optimizer.problem import Problem  # noqa: E402
 from pipelines import bench, model_store, observe, scheduler_models  # noqa: E402
 from pipelines.catalog import Catalog, RunCatalog, read_problem_file  # noqa: E402
 from pipelines.errors import InputError  # noqa: E402
-from pipelines.io.run_folder import LATEST, RunFolder, slot_start  # noqa: E402
+from pipelines.io.run_folder import LATEST, RunFolder  # noqa: E402
+from pipelines.io.slots import slot_start  # noqa: E402
 from pipelines.report import build_report_table, write_risk_report  # noqa: E402
 from pipelines.report.forecast_plots import plot_profile  # noqa: E402
 from pipelines.schedules import claim_local_day, local_day  # noqa: E402

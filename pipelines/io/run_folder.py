@@ -52,11 +52,12 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pipelines.errors import InputError
 from pipelines.io.atomic import fsync_path
+from pipelines.io.slots import as_utc, parse_slot, slot_label
 
 LATEST = "latest"
 TMP_PREFIX = ".tmp-"
@@ -65,66 +66,13 @@ HEARTBEAT_S = 30.0
 """How often a writer touches its writer file (the heartbeat)."""
 STALE_AFTER_S = 300.0
 """A temporary folder with no lock holder is removed once its heartbeat is older than this."""
-_SLOT_FMT = "%Y%m%dT%H%MZ"
+
+
 _NAME_RE = re.compile(r"^(\d{8}T\d{4}Z)_([0-9a-zA-Z-]+)$")
 
 
 class StalePlanError(RuntimeError):
     """The newest plan is older than the freshness limit (case C25): schedules are not running."""
-
-
-def _as_utc(ts: datetime) -> datetime:
-    if ts.tzinfo is None:
-        raise InputError(f"timestamp {ts.isoformat()} has no time zone; expected an aware UTC time")
-    return ts.astimezone(UTC)
-
-
-def slot_start(ts: datetime, step_minutes: int = 30) -> datetime:
-    """Floor an aware timestamp to its UTC planning slot (``step_minutes`` grid from midnight UTC).
-
-    Raises:
-        pipelines.errors.InputError: naive timestamp, or ``step_minutes`` not dividing a day.
-    """
-    if step_minutes <= 0 or (24 * 60) % step_minutes:
-        raise InputError(f"step_minutes: expected a divisor of 1440, got {step_minutes}")
-    ts = _as_utc(ts)
-    day = ts.replace(hour=0, minute=0, second=0, microsecond=0)
-    minutes = (ts - day) // timedelta(minutes=1)
-    return day + timedelta(minutes=minutes - minutes % step_minutes)
-
-
-def slot_label(ts: datetime, step_minutes: int = 30) -> str:
-    """UTC slot label of a timestamp, e.g. ``20251026T0130Z`` (sorts chronologically)."""
-    return slot_start(ts, step_minutes).strftime(_SLOT_FMT)
-
-
-def parse_slot(label: str) -> datetime:
-    """Inverse of :func:`slot_label` (aware UTC datetime).
-
-    Raises:
-        pipelines.errors.InputError: not a slot label.
-    """
-    try:
-        return datetime.strptime(label, _SLOT_FMT).replace(tzinfo=UTC)
-    except ValueError as exc:
-        raise InputError(f"slot label {label!r}: expected YYYYMMDDTHHMMZ") from exc
-
-
-def replan_slots(start: datetime, end: datetime, step_minutes: int = 30) -> list[str]:
-    """Labels of every UTC slot with start in ``[start, end)`` on the ``step_minutes`` grid.
-
-    This is the set of plans a re-planning schedule in UTC must produce: one per slot,
-    whatever the local clock does (a 25-hour autumn day in Europe/London has 25 hourly slots).
-    """
-    first = slot_start(start, step_minutes)
-    if first < _as_utc(start):
-        first += timedelta(minutes=step_minutes)
-    out: list[str] = []
-    t = first
-    while t < _as_utc(end):
-        out.append(t.strftime(_SLOT_FMT))
-        t += timedelta(minutes=step_minutes)
-    return out
 
 
 @dataclass(frozen=True)
@@ -170,6 +118,7 @@ def latest_run(out_dir: Path) -> RunInfo | None:
     if parsed is None or not target.is_dir():
         return None
     return RunInfo(target, *parsed)
+
 
 
 @contextlib.contextmanager
@@ -401,7 +350,7 @@ def check_freshness(out_dir: Path, now: datetime, max_age_h: float = 2.0) -> Run
     run = latest_run(out_dir)
     if run is None:
         raise StalePlanError(f"no plan published under {out_dir}: is the replan deployment being served?")
-    age_h = (_as_utc(now) - run.slot_time).total_seconds() / 3600.0
+    age_h = (as_utc(now) - run.slot_time).total_seconds() / 3600.0
     if age_h > max_age_h:
         raise StalePlanError(
             f"newest plan {run.path.name} (slot {run.slot}) is {age_h:.1f} h old, more than the "

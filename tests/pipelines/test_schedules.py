@@ -13,7 +13,7 @@ import pytest
 from pipelines.config import Settings
 from pipelines.deployments import require_persistent_server
 from pipelines.errors import InputError
-from pipelines.io.run_folder import slot_label
+from pipelines.io.slots import slot_label
 from pipelines.schedules import claim_local_day, local_day, replan_cron, runs_per_local_day, schedule_dates
 
 LONDON = ZoneInfo("Europe/London")

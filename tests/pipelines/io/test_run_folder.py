@@ -19,9 +19,8 @@ from pipelines.io.run_folder import (
     check_freshness,
     latest_run,
     list_runs,
-    replan_slots,
-    slot_label,
 )
+from pipelines.io.slots import replan_slots, slot_label
 
 LONDON = ZoneInfo("Europe/London")
 
