@@ -32,7 +32,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from forecasters.realtime import ProfileSettings, backtest, ingest
-    from pipelines.traffic_io import read_traffic
+    from pipelines.io.traffic_io import read_traffic
 
     cfg = json.loads((ROOT / "data" / "traffic" / "services.json").read_text())
     results = {}

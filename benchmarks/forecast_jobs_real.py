@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from forecasters.scheduler import fit_scheduler_model, predict_runtime, refresh_recent  # noqa: E402
-from pipelines.sources.records import job_frame  # noqa: E402
+from pipelines.workspace.sources.records import job_frame  # noqa: E402
 
 #: Trace second 0 (the trace has no calendar date; a Monday, UTC).
 T0 = pd.Timestamp("2023-01-02T00:00:00Z")

@@ -7,10 +7,10 @@ Series (DESIGN §4.4):
 * ``servegen-m-small``, ``servegen-m-mid``: the shipped hourly files ``data/traffic/servegen_*_hourly.csv``
   (requests/h, Asia/Shanghai clock, from ``servegen-bailian-llm-2025``), 14 days.
 * ``philly``: hourly mean active nodes (of 420) of the Microsoft Philly cluster, from
-  ``philly-derived-2017/philly_node_sequence_minute.csv.gz`` (:func:`pipelines.traffic_io.derive_philly_hourly`),
+  ``philly-derived-2017/philly_node_sequence_minute.csv.gz`` (:func:`pipelines.io.traffic_io.derive_philly_hourly`),
   73.8 days, UTC clock.
 * ``openb``: GPUs held per hour in the Alibaba openb GPU pod trace, from
-  ``alibaba-openb-gpu-2023/openb_pod_list_default.csv`` (:func:`pipelines.traffic_io.derive_openb_gpus_hourly`),
+  ``alibaba-openb-gpu-2023/openb_pod_list_default.csv`` (:func:`pipelines.io.traffic_io.derive_openb_gpus_hourly`),
   trace days 115..149, UTC clock with t = 0 at midnight.
 
 The shared data folder is ``--shared-data`` or the first of ``../shared/data`` and ``../../shared/data``
@@ -69,7 +69,7 @@ def load_series(shared: Path | None) -> tuple[dict, list[str]]:
     """name -> (raw frame ``ts, value``, clock zone, units, source); and notes for skipped series."""
     import pandas as pd
 
-    from pipelines.traffic_io import derive_openb_gpus_hourly, derive_philly_hourly, read_traffic
+    from pipelines.io.traffic_io import derive_openb_gpus_hourly, derive_philly_hourly, read_traffic
 
     cfg = json.loads((ROOT / "data" / "traffic" / "services.json").read_text())
     out, notes = {}, []

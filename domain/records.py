@@ -1,6 +1,6 @@
 """Canonical job and traffic records: the columns every source adapter writes and the forecasters read.
 
-The table of columns and their meaning is in :mod:`pipelines.sources.records` (the adapters' module).
+The table of columns and their meaning is in :mod:`pipelines.workspace.sources.records` (the adapters' module).
 """
 
 from __future__ import annotations

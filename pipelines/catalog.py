@@ -12,9 +12,9 @@ Three places hold data:
   (:data:`SHIPPED_FILES`), and the public traces they are derived from (:data:`PUBLIC_TRACE_SOURCES`).
 
 Every reader and writer of those datasets goes through here; frames are checked against their
-column schema (:mod:`pipelines.schemas`) when written and read; every write is atomic
-(:mod:`pipelines.atomic`). The format adapters (:mod:`pipelines.traffic_io`, :mod:`pipelines.job_io`,
-:mod:`pipelines.trace_io`, :mod:`pipelines.plan_io`, :mod:`pipelines.models.job_files`) parse and
+column schema (:mod:`pipelines.io.schemas`) when written and read; every write is atomic
+(:mod:`pipelines.io.atomic`). The format adapters (:mod:`pipelines.io.traffic_io`, :mod:`pipelines.io.job_io`,
+:mod:`pipelines.io.trace_io`, :mod:`pipelines.io.plan_io`, :mod:`pipelines.models.job_files`) parse and
 serialise; they are given paths by this module and know no file names. A new place (a workspace's
 sources) is a new root plus its entries here.
 
@@ -35,12 +35,12 @@ import pandas as pd
 from optimizer.plan import Plan
 from optimizer.problem import Problem
 from optimizer.scenarios import RealTraceData
-from pipelines import job_io, plan_io, schemas, strict_json, trace_io, traffic_io
-from pipelines.atomic import atomic_path, atomic_write_text
 from pipelines.config.errors import InputError
 from pipelines.config.settings import PROJECT_ROOT, Settings
+from pipelines.io import job_io, plan_io, schemas, strict_json, trace_io, traffic_io
+from pipelines.io.atomic import atomic_path, atomic_write_text
 from pipelines.models import job_files as job_models
-from pipelines.stages.realtime import ServiceSettings
+from pipelines.workspace.config import ServiceSettings, read_services
 
 Format = Literal["parquet", "json", "text", "png"]
 
@@ -53,7 +53,7 @@ class Dataset:
         name: catalog name (``traffic``).
         filename: file name inside its folder; may hold ``{service}`` (one file per service).
         fmt: ``parquet`` (a frame), ``json``, ``text`` (Markdown) or ``png``.
-        columns: required columns of a frame (:mod:`pipelines.schemas`); empty for other formats.
+        columns: required columns of a frame (:mod:`pipelines.io.schemas`); empty for other formats.
         indent: JSON indent (None: one line).
         description: what it holds, its units, who writes it.
     """
@@ -164,7 +164,7 @@ def history_path(kind: str, data_dir: Path = DATA_DIR) -> Path:
 
 
 def shipped_history(kind: str, data_dir: Path = DATA_DIR) -> pd.DataFrame:
-    """The shipped generated history of ``kind``, validated (:func:`pipelines.job_io.load_history`)."""
+    """The shipped generated history of ``kind``, validated (:func:`pipelines.io.job_io.load_history`)."""
     return job_io.load_history(history_path(kind, data_dir), kind)
 
 
@@ -176,7 +176,7 @@ def load_real_trace(trace_dir: Path = TRACE_DIR, scenario: str = "real_trace") -
     """The shipped real-trace slices of ``trace_dir`` for ``scenario`` as :class:`optimizer.scenarios.RealTraceData`.
 
     ``scenario``: ``real_trace`` (openb window of trace days 122-123) or ``real_trace_b`` (days
-    116-117); both use the same ServeGen file. Parsed by :func:`pipelines.trace_io.parse_real_trace`.
+    116-117); both use the same ServeGen file. Parsed by :func:`pipelines.io.trace_io.parse_real_trace`.
     Raises :class:`InputError` for another scenario name or a missing/malformed file.
     """
     if scenario not in TRACE_WINDOWS:
@@ -189,9 +189,9 @@ def load_real_trace(trace_dir: Path = TRACE_DIR, scenario: str = "real_trace") -
 def derive_traces(shared_data: Path, data_dir: Path = DATA_DIR) -> dict:
     """Re-derive the shipped real-trace slices from the public traces under ``shared_data``.
 
-    Window a (``real_trace``, :func:`pipelines.trace_io.choose_window_day`) and window b
-    (``real_trace_b``, :func:`pipelines.trace_io.choose_second_window_day`), each through
-    :func:`pipelines.trace_io.derive_trace_slice` (both write the same ServeGen file). Returns
+    Window a (``real_trace``, :func:`pipelines.io.trace_io.choose_window_day`) and window b
+    (``real_trace_b``, :func:`pipelines.io.trace_io.choose_second_window_day`), each through
+    :func:`pipelines.io.trace_io.derive_trace_slice` (both write the same ServeGen file). Returns
     ``{"real_trace": summary, "real_trace_b": summary}``.
     """
     pods_src = Path(shared_data) / PUBLIC_TRACE_SOURCES["openb_pods"]
@@ -207,27 +207,27 @@ def derive_traces(shared_data: Path, data_dir: Path = DATA_DIR) -> dict:
 
 
 def read_problem_file(path: Path, on_invalid_job: Literal["raise", "drop"] = "raise") -> Problem:
-    """A problem file a user names (``gpuplan plan --problem``), validated (:func:`pipelines.plan_io.read_problem`)."""
+    """A problem file a user names (``gpuplan plan --problem``), validated (:func:`pipelines.io.plan_io.read_problem`)."""
     return plan_io.read_problem(path, on_invalid_job=on_invalid_job)
 
 
 def write_plan_file(path: Path, tables: pd.DataFrame, plan: Plan) -> Path:
     """Write a plan parquet a user names (``gpuplan plan --out``).
 
-    Writes ``tables`` (:data:`pipelines.schemas.PLAN_TABLES`)
-    with the plan's summary in the parquet metadata (:func:`pipelines.plan_io.write_plan_parquet`).
+    Writes ``tables`` (:data:`pipelines.io.schemas.PLAN_TABLES`)
+    with the plan's summary in the parquet metadata (:func:`pipelines.io.plan_io.write_plan_parquet`).
     """
     schemas.check_columns(tables, schemas.PLAN_TABLES, str(path))
     return plan_io.write_plan_parquet(tables, plan, path)
 
 
 def read_jobs_file(path: Path, kind: str) -> pd.DataFrame:
-    """Jobs to forecast from a file a user names (``gpuplan predict --jobs``; :func:`pipelines.job_io.load_jobs`)."""
+    """Jobs to forecast from a file a user names (``gpuplan predict --jobs``; :func:`pipelines.io.job_io.load_jobs`)."""
     return job_io.load_jobs(path, kind)
 
 
 def read_traffic_file(path: Path) -> pd.DataFrame:
-    """An hourly traffic file a user names (``gpuplan profile --traffic``; :func:`pipelines.traffic_io.read_traffic`)."""
+    """An hourly traffic file a user names (``gpuplan profile --traffic``; :func:`pipelines.io.traffic_io.read_traffic`)."""
     return traffic_io.read_traffic(path)
 
 
@@ -346,17 +346,17 @@ class Catalog:
     # shipped data
 
     def services(self) -> list[ServiceSettings]:
-        """The real-time services of ``data/traffic/services.json``, validated (:func:`pipelines.traffic_io.read_services`).
+        """The real-time services of ``data/traffic/services.json``, validated (:func:`pipelines.workspace.config.read_services`).
 
         Raises:
             pipelines.config.errors.InputError: file missing or a service without a required field.
         """
-        return traffic_io.read_services(self.shipped("services"))
+        return read_services(self.shipped("services"))
 
     def raw_traffic(self, services: list[ServiceSettings]) -> dict[str, pd.DataFrame]:
         """Each service's raw hourly rows (``ts``, ``value``) from its shipped file.
 
-        Read by (:func:`pipelines.traffic_io.read_service_traffic`).
+        Read by (:func:`pipelines.io.traffic_io.read_service_traffic`).
 
         Raises:
             FileNotFoundError: a file missing; pipelines.config.errors.InputError: unreadable, or without rows
@@ -366,7 +366,7 @@ class Catalog:
         return {s.service: traffic_io.read_service_traffic(folder / s.file, s.service) for s in services}
 
     def trace_pods(self) -> pd.DataFrame:
-        """The shipped Alibaba openb pod window (:data:`pipelines.schemas.TRACE_PODS` columns at least).
+        """The shipped Alibaba openb pod window (:data:`pipelines.io.schemas.TRACE_PODS` columns at least).
 
         Raises:
             pipelines.config.errors.InputError: file missing or a column missing.

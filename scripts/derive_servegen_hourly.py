@@ -18,7 +18,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipelines.traffic_io import derive_servegen_hourly, write_csv_atomic  # noqa: E402
+from pipelines.io.traffic_io import derive_servegen_hourly, write_csv_atomic  # noqa: E402
 
 
 def main() -> int:

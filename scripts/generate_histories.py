@@ -5,7 +5,7 @@ Usage:
     .venv/bin/python scripts/generate_histories.py --check    # verify the shipped files equal a regeneration
     .venv/bin/python scripts/generate_histories.py --tail     # compare duration tails with Philly / Acme
 
-The sizes and seeds are ``pipelines.job_io.SHIPPED``; the generator is
+The sizes and seeds are ``pipelines.io.job_io.SHIPPED``; the generator is
 ``forecasters.generators.generate_history``. ``--tail`` reads the public traces under
 ``../shared/data`` (or ``--shared DIR``) when present.
 """
@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from forecasters.generators import generate_history, tail_shape
     from pipelines.catalog import history_path
-    from pipelines.job_io import SHIPPED, write_history
+    from pipelines.io.job_io import SHIPPED, write_history
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="compare shipped files with a regeneration")

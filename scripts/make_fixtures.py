@@ -16,7 +16,7 @@ Outputs (``--out``, default ``data/fixtures``; every rule is in ``data/fixtures/
 ``openb/pod_requests.csv``, ``servegen/prometheus.json``. The measured counts are printed (JSON) on
 stdout. Nothing is random; a re-run writes identical bytes (``tests/sources/test_fixtures.py``).
 
-The export texts are written by the pure writers of :mod:`pipelines.sources.exports` from the
+The export texts are written by the pure writers of :mod:`pipelines.replay.jobs` from the
 replayed job table (:func:`jobs_table`); this script derives the jobs, replays them and picks T.
 """
 
@@ -41,20 +41,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from pipelines.atomic import atomic_write_text  # noqa: E402
 from pipelines.config.errors import InputError  # noqa: E402
-from pipelines.sources.exports import (  # noqa: E402
-    REPLAY_COLUMNS,
-    REPLAY_END,
-    job_states_at,
-    kueue_list_text,
-    prometheus_text,
-    replay_csv_text,
-    replay_jobs,
-    sacct_text,
-    squeue_json_text,
-)
-from pipelines.trace_io import read_pod_window  # noqa: E402
+from pipelines.io.atomic import atomic_write_text  # noqa: E402
+from pipelines.io.trace_io import read_pod_window  # noqa: E402
+from pipelines.replay.jobs import REPLAY_COLUMNS, REPLAY_END, job_states_at, replay_csv_text, replay_jobs  # noqa: E402
+from pipelines.replay.kueue_exports import kueue_list_text  # noqa: E402
+from pipelines.replay.prometheus_exports import prometheus_text  # noqa: E402
+from pipelines.replay.slurm_exports import sacct_text, squeue_json_text  # noqa: E402
 
 WINDOW = ROOT / "data" / "traces" / "alibaba_openb_window.csv"
 SERVICES = ROOT / "data" / "traffic" / "services.json"
@@ -364,7 +357,7 @@ class Clock:
 
 
 def final_state(job: Job) -> str:
-    """How a replayed job ends (``pipelines.sources.exports.FINAL_STATES``).
+    """How a replayed job ends (``pipelines.replay.jobs.FINAL_STATES``).
 
     Never scheduled: CANCELLED at its deletion (PENDING when that is the trace end, ``run_s`` None
     is then irrelevant); never ending (``run_s`` None): RUNNING; pod_phase Failed: FAILED; else COMPLETED.
@@ -377,7 +370,7 @@ def final_state(job: Job) -> str:
 
 
 def jobs_table(jobs: list[Job], clock: Clock) -> pd.DataFrame:
-    """The replayed jobs as the export writers' job table (``pipelines.sources.exports.REPLAY_COLUMNS``).
+    """The replayed jobs as the export writers' job table (``pipelines.replay.jobs.REPLAY_COLUMNS``).
 
     A held job's ``ended_at`` is its deletion (its cancel time), NaT when deleted at the trace end.
     """
@@ -414,8 +407,8 @@ def write_replay_week(shared: Path, out: Path, nodes: list[Node]) -> int | None:
     in the :data:`WEEK_DAYS` trace days from :func:`choose_week`, as jobs (:func:`build_jobs`, the
     trace end = the list's last deletion time, ids from :data:`WEEK_BASE_JOB_ID`) replayed with
     :func:`replay` on ``nodes``; the end of the last day (trace second ``(first + 7) * 86400``) is
-    ``pipelines.sources.exports.REPLAY_END`` (2025-03-16T16:00:00Z), one trace second one second.
-    The table is written by ``pipelines.sources.exports.replay_csv_text``. Without the shared file
+    ``pipelines.replay.jobs.REPLAY_END`` (2025-03-16T16:00:00Z), one trace second one second.
+    The table is written by ``pipelines.replay.jobs.replay_csv_text``. Without the shared file
     the committed CSV is copied (returns None). Raises InputError when neither is there.
     """
     src = shared / OPENB_DIR / "openb_pod_list_default.csv"

@@ -1,6 +1,6 @@
 """Features of the scheduler runtime forecaster, read from canonical job records.
 
-Input columns (:data:`domain.records.JOB_RECORD`, table in ``pipelines.sources.records``):
+Input columns (:data:`domain.records.JOB_RECORD`, table in ``pipelines.workspace.sources.records``):
 ``job_id``, ``submitted_at``, ``user``, ``account``, ``partition``, ``qos``, ``gpu_type``, ``kind``,
 ``job_name``, ``gpus``, ``time_limit_s`` and ``annotations`` (:data:`FEATURE_INPUTS`).
 

@@ -122,8 +122,8 @@ def real_trace(
     """Job mix and arrivals from the Alibaba openb GPU trace; real-time demand from real traffic.
 
     - Window: 48 h (96 steps of 30 min) of the trace slice in ``data`` (``real_trace``: trace days
-      122-123, :func:`pipelines.trace_io.choose_window_day`; ``real_trace_b``: days 116-117,
-      :func:`pipelines.trace_io.choose_second_window_day`); one history day before it (for the
+      122-123, :func:`pipelines.io.trace_io.choose_window_day`; ``real_trace_b``: days 116-117,
+      :func:`pipelines.io.trace_io.choose_second_window_day`); one history day before it (for the
       seasonal naive forecast) and one horizon day after it. ``name`` labels the scenario.
     - Cluster: ``n_gpus`` = 32 (4 nodes x 8). The LS pods hold 17-24 GPUs at a time and the batch
       pods offer 305.5 (days 122-123) / 490.0 (days 116-117) GPU-h inside the window; with

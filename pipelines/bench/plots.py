@@ -6,8 +6,8 @@ import io
 from pathlib import Path
 from typing import Any
 
-from pipelines.atomic import atomic_write_bytes
 from pipelines.bench.run import BenchResult
+from pipelines.io.atomic import atomic_write_bytes
 from pipelines.report.plots import PLOT_LOCK, pyplot
 
 

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from optimizer.metrics import CSV_COLUMNS, TIMING_COLUMNS
-from pipelines.atomic import atomic_write_bytes
 from pipelines.bench.aggregate import frame, tables_md
 from pipelines.bench.aggregate import goals as aggregate_goals
 from pipelines.bench.plots import write_plots
 from pipelines.bench.run import CLAIRVOYANT, REFERENCE, BenchResult
+from pipelines.io.atomic import atomic_write_bytes
 
 
 def _fmt(v: Any) -> str:

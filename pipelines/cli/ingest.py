@@ -19,7 +19,7 @@ def ingest(
     def body() -> int:
         ws = use_workspace(workspace)
         from pipelines.config.errors import InputError
-        from pipelines.ingest import ingest as run_ingest
+        from pipelines.workspace.ingest import ingest as run_ingest
 
         report = run_ingest(ws)
         bad = [f"{role}: {name}" for role, r in report["sources"].items() for name in r.get("unreadable_files", [])]

@@ -18,10 +18,11 @@ def init(
     """Create a workspace: DIR/gpuplan.toml, commented; edit [cluster] and [sources], then run 'gpuplan ingest'."""
 
     def body() -> int:
-        from pipelines.atomic import atomic_write_text
         from pipelines.cli.support import check_out_parent
         from pipelines.config.errors import InputError
-        from pipelines.workspace import CONFIG_FILE, init_text
+        from pipelines.io.atomic import atomic_write_text
+        from pipelines.workspace.config import CONFIG_FILE
+        from pipelines.workspace.load import init_text
 
         check_out_parent(folder, "DIR")
         if folder.exists() and not folder.is_dir():

@@ -70,7 +70,7 @@ def predict_file(kind: str, jobs_path: Path, step_minutes: float | None = None, 
 def predict_scheduler_file(jobs_path: Path, ws: Any) -> dict:
     """Forecast every job of a job table with the saved scheduler forecaster (loaded, never refitted).
 
-    ``jobs_path``: CSV or parquet in the job-table schema (:mod:`pipelines.sources.tabular`; naive
+    ``jobs_path``: CSV or parquet in the job-table schema (:mod:`pipelines.workspace.sources.tabular`; naive
     times are the workspace's cluster clock). The model is ``<models_dir>/scheduler``
     (:func:`pipelines.models.scheduler.load_champion`, written by ``gpuplan train --history FILE``
     or by a workspace's nightly retraining). Its recent-runs features read the workspace's store
@@ -90,9 +90,9 @@ def predict_scheduler_file(jobs_path: Path, ws: Any) -> dict:
 
     from forecasters.scheduler import predict_runtime, refresh_recent
     from pipelines.config.settings import load_settings
-    from pipelines.csv_sniff import read_operator_csv
+    from pipelines.io.csv_sniff import read_operator_csv
     from pipelines.models import scheduler as scheduler_forecaster
-    from pipelines.sources import tabular
+    from pipelines.workspace.sources import tabular
 
     settings = load_settings()
     loaded = scheduler_forecaster.load_champion(settings)
@@ -112,7 +112,7 @@ def predict_scheduler_file(jobs_path: Path, ws: Any) -> dict:
         raise InputError(f"--jobs {path}: {res.errors[0]}" + (f" (and {len(res.errors) - 1} more rows)"
                                                              if len(res.errors) > 1 else ""))
     if job_side(ws) == "store":
-        from pipelines.store import Store
+        from pipelines.workspace.store import Store
 
         stored = Store(ws.store_dir).jobs()
         if not stored.empty:

@@ -31,7 +31,7 @@ def replay(
         import os
 
         os.environ["GPUPLAN_WORKSPACE"] = str(workspace.expanduser().resolve())
-        from pipelines.replay import replay as run_replay
+        from pipelines.replay.week import replay as run_replay
 
         doc = run_replay(workspace, days, scheduler, notify=None if as_json else lambda m: typer.echo(m, err=True))
         if as_json:

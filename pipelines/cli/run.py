@@ -38,9 +38,9 @@ def run(
             raise InputError(f"--out {out} is a file; give a folder for the run folders")
         out_dir = out.resolve()  # environment defaults: applied once for every command in pipelines.cli.app
         settings = load_settings(ws, runs_dir=out_dir)
-        from pipelines import tracking
+        from pipelines.tracking import store as tracking_store
 
-        tracking.init_store(settings)  # an unusable MLflow store fails here in one line, before any output
+        tracking_store.init_store(settings)  # an unusable MLflow store fails here in one line, before any output
         for line in ingest_and_check(ws):  # an operator's exports: checked outside Prefect, bad input is one line
             sys.stderr.write(line + "\n")
         t0 = time.monotonic()

@@ -23,9 +23,9 @@ def serve(
         from pipelines.flows import deployments
 
         settings = load_settings()
-        from pipelines import tracking
+        from pipelines.tracking import store as tracking_store
 
-        tracking.init_store(settings)  # an unusable MLflow store fails here in one line
+        tracking_store.init_store(settings)  # an unusable MLflow store fails here in one line
         url = deployments.require_persistent_server()
         typer.echo(f"serving nightly-retrain ({settings.nightly_cron} {settings.nightly_timezone}), replan "
                    f"(every {settings.replan_every_min} min, UTC slots), benchmark and whatif (on demand) against {url}",

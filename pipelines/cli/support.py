@@ -161,7 +161,7 @@ def use_workspace(folder: Any) -> Any:
     """
     from pathlib import Path
 
-    from pipelines.workspace import load_workspace
+    from pipelines.workspace.load import load_workspace
 
     if folder is not None:
         os.environ["GPUPLAN_WORKSPACE"] = str(Path(folder).expanduser().resolve())

@@ -29,15 +29,16 @@ def train_job_kind(kind: str) -> dict:
     # imported here, not at the top: the catalog and the forecasters pull in pandas, the optimizer and
     # lightgbm (~1.3 s measured on the 2-core machine against ~0.14 s for the whole CLI), which
     # `gpuplan --help` and the other commands need not pay.
-    from pipelines import tracking
     from pipelines.catalog import history_path, shipped_history
     from pipelines.config.settings import load_settings
     from pipelines.stages.models import held_out, train
+    from pipelines.tracking import models as tracking_models
+    from pipelines.tracking import store as tracking_store
 
     settings = load_settings()
-    tracking.init_store(settings)  # a store that cannot be used fails here, in one line, before training
+    tracking_store.init_store(settings)  # a store that cannot be used fails here, in one line, before training
     trained = train(kind, shipped_history(kind))
-    rid = tracking.log_job_model_run(settings, kind, trained.model, trained.doc, trained.test, held_out(trained),
+    rid = tracking_models.log_job_model_run(settings, kind, trained.model, trained.doc, trained.test, held_out(trained),
                                      str(history_path(kind)), alias="challenger")
     print(f"{kind}: logged to MLflow run {rid} ({settings.tracking_uri})", file=sys.stderr)
     n_bad_test = int((trained.test["duration_h"] <= 0).sum())
@@ -55,24 +56,25 @@ def realtime_report(data_dir: Path | None = None) -> dict:
     Reads the services and their traffic through :class:`pipelines.catalog.Catalog` (``data_dir``:
     default the settings' ``data/``) and returns :func:`pipelines.stages.realtime.backtest_report`, logged
     to MLflow as one ``realtime cutoff=...`` run with units in the metric names and the forecast-against-actual
-    plot (:func:`pipelines.tracking.log_realtime_backtest`).
+    plot (:func:`pipelines.tracking.forecast_runs.log_realtime_backtest`).
 
     Raises:
         pipelines.config.errors.InputError, FileNotFoundError: ``data/traffic/services.json`` or a traffic
             file missing or bad (the message names the file and field; exit 2 in the CLI).
     """
-    from pipelines import tracking
     from pipelines.catalog import Catalog  # lazily: import cost, see train_job_kind
     from pipelines.config.settings import load_settings
     from pipelines.stages.realtime import backtest_report
+    from pipelines.tracking import forecast_runs as forecast_runs
+    from pipelines.tracking import store as tracking_store
 
     settings = load_settings(**({"data_dir": Path(data_dir).resolve()} if data_dir is not None else {}))
-    tracking.init_store(settings)
+    tracking_store.init_store(settings)
     catalog = Catalog(settings)
     services = catalog.services()
     hours: dict = {}
     doc = backtest_report(services, catalog.raw_traffic(services), hours_out=hours)
-    tracking.log_realtime_backtest(settings, doc, hours, stage="train")
+    forecast_runs.log_realtime_backtest(settings, doc, hours, stage="train")
     return doc
 
 
@@ -147,32 +149,33 @@ def workspace_report(ws) -> dict:
         InputError: nothing ingested, or no finished run to train on or to score.
     """
     from forecasters.scheduler import evaluate_scheduler_model, fit_scheduler_model, time_split_as_of
-    from pipelines.store import Store
+    from pipelines.workspace.store import Store
 
     jobs = Store(ws.store_dir).jobs()
     if jobs.empty:
         raise InputError(f"workspace {ws.root}: the store is empty; run 'gpuplan ingest --workspace {ws.root}' first")
     import pandas as pd
 
-    from pipelines import tracking
     from pipelines.config.settings import load_settings
     from pipelines.models import scheduler as scheduler_forecaster
+    from pipelines.tracking import models as tracking_models
+    from pipelines.tracking import store as tracking_store
 
     settings = load_settings()
-    tracking.init_store(settings)
+    tracking_store.init_store(settings)
     train_rows, holdout = time_split_as_of(jobs, 0.2)
     model = fit_scheduler_model(train_rows, timezone=ws.config.cluster.timezone)
     doc = {"kind": "scheduler", "workspace": str(ws.root), **evaluate_scheduler_model(model, holdout)}
     # then the nightly retraining on demand: gated against the champion, registered, champion moved if no worse
     cutoff = pd.to_datetime(jobs["submitted_at"], utc=True).max() + pd.Timedelta(seconds=1)
     final, night = scheduler_forecaster.nightly_fit(settings, ws, cutoff.to_pydatetime())
-    version = tracking.log_scheduler_model_run(settings, ws, final, night,
+    version = tracking_models.log_scheduler_model_run(settings, ws, final, night,
                                                alias="champion" if night["promoted"] else "challenger")
     if night["promoted"]:
         scheduler_forecaster.save_champion(settings, final, {"version": version, "cutoff": night["cutoff"],
                                                          "history_rows": night["history_rows"],
                                                          "reason": night["reason"]})
-    doc["registered"] = {"name": tracking.scheduler_model_name(ws.root), "version": version,
+    doc["registered"] = {"name": tracking_models.scheduler_model_name(ws.root), "version": version,
                          "promoted": night["promoted"], "reason": night["reason"], "cutoff": night["cutoff"]}
     return doc
 
@@ -199,13 +202,14 @@ def history_report(path: Path, fmt: str | None, timezone: str | None, ws) -> dic
     records, n_read, errors = scheduler_forecaster.read_history_file(path, fmt, tz)
     if errors:
         print(f"--history {path}: {len(errors)} of {n_read} rows rejected, first: {errors[0]}", file=sys.stderr)
-    from pipelines import tracking
+    from pipelines.tracking import runs as tracking_runs
+    from pipelines.tracking import store as tracking_store
 
     settings = load_settings()
     model, doc = scheduler_forecaster.train_from_history(settings, records, tz, str(path))
-    tracking.init_store(settings)
-    numbers = tracking.flatten({"metrics": doc["metrics"], "baselines": doc["baselines"], "mae_ratio": doc["mae_ratio"]})
-    tracking.log_run(settings, "scheduler", f"history-{Path(path).name}",
+    tracking_store.init_store(settings)
+    numbers = tracking_runs.flatten({"metrics": doc["metrics"], "baselines": doc["baselines"], "mae_ratio": doc["mae_ratio"]})
+    tracking_runs.log_run(settings, "scheduler", f"history-{Path(path).name}",
                      params={"history": str(path), "mode": model.mode, "timezone": tz,
                              "feature_groups": ",".join(model.spec.groups)},
                      metrics={k: v for k, v in numbers.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},

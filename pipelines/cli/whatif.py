@@ -49,11 +49,13 @@ def whatif(
         use_workspace(workspace)
         # imported here, not at the top: pandas, the optimizer and HiGHS cost ~0.5 s, which `gpuplan --help`
         # and the other commands need not pay
-        from pipelines import whatif as wi
         from pipelines.cli.support import emit_json
+        from pipelines.report import whatif as wi_text
+        from pipelines.stages import whatif as wi
+        from pipelines.stages import whatif_inputs as wi_inputs
 
         base = wi.load_base(run_folder)
-        jobs = [e for f in add_job or [] for e in wi.read_job_file(f, base.problem.cluster.step_minutes)]
+        jobs = [e for f in add_job or [] for e in wi_inputs.read_job_file(f, base.problem.cluster.step_minutes)]
         w = wi.build_whatif(base, add_gpus=add_gpus, drain_nodes=drain_node or [], fail_gpus=fail_gpus or [],
                             cancel=cancel or [], priority=priority or [], demand_scale=demand_scale or [],
                             add_jobs=jobs)
@@ -61,7 +63,7 @@ def whatif(
         if json_out:
             emit_json(doc)
         else:
-            typer.echo(wi.render_text(doc))
+            typer.echo(wi_text.render_text(doc))
         return 0
 
     run_guarded(body)

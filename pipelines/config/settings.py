@@ -40,7 +40,7 @@ from pipelines.config.errors import InputError
 from pipelines.config.paths import PROJECT_ROOT  # noqa: E402 - re-exported
 
 if TYPE_CHECKING:
-    from pipelines.workspace import Workspace
+    from pipelines.workspace.load import Workspace
 
 #: Environment defaults (STACK.md, "Prefect 3.9" and "MLflow 3.17").
 ENV_DEFAULTS: dict[str, str] = {
@@ -202,7 +202,7 @@ def shipped_workspace(ws: Workspace) -> bool:
     A copy of it (``gpuplan init WS --demo``) is an operator's folder like any other: runs under
     ``WS/runs``, models under its store.
     """
-    from pipelines.workspace import DEMO_WORKSPACE
+    from pipelines.workspace.config import DEMO_WORKSPACE
 
     return ws.root == DEMO_WORKSPACE.resolve()
 
@@ -245,7 +245,7 @@ _PARSED: dict[Path, tuple[str, Workspace]] = {}
 
 
 def open_workspace(folder: str | Path | None = None) -> Workspace:
-    """:func:`pipelines.workspace.load_workspace`, parsed once per process while ``gpuplan.toml`` keeps its text.
+    """:func:`pipelines.workspace.load.load_workspace`, parsed once per process while ``gpuplan.toml`` keeps its text.
 
     ``gpuplan run`` opens the workspace in the command (to check the inputs before Prefect starts) and again
     in the flow run; the file is read both times but parsed once (a changed file is parsed again).
@@ -253,7 +253,8 @@ def open_workspace(folder: str | Path | None = None) -> Workspace:
     Raises:
         pipelines.config.errors.InputError: the folder or its ``gpuplan.toml`` missing, or the config invalid.
     """
-    from pipelines.workspace import CONFIG_FILE, DEMO_WORKSPACE, load_workspace, parse_workspace
+    from pipelines.workspace.config import CONFIG_FILE, DEMO_WORKSPACE
+    from pipelines.workspace.load import load_workspace, parse_workspace
 
     root = Path(folder if folder is not None else (os.environ.get("GPUPLAN_WORKSPACE") or DEMO_WORKSPACE)).expanduser()
     try:
@@ -270,7 +271,7 @@ def open_workspace(folder: str | Path | None = None) -> Workspace:
 def load_settings(workspace: str | Path | Workspace | None = None, **overrides: object) -> Settings:
     """Build :class:`Settings` from defaults, the workspace (:func:`workspace_defaults`), environment variables, then ``overrides``.
 
-    ``workspace``: a loaded :class:`pipelines.workspace.Workspace` (its ``gpuplan.toml`` is not read
+    ``workspace``: a loaded :class:`pipelines.workspace.load.Workspace` (its ``gpuplan.toml`` is not read
     again), or a folder (else ``$GPUPLAN_WORKSPACE``, else the shipped demo) loaded here.
 
     A SQLite ``tracking_uri`` from any of them puts the MLflow artifacts in ``artifacts/`` beside its
@@ -280,7 +281,7 @@ def load_settings(workspace: str | Path | Workspace | None = None, **overrides: 
         pipelines.config.errors.InputError: an unknown time zone, a non-power-of-two GPU count, or an
             invalid workspace.
     """
-    from pipelines.workspace import Workspace
+    from pipelines.workspace.load import Workspace
 
     ws = workspace if isinstance(workspace, Workspace) else open_workspace(workspace)
     env: dict[str, object] = workspace_defaults(ws)

@@ -39,13 +39,13 @@ from prefect import serve as prefect_serve  # noqa: E402
 from prefect.deployments.runner import EntrypointType  # noqa: E402
 from prefect.settings import PREFECT_API_URL  # noqa: E402
 
-from pipelines import tracking  # noqa: E402
 from pipelines.config.errors import InputError  # noqa: E402
 from pipelines.flows.bench import benchmark  # noqa: E402
 from pipelines.flows.plan import plan_flow  # noqa: E402
 from pipelines.flows.retrain import train_forecasters  # noqa: E402
 from pipelines.flows.schedules import nightly_schedule, replan_schedule  # noqa: E402
 from pipelines.flows.whatif import whatif_flow  # noqa: E402
+from pipelines.tracking import store as tracking_store  # noqa: E402
 
 SERVE_HINT = (
     "start one with `prefect server start --host 127.0.0.1 --port 4200` and set "
@@ -111,6 +111,6 @@ def serve(settings: Settings, limit: int | None = 2) -> None:
         pipelines.config.errors.InputError: no persistent server (see :func:`require_persistent_server`).
     """
     require_persistent_server()
-    tracking.init_store(settings)  # once, before any run can fan out
+    tracking_store.init_store(settings)  # once, before any run can fan out
     prefect_serve(*build_deployments(settings, with_schedules=settings.serve_schedules), limit=limit)
 

@@ -6,7 +6,7 @@ sides answer the same four questions, so the plan, the re-plan and the nightly r
 - :meth:`inputs`: the services, the hourly traffic and the plan start (a store side ingests its
   exports first and checks their age on a re-plan);
 - :meth:`start_models` / :meth:`forecast`: the job forecasters, then the queue with duration
-  quantiles (:data:`pipelines.schemas.JOB_FORECASTS`) and its table;
+  quantiles (:data:`pipelines.io.schemas.JOB_FORECASTS`) and its table;
 - :meth:`retrain`: the nightly refit of the side's forecasters;
 - :meth:`traffic_samples`: the traffic the nightly real-time backtest reads.
 
@@ -27,23 +27,25 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from domain.kinds import JOB_KINDS
-from pipelines import tracking
 from pipelines.catalog import Catalog
 from pipelines.config.settings import Settings, job_side
 from pipelines.flows import observe, retrain_rows
 from pipelines.flows.progress import Stage
 from pipelines.flows.tasks import ingest_sources, ingest_traffic
-from pipelines.ingest import WorkspaceData, read_source, workspace_data
+from pipelines.io.slots import slot_start
 from pipelines.models import jobs as job_forecasters
 from pipelines.models import scheduler as scheduler_forecaster
-from pipelines.run_folder import slot_start
 from pipelines.stages import models as model_stage
 from pipelines.stages import realtime
 from pipelines.stages import traffic as traffic_stage
 from pipelines.stages.queue import shipped as shipped_queue
 from pipelines.stages.queue import store as store_queue
-from pipelines.stages.realtime import IngestedTraffic, ServiceSettings
-from pipelines.workspace import Workspace
+from pipelines.stages.realtime import IngestedTraffic
+from pipelines.tracking import models as tracking_models
+from pipelines.tracking import runs as tracking_runs
+from pipelines.workspace.config import ServiceSettings
+from pipelines.workspace.ingest import WorkspaceData, read_source, workspace_data
+from pipelines.workspace.load import Workspace
 
 log = observe.run_logger
 
@@ -113,7 +115,7 @@ def forecast_cluster_queue(settings: Settings, ws: Workspace, data: WorkspaceDat
     jobs, notes = store_queue.forecast_cluster_queue(data.history, data.queue, ws, start, settings.step_minutes,
                                                        settings.seed, model=model)
     notes["from_store"] = data.from_store
-    name = tracking.scheduler_model_name(ws.root)
+    name = tracking_models.scheduler_model_name(ws.root)
     notes["model"] = ({"name": name, "version": champion[1].get("version"), "alias": "champion",
                        "cutoff": champion[1].get("cutoff")} if champion is not None else
                       {"name": name, "version": None, "alias": None,
@@ -130,7 +132,7 @@ def nightly_scheduler(settings: Settings, ws: Workspace, cutoff: datetime) -> di
     """
     with Stage("nightly retraining"):
         model, doc = scheduler_forecaster.nightly_fit(settings, ws, cutoff)
-        version = tracking.log_scheduler_model_run(settings, ws, model, doc,
+        version = tracking_models.log_scheduler_model_run(settings, ws, model, doc,
                                                    alias="champion" if doc["promoted"] else "challenger")
         if doc["promoted"]:
             scheduler_forecaster.save_champion(settings, model, {"version": version, "cutoff": doc["cutoff"],
@@ -181,7 +183,7 @@ class ShippedJobs:
             train_or_load.with_options(timeout_seconds=s.train_timeout_s)(s, kind, retrain=True)
             models[kind] = str(Catalog(s).model_path(kind))
             v = job_forecasters.model_version(s, kind)
-            doc = retrain_rows.unflatten(tracking.run_metrics(s, v["run_id"])) if v.get("run_id") else {}
+            doc = retrain_rows.unflatten(tracking_runs.run_metrics(s, v["run_id"])) if v.get("run_id") else {}
             rows += retrain_rows.job_model_rows(kind, doc, v)
         return {"models": models}, rows, []
 

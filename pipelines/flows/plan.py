@@ -4,7 +4,7 @@ Each flow run loads the workspace and its :class:`pipelines.config.settings.Sett
 (:func:`workspace_settings`) and passes both down to every task; the side of the workspace (shipped files
 or an operator's store, :mod:`pipelines.flows.jobs`) is chosen once. A plan is: inputs -> real-time
 forecasts -> job forecasts -> problem -> solve (task timeout) -> verify -> outputs, built in a
-temporary run folder published atomically with a ``latest`` pointer (:mod:`pipelines.run_folder`);
+temporary run folder published atomically with a ``latest`` pointer (:mod:`pipelines.io.run_folder`);
 then it is logged to MLflow and published as Prefect artifacts.
 """
 
@@ -20,7 +20,6 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from optimizer.problem import Problem
-from pipelines import tracking
 from pipelines.catalog import Catalog, RunCatalog, read_problem_file
 from pipelines.config.settings import Settings, load_settings, open_workspace
 from pipelines.flows import observe
@@ -37,8 +36,9 @@ from pipelines.flows.tasks import (
     verify_plan,
     write_realtime,
 )
-from pipelines.run_folder import LATEST, RunFolder
-from pipelines.workspace import Workspace
+from pipelines.io.run_folder import LATEST, RunFolder
+from pipelines.tracking import store as tracking_store
+from pipelines.workspace.load import Workspace
 
 log = observe.run_logger
 
@@ -178,7 +178,7 @@ def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: s
     Returns ``{"run_dir", "slot", "latest_moved", "status", "source", "fallback", "mlflow_run_id"}``.
     """
     ws, s = workspace_settings(workspace)
-    tracking.init_store(s)
+    tracking_store.init_store(s)
     out = Path(out_dir) if out_dir else s.runs_dir / "replan"
     res = plan_once(s, ws, out, scheduled_time(scheduled_at), planner, replan=True, problem_path=problem_path)
     return {"run_dir": str(res.path), "slot": res.slot, "latest_moved": res.latest_moved, "status": res.status,
@@ -201,7 +201,7 @@ def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "m
     """
     t0 = time.monotonic()
     ws, s = workspace_settings(workspace)
-    tracking.init_store(s)
+    tracking_store.init_store(s)
     out = Path(out_dir) if out_dir else s.runs_dir
     log().info("gpuplan run of workspace %s (%d GPUs, %d nodes) into %s", ws.root, s.n_gpus,
                len(ws.config.cluster.node_names), out)

@@ -6,7 +6,7 @@ Imports no Prefect (the CLI calls it before the flow's ~2.5 s of imports).
 from __future__ import annotations
 
 from pipelines.config.settings import job_side
-from pipelines.workspace import Workspace
+from pipelines.workspace.load import Workspace
 
 
 def ingest_and_check(ws: Workspace) -> list[str]:
@@ -22,8 +22,8 @@ def ingest_and_check(ws: Workspace) -> list[str]:
         return []
     import pandas as pd
 
-    from pipelines.ingest import ingest, workspace_data
     from pipelines.stages.traffic import check_services_have_traffic
+    from pipelines.workspace.ingest import ingest, workspace_data
 
     lines = []
     report = ingest(ws)

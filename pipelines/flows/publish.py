@@ -10,18 +10,18 @@ from prefect.cache_policies import NO_CACHE
 
 from optimizer.plan import Plan
 from optimizer.problem import Problem
-from pipelines import tracking
 from pipelines.catalog import RunCatalog
 from pipelines.config.settings import Settings
 from pipelines.flows import observe
 from pipelines.flows.jobs import PlanInputs, QueueForecast
 from pipelines.flows.progress import Stage
-from pipelines.report import write_risk_report
+from pipelines.report import build_report_table, write_risk_report
 from pipelines.report.risks import ReportInputs
 from pipelines.stages import commands as commands_stage
 from pipelines.stages import outputs
 from pipelines.stages.realtime import ProfileFit
-from pipelines.workspace import Workspace
+from pipelines.tracking import runs as tracking_runs
+from pipelines.workspace.load import Workspace
 
 log = observe.run_logger
 
@@ -50,10 +50,12 @@ def write_outputs(settings: Settings, ws: Workspace, run: RunCatalog, run_name: 
         tables = run.save("plan_tables", outputs.plan_tables(problem, plan, start, cluster.node_names))
         paths = {tables.name: tables}
         inp = _report_inputs(ws, problem, plan, start, queue, demand, fit)
-        paths.update(write_risk_report(run.folder, inp, run_name))
+        report_table = build_report_table(inp)  # once per run: the report and the summary's headline
+        paths.update(write_risk_report(run.folder, inp, run_name, report_table))
         if queue is not None and queue.users is not None:
             paths.update(write_commands(settings, ws, run, run_name, queue, start))
-        doc = outputs.summary(run_name, start, problem, plan, inp.demand, inp.rt_status, report=inp)
+        doc = outputs.summary(run_name, start, problem, plan, inp.demand, inp.rt_status, report=inp,
+                              report_table=report_table)
         if queue is not None:
             doc["models"] = queue.models
         doc["cluster"] = {"workspace": str(settings.workspace_dir), "nodes": cluster.node_names,
@@ -87,16 +89,16 @@ def log_plan(settings: Settings, ws: Workspace, run_dir: str, run_name: str, pla
     """Log one published run folder to the ``plans`` experiment; return the run id.
 
     Reads the folder's summary and real-time metrics through the catalog and calls
-    :func:`pipelines.tracking.log_plan_run`. Retried: SQLite lock contention is transient.
+    :func:`pipelines.tracking.runs.log_plan_run`. Retried: SQLite lock contention is transient.
     """
     s = settings
     with Stage("mlflow"):
         run = RunCatalog(Path(run_dir))
         rt_metrics = run.load("rt_metrics") if run.exists("rt_metrics") else None
         units = {svc.service: svc.units for svc in ws.services()}
-        rid = tracking.log_plan_run(s, Path(run_dir), run_name, planner, run.load("summary"), rt_metrics,
+        rid = tracking_runs.log_plan_run(s, Path(run_dir), run_name, planner, run.load("summary"), rt_metrics,
                                     run.artifacts(), units=units)
-    link = tracking.run_link(s, rid)
+    link = tracking_runs.run_link(s, rid)
     log().info("MLflow run %s in experiment %s (%s)%s", rid, link["experiment"], s.tracking_uri,
                f": {link['url']}" if link["url"] else "")
     return rid
@@ -112,7 +114,7 @@ def publish_plan(settings: Settings, run_dir: str, mlflow_run_id: str | None, wo
     run = RunCatalog(Path(run_dir))
     summary = run.load("summary")
     report = run.load("risk_report_table") if run.exists("risk_report_table") else None
-    link = tracking.run_link(settings, mlflow_run_id) if mlflow_run_id else {}
+    link = tracking_runs.run_link(settings, mlflow_run_id) if mlflow_run_id else {}
     md_key, table_key = observe.artifact_key("plan-summary", workspace), observe.artifact_key("estimated-starts", workspace)
     observe.publish_markdown(md_key, observe.plan_markdown(summary, report, Path(run_dir), link),
                              f"Plan {summary['run']}: headline, jobs at risk, where the run folder and MLflow run are")

@@ -8,7 +8,6 @@ from typing import Any
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from pipelines import tracking
 from pipelines.catalog import Catalog
 from pipelines.config.errors import InputError
 from pipelines.config.settings import Settings
@@ -18,7 +17,10 @@ from pipelines.flows.plan import scheduled_time, workspace_settings
 from pipelines.flows.progress import Stage
 from pipelines.flows.schedules import claim_local_day, local_day
 from pipelines.stages import realtime
-from pipelines.workspace import Workspace
+from pipelines.tracking import forecast_runs as forecast_runs
+from pipelines.tracking import runs as tracking_runs
+from pipelines.tracking import store as tracking_store
+from pipelines.workspace.load import Workspace
 
 log = observe.run_logger
 
@@ -48,7 +50,7 @@ def train_forecasters(scheduled_at: datetime | None = None, kinds: list[str] | N
     retraining document).
     """
     ws, s = workspace_settings(workspace)
-    tracking.init_store(s)
+    tracking_store.init_store(s)
     when = scheduled_time(scheduled_at)
     day = local_day(when, s.nightly_timezone)
     if not force and not claim_local_day(Catalog(s).nightly_marker(), day):
@@ -73,7 +75,7 @@ def nightly_realtime(settings: Settings, ws: Workspace, jobs_side: ShippedJobs |
     """The real-time forecast's rolling-origin backtest on the workspace's traffic, logged to MLflow.
 
     :func:`pipelines.stages.realtime.backtest_report` (7 daily origins, 24 h ahead, each refitted on the
-    hours before it) on every service, logged by :func:`pipelines.tracking.log_realtime_backtest`. A history
+    hours before it) on every service, logged by :func:`pipelines.tracking.forecast_runs.log_realtime_backtest`. A history
     too short for one origin is a warning, not a failure (the job forecasters are still retrained).
 
     Returns ``{"run_id" (None when skipped), "rows" (:func:`pipelines.retrain_rows.realtime_rows`), "notes"}``.
@@ -87,14 +89,14 @@ def nightly_realtime(settings: Settings, ws: Workspace, jobs_side: ShippedJobs |
         except (InputError, ValueError) as exc:
             log().warning("real-time backtest skipped: %s", exc)
             return {"run_id": None, "rows": [], "notes": [f"real-time backtest skipped: {exc}"]}
-        rid = tracking.log_realtime_backtest(settings, doc, hours)
+        rid = forecast_runs.log_realtime_backtest(settings, doc, hours)
     for name, d in doc["services"].items():
         m = d["metrics"]
         log().info("real-time %s backtest (%d origins, %d hours up to %s): MAE %s %s, MASE vs seasonal naive 168 h "
                    "%s, vs naive 24 h %s, P90 coverage %.2f", name, d["n_days"], d["n_hours"], observe.fmt_ts(d["cutoff"]),
                    f"{m['mae']:,.0f}", d["units"], observe.fmt_value(m["mase_snaive168"]),
                    observe.fmt_value(m["mase_naive24"]), m["p90_coverage"])
-    link = tracking.run_link(settings, rid)
+    link = tracking_runs.run_link(settings, rid)
     log().info("real-time accuracy: MLflow run %s%s", rid, f" ({link['url']})" if link["url"] else "")
     return {"run_id": rid, "rows": retrain_rows.realtime_rows(doc, None), "notes": [f"real-time accuracy: MLflow run {rid}"]}
 

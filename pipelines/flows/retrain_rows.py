@@ -24,7 +24,7 @@ def _num(v: Any) -> float | None:
 
 
 def unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
-    """Flat ``a.b.c`` keys (an MLflow run's metrics, :func:`pipelines.tracking.flatten`) back to nested dicts.
+    """Flat ``a.b.c`` keys (an MLflow run's metrics, :func:`pipelines.tracking.runs.flatten`) back to nested dicts.
 
     A key that is both a value and a prefix (``a`` and ``a.b``) keeps the nested dict.
     """

@@ -3,7 +3,7 @@
 Clock rules:
 
 - Re-planning is scheduled in **UTC** (:func:`replan_cron`, :func:`replan_schedule`) and each plan
-  is labelled by its scheduled UTC slot (:mod:`pipelines.run_folder`), so a local day with 25 hours
+  is labelled by its scheduled UTC slot (:mod:`pipelines.io.run_folder`), so a local day with 25 hours
   (autumn clock change) gets 25 hourly / 50 half-hourly plans and no UTC slot is planned twice.
 - Nightly retraining follows the **local** clock (:func:`nightly_schedule`: cron in an IANA zone;
   Prefect 3.9 resolves a repeated wall time to its first occurrence). The flow also claims its
@@ -28,9 +28,9 @@ apply_env_defaults()  # before prefect is imported (config.py: its environment i
 from prefect.schedules import Cron  # noqa: E402
 from prefect.server.schemas.schedules import CronSchedule  # noqa: E402
 
-from pipelines.atomic import atomic_write_text  # noqa: E402
 from pipelines.config.errors import InputError  # noqa: E402
-from pipelines.run_folder import file_lock  # noqa: E402
+from pipelines.io.atomic import atomic_write_text  # noqa: E402
+from pipelines.io.run_folder import file_lock  # noqa: E402
 
 #: Local days kept in the nightly marker file (older claims are dropped).
 MARKER_DAYS_KEPT = 400

@@ -16,19 +16,21 @@ from prefect.cache_policies import NO_CACHE
 
 from optimizer.plan import Plan
 from optimizer.problem import Problem
-from pipelines import tracking
 from pipelines.catalog import RunCatalog
 from pipelines.config.settings import Settings
 from pipelines.flows import observe
 from pipelines.flows.progress import Stage
-from pipelines.ingest import ingest as run_ingest
-from pipelines.report.plots import plot_profile
+from pipelines.report.forecast_plots import plot_profile
 from pipelines.stages import outputs, realtime
 from pipelines.stages import problem as problem_stage
 from pipelines.stages import solve as solve_stage
 from pipelines.stages.problem import ClusterShape
-from pipelines.stages.realtime import IngestedTraffic, ProfileFit, ServiceSettings
-from pipelines.workspace import Workspace
+from pipelines.stages.realtime import IngestedTraffic, ProfileFit
+from pipelines.tracking import forecast_runs as forecast_runs
+from pipelines.tracking import store as tracking_store
+from pipelines.workspace.config import ServiceSettings
+from pipelines.workspace.ingest import ingest as run_ingest
+from pipelines.workspace.load import Workspace
 
 log = observe.run_logger  # the current flow's or task's logger (INFO reaches the Prefect run page)
 
@@ -41,7 +43,7 @@ def cluster_shape(s: Settings) -> ClusterShape:
 
 @task(name="ingest-sources", cache_policy=NO_CACHE)
 def ingest_sources(ws: Workspace) -> dict[str, Any]:
-    """:func:`pipelines.ingest.ingest`: the workspace's exports into its store (idempotent)."""
+    """:func:`pipelines.workspace.ingest.ingest`: the workspace's exports into its store (idempotent)."""
     with Stage("ingest sources"):
         return run_ingest(ws)
 
@@ -86,9 +88,9 @@ def log_profiles(settings: Settings, run: RunCatalog, fit: ProfileFit, as_of: da
         png = run.png_target("profile_plot", service=name)
         plot_profile(name, prof, realtime.profile_outlook(prof, as_of), fit.bands[fit.bands["service"] == name],
                      as_of, png)
-        ids.append(tracking.log_profile_run(settings, name, prof, fit.metrics[name], as_of, png,
+        ids.append(forecast_runs.log_profile_run(settings, name, prof, fit.metrics[name], as_of, png,
                                             selection=fit.selection.get(name)))
-        log().info("real-time %s: MLflow run %s (experiment %s)", name, ids[-1], tracking.EXPERIMENTS["realtime"])
+        log().info("real-time %s: MLflow run %s (experiment %s)", name, ids[-1], tracking_store.EXPERIMENTS["realtime"])
     return ids
 
 

@@ -9,7 +9,7 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from pipelines.config.settings import Settings, load_settings
-from pipelines.run_folder import LATEST
+from pipelines.io.run_folder import LATEST
 
 
 def default_whatif_folder(s: Settings) -> Path:
@@ -22,8 +22,8 @@ def default_whatif_folder(s: Settings) -> Path:
 def whatif_replan(run_folder: str, add_gpus: int, drain_nodes: list[str], fail_gpus: list[str],
                   add_jobs: list[dict[str, Any]], cancel: list[str], priority: list[str],
                   demand_scale: list[str]) -> dict[str, Any]:
-    """:func:`pipelines.whatif.run_whatif` on ``run_folder``: the edited problem re-planned, verified, compared."""
-    from pipelines import whatif as wi
+    """:func:`pipelines.stages.whatif.run_whatif` on ``run_folder``: the edited problem re-planned, verified, compared."""
+    from pipelines.stages import whatif as wi
 
     base = wi.load_base(Path(run_folder))
     w = wi.build_whatif(base, add_gpus=add_gpus, drain_nodes=drain_nodes, fail_gpus=fail_gpus, cancel=cancel,
@@ -43,13 +43,13 @@ def whatif_flow(run_folder: str | None = None, add_gpus: int = 0, drain_nodes: l
     (problem-file job entries, ``duration_h`` allowed), ``cancel`` (job ids), ``priority`` (job id ->
     priority), ``demand_scale`` (service -> factor). Publishes a markdown artifact ``whatif`` (the
     comparison and every job that moved, with its reason) and a table artifact ``whatif-jobs``
-    (:func:`pipelines.whatif.render_markdown`); nothing is written to the run folder.
+    (:func:`pipelines.report.whatif.render_markdown`); nothing is written to the run folder.
 
-    Returns the document of :func:`pipelines.whatif.run_whatif`.
+    Returns the document of :func:`pipelines.stages.whatif.run_whatif`.
     """
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-    from pipelines import whatif as wi
+    from pipelines.report import whatif as wi_text
 
     s = load_settings()
     folder = str(Path(run_folder).expanduser() if run_folder else default_whatif_folder(s))
@@ -58,7 +58,7 @@ def whatif_flow(run_folder: str | None = None, add_gpus: int = 0, drain_nodes: l
                 list(cancel or []), [f"{k}={v}" for k, v in (priority or {}).items()],
                 [f"{k}={v}" for k, v in (demand_scale or {}).items()])
     changes = ", ".join(doc["changes"]) or "no change"
-    create_markdown_artifact(markdown=wi.render_markdown(doc), key="whatif",
+    create_markdown_artifact(markdown=wi_text.render_markdown(doc), key="whatif",
                              description=f"What-if on {doc['run']}: {changes}")
     rows = [{k: j[k] for k in ("job_id", "start_ts_base", "start_ts_whatif", "delta_h", "change", "reason")}
             for j in doc["jobs"]]

@@ -16,7 +16,7 @@ On disk a model is a folder::
 MLflow: :class:`JobModelPyfunc` wraps the whole forecaster as a **pyfunc** that takes ``job_id``
 and the raw feature columns of any string dtype (e.g. parsed from JSON; :func:`raw_feature_frame`),
 casts them to the fixed level lists and returns the prediction frame (:func:`pyfunc_output`).
-It is logged, with the boosters in the lightgbm flavour, by :func:`pipelines.tracking.log_job_model`.
+It is logged, with the boosters in the lightgbm flavour, by :func:`pipelines.tracking.models.log_job_model`.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines.atomic import atomic_dir
 from pipelines.config.errors import InputError
 from pipelines.config.lazy import lazy_class
+from pipelines.io.atomic import atomic_dir
 from pipelines.models.pyfunc import pyfunc_class
 
 FORMAT_VERSION = 2  # 2: boosters return corrections to physics priors
@@ -70,7 +70,7 @@ def save_model(model, path: str | Path) -> Path:
     """Write ``model`` (a :class:`forecasters.jobs.JobModel`) to the folder ``path``; return it.
 
     The folder is written under a temporary name and renamed into place
-    (:func:`pipelines.atomic.atomic_dir`); an existing model at ``path`` is replaced (moved aside,
+    (:func:`pipelines.io.atomic.atomic_dir`); an existing model at ``path`` is replaced (moved aside,
     then deleted once the new one is in place).
     """
     path = Path(path)

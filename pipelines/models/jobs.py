@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pipelines import tracking
 from pipelines.catalog import Catalog
 from pipelines.config.settings import Settings
 from pipelines.stages import models
+from pipelines.tracking import models as tracking_models
 
 
 def train_or_load(settings: Settings, kind: str, retrain: bool = False,
@@ -26,7 +26,7 @@ def train_or_load(settings: Settings, kind: str, retrain: bool = False,
     Training: :func:`pipelines.stages.models.train` on the shipped history (time-ordered split, fit on
     the earlier jobs with ``settings.seed``, evaluate on the later ones against the baselines), saved
     to the model store (:meth:`pipelines.catalog.Catalog.save_model`, atomic), then logged
-    (:func:`pipelines.tracking.log_job_model_run`: params, metrics, the predicted-vs-actual plot and
+    (:func:`pipelines.tracking.models.log_job_model_run`: params, metrics, the predicted-vs-actual plot and
     the model, registered with alias ``champion``) to the ``kind`` experiment.
 
     ``notify`` (e.g. the CLI's stderr) is told, in one line, why a model is trained instead of loaded:
@@ -47,10 +47,10 @@ def train_or_load(settings: Settings, kind: str, retrain: bool = False,
     history, source = catalog.history(kind)
     trained = models.train(kind, history, seed=settings.seed)
     catalog.save_model(kind, trained.model)
-    rid = tracking.log_job_model_run(settings, kind, trained.model, trained.doc, trained.test,
+    rid = tracking_models.log_job_model_run(settings, kind, trained.model, trained.doc, trained.test,
                                      models.held_out(trained), source)
-    name = tracking.registered_model_name(kind)
-    version = tracking.alias_version(settings, name, "champion")
+    name = tracking_models.registered_model_name(kind)
+    version = tracking_models.alias_version(settings, name, "champion")
     catalog.save_model_version(kind, {"name": name, "version": version, "alias": "champion", "run_id": rid})
     return trained.model
 
@@ -61,5 +61,5 @@ def model_version(settings: Settings, kind: str) -> dict[str, Any]:
     ``{"version": None, "note": ...}`` for a model saved before versions were recorded.
     """
     return Catalog(settings).model_version(kind) or {
-        "name": tracking.registered_model_name(kind), "version": None,
+        "name": tracking_models.registered_model_name(kind), "version": None,
         "note": f"saved model {Catalog(settings).model_path(kind)} has no recorded registry version"}

@@ -3,7 +3,7 @@
 - The workspace's current model (the ``champion``) is ``<models_dir>/scheduler``: ``model.pkl``
   (:class:`forecasters.scheduler.SchedulerModel`, pickled; LightGBM boosters pickle whole) and
   ``meta.json`` (registered ``version``, ``cutoff``, ``history_rows``, ``reason``), swapped in
-  atomically (:func:`pipelines.atomic.atomic_dir`). Plans use it; before the first nightly run a
+  atomically (:func:`pipelines.io.atomic.atomic_dir`). Plans use it; before the first nightly run a
   plan fits one on the spot (and says so).
 - :func:`nightly_fit` is the gated retraining (:mod:`pipelines.stages.retrain`): train on the store up to
   the cut-off, score against the champion on the same holdout, log to MLflow, register a version,
@@ -24,15 +24,15 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines import strict_json
-from pipelines.atomic import atomic_dir
 from pipelines.config.errors import InputError
 from pipelines.config.lazy import lazy_class
 from pipelines.config.settings import Settings
+from pipelines.io import strict_json
+from pipelines.io.atomic import atomic_dir
 from pipelines.models.pyfunc import pyfunc_class
 from pipelines.stages import retrain
-from pipelines.store import Store
-from pipelines.workspace import Workspace
+from pipelines.workspace.load import Workspace
+from pipelines.workspace.store import Store
 
 FOLDER = "scheduler"
 MODEL_FILE = "model.pkl"
@@ -80,7 +80,7 @@ def nightly_fit(settings: Settings, ws: Workspace, cutoff: datetime) -> tuple[An
     Returns ``(model, doc)``: the version to register (fitted on the whole history up to the
     cut-off) and ``{"cutoff", "history_rows", "train_rows", "holdout_rows", "promoted", "reason",
     "candidate", "champion", "champion_version_before"}`` (candidate/champion: their holdout
-    evaluations or None). The caller logs and registers it (:func:`pipelines.tracking.log_scheduler_model_run`)
+    evaluations or None). The caller logs and registers it (:func:`pipelines.tracking.models.log_scheduler_model_run`)
     and, when promoted, saves it as the champion (:func:`save_champion`).
 
     Raises:
@@ -113,7 +113,7 @@ HISTORY_FORMATS: dict[str, str] = {".csv": "csv", ".gz": "csv", ".parquet": "par
 def read_history_file(path: Path, fmt: str | None, timezone: str) -> tuple[pd.DataFrame, int, list[str]]:
     """``(records, rows read, rejected-row messages)`` of one scheduler export (``gpuplan train --history``).
 
-    ``fmt``: ``csv``/``parquet`` (the job table of :mod:`pipelines.sources.tabular`: ``job_id`` and
+    ``fmt``: ``csv``/``parquet`` (the job table of :mod:`pipelines.workspace.sources.tabular`: ``job_id`` and
     ``submitted_at`` required, every record column optional, any other column an annotation),
     ``slurm-sacct`` (``sacct --parsable2``) or ``kueue-json``; None: by the file's suffix
     (:data:`HISTORY_FORMATS`). ``timezone``: the zone of naive times (the cluster's clock).
@@ -121,8 +121,8 @@ def read_history_file(path: Path, fmt: str | None, timezone: str) -> tuple[pd.Da
     Raises:
         InputError: no such file, an unknown format, a file that cannot be read at all, no row read.
     """
-    from pipelines.csv_sniff import read_operator_csv
-    from pipelines.sources import kueue, slurm, tabular
+    from pipelines.io.csv_sniff import read_operator_csv
+    from pipelines.workspace.sources import kueue, slurm, tabular
 
     path = Path(path)
     if not path.is_file():

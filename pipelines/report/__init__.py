@@ -3,26 +3,28 @@
 - :mod:`pipelines.report.basics`: :class:`ReportInputs`, the table's schema, times and GPU use per step;
 - :mod:`pipelines.report.calibration`: real-time coverage risk from measured calibration (coverage per
   service and hour band, P(demand > plan) per step);
-- :mod:`pipelines.report.planview`: :class:`PlanView`, the plan as arrays for the wait reasons and risks (who
-  holds which GPUs when is :class:`optimizer.occupancy.Occupancy`, shared with the what-if explanations);
 - :mod:`pipelines.report.waits`: why a queued job waits, at its own earliest feasible step;
 - :mod:`pipelines.report.risks`: the long table (:data:`REPORT_COLUMNS`): durations at the planned size,
   real deadlines, jobs at risk, idle windows, long holders, queue ETA and outlook;
 - :mod:`pipelines.report.numbers`: :func:`headline` (the numbers an operator looks for first, also in
   ``summary.json``) and :func:`planned_metrics`;
 - :mod:`pipelines.report.grid`: :func:`display_grid`, the per-step GPU owner grid of a plan;
-- :mod:`pipelines.report.plots`: every plot of the pipelines, drawn under :data:`PLOT_LOCK`;
+- :mod:`pipelines.report.risks` also holds the one jobs-at-risk rule (:func:`~pipelines.report.risks.deadline_miss`,
+  used by the what-if too);
+- :mod:`pipelines.report.plots`: the report's plots and the conventions and :data:`PLOT_LOCK` every plot
+  shares; :mod:`pipelines.report.forecast_plots` and :mod:`pipelines.report.backtest_plot`: the forecasters';
 - :mod:`pipelines.report.page` / :mod:`pipelines.report.html`: the Markdown page, the HTML page and
-  :func:`write_risk_report`.
+  :func:`write_risk_report`; :mod:`pipelines.report.status`: the page's words for the statuses;
+- :mod:`pipelines.report.whatif`: the what-if document as text (terminal, Markdown, JSON).
 """
 
 from pipelines.report.basics import REPORT_COLUMNS, ReportInputs, plural, usage
 from pipelines.report.calibration import COVERAGE_TARGET, Z90, ServiceCalibration, calibrate, exceed_probability
+from pipelines.report.forecast_plots import plot_pred_vs_actual, plot_profile
 from pipelines.report.grid import display_grid
 from pipelines.report.html import render_html
 from pipelines.report.numbers import PLANNED_METRICS, headline, planned_metrics
-from pipelines.report.page import explain_rt_status, md_table, render_page, status_text, write_risk_report
-from pipelines.report.planview import plan_view
+from pipelines.report.page import md_table, render_page, write_risk_report
 from pipelines.report.plots import (
     KIND_COLORS,
     PLOT_LOCK,
@@ -30,8 +32,6 @@ from pipelines.report.plots import (
     plot_demand,
     plot_gantt,
     plot_outlook,
-    plot_pred_vs_actual,
-    plot_profile,
     pyplot,
     service_colors,
 )
@@ -46,7 +46,8 @@ from pipelines.report.risks import (
     planned_durations_h,
     queue_outlook,
 )
-from pipelines.report.waits import LONG_HOLD_H, size_text, wait_reason
+from pipelines.report.status import explain_rt_status, status_text
+from pipelines.report.waits import LONG_HOLD_H, plan_view, size_text, wait_reason
 
 __all__ = [
     "COVERAGE_TARGET", "IDLE_MIN_H", "KIND_COLORS", "LONG_HOLD_H", "PLANNED_METRICS", "PLOT_LOCK", "REPORT_COLUMNS",

@@ -61,7 +61,7 @@ class ReportInputs:
             units per hour) for the recent past: the measured calibration.
         rt_status: service -> (status ``ok``/``degraded``/``level_shift``/``given``, message).
         time_limit_s: the solver's time limit, quoted when the plan is not proven optimal.
-        services: the real-time services' settings (:class:`pipelines.stages.realtime.ServiceSettings`
+        services: the real-time services' settings (:class:`pipelines.workspace.config.ServiceSettings`
             or any object with ``service, timezone, units, swap_cap_gpus`` and ``gpu_conversion()``);
             empty: hour bands in UTC, no measured exceedance (normal approximation instead).
         rt_selection: service -> how its forecast was chosen

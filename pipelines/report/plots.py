@@ -1,4 +1,6 @@
-"""The plots of the pipelines (risk report, real-time profiles, job-model training), PNG via Agg.
+"""The plots of the risk report and the conventions and lock every plot of the pipelines shares, PNG via Agg.
+
+The forecasters' plots (real-time profiles, job-model training) are in :mod:`pipelines.report.forecast_plots`.
 
 Conventions of every plot here (issue 14 "plots read as plots"):
 
@@ -25,7 +27,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines.atomic import atomic_path
 from pipelines.report.basics import ReportInputs
 from pipelines.report.grid import display_grid
 
@@ -150,6 +151,7 @@ def _save(fig: Any, path: Path, dpi: int = DPI) -> None:
     fig.savefig(path, dpi=dpi, bbox_inches="tight")
 
 
+
 @_serialized
 def plot_gantt(problem: Any, plan: Any, kinds: Mapping[str, str], path: Path, start_ts: datetime,
                node_names: Sequence[str] | None = None, services: Sequence[str] | None = None) -> Path:
@@ -225,6 +227,7 @@ def plot_gantt(problem: Any, plan: Any, kinds: Mapping[str, str], path: Path, st
     return path
 
 
+
 @_serialized
 def plot_demand(inp: ReportInputs, path: Path, exceed: Mapping[str, np.ndarray] | None = None) -> Path:
     """Per service: P50 and P90 GPU demand forecast, the planned GPUs and P(demand > plan) per step.
@@ -268,6 +271,7 @@ def plot_demand(inp: ReportInputs, path: Path, exceed: Mapping[str, np.ndarray] 
     return path
 
 
+
 @_serialized
 def plot_bands(bands: pd.DataFrame, path: Path, services: Sequence[str] | None = None,
                units: Mapping[str, str] | None = None) -> Path:
@@ -304,6 +308,7 @@ def plot_bands(bands: pd.DataFrame, path: Path, services: Sequence[str] | None =
     _save(fig, path)
     plt.close(fig)
     return path
+
 
 
 @_serialized
@@ -348,63 +353,3 @@ def plot_outlook(outlook: pd.DataFrame, service_gpus: Mapping[str, Sequence[int]
     _save(fig, path)
     plt.close(fig)
     return path
-
-
-def plot_profile(name: str, prof: Any, fc: pd.DataFrame, bands: pd.DataFrame, as_of: datetime, png: Path,
-                 units: str = "traffic per hour (the service's units)") -> None:
-    """One service's real-time profile, written atomically to ``png``.
-
-    Top: the 168 h P50/P90 forecast from ``as_of`` (``fc``: ``ts, p50, p90``); bottom: the last
-    shipped day's 24 h-ahead forecast against actual (``bands``: ``ts, actual, p50, p90``, traffic
-    units per hour, ``units``). ``prof`` is the fitted profile (its ``status`` goes in the title).
-    """
-    b = bands
-    with PLOT_LOCK:
-        plt = pyplot()
-        fig, axes = plt.subplots(2, 1, figsize=(11, 6.4))
-        top = float(np.nanmax(np.r_[fc["p90"].to_numpy(float), b["actual"].to_numpy(float), b["p90"].to_numpy(float)]))
-        div, label = traffic_scale(top, units)
-        fts = pd.to_datetime(fc["ts"], utc=True).dt.tz_localize(None)
-        bts = pd.to_datetime(b["ts"], utc=True).dt.tz_localize(None)
-        axes[0].fill_between(fts, fc["p50"] / div, fc["p90"] / div, alpha=0.3, label="P50–P90")
-        axes[0].plot(fts, fc["p50"] / div, lw=1, label="P50")
-        axes[0].set_title(f"{name}: 168 h demand profile from {as_of:%Y-%m-%d %H:%M}Z ({prof.status})", fontsize=9)
-        axes[1].fill_between(bts, b["p50"] / div, b["p90"] / div, alpha=0.3, label="P50–P90 forecast")
-        axes[1].plot(bts, b["actual"] / div, color="black", lw=1, label="actual")
-        axes[1].set_title("last shipped day: 24 h-ahead forecast against actual", fontsize=9)
-        for ax, x in zip(axes, (fts, bts)):
-            value_axis(ax, label)
-            date_axis(ax, x)
-            legend_outside(ax)
-        fig.tight_layout()
-        with atomic_path(png) as tmp_png:  # the temporary name keeps ".png" for savefig
-            fig.savefig(tmp_png, dpi=80, bbox_inches="tight")
-        plt.close(fig)
-
-
-def plot_pred_vs_actual(kind: str, pred: pd.DataFrame, actual: np.ndarray, ok: np.ndarray, doc: dict,
-                        png: Path) -> None:
-    """Held-out jobs of one kind, log-log, written atomically to ``png``.
-
-    Predicted P50 duration (bars P10–P90, hours; ``pred`` has ``duration_p10_h, duration_p50_h,
-    duration_p90_h``) against the actual duration (hours, ``actual``), over the rows where ``ok``
-    (bool mask of the same length); ``doc["metrics"]["mape"]`` goes in the title.
-    """
-    with PLOT_LOCK:
-        plt = pyplot()
-        fig, ax = plt.subplots(figsize=(6, 5))
-        p50 = pred["duration_p50_h"].to_numpy(float)
-        ax.errorbar(actual[ok], p50[ok], yerr=[p50[ok] - pred["duration_p10_h"].to_numpy(float)[ok],
-                                               pred["duration_p90_h"].to_numpy(float)[ok] - p50[ok]],
-                    fmt=".", ms=3, alpha=0.4, elinewidth=0.5)
-        lo, hi = float(actual[ok].min()), float(actual[ok].max())
-        ax.plot([lo, hi], [lo, hi], color="black", lw=1)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("actual duration (h)")
-        ax.set_ylabel("predicted P50 (h), bars P10–P90")
-        ax.set_title(f"{kind}: held-out jobs (MAPE {doc['metrics']['mape']:.3f})")
-        fig.tight_layout()
-        with atomic_path(png) as tmp_png:  # the temporary name keeps ".png" for savefig
-            fig.savefig(tmp_png, dpi=80)
-        plt.close(fig)

@@ -11,7 +11,7 @@ Built from the verified plan, the problem it solved, the forecasts and the measu
   hours; each with its least, most and total idle GPUs and the largest aligned block that stays
   free of batch work throughout.
 - **jobs at risk** (:func:`jobs_outlook`): queued jobs not started inside the horizon, and jobs whose
-  P90 finish is after their deadline. Every duration is the forecast **at the size the plan chose**
+  P90 finish is after their deadline (the rule: :func:`deadline_miss`, also the what-if's). Every duration is the forecast **at the size the plan chose**
   (:func:`planned_durations_h`); the deadline is the real instant (``deadline_at``), shown to the
   second and compared as is (the problem's ``deadline_step`` is rounded up to a step).
 - **queue ETA**: every queued job's planned start and end, or why it is not started, with the reason
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -50,8 +51,8 @@ from pipelines.report.planview import PlanView, plan_view
 from pipelines.report.waits import block_text, cannot_fit, is_long_holder, size_text, wait_reason
 
 __all__ = [
-    "IDLE_MIN_H", "REPORT_COLUMNS", "Z90", "ReportInputs", "build_report_table", "coverage_risks",
-    "deadline_instant", "exceed_probability", "idle_windows", "jobs_outlook", "long_holders", "planned_durations_h",
+    "IDLE_MIN_H", "REPORT_COLUMNS", "Z90", "DeadlineMiss", "ReportInputs", "build_report_table", "coverage_risks",
+    "deadline_instant", "deadline_miss", "exceed_probability", "idle_windows", "jobs_outlook", "long_holders", "planned_durations_h",
     "plural", "queue_outlook", "size_text", "usage", "wait_reason",
 ]
 
@@ -193,6 +194,49 @@ def deadline_instant(inp: ReportInputs, job: Any, info: pd.Series | None) -> pd.
     return None
 
 
+@dataclass(frozen=True)
+class DeadlineMiss:
+    """A queued job the plan does not finish by its deadline at P90: the one jobs-at-risk rule's verdict.
+
+    Attributes:
+        deadline: the real deadline (:func:`deadline_instant`, UTC).
+        p90_end / p50_end: the P90 / P50 finish at the planned start and size (None: not started in
+            the horizon).
+        durations_h: ``{"p10", "p50", "p90"}`` hours at the planned size (:func:`planned_durations_h`;
+            empty when not started); ``source``: where they come from.
+    """
+
+    deadline: pd.Timestamp
+    p90_end: pd.Timestamp | None = None
+    p50_end: pd.Timestamp | None = None
+    durations_h: dict[str, float] = field(default_factory=dict)
+    source: str = ""
+
+
+def deadline_miss(inp: ReportInputs, job: Any, start_step: int | None, gpus: int,
+                  info: pd.Series | None) -> DeadlineMiss | None:
+    """The jobs-at-risk rule: a queued job with a deadline is at risk when it misses it at P90.
+
+    Missing it: it does not start in the horizon (``start_step`` None), or its P90 finish at the PLANNED
+    size (``gpus``) is after its deadline.
+
+    Used by the risk report (:func:`jobs_outlook`) and the what-if (``jobs_missing_deadline``,
+    :func:`pipelines.stages.whatif.deadline_misses`). Durations: :func:`planned_durations_h`; the deadline:
+    :func:`deadline_instant` (to the second). Returns None when the job has no deadline or meets it.
+    """
+    deadline = deadline_instant(inp, job, info)
+    if deadline is None:
+        return None
+    if start_step is None:
+        return DeadlineMiss(deadline)
+    q, source = planned_durations_h(inp, job, int(gpus), info)
+    start = step_ts(inp, start_step)
+    p90_end = start + pd.Timedelta(hours=q["p90"])
+    if not p90_end > deadline:
+        return None
+    return DeadlineMiss(deadline, p90_end, start + pd.Timedelta(hours=q["p50"]), q, source)
+
+
 def _rows_by_id(jobs: pd.DataFrame) -> dict[str, pd.Series]:
     return {str(r["job_id"]): r for _, r in jobs.iterrows()} if len(jobs) else {}
 
@@ -219,13 +263,11 @@ def jobs_outlook(inp: ReportInputs, view: PlanView | None = None) -> tuple[pd.Da
             start, end = step_ts(inp, a.start_step), step_ts(inp, a.end_step)
             eta.append({**base, "section": "queue_eta", "start_step": a.start_step, "end_step": a.end_step,
                         "start_ts": start, "end_ts": end, "gpus": a.gpus, "reason": reason})
-            if deadline is None:
-                continue
-            q, source = planned_durations_h(inp, job, int(a.gpus), info)
-            p90_end = start + pd.Timedelta(hours=q["p90"])
-            if p90_end > deadline:
+            miss = deadline_miss(inp, job, a.start_step, int(a.gpus), info)
+            if miss is not None and miss.p90_end is not None:
+                p90_end, p50_end, q, source = miss.p90_end, miss.p50_end, miss.durations_h, miss.source
+                assert p50_end is not None
                 late = (p90_end - deadline) / pd.Timedelta(hours=1)
-                p50_end = start + pd.Timedelta(hours=q["p50"])
                 risk.append({**base, "section": "job_at_risk", "start_step": a.start_step, "start_ts": start,
                              "end_ts": p90_end, "gpus": a.gpus, "probability": None,
                              "reason": f"P90 finish {instant(p90_end)} is {hours_text(late)} after its deadline "

@@ -39,7 +39,7 @@ def commands_table(tables: pd.DataFrame, jobs: pd.DataFrame, start: datetime, st
     """One row per queued job of the plan: what to do in the next interval.
 
     Args:
-        tables: ``plan.parquet`` rows (:data:`pipelines.schemas.PLAN_TABLES` plus ``node``).
+        tables: ``plan.parquet`` rows (:data:`pipelines.io.schemas.PLAN_TABLES` plus ``node``).
         jobs: the job forecasts (``job_id``, ``kind``, ``state``) the plan was built from.
         start: the plan start (step 0), aware.
         step_minutes: the planning step.

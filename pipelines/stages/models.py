@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from forecasters import jobs as J
-from pipelines import schemas
+from pipelines.io import schemas
 
 #: Duration quantile planned (the risk report uses P90 for deadline risk).
 DURATION_QUANTILE = "p50"
@@ -91,7 +91,7 @@ def predict_document(model: Any, jobs: pd.DataFrame, step_minutes: float | None 
 def forecast_jobs(model: Any, queue: pd.DataFrame, step_minutes: int) -> pd.DataFrame:
     """Duration quantiles (hours, >= one step) and GPU count per queued/running job of one kind.
 
-    Returns :data:`pipelines.schemas.JOB_FORECASTS`: ``queue``'s planning columns plus
+    Returns :data:`pipelines.io.schemas.JOB_FORECASTS`: ``queue``'s planning columns plus
     ``duration_p10_h, duration_p50_h, duration_p90_h, gpus_pred``, ``flags`` (joined by ``,``) and
     ``size_options`` (JSON ``[{"gpus", "duration_h", "duration_p10_h", "duration_p50_h", "duration_p90_h"}]`` of
     the elastic sizes, or None): ``duration_h`` is the planned quantile (:data:`DURATION_QUANTILE`) at that

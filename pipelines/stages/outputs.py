@@ -30,7 +30,7 @@ def node_of_gpu(n_gpus: int, gpus_per_node: int, node_names: Sequence[str] | Non
 
 
 def plan_tables(problem: Problem, plan: Plan, start: datetime, node_names: Sequence[str] | None = None) -> pd.DataFrame:
-    """``plan.parquet`` of DESIGN §3 as one long table with a ``row_type`` column (:data:`pipelines.schemas.PLAN_TABLES`).
+    """``plan.parquet`` of DESIGN §3 as one long table with a ``row_type`` column (:data:`pipelines.io.schemas.PLAN_TABLES`).
 
     - ``job``: ``job_id, kind, start_step, end_step, block_offset, gpus, running`` (None fields
       when not started in the horizon);
@@ -99,7 +99,7 @@ def report_inputs(problem: Problem, plan: Plan, start: datetime, jobs: pd.DataFr
     quantiles (:func:`demand_from_problem`), its jobs (:func:`jobs_from_problem`), no
     forecast-against-actual band and the status ``given`` for every service.
 
-    Keyword arguments (all optional): ``services`` (the :class:`pipelines.stages.realtime.ServiceSettings`:
+    Keyword arguments (all optional): ``services`` (the :class:`pipelines.workspace.config.ServiceSettings`:
     hour bands on each service's clock and the measured P(demand > plan)), ``rt_selection``
     (:attr:`pipelines.stages.realtime.ProfileFit.selection`), ``models`` (the job forecasters' versions,
     ``summary.json``'s ``models``), ``node_names`` (the cluster's), ``written_at`` (default now, UTC).
@@ -116,13 +116,15 @@ def report_inputs(problem: Problem, plan: Plan, start: datetime, jobs: pd.DataFr
 
 
 def summary(run_name: str, start: datetime, problem: Problem, plan: Plan, demand: pd.DataFrame,
-            rt_status: Mapping[str, Sequence[str]], report: ReportInputs | None = None) -> dict[str, Any]:
+            rt_status: Mapping[str, Sequence[str]], report: ReportInputs | None = None,
+            report_table: pd.DataFrame | None = None) -> dict[str, Any]:
     """``summary.json`` of a run.
 
     Plan start, planner, status, objective, bound, gap, solve time,
     model size, violations, real-time profile status and :func:`planned_metrics` (key ``metrics``);
     with ``report`` (the risk report's inputs) also the report's headline (key ``headline``,
-    :func:`pipelines.report.headline`).
+    :func:`pipelines.report.headline`) from ``report_table`` (the run's
+    :func:`pipelines.report.risks.build_report_table` of ``report``; built here when None).
     """
     doc = plan.to_dict()  # non-finite objective/bound/gap are null there: summary.json stays strict JSON
     out = {"run": run_name, "plan_start": start.isoformat(), "planner": plan.planner, "status": plan.status,
@@ -132,12 +134,13 @@ def summary(run_name: str, start: datetime, problem: Problem, plan: Plan, demand
            "model": plan.model, "violations": list(plan.violations), "rt_status": {k: list(v) for k, v in rt_status.items()},
            "metrics": planned_metrics(problem, plan, demand)}
     if report is not None:
-        out["headline"] = headline(report, build_report_table(report))
+        table = build_report_table(report) if report_table is None else report_table
+        out["headline"] = headline(report, table)
     return out
 
 
 def forecasts_table(jobs: pd.DataFrame, demand: pd.DataFrame) -> pd.DataFrame:
-    """``forecasts.parquet`` of DESIGN §3 (:data:`pipelines.schemas.FORECASTS`).
+    """``forecasts.parquet`` of DESIGN §3 (:data:`pipelines.io.schemas.FORECASTS`).
 
     One row per job
     (``entity = job``) and one per service and step (``entity = service_step``).

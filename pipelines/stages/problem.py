@@ -27,10 +27,11 @@ import pandas as pd
 
 from domain.units import hours_to_steps
 from optimizer.problem import Problem
-from pipelines import schemas
 from pipelines.config.errors import InputError
+from pipelines.io import schemas
 from pipelines.stages.models import DURATION_QUANTILE
-from pipelines.stages.realtime import DEMAND_QUANTILE, ServiceSettings
+from pipelines.stages.realtime import DEMAND_QUANTILE
+from pipelines.workspace.config import ServiceSettings
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,8 @@ def problem_document(shape: ClusterShape, services: Sequence[ServiceSettings], j
     Args:
         shape: the cluster and solver budget.
         services: the service settings (GPU bounds, swap cap).
-        jobs: :data:`pipelines.schemas.JOB_FORECASTS` rows (``size_options`` optional).
-        demand: :data:`pipelines.schemas.DEMAND` rows.
+        jobs: :data:`pipelines.io.schemas.JOB_FORECASTS` rows (``size_options`` optional).
+        demand: :data:`pipelines.io.schemas.DEMAND` rows.
         start: the plan start (step 0).
 
     Raises:

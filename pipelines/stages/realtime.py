@@ -39,8 +39,8 @@ import pandas as pd
 
 from forecasters.realtime import backtest, ingest, to_gpus
 from forecasters.realtime.combine import fit_combined, forecast_combined
-from pipelines import schemas
-from pipelines.config.errors import InputError
+from pipelines.io import schemas
+from pipelines.workspace.config import ServiceSettings
 
 #: Demand quantile the planner is given for each service.
 DEMAND_QUANTILE = "p90"
@@ -54,61 +54,11 @@ PROFILE_PLOT_H = 168
 REPORT_N_DAYS = 7
 REPORT_HORIZON_H = 24
 
-#: Fields every service entry must have (``data/traffic/README.md``).
-REQUIRED_FIELDS = ("service", "file", "timezone", "capacity_per_gpu_per_h", "headroom", "min_gpus", "max_gpus",
-                   "swap_cap_gpus")
-
-
-@dataclass(frozen=True)
-class ServiceSettings:
-    """One real-time service of ``services.json`` (``data/traffic/README.md``).
-
-    Attributes:
-        service: name; ``file``: its hourly traffic file (relative to the traffic folder);
-        timezone: IANA zone of its local clock (seasonality); it takes precedence over any zone the
-            traffic stamps carry;
-        capacity_per_gpu_per_h: traffic one GPU serves per hour (file units); ``headroom``: fraction;
-        min_gpus / max_gpus / swap_cap_gpus / replica_gpus: GPU bounds, largest change per step, replica size;
-        units: the file's traffic units (e.g. ``requests/h``).
-    """
-
-    service: str
-    file: str
-    timezone: str
-    capacity_per_gpu_per_h: float
-    headroom: float
-    min_gpus: int
-    max_gpus: int
-    swap_cap_gpus: int
-    replica_gpus: int = 1
-    units: str = "traffic/h"
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any], where: str) -> ServiceSettings:
-        """Validate one ``services[i]`` entry; ``where`` names it in errors.
-
-        Raises:
-            pipelines.config.errors.InputError: a required field is missing.
-        """
-        miss = [k for k in REQUIRED_FIELDS if k not in d]
-        if miss:
-            raise InputError(f"{where} missing {', '.join(miss)}")
-        return cls(service=str(d["service"]), file=str(d["file"]), timezone=str(d["timezone"]),
-                   capacity_per_gpu_per_h=float(d["capacity_per_gpu_per_h"]), headroom=float(d["headroom"]),
-                   min_gpus=int(d["min_gpus"]), max_gpus=int(d["max_gpus"]), swap_cap_gpus=int(d["swap_cap_gpus"]),
-                   replica_gpus=int(d.get("replica_gpus", 1)), units=str(d.get("units", "traffic/h")))
-
-    def gpu_conversion(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`forecasters.realtime.to_gpus` for this service."""
-        return {"capacity_per_gpu_per_h": self.capacity_per_gpu_per_h, "headroom": self.headroom,
-                "min_gpus": self.min_gpus, "max_gpus": self.max_gpus, "replica_gpus": self.replica_gpus}
-
-
 @dataclass(frozen=True)
 class IngestedTraffic:
     """Output of :func:`ingest_traffic`.
 
-    The :data:`pipelines.schemas.TRAFFIC` frame and the
+    The :data:`pipelines.io.schemas.TRAFFIC` frame and the
     diagnostics per service (:func:`forecasters.realtime.ingest`).
     """
 
@@ -124,7 +74,7 @@ class ProfileFit:
         profiles: service -> fitted forecast (:class:`forecasters.realtime.combine.Combined`: ``status``,
             ``messages``, ``method``, ``timezone``, ``components``, ``level_factor`` like a profile;
             forecast with :func:`forecasters.realtime.combine.forecast_combined`).
-        bands: :data:`pipelines.schemas.BANDS` frame (last day, traffic units per hour).
+        bands: :data:`pipelines.io.schemas.BANDS` frame (last day, traffic units per hour).
         status: service -> ``[status, "; "-joined messages]``; status ``ok``, ``level_shift`` (a new level
             at the end of the history, followed by the forecast) or ``degraded``.
         metrics: service -> ``band_mae``, ``band_mape`` (fraction), ``band_p90_coverage`` (fraction),
@@ -154,7 +104,7 @@ def ingest_traffic(services: Sequence[ServiceSettings], raw: Mapping[str, pd.Dat
     outliers (``level_shift`` in the diagnostics).
 
     Returns:
-        The :data:`pipelines.schemas.TRAFFIC` frame (``excluded`` marks imputed hours and outliers)
+        The :data:`pipelines.io.schemas.TRAFFIC` frame (``excluded`` marks imputed hours and outliers)
         and the ingest diagnostics per service.
 
     Raises:
@@ -200,7 +150,7 @@ def fit_profiles(services: Sequence[ServiceSettings], traffic: pd.DataFrame, as_
 
     Args:
         services: the service settings.
-        traffic: the :data:`pipelines.schemas.TRAFFIC` frame (``excluded``: imputed hours and outliers).
+        traffic: the :data:`pipelines.io.schemas.TRAFFIC` frame (``excluded``: imputed hours and outliers).
         as_of: the plan start (UTC).
         diagnostics: the ingest diagnostics per service (:class:`IngestedTraffic`); with them an excluded
             hour that ingest flagged as an outlier (not imputed) may still anchor the forecast when its
@@ -250,7 +200,7 @@ def profile_outlook(profile: Any, as_of: datetime) -> pd.DataFrame:
 
 def demand_frame(services: Sequence[ServiceSettings], profiles: Mapping[str, Any], traffic: pd.DataFrame,
                  start: datetime, step_minutes: int, horizon_steps: int) -> pd.DataFrame:
-    """GPU demand per service and planning step over the horizon (:data:`pipelines.schemas.DEMAND`).
+    """GPU demand per service and planning step over the horizon (:data:`pipelines.io.schemas.DEMAND`).
 
     ``traffic_*`` in the file's units per hour; ``demand_gpus_*`` from
     :func:`forecasters.realtime.to_gpus`; ``current_gpus`` = GPU need of the last actual hour before

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 from pipelines.config.errors import InputError
-from pipelines.sources.prometheus import aggregate_hourly
-from pipelines.stages.realtime import ServiceSettings
+from pipelines.workspace.config import ServiceSettings
+from pipelines.workspace.sources.prometheus import aggregate_hourly
 
 
 def hourly_traffic(samples: pd.DataFrame, services: Sequence[ServiceSettings], value_units: str) -> dict[str, pd.DataFrame]:
@@ -21,7 +21,7 @@ def hourly_traffic(samples: pd.DataFrame, services: Sequence[ServiceSettings], v
 
     An hour without a finite sample is absent (the real-time ingest imputes it and flags it).
 
-    The hour's mean of finite samples (:func:`pipelines.sources.prometheus.aggregate_hourly`); a
+    The hour's mean of finite samples (:func:`pipelines.workspace.sources.prometheus.aggregate_hourly`); a
     service without samples gets an empty frame (the real-time ingest then names it).
     """
     hourly = aggregate_hourly(samples, per_hour=value_units == "rate_per_s")

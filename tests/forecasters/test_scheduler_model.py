@@ -13,7 +13,7 @@ import pytest
 import forecasters.scheduler as S
 from domain.errors import InputError
 from domain.records import JOB_RECORD
-from pipelines.sources.records import job_frame
+from pipelines.workspace.sources.records import job_frame
 
 T0 = pd.Timestamp("2026-01-05 00:00", tz="UTC")  # a Monday
 

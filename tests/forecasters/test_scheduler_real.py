@@ -21,7 +21,7 @@ from forecasters.scheduler.model import range_flags
 from forecasters.schema import GPU_TYPES, SPECS
 from pipelines.cli.app import app
 from pipelines.cli.predict import JOBS_COLUMNS_HELP
-from pipelines.sources.records import job_frame
+from pipelines.workspace.sources.records import job_frame
 
 T0 = pd.Timestamp("2026-02-02 00:00", tz="UTC")
 

@@ -10,7 +10,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipelines.run_folder import LATEST, LOCK_PREFIX, STALE_AFTER_S, RunFolder, latest_run, list_runs
+from pipelines.io.run_folder import LATEST, LOCK_PREFIX, STALE_AFTER_S, RunFolder, latest_run, list_runs
 
 VENV_BIN = Path(sys.executable).parent
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from pipelines.sources.tabular import parse_jobs
 from pipelines.stages.queue.store import StaleInputError, check_fresh
 from pipelines.stages.retrain import gate, score, split_at_cutoff
+from pipelines.workspace.sources.tabular import parse_jobs
 
 NOW = pd.Timestamp("2025-03-16T16:00:00Z").to_pydatetime()
 

@@ -10,7 +10,6 @@ import pytest
 
 from domain.kinds import JOB_KINDS, QOS_PRIORITY
 from optimizer.problem import Problem
-from pipelines import tracking
 from pipelines.catalog import Catalog
 from pipelines.config.errors import InputError
 from pipelines.config.settings import load_settings
@@ -18,7 +17,9 @@ from pipelines.flows.bench import run_benchmark
 from pipelines.flows.tasks import cluster_shape
 from pipelines.stages import problem as P
 from pipelines.stages.queue import shipped as queue
-from pipelines.stages.realtime import ServiceSettings
+from pipelines.tracking import runs as tracking_runs
+from pipelines.tracking import store as tracking_store
+from pipelines.workspace.config import ServiceSettings
 
 T0 = datetime(2025, 3, 16, 16, tzinfo=UTC)
 #: the shipped m-small service's GPU bounds (data/traffic/services.json)
@@ -75,10 +76,10 @@ def test_queue_mixes_real_trace_and_generated_jobs():
 def test_benchmark_logs_one_run(tmp_path):
     s = load_settings(tracking_uri=f"sqlite:///{tmp_path / 'ml' / 'mlflow.db'}", mlruns_dir=tmp_path / "ml",
                       artifact_root=tmp_path / "ml" / "artifacts")
-    tracking.init_store(s)
+    tracking_store.init_store(s)
     res = run_benchmark(s, "mixed", True, tmp_path / "bench")
     assert res["violations"] == 0 and res["verified_plans"] > 0
-    runs = tracking.finished_runs(s, "benchmarks")
+    runs = tracking_runs.finished_runs(s, "benchmarks")
     assert len(runs) == 1 and runs[0].data.params["scenarios"] == "mixed"
     rows = pd.read_csv(Path(res["out_dir"]) / "bench.csv")
     for r in rows.itertuples():
@@ -123,7 +124,7 @@ def test_summary_is_strict_json_when_the_bound_is_infinite():
     import json
 
     from optimizer.planners import plan as run_planner
-    from pipelines.plan_io import read_problem
+    from pipelines.io.plan_io import read_problem
     from pipelines.stages import outputs
 
     problem = read_problem(Path(__file__).resolve().parents[2] / "data" / "examples" / "valley.json")

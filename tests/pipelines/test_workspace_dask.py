@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 import pipelines.bench as bench
 from pipelines.cli.app import app
 from pipelines.config.errors import InputError
-from pipelines.workspace import load_workspace
+from pipelines.workspace.load import load_workspace
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "data" / "demo" / "gpuplan.toml"

@@ -22,7 +22,7 @@ import pandas as pd
 from domain.kinds import JOB_KINDS, QOS_KIND, QOS_PRIORITY
 from domain.units import pow2_ceil
 from forecasters.generators import generate_queue, kind_module
-from pipelines import schemas
+from pipelines.io import schemas
 
 N_TRACE_JOBS = 24
 N_LLM_JOBS = 30
@@ -34,7 +34,7 @@ TRACE_WINDOW_S = 86_400
 def select_trace_pods(pods: pd.DataFrame) -> pd.DataFrame:
     """Non-LS GPU pods created in the first :data:`TRACE_WINDOW_S` seconds of the window, by arrival.
 
-    ``pods``: :data:`pipelines.schemas.TRACE_PODS` columns (``creation_s`` relative to the window start).
+    ``pods``: :data:`pipelines.io.schemas.TRACE_PODS` columns (``creation_s`` relative to the window start).
     """
     schemas.check_columns(pods, schemas.TRACE_PODS, "trace pods")
     pods = pods[(pods["num_gpu"] > 0) & (pods["qos"] != "LS") & (pods["creation_s"] >= 0)
@@ -64,12 +64,12 @@ def build_queue(pods: pd.DataFrame, seed: int, start: datetime) -> dict[str, pd.
     """The current queue at ``start`` (module docstring).
 
     Args:
-        pods: the shipped trace pods (:data:`pipelines.schemas.TRACE_PODS` columns at least).
+        pods: the shipped trace pods (:data:`pipelines.io.schemas.TRACE_PODS` columns at least).
         seed: seed of the generated jobs.
         start: the plan start (aware).
 
     Returns:
-        kind -> frame with the kind's features and :data:`pipelines.schemas.QUEUE` (``state``
+        kind -> frame with the kind's features and :data:`pipelines.io.schemas.QUEUE` (``state``
         ``queued``/``running``, ``started_at`` for running jobs only, ``deadline_at`` optional,
         ``source`` ``alibaba-openb``/``generated``), for every kind of :data:`domain.kinds.JOB_KINDS`.
     """
@@ -125,7 +125,7 @@ def build_queue(pods: pd.DataFrame, seed: int, start: datetime) -> dict[str, pd.
 
 
 def queue_table(queue: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """The queue as one table (:data:`pipelines.schemas.QUEUE_TABLE`).
+    """The queue as one table (:data:`pipelines.io.schemas.QUEUE_TABLE`).
 
     The planning columns, and each
     job's other columns (its features) as JSON text of their string values.

@@ -6,7 +6,7 @@
 - :func:`queue_priorities`: the planner's priority weight: ``[priorities] qos`` (case-insensitive),
   else :data:`domain.kinds.QOS_PRIORITY` for the QoS classes it knows, else ``[priorities] default``.
 - :func:`queue_forecasts`: the scheduler-history forecaster's quantiles per pending/running job as
-  :data:`pipelines.schemas.JOB_FORECASTS` rows (GPUs: the request rounded up to a power of two, the
+  :data:`pipelines.io.schemas.JOB_FORECASTS` rows (GPUs: the request rounded up to a power of two, the
   planner's contiguous blocks; jobs without GPUs are dropped and counted).
 """
 
@@ -23,9 +23,9 @@ import pandas as pd
 
 from domain.kinds import QOS_KIND, QOS_PRIORITY
 from domain.units import pow2_ceil_array
-from pipelines import schemas
 from pipelines.config.errors import InputError
-from pipelines.workspace import Workspace
+from pipelines.io import schemas
+from pipelines.workspace.load import Workspace
 
 
 def queue_kinds(queue: pd.DataFrame, qos: Mapping[str, str], partition: Mapping[str, str], default: str) -> list[str]:
@@ -80,7 +80,7 @@ def node_hints(nodes: pd.Series, node_names: Sequence[str]) -> list[int | None]:
 def queue_forecasts(predictions: pd.DataFrame, queue: pd.DataFrame, kinds: Sequence[str], priorities: Sequence[float],
                     step_minutes: int, start: datetime,
                     node_names: Sequence[str] = ()) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Job forecasts (:data:`pipelines.schemas.JOB_FORECASTS`) of the pending and running records of ``queue``.
+    """Job forecasts (:data:`pipelines.io.schemas.JOB_FORECASTS`) of the pending and running records of ``queue``.
 
     Args:
         predictions: per record of ``queue`` (same order): ``duration_p10_h``, ``duration_p50_h``,
@@ -129,7 +129,7 @@ FEATURE_FIELDS: tuple[str, ...] = ("user", "account", "partition", "qos", "gpus"
 
 
 def queue_table(forecasts: pd.DataFrame, queue: pd.DataFrame) -> pd.DataFrame:
-    """The planned queue as :data:`pipelines.schemas.QUEUE_TABLE`: planning columns and the record's fields as JSON text."""
+    """The planned queue as :data:`pipelines.io.schemas.QUEUE_TABLE`: planning columns and the record's fields as JSON text."""
     q = queue.assign(job_id=queue["job_id"].astype(str)).drop_duplicates("job_id", keep="last")
     fields = q.set_index("job_id")[list(FEATURE_FIELDS)]
     feats = [json.dumps({k: (None if pd.isna(v) else (v if isinstance(v, str) else float(v)))

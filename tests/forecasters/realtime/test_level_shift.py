@@ -16,8 +16,9 @@ import pytest
 from forecasters.realtime import ProfileSettings, fit_profile, forecast, hour_of_week_profile, ingest, recalibrate
 from forecasters.realtime.shift import ShiftSettings, detect_level_shift
 from pipelines.cli.profile import profile_document
-from pipelines.stages.realtime import ServiceSettings, demand_frame, fit_profiles, ingest_traffic, plan_start
-from pipelines.traffic_io import read_traffic
+from pipelines.io.traffic_io import read_traffic
+from pipelines.stages.realtime import demand_frame, fit_profiles, ingest_traffic, plan_start
+from pipelines.workspace.config import ServiceSettings
 
 FIELD2 = Path("/work/shared/cases/field-2")
 needs_field2 = pytest.mark.skipif(not FIELD2.exists(), reason="needs the shared field-2 cases")

@@ -12,7 +12,8 @@ import pytest
 
 from forecasters.realtime import ProfileSettings, fit_profile, forecast, ingest
 from forecasters.realtime.combine import fit_combined, forecast_combined, reanchor
-from pipelines.stages.realtime import ServiceSettings, demand_frame, fit_profiles, ingest_traffic, plan_start
+from pipelines.stages.realtime import demand_frame, fit_profiles, ingest_traffic, plan_start
+from pipelines.workspace.config import ServiceSettings
 
 HOW = np.arange(168)
 PATTERN = 100.0 * (1 + 0.4 * np.sin(2 * np.pi * (HOW % 24 - 8) / 24)) * (1 + 0.2 * np.cos(2 * np.pi * HOW / 168))

@@ -18,8 +18,9 @@ import pytest
 from forecasters.realtime import ingest
 from forecasters.realtime.zones import GOLDEN_ZONES, parse_offsets_s, preferred_zone, zone_from_offsets
 from pipelines.cli.profile import profile_document
-from pipelines.stages.realtime import ServiceSettings, fit_profiles, ingest_traffic, plan_start
-from pipelines.traffic_io import read_traffic
+from pipelines.io.traffic_io import read_traffic
+from pipelines.stages.realtime import fit_profiles, ingest_traffic, plan_start
+from pipelines.workspace.config import ServiceSettings
 
 FIELD2 = Path("/work/shared/cases/field-2")
 needs_field2 = pytest.mark.skipif(not FIELD2.exists(), reason="needs the shared field-2 cases")

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from optimizer.scenarios import SimJob, SimService, build, offered_load_total
-from pipelines import trace_io
 from pipelines.catalog import load_real_trace
+from pipelines.io import trace_io
 
 ROOT = Path(__file__).resolve().parents[3]
 SHARED = Path(os.environ.get("GPUPLAN_SHARED_DATA", ROOT.parent / "shared" / "data"))

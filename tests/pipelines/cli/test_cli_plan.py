@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pipelines.cli.app import app
-from pipelines.plan_io import read_plan_summary
+from pipelines.io.plan_io import read_plan_summary
 
 ROOT = Path(__file__).resolve().parents[3]
 VALLEY = ROOT / "data" / "examples" / "valley.json"

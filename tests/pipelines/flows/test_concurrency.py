@@ -8,8 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipelines import tracking
 from pipelines.config.settings import load_settings
+from pipelines.tracking import runs as tracking_runs
+from pipelines.tracking import store as tracking_store
 
 DRIVER = Path(__file__).with_name("_replan_driver.py")
 
@@ -44,7 +45,7 @@ def test_four_concurrent_replans_one_hangs(prefect_server, srv_env, make_problem
     settings = load_settings()
     assert settings.tracking_uri == f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"
     assert not (tmp_path / "mlruns" / "mlflow.db").exists()  # brand-new store
-    tracking.init_store(settings)  # once, before the fan-out
+    tracking_store.init_store(settings)  # once, before the fan-out
     before = {r.id for r in _plan_flow_runs(prefect_server["url"])}
     procs = []
     for i, horizon in enumerate((8, 10, 12, 16)):
@@ -70,7 +71,7 @@ def test_four_concurrent_replans_one_hangs(prefect_server, srv_env, make_problem
         else:
             assert rc == 0 and doc["ok"], (doc, err[-2000:])
             assert "database is locked" not in err and "OperationalError" not in err
-    runs = tracking.finished_runs(settings, "plans")
+    runs = tracking_runs.finished_runs(settings, "plans")
     assert len(runs) == 3
     for r in runs:
         for m in ("objective", "solve_s", "planned_utilization_pct", "planned_value", "planned_rt_sla_pct", "proven_optimal"):

@@ -6,7 +6,8 @@ import tomllib
 from pathlib import Path
 
 from pipelines.config.settings import job_side, shipped_workspace, workspace_defaults
-from pipelines.workspace import DEMO_WORKSPACE, init_text, load_workspace
+from pipelines.workspace.config import DEMO_WORKSPACE
+from pipelines.workspace.load import init_text, load_workspace
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURE = ROOT / "data" / "fixtures" / "workspaces" / "openb-slurm"
@@ -36,7 +37,7 @@ def test_the_side_is_the_queue_format_and_a_demo_copy_is_not_the_shipped_folder(
 
 
 def count_workspace_parses(monkeypatch) -> list[str]:
-    """Record every ``gpuplan.toml`` text ``tomllib.loads`` parses (what :func:`pipelines.workspace.parse_workspace` calls)."""
+    """Record every ``gpuplan.toml`` text ``tomllib.loads`` parses (what :func:`pipelines.workspace.load.parse_workspace` calls)."""
     parses: list[str] = []
     real = tomllib.loads
 

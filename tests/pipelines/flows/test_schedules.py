@@ -14,7 +14,7 @@ from pipelines.config.errors import InputError
 from pipelines.config.settings import Settings
 from pipelines.flows.deployments import require_persistent_server
 from pipelines.flows.schedules import claim_local_day, local_day, replan_cron, runs_per_local_day, schedule_dates
-from pipelines.run_folder import slot_label
+from pipelines.io.slots import slot_label
 
 LONDON = ZoneInfo("Europe/London")
 
@@ -110,9 +110,9 @@ def test_nightly_flow_runs_once_per_local_day(prefect_server, iso_env, monkeypat
     # C25 (c) at flow level: 01:30 BST and 01:30 GMT on 2025-10-26 are one London day
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from pipelines import tracking
     from pipelines.config.settings import load_settings
     from pipelines.flows.retrain import train_forecasters
+    from pipelines.tracking import runs as tracking_runs
 
     monkeypatch.setenv("GPUPLAN_NIGHTLY_TZ", "Europe/London")
     with temporary_settings({PREFECT_API_URL: prefect_server["url"]}):
@@ -125,7 +125,7 @@ def test_nightly_flow_runs_once_per_local_day(prefect_server, iso_env, monkeypat
     assert (first["local_day"], first["skipped"]) == ("2025-10-26", False)
     assert (second["local_day"], second["skipped"]) == ("2025-10-26", True)
     assert (third["local_day"], third["skipped"]) == ("2025-10-27", False)
-    runs = tracking.finished_runs(load_settings(), "quantization")
+    runs = tracking_runs.finished_runs(load_settings(), "quantization")
     assert len(runs) == 2 and all("metrics.mape" in r.data.metrics for r in runs)
     # issue 14: each retraining publishes its metrics beside the baselines and the champion version
     arts = prefect_api("/artifacts/filter", {"artifacts": {"key": {"any_": ["retrain-metrics-demo"]}},

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipelines import tracking
 from pipelines.config.settings import load_settings
+from pipelines.tracking import runs as tracking_runs
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -85,7 +85,7 @@ def test_serve_trigger_complete_and_c28(prefect_server, srv_env, make_problem, s
     assert latest.is_symlink() and (latest / "plan.parquet").is_file() and (latest / "risk_report.md").is_file()
     # C28: logged to the configured SQLite store, nothing stray, no file-store deprecation
     settings = load_settings()
-    runs = tracking.finished_runs(settings, "plans")
+    runs = tracking_runs.finished_runs(settings, "plans")
     assert len(runs) == 1 and runs[0].data.params["status"] in ("optimal", "time_limit")
     assert sorted(p.name for p in work.iterdir()) == []
     assert not (home / "mlflow.db").exists() and not (home / "mlruns").exists()

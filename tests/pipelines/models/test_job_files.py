@@ -72,21 +72,23 @@ def test_corrupt_or_missing_model_is_a_clear_error(na_model, tmp_path):
 
 
 def test_mlflow_logging_of_the_main_job_round_trips(na_model, json_jobs, tmp_path):
-    """The path the main job uses (pipelines.tracking.log_job_model): (a) the registered pyfunc
+    """The path the main job uses (pipelines.tracking.models.log_job_model): (a) the registered pyfunc
     behind the ``champion`` alias on JSON-typed (plain string) columns, (b) the lightgbm flavour
     fed the model's validated design matrix; both equal the in-memory model within 1e-9."""
     import mlflow
     from mlflow import MlflowClient
 
-    from pipelines import tracking
     from pipelines.config.settings import load_settings
+    from pipelines.tracking import models as tracking_models
+    from pipelines.tracking import runs as tracking_runs
+    from pipelines.tracking import store as tracking_store
 
     s = load_settings(tracking_uri=f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}", mlruns_dir=tmp_path / "store",
                       artifact_root=tmp_path / "store" / "artifacts")
     try:
-        tracking.init_store(s)
-        rid = tracking.log_run(s, "training", "c11")
-        out = tracking.log_job_model(s, rid, na_model, json_jobs.head(5))
+        tracking_store.init_store(s)
+        rid = tracking_runs.log_run(s, "training", "c11")
+        out = tracking_models.log_job_model(s, rid, na_model, json_jobs.head(5))
         assert (out["run_id"], out["registered_name"], out["version"]) == (rid, "gpuplan-training-forecaster", "1")
         mv = MlflowClient(tracking_uri=s.tracking_uri).get_model_version_by_alias(out["registered_name"], "champion")
         assert str(mv.version) == "1"

@@ -1,0 +1,264 @@
+"""Logging and registering forecaster models in MLflow: job forecasters and the scheduler forecaster.
+
+Job forecasters are logged through one path, :func:`log_job_model` (lightgbm flavour + registered
+pyfunc, one pip-requirement list :func:`model_pip_requirements`); model logging needs MLflow's fluent
+API (the rest of :mod:`pipelines.tracking` uses explicit run ids). Versions are described, aliased
+and gated by holdout metrics (:func:`holdout_tags`).
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import lightgbm
+import numpy as np
+import pandas as pd
+import pyarrow
+
+from forecasters.jobs import predict as job_predict
+from pipelines.catalog import MODEL_RUN_FILES
+from pipelines.config.settings import Settings
+from pipelines.models import job_files as job_models
+from pipelines.report.forecast_plots import plot_pred_vs_actual
+from pipelines.tracking.runs import clean_metrics, flatten, log_run, run_name, tag_values
+from pipelines.tracking.store import mlflow_client, quiet_mlflow
+
+
+def model_pip_requirements() -> list[str]:
+    """The pip requirements of every logged model: the installed versions, pinned.
+
+    Pinned because the pyfunc forecaster is unpickled by reference and the boosters are LightGBM
+    text models: the versions they were logged (and checked) with are the ones known to load
+    them. Given explicitly, ``log_model`` skips its ~10 s requirement inference (docs/STACK.md).
+    """
+    import mlflow  # lazily: import cost, see pipelines.tracking.store
+
+    return [
+        f"lightgbm=={lightgbm.__version__}",
+        f"pandas=={pd.__version__}",
+        f"numpy=={np.__version__}",
+        f"pyarrow=={pyarrow.__version__}",
+        f"mlflow=={mlflow.__version__}",
+    ]
+
+
+def registered_model_name(kind: str) -> str:
+    """Name of the registered forecaster of ``kind`` (``gpuplan-<kind>-forecaster``)."""
+    return f"gpuplan-{kind}-forecaster"
+
+
+def log_job_model(
+    settings: Settings,
+    run_id: str,
+    model: Any,
+    example_jobs: Any,
+    *,
+    alias: str = "champion",
+    description: str | None = None,
+    version_tags: Mapping[str, Any] | None = None,
+) -> dict[str, str]:
+    """Log a job forecaster to ``run_id``, register it and point ``alias`` at it (case C11).
+
+    The one model-logging path: the main job's training (:func:`log_job_model_run` from
+    :func:`pipelines.models.jobs.train_or_load`, run by ``gpuplan run``, the nightly flow and
+    ``gpuplan predict`` when no model is saved) calls it. Logged:
+
+    * ``duration_lgbm``, ``gpus_lgbm``: the two boosters in the **lightgbm flavour**, unchanged,
+      so ``mlflow.lightgbm.load_model`` gives back a booster whose stored category lists
+      (``pandas_categorical``) are the model's fixed level lists; it takes the forecaster's design
+      matrix (``model.design_matrix``, ``category`` columns; the GPU booster its first
+      ``booster.feature_name()`` columns). Signature: the design matrix with
+      categoricals as strings (MLflow has no category type, docs/STACK.md). No input example:
+      MLflow validates one through the generic pyfunc, which cannot cast strings to categories.
+    * ``forecaster``: the whole forecaster as a **pyfunc**
+      (:class:`pipelines.models.job_files.JobModelPyfunc`), the registered, servable model: input
+      ``job_id`` + the raw feature columns with categoricals as plain strings (as parsed from
+      JSON), output the prediction frame of ``forecasters.jobs.predict`` (``flags`` joined with
+      ``;``). Signature and input example (``example_jobs``, at most 5 rows).
+
+    The forecaster is registered as a new version of :func:`registered_model_name` with ``alias``
+    pointed at it (aliases, not the deprecated stages), the version's ``description`` and its tags
+    ``version_tags`` (the holdout metrics, :func:`holdout_tags`); ``mlflow.pyfunc.load_model(
+    "models:/gpuplan-<kind>-forecaster@champion")`` serves it. Before registering, the logged
+    pyfunc is reloaded and must reproduce the in-memory predictions on the example (1e-9 h).
+
+    Args:
+        settings: where the store and registry are (``tracking_uri``).
+        run_id: an existing run (e.g. from :func:`log_run`); reopened and finished again.
+        model: a fitted :class:`forecasters.jobs.JobModel`.
+        example_jobs: ``(n >= 1, ...)`` jobs with the kind's raw feature columns (``job_id``
+            optional); the first 5 rows are used.
+        alias: registry alias pointed at the new version.
+        description: the new version's description in the registry (None: none).
+        version_tags: the new version's tags (the holdout metrics, :func:`holdout_tags`); values as text.
+
+    Returns:
+        ``{"run_id", "duration_uri", "gpus_uri", "pyfunc_uri", "registered_name", "version"}``.
+
+    Raises:
+        ValueError: the reloaded pyfunc does not reproduce the forecaster's predictions.
+    """
+    import mlflow  # lazily: import cost, see pipelines.tracking.store
+    import mlflow.lightgbm
+    import mlflow.pyfunc
+    from mlflow.models import infer_signature
+
+    mlflow.set_tracking_uri(settings.tracking_uri)
+    mlflow.set_registry_uri(settings.tracking_uri)
+    raw = job_models.raw_feature_frame(model, example_jobs.head(5))
+    design = model.design_matrix(raw.drop(columns="job_id"))
+    design_str = design.copy()
+    for c in model.spec.categorical:
+        design_str[c] = design_str[c].astype(object).astype(str)
+    expected = job_models.pyfunc_output(job_predict(model, raw))
+    reqs = model_pip_requirements()
+    name = registered_model_name(model.kind)
+    uris: dict[str, str] = {"run_id": run_id}
+    with quiet_mlflow(), mlflow.start_run(run_id=run_id):
+        for key, booster in (("duration", model.duration_booster), ("gpus", model.gpus_booster)):
+            cols = list(booster.feature_name())  # the GPU booster takes a prefix of the design matrix
+            sig = infer_signature(design_str[cols], booster.predict(design[cols]))
+            info = mlflow.lightgbm.log_model(booster, name=f"{key}_lgbm", signature=sig, pip_requirements=reqs)
+            uris[f"{key}_uri"] = info.model_uri
+        with tempfile.TemporaryDirectory() as td:
+            saved = job_models.save_model(model, Path(td) / "job_model")
+            info = mlflow.pyfunc.log_model(
+                name="forecaster",
+                python_model=job_models.JobModelPyfunc(),
+                artifacts={"job_model": str(saved)},
+                signature=infer_signature(raw, expected),
+                input_example=raw,
+                pip_requirements=reqs,
+            )
+        uris["pyfunc_uri"] = info.model_uri
+        got = mlflow.pyfunc.load_model(info.model_uri).predict(raw)
+        for col in ("duration_p10_h", "duration_p50_h", "duration_p90_h", "gpus_pred"):
+            if not np.allclose(got[col].to_numpy(float), expected[col].to_numpy(float), rtol=0, atol=1e-9):
+                raise ValueError(f"{name}: the logged pyfunc does not reproduce {col} of the forecaster")
+        mv = mlflow.register_model(info.model_uri, name, tags=tag_values(version_tags or {}))
+    describe_version(settings, name, str(mv.version), description)
+    mlflow_client(settings).set_registered_model_alias(name, alias, mv.version)
+    return {**uris, "registered_name": name, "version": str(mv.version)}
+
+
+def holdout_tags(metrics: Mapping[str, Any], prefix: str = "holdout.") -> dict[str, float]:
+    """Registry version tags of holdout metrics: finite numbers of ``metrics`` (flat) as ``<prefix><name>``."""
+    return {f"{prefix}{k}": float(v) for k, v in clean_metrics(metrics).items()}
+
+
+def describe_version(settings: Settings, name: str, version: str, description: str | None) -> None:
+    """Set a registered model version's description (``MlflowClient.update_model_version``); None: nothing."""
+    if description:
+        mlflow_client(settings).update_model_version(name, version, description=description)
+
+
+def alias_version(settings: Settings, name: str, alias: str) -> str | None:
+    """The version (text) a registered model's ``alias`` points at, or None when it has none."""
+    try:
+        return str(mlflow_client(settings).get_model_version_by_alias(name, alias).version)
+    except Exception:  # noqa: BLE001 - MLflow raises a RestException for a missing alias or model
+        return None
+
+
+def log_job_model_run(settings: Settings, kind: str, model: Any, doc: Mapping[str, Any], test: pd.DataFrame,
+                      held_out: tuple[pd.DataFrame, np.ndarray, np.ndarray], source: str,
+                      alias: str = "champion") -> str:
+    """Log a trained ``kind`` forecaster to its experiment; returns the run id.
+
+    Params: kind, history path (``source``), level-list version, train/test sizes, model info.
+    Metrics: the evaluation document ``doc`` flattened (:func:`flatten`). Artifacts: the
+    predicted-vs-actual plot of the held-out jobs (``held_out`` = predictions, actual hours, ok mask;
+    :func:`pipelines.stages.models.held_out`) and the level lists; then the model itself
+    (:func:`log_job_model`, with the first test jobs as input example).
+    """
+    pred, actual, ok = held_out
+    with tempfile.TemporaryDirectory() as tmp:
+        png = Path(tmp) / MODEL_RUN_FILES["pred_vs_actual_plot"].format(kind=kind)
+        plot_pred_vs_actual(kind, pred, actual, ok, dict(doc), png)
+        levels = Path(tmp) / MODEL_RUN_FILES["levels"]
+        levels.write_text(json.dumps({"levels_version": model.levels_version, "levels": model.levels}))
+        params = {"kind": kind, "history": source, "levels_version": model.levels_version,
+                  "n_train": doc.get("n_train"), "n_test": doc.get("n_test"),
+                  **{f"info.{k}": v for k, v in model.info.items() if not isinstance(v, dict)}}
+        curve = model.info.get("oof_mse_log_by_round")
+        cutoff = _data_cutoff(test)
+        rid = log_run(settings, kind, run_name(kind, cutoff), params={**params, "cutoff": cutoff},
+                      metrics=flatten(doc), artifacts={f"plots/{png.name}": png, "model_meta/levels.json": levels},
+                      metric_steps={"cv.oof_mse_log": curve} if isinstance(curve, (list, tuple)) else None,
+                      tags={"gpuplan.stage": "train", "gpuplan.kind": kind})
+    m = doc.get("metrics") or {}
+    description = (f"{kind} duration forecaster (LightGBM, P10/P50/P90 hours and GPUs), trained on the "
+                   f"{doc.get('n_train')} earliest jobs of {Path(source).name} up to {cutoff or 'n/a'}; held out: the "
+                   f"{doc.get('n_test')} latest. Holdout MAE {m.get('mae_h', float('nan')):.3f} h; baselines "
+                   + ", ".join(f"{b} {v.get('mae_h', float('nan')):.3f} h" for b, v in (doc.get("baselines") or {}).items())
+                   + f". MLflow run {rid}.")
+    tags = {**holdout_tags(m), **holdout_tags({f"{b}.mae_h": v.get("mae_h") for b, v in
+                                               (doc.get("baselines") or {}).items()}, "holdout.baseline."),
+            "holdout.n_jobs": doc.get("n_test"), "cutoff": cutoff}
+    log_job_model(settings, rid, model, test.head(5), alias=alias, description=description, version_tags=tags)
+    return rid
+
+
+def _data_cutoff(frame: pd.DataFrame) -> str | None:
+    """The newest ``submitted_at`` of ``frame`` (ISO, UTC), None without that column or any value."""
+    if "submitted_at" not in frame or frame.empty:
+        return None
+    t = pd.to_datetime(frame["submitted_at"], utc=True).max()
+    return None if pd.isna(t) else t.isoformat()
+
+
+def scheduler_model_name(workspace: Path) -> str:
+    """Registered name of a workspace's scheduler forecaster: ``gpuplan-scheduler-<folder name>``."""
+    slug = "".join(c if c.isalnum() or c in "-_" else "-" for c in Path(workspace).name) or "workspace"
+    return f"gpuplan-scheduler-{slug}"
+
+
+def log_scheduler_model_run(settings: Settings, ws: Any, model: Any, doc: Mapping[str, Any], alias: str) -> str:
+    """Log one nightly retraining of a workspace's scheduler forecaster; register it; point ``alias`` at it.
+
+    Run in the ``scheduler`` experiment: params (workspace, cut-off, promoted, reason, the champion
+    version before), metrics (history/train/holdout rows, the candidate's and the champion's holdout
+    evaluations, flattened), the model as a pyfunc (:mod:`pipelines.models.scheduler`) registered as a
+    new version of :func:`scheduler_model_name` with ``alias`` (``champion`` or ``challenger``).
+
+    Returns the registered version (text).
+    """
+    import mlflow  # lazily: import cost, see pipelines.tracking.store
+    import mlflow.pyfunc
+
+    from pipelines.models import scheduler as scheduler_models
+
+    params = {"workspace": str(ws.root), "cutoff": doc.get("cutoff"), "promoted": doc.get("promoted"),
+              "reason": doc.get("reason"), "alias": alias, "champion_version_before": doc.get("champion_version_before"),
+              "mode": getattr(model, "mode", None)}
+    metrics = {k: doc.get(k) for k in ("history_rows", "train_rows", "holdout_rows")}
+    for key in ("candidate", "champion"):
+        if doc.get(key):
+            metrics.update(flatten(doc[key], f"{key}."))
+    rid = log_run(settings, "scheduler", run_name("scheduler", doc.get("cutoff"), Path(ws.root).name), params=params,
+                  metrics=metrics, tags={"gpuplan.stage": "nightly", "gpuplan.workspace": str(ws.root)})
+    mlflow.set_tracking_uri(settings.tracking_uri)
+    mlflow.set_registry_uri(settings.tracking_uri)
+    name = scheduler_model_name(ws.root)
+    with tempfile.TemporaryDirectory() as td, quiet_mlflow(), mlflow.start_run(run_id=rid):
+        pkl = Path(td) / scheduler_models.MODEL_FILE
+        pkl.write_bytes(pickle.dumps(model))
+        info = mlflow.pyfunc.log_model(name="forecaster", python_model=scheduler_models.SchedulerModelPyfunc(),
+                                       artifacts={"model": str(pkl)}, pip_requirements=model_pip_requirements())
+        cand = (doc.get("candidate") or {}).get("metrics") or {}
+        champ = (doc.get("champion") or {}).get("metrics") or {}
+        tags = {**holdout_tags(cand), **holdout_tags(champ, "holdout.champion_before."),
+                "cutoff": doc.get("cutoff"), "promoted": doc.get("promoted")}
+        mv = mlflow.register_model(info.model_uri, name, tags=tag_values(tags))
+    describe_version(settings, name, str(mv.version), (
+        f"Scheduler-history runtime forecaster of {ws.root} (P50/P90 hours per job), trained on "
+        f"{doc.get('history_rows')} records up to {doc.get('cutoff')}; holdout {doc.get('holdout_rows')} runs"
+        + (f", MAE {cand['mae_h']:.3f} h, pinball P90 {cand.get('pinball_p90_h', float('nan')):.3f} h" if "mae_h" in cand
+           else "") + f". {alias}: {doc.get('reason')}. MLflow run {rid}."))
+    mlflow_client(settings).set_registered_model_alias(name, alias, mv.version)
+    return str(mv.version)

@@ -1,0 +1,182 @@
+"""The MLflow store: its experiments, opening it once before any fan-out, and diagnosing a broken one.
+
+The tracking URI is always explicit (from :class:`pipelines.config.settings.Settings`, case C28); the
+store is initialised once, before any fan-out (:func:`init_store`), because several processes
+creating the schema of a new SQLite database at once race on migration (case C26). Each
+experiment gets an explicit artifact location under ``settings.artifact_root`` so nothing is
+written to ``./mlruns`` of the current directory.
+
+SQLite concurrency: :func:`init_store` switches the database to WAL journaling (readers do not
+block the writer; persistent in the file) and MLflow 3 sets ``PRAGMA busy_timeout = 20000``
+(20 s) on every session it opens (``mlflow/store/db/utils.py``), so concurrent writers wait
+instead of failing with "database is locked". A store that cannot be opened is one
+:class:`StoreError` line (:func:`store_error`).
+
+mlflow is imported inside the functions that use it: ``import mlflow`` costs ~1.0 s on the 2-core
+machine (pandas alone 0.49 s, pandas + mlflow 1.47 s), and ``gpuplan predict`` imports the tracking
+modules (through :mod:`pipelines.models.jobs`) but logs nothing when the saved model exists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import sqlite3
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from pipelines.config.errors import InputError
+from pipelines.config.settings import Settings
+from pipelines.io.run_folder import file_lock
+
+#: experiment key -> experiment name
+EXPERIMENTS: dict[str, str] = {
+    "training": "gpuplan-forecaster-training",
+    "quantization": "gpuplan-forecaster-quantization",
+    "batch_inference": "gpuplan-forecaster-batch_inference",
+    "realtime": "gpuplan-forecaster-realtime",
+    "scheduler": "gpuplan-forecaster-scheduler",
+    "plans": "gpuplan-plans",
+    "benchmarks": "gpuplan-benchmarks",
+}
+
+def sqlite_path(tracking_uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI, or None for any other scheme."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    return Path(tracking_uri[len("sqlite:///"):].split("?", 1)[0])
+
+
+def mlflow_client(settings: Settings):
+    """An :class:`mlflow.MlflowClient` on ``settings.tracking_uri`` (tracking and registry)."""
+    from mlflow import MlflowClient  # lazily: import cost, see the module docstring
+
+    return MlflowClient(tracking_uri=settings.tracking_uri, registry_uri=settings.tracking_uri)
+
+
+def _init_lock(settings: Settings):
+    settings.mlruns_dir.mkdir(parents=True, exist_ok=True)
+    db = sqlite_path(settings.tracking_uri)
+    return file_lock((db.parent if db is not None else settings.mlruns_dir) / ".init.lock")
+
+
+class StoreError(InputError):
+    """The MLflow store cannot be used (old schema, locked, read-only, missing folder): one line with the fix."""
+
+
+def store_error(settings: Settings, exc: BaseException) -> StoreError:
+    """The one-line :class:`StoreError` for an exception raised while opening or writing the MLflow store.
+
+    Recognised: an out-of-date schema (MLflow's "Detected out-of-date database schema": the exact
+    ``mlflow db upgrade`` command of this environment), a locked database, a read-only database or
+    folder, a missing folder; anything else is named with its first line.
+    """
+    uri = settings.tracking_uri
+    text = " ".join(str(exc).split())
+    low = text.lower()
+    mlflow_bin = Path(sys.executable).parent / "mlflow"
+    db = sqlite_path(uri)
+    if "out-of-date database schema" in low or "alembic" in low and "revision" in low:
+        return StoreError(f"MLflow store {uri} has an older database schema than the installed MLflow: back up "
+                          f"{db or 'the database'}, then run '{mlflow_bin} db upgrade {uri}'")
+    if "database is locked" in low:
+        return StoreError(f"MLflow store {uri} is locked by another process: wait for it to finish (or stop it) "
+                          f"and retry")
+    if "readonly" in low or "read-only" in low or isinstance(exc, PermissionError):
+        return StoreError(f"MLflow store {uri} is read-only ({text[:120]}): make {db or 'it'} and its folder "
+                          f"writable, or set GPUPLAN_TRACKING_URI to a writable store")
+    if "unable to open database file" in low or isinstance(exc, FileNotFoundError):
+        where = db.parent if db is not None else uri
+        return StoreError(f"MLflow store {uri} cannot be opened: folder {where} is missing or not writable; create "
+                          f"it or set GPUPLAN_TRACKING_URI")
+    return StoreError(f"MLflow store {uri} cannot be used: {type(exc).__name__}: {text[:200]}")
+
+
+def init_store(settings: Settings) -> dict[str, str]:
+    """Create the tracking database (schema), WAL mode and every experiment; idempotent.
+
+    Call once per process tree before starting concurrent work. Also sets the process-wide
+    tracking and registry URIs to ``settings.tracking_uri``.
+
+    Returns:
+        experiment key -> experiment id.
+
+    Raises:
+        StoreError: the store cannot be used (:func:`store_error`: one line naming the store and the fix).
+    """
+    try:
+        _preflight_sqlite(settings)
+        return _init_store(settings)
+    except StoreError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the store boundary: one line, never a traceback
+        raise store_error(settings, exc) from None
+
+
+def _preflight_sqlite(settings: Settings) -> None:
+    """Open a SQLite store directly first (2 s timeout): MLflow retries a failing engine for ~100 s before it gives up.
+
+    Raises the :mod:`sqlite3` error of a path that is a folder, a file that is not a database, a
+    database locked by another writer or read-only; a missing database is fine (MLflow creates it).
+    """
+    db = sqlite_path(settings.tracking_uri)
+    if db is None:
+        return
+    if db.exists() and not db.is_file():
+        raise sqlite3.OperationalError("unable to open database file (the path is a folder)")
+    if not db.exists():
+        return
+    con = sqlite3.connect(db, timeout=2)
+    try:
+        con.execute("PRAGMA schema_version").fetchone()
+        con.execute("BEGIN IMMEDIATE")  # needs the write lock: a locked or read-only database fails here
+        con.execute("ROLLBACK")
+    finally:
+        con.close()
+
+
+def _init_store(settings: Settings) -> dict[str, str]:
+    import mlflow  # lazily: import cost, see the module docstring
+
+    mlflow.set_tracking_uri(settings.tracking_uri)
+    mlflow.set_registry_uri(settings.tracking_uri)
+    with _init_lock(settings):
+        client = mlflow_client(settings)  # creates/migrates the schema for a new SQLite file
+        ids: dict[str, str] = {}
+        for key, name in EXPERIMENTS.items():
+            exp = client.get_experiment_by_name(name)
+            if exp is None:
+                location = (settings.artifact_root / name).resolve()
+                location.mkdir(parents=True, exist_ok=True)
+                ids[key] = client.create_experiment(name, artifact_location=location.as_uri())
+            else:
+                ids[key] = exp.experiment_id
+        db = sqlite_path(settings.tracking_uri)
+        if db is not None:
+            con = sqlite3.connect(db, timeout=20)
+            try:
+                con.execute("PRAGMA journal_mode=WAL")
+            finally:
+                con.close()
+    return ids
+
+
+_QUIET_LOCK = threading.Lock()
+
+
+
+@contextlib.contextmanager
+def quiet_mlflow() -> Iterator[None]:
+    """Silence MLflow's INFO/WARNING chatter and its registration prints (stderr) for the CLI bars."""
+    with _QUIET_LOCK:  # redirect_stderr is process-wide: one model logging at a time
+        logger = logging.getLogger("mlflow")
+        level = logger.level
+        logger.setLevel(logging.ERROR)
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                yield
+        finally:
+            logger.setLevel(level)

@@ -1,0 +1,371 @@
+"""An operator's workspace: a folder with ``gpuplan.toml`` naming the cluster, its services, its sources and its store.
+
+``gpuplan.toml`` is read with :mod:`tomllib` and validated with pydantic (every error names the key
+and the file, one line). Keys (``docs/operations.md``, "Connect your cluster"):
+
+- ``[cluster]``: ``nodes = {name = gpus, ...}`` or ``n_nodes`` × ``gpus_per_node``; ``gpu_type``;
+  ``partitions`` (the partitions/queues planned; default all);
+  ``timezone`` (IANA zone of the scheduler's clock: sacct prints local times without an offset);
+  ``step_minutes`` (default 30); ``horizon_steps`` (default 48).
+- ``[[services]]``: the real-time services (the fields of ``data/traffic/services.json``), or
+  ``services_file`` naming such a JSON file (the demo's).
+- ``[sources.history]``, ``[sources.queue]``, ``[sources.traffic]``: ``format`` (:data:`FORMATS`) and
+  ``path`` (a file or a glob of drop-in exports, relative to the workspace); traffic also
+  ``service_label`` (Prometheus label naming the service) and ``value_units``.
+- ``[store]``: ``path`` of the accumulated data (default ``store`` inside the workspace).
+- ``[tracking]``: ``uri`` of the MLflow store (default: the project's embedded store).
+- ``[dask]``: ``address`` of the Dask scheduler for ``gpuplan bench`` (``tcp://HOST:PORT``, ``local``
+  or ``local:N``; default none, in-process; ``--dask`` wins).
+- ``[kinds]``: ``qos = {name = kind}``, ``partition = {name = kind}``, ``default`` — the job kind
+  of a record whose comment/annotations do not say (``gpuplan.kind=...``).
+- ``[priorities]``: ``qos = {name = weight}``, ``default`` — the planner's priority weight.
+- ``[replan]``: ``max_input_age_min`` (90) — older queue exports or traffic fail a re-plan.
+- ``[retrain]``: ``holdout_days`` (2), ``min_holdout_runs`` (10) — the nightly promotion gate.
+
+The shipped demo workspace is ``data/demo`` (:data:`DEMO_WORKSPACE`); its history and queue have the
+format ``demo`` (the shipped generated LLM histories and the queue built from the Alibaba openb
+window plus generated LLM jobs, read at plan time). Every command takes ``--workspace DIR``
+(default ``$GPUPLAN_WORKSPACE``, else the demo).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from domain.kinds import JOB_KINDS
+from domain.units import is_pow2
+from pipelines.config.errors import InputError
+from pipelines.config.paths import PROJECT_ROOT
+from pipelines.io import strict_json
+
+#: The config file of a workspace.
+CONFIG_FILE = "gpuplan.toml"
+#: The shipped demo workspace.
+DEMO_WORKSPACE: Path = PROJECT_ROOT / "data" / "demo"
+#: Source formats (``demo``: the shipped demo's history and queue).
+FORMATS: tuple[str, ...] = ("csv", "parquet", "slurm-sacct", "slurm-squeue-json", "kueue-json", "prometheus-json",
+                            "demo")
+#: Formats each source role accepts.
+ROLE_FORMATS: dict[str, tuple[str, ...]] = {
+    "history": ("csv", "parquet", "slurm-sacct", "kueue-json", "demo"),
+    "queue": ("csv", "parquet", "slurm-squeue-json", "slurm-sacct", "kueue-json", "demo"),
+    "traffic": ("csv", "parquet", "prometheus-json"),
+}
+
+Format = Literal["csv", "parquet", "slurm-sacct", "slurm-squeue-json", "kueue-json", "prometheus-json", "demo"]
+
+
+def _check_zone(v: str) -> str:
+    try:
+        ZoneInfo(v)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"{v!r} is not an IANA time zone (e.g. 'Europe/Berlin', 'UTC')") from None
+    return v
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClusterConfig(_Strict):
+    """``[cluster]``: the planned GPUs, the scheduler's clock and the planning clock.
+
+    Give ``nodes`` (name -> GPUs per node; all nodes one power-of-two size, as the planner's
+    contiguous blocks assume) or ``n_nodes`` and ``gpus_per_node`` (nodes named ``node-00`` ...).
+    ``partitions``: the scheduler partitions (Kueue: queue names) these nodes serve; only their jobs
+    are planned (all jobs still teach the forecaster). Running jobs on nodes outside ``nodes`` are
+    never planned on this cluster.
+    """
+
+    nodes: dict[str, int] | None = None
+    n_nodes: int | None = Field(default=None, ge=1)
+    gpus_per_node: int | None = Field(default=None, ge=1)
+    gpu_type: str = "unknown"
+    partitions: list[str] | None = None
+    timezone: str = "UTC"
+    step_minutes: int = Field(default=30, ge=1, le=1440)
+    horizon_steps: int = Field(default=48, ge=1)
+
+    _zone = field_validator("timezone")(_check_zone)
+
+    @model_validator(mode="after")
+    def _shape(self) -> ClusterConfig:
+        if self.nodes is not None:
+            if self.n_nodes is not None or self.gpus_per_node is not None:
+                raise ValueError("give either nodes or n_nodes and gpus_per_node, not both")
+            if not self.nodes:
+                raise ValueError("nodes is empty")
+            sizes = set(self.nodes.values())
+            if len(sizes) > 1:
+                raise ValueError(f"nodes have different GPU counts {sorted(sizes)}; gpuplan plans nodes of one size "
+                                 f"(list each size's nodes in its own workspace)")
+        elif self.n_nodes is None or self.gpus_per_node is None:
+            raise ValueError("give nodes = {name = gpus, ...} or both n_nodes and gpus_per_node")
+        g = self.node_gpus
+        if not is_pow2(g):
+            raise ValueError(f"GPUs per node = {g} is not a power of two")
+        if not is_pow2(self.n_gpus):
+            raise ValueError(f"{len(self.node_names)} nodes x {g} GPUs = {self.n_gpus} GPUs is not a power of two")
+        return self
+
+    @property
+    def node_names(self) -> list[str]:
+        """Node names in GPU order (node ``i`` holds GPUs ``i*gpus_per_node ...``)."""
+        if self.nodes is not None:
+            return list(self.nodes)
+        n = int(self.n_nodes or 0)
+        return [f"node-{i:0{max(2, len(str(n - 1)))}d}" for i in range(n)]
+
+    @property
+    def node_gpus(self) -> int:
+        """GPUs per node."""
+        return next(iter(self.nodes.values())) if self.nodes else int(self.gpus_per_node or 0)
+
+    @property
+    def n_gpus(self) -> int:
+        """GPUs of the cluster."""
+        return self.node_gpus * len(self.node_names)
+
+
+#: Fields every entry of a ``services.json`` must have (``data/traffic/README.md``).
+REQUIRED_FIELDS = ("service", "file", "timezone", "capacity_per_gpu_per_h", "headroom", "min_gpus", "max_gpus",
+                   "swap_cap_gpus")
+
+
+class ServiceSettings(_Strict):
+    """One real-time service: a ``[[services]]`` entry of ``gpuplan.toml`` or of ``services.json``.
+
+    The one service type of the shell: validated here, read by the real-time stage
+    (:mod:`pipelines.stages.realtime`) and the problem builder. Frozen.
+
+    Attributes:
+        service: name; ``file``: its hourly traffic file (relative to the traffic folder; ``""`` in a
+            workspace, whose traffic comes from ``[sources.traffic]``);
+        timezone: IANA zone of its local clock (seasonality); it takes precedence over any zone the
+            traffic stamps carry (default ``UTC``);
+        capacity_per_gpu_per_h: traffic one GPU serves per hour (file units, > 0); ``headroom``: fraction
+            (>= 0, default 0.1);
+        min_gpus / max_gpus / swap_cap_gpus / replica_gpus: GPU bounds, largest change per step, replica size;
+        units: the traffic units (``requests/h``; a ``services.json`` entry without one: ``traffic/h``).
+    """
+
+    service: str = Field(min_length=1)
+    timezone: str = "UTC"
+    capacity_per_gpu_per_h: float = Field(gt=0)
+    headroom: float = Field(default=0.1, ge=0)
+    min_gpus: int = Field(ge=0)
+    max_gpus: int = Field(ge=1)
+    swap_cap_gpus: int = Field(ge=1)
+    replica_gpus: int = Field(default=1, ge=1)
+    units: str = "requests/h"
+    file: str = ""
+
+    _zone = field_validator("timezone")(_check_zone)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str) -> ServiceSettings:
+        """One ``services[i]`` entry of a ``services.json`` (all of :data:`REQUIRED_FIELDS` needed; other keys ignored).
+
+        ``where`` names the entry in errors.
+
+        Raises:
+            pipelines.config.errors.InputError: a required field is missing, or a value is out of range.
+        """
+        miss = [k for k in REQUIRED_FIELDS if k not in d]
+        if miss:
+            raise InputError(f"{where} missing {', '.join(miss)}")
+        try:
+            return cls(service=str(d["service"]), file=str(d["file"]), timezone=str(d["timezone"]),
+                       capacity_per_gpu_per_h=float(d["capacity_per_gpu_per_h"]), headroom=float(d["headroom"]),
+                       min_gpus=int(d["min_gpus"]), max_gpus=int(d["max_gpus"]),
+                       swap_cap_gpus=int(d["swap_cap_gpus"]), replica_gpus=int(d.get("replica_gpus", 1)),
+                       units=str(d.get("units", "traffic/h")))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(x) for x in first.get("loc", ()))
+            raise InputError(f"{where}: {loc}: {str(first.get('msg', '')).removeprefix('Value error, ')}") from None
+
+    def gpu_conversion(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`forecasters.realtime.to_gpus` for this service."""
+        return {"capacity_per_gpu_per_h": self.capacity_per_gpu_per_h, "headroom": self.headroom,
+                "min_gpus": self.min_gpus, "max_gpus": self.max_gpus, "replica_gpus": self.replica_gpus}
+
+
+def read_services(path: str | os.PathLike) -> list[ServiceSettings]:
+    """The real-time services of a ``services.json`` (``data/traffic/README.md``), validated.
+
+    Raises:
+        pipelines.config.errors.InputError: file missing, not JSON, or a service without a required field.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"service settings not found: {p}")
+    doc = strict_json.loads(p.read_text(), str(p))
+    return [ServiceSettings.from_dict(s, f"{p}: services[{i}]") for i, s in enumerate(doc.get("services", []))]
+
+
+class SourceConfig(_Strict):
+    """One ``[sources.<role>]``: an export format and where its files are.
+
+    Attributes:
+        format: one of :data:`FORMATS`.
+        path: a file or a glob (``exports/sacct-*.txt``), relative to the workspace; ``demo``: unused.
+        service_label: Prometheus label that names the service (``prometheus-json``).
+        value_units: ``rate_per_s`` (a Prometheus ``rate()``: hourly value = mean rate × 3600) or
+            ``per_hour`` (values already per hour: hourly value = mean); default by format.
+        sidecar: CSV/parquet of LLM fields keyed by ``job_id`` (extra columns become annotations).
+        timezone: IANA zone of the export's naive times when not the cluster's (e.g. ``UTC`` for
+            ``TZ=UTC sacct ...``, the command ``docs/operations.md`` recommends).
+    """
+
+    format: Format
+    path: str = ""
+    service_label: str = "service"
+    value_units: Literal["rate_per_s", "per_hour"] | None = None
+    sidecar: str | None = None
+    timezone: str | None = None
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, v: str | None) -> str | None:
+        return None if v is None else _check_zone(v)
+
+    @model_validator(mode="after")
+    def _path(self) -> SourceConfig:
+        if self.format != "demo" and not self.path:
+            raise ValueError(f"format {self.format!r} needs a path (a file or a glob)")
+        return self
+
+    @property
+    def units(self) -> str:
+        """The value units in force (``value_units`` or the format's default)."""
+        return self.value_units or ("rate_per_s" if self.format == "prometheus-json" else "per_hour")
+
+
+class SourcesConfig(_Strict):
+    """``[sources]``: history, queue and traffic."""
+
+    history: SourceConfig
+    queue: SourceConfig
+    traffic: SourceConfig
+
+    @model_validator(mode="after")
+    def _formats(self) -> SourcesConfig:
+        for role, allowed in ROLE_FORMATS.items():
+            fmt = getattr(self, role).format
+            if fmt not in allowed:
+                raise ValueError(f"{role}.format = {fmt!r} is not a {role} format (expected one of {', '.join(allowed)})")
+        if (self.history.format == "demo") != (self.queue.format == "demo"):
+            raise ValueError("history and queue are both 'demo' or neither")
+        return self
+
+
+class StoreConfig(_Strict):
+    """``[store]``: where accumulated records live (relative to the workspace)."""
+
+    path: str = "store"
+
+
+class TrackingConfig(_Strict):
+    """``[tracking]``: the MLflow store (``uri``; default the project's embedded store)."""
+
+    uri: str | None = None
+
+
+class DaskConfig(_Strict):
+    """``[dask]``: ``address`` of the Dask scheduler that ``gpuplan bench`` sends its simulations to (``tcp://HOST:PORT``, ``local`` or ``local:N``; default none: in-process)."""
+
+    address: str | None = None
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, v: str | None) -> str | None:
+        from pipelines.bench.distributed import parse_dask  # light: no Dask import until a run
+
+        if v is not None:
+            try:
+                parse_dask(v)
+            except InputError:
+                raise ValueError(f"{v!r}: expected a scheduler address tcp://HOST:PORT, local or local:N "
+                                 "(N >= 1 workers)") from None
+        return v
+
+
+class KindsConfig(_Strict):
+    """``[kinds]``: the job kind of a record that does not say (qos first, then partition, then ``default``)."""
+
+    qos: dict[str, str] = Field(default_factory=dict)
+    partition: dict[str, str] = Field(default_factory=dict)
+    default: str = "training"
+
+    @model_validator(mode="after")
+    def _kinds(self) -> KindsConfig:
+        for where, table in (("qos", self.qos), ("partition", self.partition), ("default", {"": self.default})):
+            for name, kind in table.items():
+                if kind not in JOB_KINDS:
+                    key = where if not name else f"{where}.{name}"
+                    raise ValueError(f"{key} = {kind!r} is not a job kind ({', '.join(JOB_KINDS)})")
+        return self
+
+
+class PrioritiesConfig(_Strict):
+    """``[priorities]``: the planner's priority weight by QoS name (``default`` otherwise; names match case-insensitively)."""
+
+    qos: dict[str, float] = Field(default_factory=dict)
+    default: float = Field(default=1.0, gt=0)
+
+
+class ReplanConfig(_Strict):
+    """``[replan]``: the re-plan deployment's freshness rule.
+
+    ``max_input_age_min``: the newest queue export and the traffic must be at most this old at the
+    replan's scheduled time, else the replan fails with their age and the previous plan stays.
+    """
+
+    max_input_age_min: float = Field(default=90.0, gt=0)
+
+
+class RetrainConfig(_Strict):
+    """``[retrain]``: the nightly retraining's holdout and promotion rule (``docs/operations.md``).
+
+    ``holdout_days``: the last days of finished runs (by submit time) held out to compare the new
+    version with the champion; ``min_holdout_runs``: fewer runs than this cannot show a version is no
+    worse, so the champion stays.
+    """
+
+    holdout_days: float = Field(default=2.0, gt=0)
+    min_holdout_runs: int = Field(default=10, ge=1)
+
+
+class WorkspaceConfig(_Strict):
+    """The whole ``gpuplan.toml``."""
+
+    cluster: ClusterConfig
+    services: list[ServiceSettings] = Field(default_factory=list)
+    services_file: str | None = None
+    sources: SourcesConfig
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    dask: DaskConfig = Field(default_factory=DaskConfig)
+    kinds: KindsConfig = Field(default_factory=KindsConfig)
+    priorities: PrioritiesConfig = Field(default_factory=PrioritiesConfig)
+    replan: ReplanConfig = Field(default_factory=ReplanConfig)
+    retrain: RetrainConfig = Field(default_factory=RetrainConfig)
+
+    @model_validator(mode="after")
+    def _services(self) -> WorkspaceConfig:
+        if self.services and self.services_file:
+            raise ValueError("give [[services]] or services_file, not both")
+        names = [s.service for s in self.services]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"service {dup[0]!r} is listed twice")
+        return self
+
+

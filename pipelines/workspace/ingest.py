@@ -1,0 +1,225 @@
+"""Ingest a workspace's sources into its store (``gpuplan ingest``), and read what a plan needs.
+
+For each source of ``gpuplan.toml`` (history, queue, traffic), every file of its path (a file or a
+glob of drop-in exports, oldest first) is parsed by its format's adapter (:data:`JOB_PARSERS`,
+traffic: :func:`parse_traffic_file`); the records are upserted into the store
+(:class:`pipelines.workspace.store.Store`). The queue's newest file is the current queue (its pending and
+running jobs; :meth:`pipelines.workspace.store.Store.set_queue_snapshot`).
+
+The report (``gpuplan ingest --json``) per source: ``read`` (records read), ``added`` (new keys),
+``updated`` (known keys whose record changed), ``rejected`` (lines refused) and ``errors`` (one
+message per rejected line, ``<file>: line N: ...``, at most :data:`MAX_ERRORS` listed) and
+``unreadable_files``. A file that cannot be read at all is one error (its records count as none
+read), the other files are kept, and ``gpuplan ingest`` exits 2 after printing the report. The
+current queue is the queue export taken last (its own time, ``squeue --json`` ``last_update``, else
+its file's modification time).
+``demo`` sources are read at plan time from the shipped files and report ``"demo": true``.
+
+A job in both the history and the queue export (a pending or running job sacct lists too) is one
+record: the one furthest along its life, the queue's among equals; ``added``/``updated`` count it
+under the source whose record was kept. A stored record is never replaced by an earlier stage of
+its life (:meth:`pipelines.workspace.store.Store.upsert`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pipelines.config.errors import InputError
+from pipelines.io.csv_sniff import read_operator_csv
+from pipelines.workspace.load import Workspace
+from pipelines.workspace.sources.records import ParseResult, job_frame, traffic_frame
+from pipelines.workspace.store import JOBS, TRAFFIC, Store, UpsertCount
+
+#: Error messages listed per source (the count is always complete).
+MAX_ERRORS = 50
+
+SOURCE_OF_FORMAT = {"slurm-sacct": "slurm", "slurm-squeue-json": "slurm", "kueue-json": "kueue", "csv": "table",
+                    "parquet": "table"}
+
+
+def _table(path: Path) -> tuple[pd.DataFrame, bool]:
+    """A CSV (sniffed, :func:`pipelines.io.csv_sniff.read_operator_csv`) or parquet file; ``(frame, is_csv)``."""
+    if path.suffix.lower() == ".parquet":
+        try:
+            return pd.read_parquet(path), False
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot be read as parquet: {' '.join(str(exc).split())[:200]}") from None
+    return read_operator_csv(path, str(path), text_columns=("job_id", "ts", "service")), True
+
+
+def parse_job_file(ws: Workspace, role: str, path: Path) -> ParseResult:
+    """One export of ``[sources.<role>]`` -> job records (its format's adapter).
+
+    Raises:
+        InputError: the file cannot be read at all (not JSON, no header, required column missing).
+    """
+    src = ws.source(role)
+    fmt = src.format
+    source = SOURCE_OF_FORMAT[fmt]
+    if fmt in ("csv", "parquet"):
+        from pipelines.workspace.sources import tabular
+
+        frame, is_csv = _table(path)
+        side = _table(ws.resolve(src.sidecar))[0] if src.sidecar else None
+        return tabular.parse_jobs(frame, ws.source_timezone(role), csv=is_csv, source=source, sidecar=side)
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if fmt == "slurm-sacct":
+        from pipelines.workspace.sources import slurm
+
+        return slurm.parse_sacct(text, ws.source_timezone(role), source=source)
+    if fmt == "slurm-squeue-json":
+        from pipelines.workspace.sources import slurm_squeue
+
+        # a running job's elapsed time: at the snapshot's last_update, else at the file's mtime
+        exported = pd.Timestamp(path.stat().st_mtime, unit="s", tz="UTC")
+        return slurm_squeue.parse_squeue_json(text, source=source, now=exported)
+    if fmt == "kueue-json":
+        from pipelines.workspace.sources import kueue
+
+        return kueue.parse_kueue_workloads(text, source=source)
+    raise InputError(f"sources.{role}.format = {fmt!r} does not hold jobs")
+
+
+def parse_traffic_file(ws: Workspace, path: Path) -> ParseResult:
+    """One traffic export -> traffic records in the source's units (samples, not yet hourly).
+
+    Raises:
+        InputError: the file cannot be read at all.
+    """
+    src = ws.source("traffic")
+    services = ws.services()
+    if src.format == "prometheus-json":
+        from pipelines.workspace.sources import prometheus
+
+        return prometheus.parse_query_range(path.read_text(encoding="utf-8", errors="replace"), src.service_label,
+                                            [s.service for s in services])
+    from pipelines.workspace.sources import tabular
+
+    frame, is_csv = _table(path)
+    return tabular.parse_traffic(frame, path.name, services, ws.source_timezone("traffic"), csv=is_csv)
+
+
+@dataclass
+class SourceRead:
+    """What one source's files gave: records, counts, errors, the newest file's records (the current queue)."""
+
+    records: pd.DataFrame
+    read: int
+    errors: list[str]
+    newest: pd.DataFrame | None = None
+    newest_file: Path | None = None
+    newest_at: pd.Timestamp | None = None  # when that export was taken (its own time, else its file's mtime; UTC)
+    unreadable: list[str] = field(default_factory=list)
+
+
+def read_source(ws: Workspace, role: str) -> SourceRead:
+    """Parse every file of ``[sources.<role>]`` (oldest first; later records of a key win).
+
+    Raises:
+        InputError: the path matches no file.
+    """
+    files = ws.source_files(role)
+    parse: Callable[[Path], ParseResult] = ((lambda p: parse_traffic_file(ws, p)) if role == "traffic"
+                                            else (lambda p: parse_job_file(ws, role, p)))
+    frames, errors, read = [], [], 0
+    newest = None
+    newest_file = None
+    best: tuple[pd.Timestamp, str] | None = None
+    unreadable: list[str] = []
+    for path in files:
+        try:
+            res = parse(path)
+        except InputError as exc:
+            errors.append(f"{path.name}: {exc}")
+            unreadable.append(path.name)
+            continue
+        except (OSError, UnicodeError) as exc:
+            errors.append(f"{path.name}: cannot be read ({exc})")
+            unreadable.append(path.name)
+            continue
+        read += res.read
+        errors.extend(f"{path.name}: {e}" for e in res.errors)
+        frames.append(res.frame)
+        # the current export: the one taken last (what it says, else its mtime), not the last in name order
+        taken = (pd.Timestamp(res.exported_at).tz_convert("UTC") if res.exported_at is not None
+                 else pd.Timestamp(path.stat().st_mtime, unit="s", tz="UTC").floor("s"))
+        if best is None or (taken, path.name) >= best:
+            best = (taken, path.name)
+            newest, newest_file = res.frame, path
+    empty = traffic_frame([]) if role == "traffic" else job_frame([])
+    frame = pd.concat(frames, ignore_index=True) if frames else empty
+    return SourceRead(frame, read, errors, newest, newest_file, None if best is None else best[0], unreadable)
+
+
+def ingest(ws: Workspace) -> dict[str, Any]:
+    """Ingest every source of ``ws`` into its store; returns the report (module docstring).
+
+    Raises:
+        InputError: a source path matches no file.
+    """
+    store = Store(ws.store_dir)
+    report: dict[str, Any] = {}
+    reads: dict[str, SourceRead] = {}
+    for role in ("history", "queue", "traffic"):
+        if ws.source(role).format == "demo":
+            report[role] = {"demo": True, "read": 0, "added": 0, "updated": 0, "rejected": 0, "errors": []}
+        else:
+            reads[role] = read_source(ws, role)
+    # one upsert of both job sources: a job in the history and the queue exports is one record (the
+    # one furthest along its life; the queue's among equals), so a re-ingest changes nothing
+    job_roles = [r for r in ("history", "queue") if r in reads]
+    counts = {}
+    if job_roles:
+        frames = [reads[r].records for r in job_roles]
+        origin = [r for r, f in zip(job_roles, frames) for _ in range(len(f))]
+        counts.update(store.upsert(JOBS, pd.concat(frames, ignore_index=True), origin))
+    if "traffic" in reads:
+        counts.update(store.upsert(TRAFFIC, reads["traffic"].records, ["traffic"] * len(reads["traffic"].records)))
+    if "queue" in reads and reads["queue"].newest is not None:
+        q = reads["queue"]
+        store.set_queue_snapshot(q.newest, q.newest_at, q.newest_file.name if q.newest_file else "")
+    for role, got in reads.items():
+        c = counts.get(role, UpsertCount(0, 0))
+        report[role] = {"read": got.read, "added": c.added, "updated": c.updated,
+                        "rejected": len(got.errors), "errors": got.errors[:MAX_ERRORS],
+                        "unreadable_files": got.unreadable}
+    report = {r: report[r] for r in ("history", "queue", "traffic")}
+    return {"workspace": str(ws.root), "store": str(store.root), "sources": report}
+
+
+@dataclass(frozen=True)
+class WorkspaceData:
+    """What a plan of a (non-demo) workspace reads: job history, the current queue and traffic samples."""
+
+    history: pd.DataFrame
+    queue: pd.DataFrame
+    traffic: pd.DataFrame
+    from_store: bool
+    snapshot_at: pd.Timestamp | None = None
+    snapshot_file: str = ""
+
+
+def workspace_data(ws: Workspace) -> WorkspaceData:
+    """The store's records when anything was ingested, else the sources parsed now (nothing written).
+
+    Raises:
+        InputError: nothing stored and a source path matches no file.
+    """
+    store = Store(ws.store_dir)
+    if store.exists():
+        info = store.queue_snapshot_info() or {}
+        at = pd.Timestamp(info["exported_at"]) if info.get("exported_at") else None
+        return WorkspaceData(store.jobs(), store.queue(), store.traffic(), True, at, info.get("file", ""))
+    hist = read_source(ws, "history").records
+    q = read_source(ws, "queue")
+    newest = q.newest if q.newest is not None else job_frame([])
+    queue = newest[newest["state"].isin(("pending", "running"))].reset_index(drop=True)
+    jobs = pd.concat([hist, q.records], ignore_index=True).drop_duplicates(list(JOBS.key), keep="last")
+    return WorkspaceData(jobs.reset_index(drop=True), queue, read_source(ws, "traffic").records, False,
+                         q.newest_at, q.newest_file.name if q.newest_file else "")

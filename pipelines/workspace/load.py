@@ -1,0 +1,213 @@
+"""Loading a workspace: the folder, its ``gpuplan.toml`` parsed once into a :class:`Workspace`, and ``gpuplan init``'s text.
+
+The keys and their validation are in :mod:`pipelines.workspace.config`; here: where the folder is
+(``--workspace DIR``, else ``$GPUPLAN_WORKSPACE``, else the shipped demo), paths relative to it, the
+files a source's glob matches, and the commented template ``gpuplan init`` writes.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from pipelines.config.errors import InputError
+from pipelines.config.paths import PROJECT_ROOT
+from pipelines.workspace.config import (
+    CONFIG_FILE,
+    DEMO_WORKSPACE,
+    ServiceSettings,
+    SourceConfig,
+    WorkspaceConfig,
+    read_services,
+)
+
+
+class Workspace:
+    """A loaded workspace: its folder and validated config."""
+
+    def __init__(self, root: Path, config: WorkspaceConfig):
+        self.root = Path(root).resolve()
+        self.config = config
+
+    @property
+    def config_path(self) -> Path:
+        """``<root>/gpuplan.toml``."""
+        return self.root / CONFIG_FILE
+
+    @property
+    def is_demo(self) -> bool:
+        """True when history and queue are the shipped demo's (format ``demo``)."""
+        return self.config.sources.history.format == "demo"
+
+    @property
+    def store_dir(self) -> Path:
+        """The store folder (absolute)."""
+        return self.resolve(self.config.store.path)
+
+    def resolve(self, path: str) -> Path:
+        """``path`` relative to the workspace (``~`` expanded; absolute paths kept)."""
+        p = Path(os.path.expanduser(path))
+        return p if p.is_absolute() else self.root / p
+
+    def source(self, role: str) -> SourceConfig:
+        """``[sources.<role>]``."""
+        return getattr(self.config.sources, role)
+
+    def source_timezone(self, role: str) -> str:
+        """The zone of ``[sources.<role>]``'s naive times: its ``timezone``, else ``[cluster] timezone``."""
+        return self.source(role).timezone or self.config.cluster.timezone
+
+    def source_files(self, role: str) -> list[Path]:
+        """The files of ``[sources.<role>]``: the path itself, or the glob's matches oldest first (mtime, then name).
+
+        Raises:
+            InputError: no file matches (the message names the key and the pattern).
+        """
+        src = self.source(role)
+        pattern = str(self.resolve(src.path))
+        files = [Path(p) for p in glob.glob(pattern)] if glob.has_magic(pattern) else [Path(pattern)]
+        files = [p for p in files if p.is_file()]
+        if not files:
+            raise InputError(f"{self.config_path}: sources.{role}.path = {src.path!r}: no such file")
+        return sorted(files, key=lambda p: (p.stat().st_mtime, p.name))
+
+    def services(self) -> list[ServiceSettings]:
+        """The real-time services: ``[[services]]``, or the ``services.json`` named by ``services_file``.
+
+        Raises:
+            InputError: the services file missing or invalid.
+        """
+        if self.config.services_file:
+            return read_services(self.resolve(self.config.services_file))
+        return list(self.config.services)
+
+
+def _one_line(exc: ValidationError, path: Path) -> str:
+    first = exc.errors()[0]
+    loc = ".".join(str(x) for x in first.get("loc", ()))
+    msg = str(first.get("msg", "")).removeprefix("Value error, ")
+    if first.get("type") == "extra_forbidden":
+        msg = "unknown key"
+    elif first.get("type") == "missing":
+        msg = "required key missing"
+    more = len(exc.errors()) - 1
+    return f"{path}: {loc or '(top level)'}: {msg}" + (f" (and {more} more)" if more else "")
+
+
+def parse_workspace(text: str, root: Path, path: Path | None = None) -> Workspace:
+    """Validate the text of a ``gpuplan.toml`` of the workspace ``root``.
+
+    Raises:
+        InputError: not TOML, or a key missing, unknown or invalid (one line naming the key and the file).
+    """
+    path = path or Path(root) / CONFIG_FILE
+    try:
+        doc: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        return Workspace(Path(root), WorkspaceConfig.model_validate(doc))
+    except ValidationError as exc:
+        raise InputError(_one_line(exc, path)) from None
+
+
+def load_workspace(folder: str | Path | None = None) -> Workspace:
+    """The workspace of ``folder`` (else ``$GPUPLAN_WORKSPACE``, else the shipped demo :data:`DEMO_WORKSPACE`).
+
+    Raises:
+        InputError: the folder or its ``gpuplan.toml`` missing, or the config invalid.
+    """
+    chosen = folder if folder is not None else (os.environ.get("GPUPLAN_WORKSPACE") or DEMO_WORKSPACE)
+    root = Path(chosen).expanduser()
+    path = root / CONFIG_FILE
+    if not root.is_dir():
+        raise InputError(f"workspace {root}: no such folder (create one with 'gpuplan init {root}')")
+    if not path.is_file():
+        raise InputError(f"workspace {root}: no {CONFIG_FILE} (create one with 'gpuplan init {root}')")
+    return parse_workspace(path.read_text(encoding="utf-8"), root, path)
+
+
+_INIT_TEMPLATE = '''\
+# gpuplan workspace. Keys: docs/operations.md, "Connect your cluster".
+# After editing: gpuplan ingest --workspace DIR ; gpuplan run --workspace DIR
+{services_block}
+[cluster]
+{cluster_block}
+# IANA zone of the scheduler's clock (sacct prints local times without an offset)
+timezone = "{timezone}"
+step_minutes = 30       # planning step
+horizon_steps = 48      # 48 x 30 min = 24 h
+
+[sources.history]       # finished jobs: what the runtime forecaster learns from
+{history_block}
+
+[sources.queue]         # pending and running jobs: what gets planned (the newest file is the queue)
+{queue_block}
+
+[sources.traffic]       # real-time request rate per service
+{traffic_block}
+
+[store]
+path = "store"          # accumulated records (partitioned parquet), inside the workspace
+
+[tracking]
+# uri = "sqlite:////abs/path/mlflow.db"   # MLflow store; default: the project's mlruns/
+
+# [kinds]               # job kind of a job whose comment does not say gpuplan.kind=...
+# qos = {{ be = "batch_inference" }}
+# partition = {{ quant = "quantization" }}
+# default = "training"
+
+# [priorities]          # planner weight per QoS (case-insensitive); default 1
+# qos = {{ high = 8, normal = 2, low = 1 }}
+
+# [replan]
+# max_input_age_min = 90  # a replan fails (keeping the previous plan) when exports are older
+
+# [retrain]
+# holdout_days = 2        # nightly: the new version must be no worse than the champion on these days
+# min_holdout_runs = 10
+'''
+
+
+def init_text(demo: bool = False) -> str:
+    """The commented ``gpuplan.toml`` ``gpuplan init`` writes: a cluster template, or (``demo``) the shipped demo.
+
+    The demo text points at the shipped data by absolute path (the workspace may live anywhere).
+    """
+    if demo:
+        data = (PROJECT_ROOT / "data").resolve()
+        return _INIT_TEMPLATE.format(
+            services_block=f'\nservices_file = "{data / "traffic" / "services.json"}"   # the shipped services\n',
+            cluster_block="n_nodes = 8\ngpus_per_node = 8",
+            timezone="Asia/Shanghai",
+            history_block='format = "demo"        # the shipped generated LLM histories (data/histories)',
+            queue_block='format = "demo"        # Alibaba openb pods + generated LLM jobs (data/traces)',
+            traffic_block=f'format = "csv"\npath = "{data / "traffic"}/servegen_*_hourly.csv"',
+        )
+    return _INIT_TEMPLATE.format(
+        services_block='''
+[[services]]            # one block per real-time service (fields as data/traffic/services.json)
+service = "chat"
+timezone = "UTC"        # the service's users' clock (daily seasonality)
+capacity_per_gpu_per_h = 1000000   # requests one GPU serves per hour
+headroom = 0.1
+min_gpus = 1
+max_gpus = 16
+swap_cap_gpus = 4       # most GPUs it may gain or lose per step
+replica_gpus = 1
+''',
+        cluster_block='nodes = { gpu-001 = 8, gpu-002 = 8 }   # or: n_nodes = 8 and gpus_per_node = 8\ngpu_type = "H100"\n'
+                      '# partitions = ["gpu"]   # plan only these partitions (Kueue: queue names); default all',
+        timezone="UTC",
+        history_block='format = "slurm-sacct"   # or kueue-json, csv, parquet\npath = "exports/sacct-*.txt"',
+        queue_block='format = "slurm-squeue-json"   # or kueue-json, csv, parquet\npath = "exports/squeue-*.json"',
+        traffic_block='format = "prometheus-json"   # or csv, parquet\npath = "exports/prom-*.json"\n'
+                      'service_label = "service"      # the label naming the service\n'
+                      'value_units = "rate_per_s"     # a rate() query; "per_hour" for hourly counts',
+    )

@@ -1,0 +1,175 @@
+"""Plain CSV/parquet sources: job records and traffic in a documented column schema.
+
+**Jobs** (``[sources.history]`` / ``[sources.queue]`` with ``format = "csv"`` or ``"parquet"``): one
+row per job, columns named as the job record (:mod:`pipelines.workspace.sources.records`). Required:
+``job_id``, ``submitted_at``. Optional: every other record column; ``state`` defaults to
+``completed`` when ``ended_at`` is given, else ``running`` when ``started_at`` is, else ``pending``.
+Accepted aliases (the shipped LLM histories' schema, DESIGN §3): ``finished_at`` -> ``ended_at``,
+``duration_h`` -> ``elapsed_s`` (× 3600), ``gpus_used`` or ``gpus_requested`` -> ``gpus``,
+``time_limit_h`` -> ``time_limit_s`` (× 3600). Times with an offset are read as such; naive times
+are the cluster's clock (``[cluster] timezone``). Every other column (LLM fields: ``variant``,
+``params_b``, ``dataset_tokens_m``, …) becomes an annotation; so does a side-car file's (``sidecar``,
+keyed by ``job_id``). ``state`` takes the canonical names or Slurm's (``COMPLETED``, ``TIMEOUT``, …).
+
+**Traffic** (``[sources.traffic]``): columns ``ts``, ``value`` and ``service`` (or no ``service``
+column: the service whose ``file`` is this file's name); as ``gpuplan profile --traffic`` reads.
+
+A row that cannot be read is rejected with its line number (CSV: the file's line, header = line 1;
+parquet: ``row N``); the rest are kept.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from domain.kinds import JOB_KINDS
+from domain.records import JOB_RECORD, STATES, is_censored
+from pipelines.config.errors import InputError
+from pipelines.workspace.sources.records import SLURM_STATES, ParseResult, job_frame, local_to_utc, traffic_frame
+
+ALIASES: dict[str, tuple[str, float]] = {
+    "finished_at": ("ended_at", 1.0), "duration_h": ("elapsed_s", 3600.0), "gpus_used": ("gpus", 1.0),
+    "gpus_requested": ("gpus", 1.0), "time_limit_h": ("time_limit_s", 3600.0),
+}
+TIME_COLUMNS = ("submitted_at", "eligible_at", "started_at", "ended_at")
+
+
+def _where(i: int, csv: bool) -> str:
+    return f"line {i + 2}" if csv else f"row {i + 1}"
+
+
+def _utc(value: Any, timezone: str) -> pd.Timestamp:
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NaT:
+        return pd.NaT
+    ts = pd.Timestamp(value)
+    if pd.isna(ts):
+        return pd.NaT
+    if ts.tzinfo is None:
+        return local_to_utc([ts], timezone).iloc[0]
+    return ts.tz_convert("UTC")
+
+
+def _state(value: Any, row: dict[str, Any]) -> str:
+    if value is None or (isinstance(value, float) and np.isnan(value)) or str(value).strip() == "":
+        return "completed" if pd.notna(row.get("ended_at")) else ("running" if pd.notna(row.get("started_at"))
+                                                                 else "pending")
+    text = str(value).strip()
+    if text.lower() in STATES:
+        return text.lower()
+    word = text.split()[0].upper()
+    if word in SLURM_STATES:
+        return SLURM_STATES[word]
+    raise ValueError(f"state {text!r} is not a job state (expected one of {', '.join(STATES)} or a Slurm state)")
+
+
+def parse_jobs(frame: pd.DataFrame, timezone: str, csv: bool = True, source: str = "table",
+               sidecar: pd.DataFrame | None = None) -> ParseResult:
+    """Job rows of a CSV/parquet (module docstring) -> job records.
+
+    Raises:
+        InputError: ``job_id`` or ``submitted_at`` column missing.
+    """
+    frame = frame.rename(columns={c: str(c).strip() for c in frame.columns})
+    for col, (target, _) in ALIASES.items():
+        if col in frame.columns and target in frame.columns:
+            frame = frame.drop(columns=[col])
+    missing = [c for c in ("job_id", "submitted_at") if c not in frame.columns]
+    if missing:
+        raise InputError(f"missing column(s) {', '.join(missing)}; a job table needs job_id and submitted_at")
+    extra_side: dict[str, dict[str, Any]] = {}
+    if sidecar is not None:
+        if "job_id" not in sidecar.columns:
+            raise InputError("sidecar: missing column 'job_id'")
+        extra_side = {str(r.pop("job_id")): r for r in sidecar.to_dict(orient="records")}
+    known = set(JOB_RECORD) | set(ALIASES)
+    rows: list[dict[str, Any]] = []
+    errors: list[str] = []
+    for i, raw in enumerate(frame.to_dict(orient="records")):
+        try:
+            row: dict[str, Any] = {"source": source}
+            for col, value in raw.items():
+                if col in ALIASES:
+                    target, scale = ALIASES[col]
+                    row[target] = float(value) * scale if pd.notna(value) else np.nan
+                elif col in JOB_RECORD and col != "annotations":
+                    row[col] = value
+            row["job_id"] = str(raw["job_id"]).strip()
+            if not row["job_id"] or row["job_id"] == "nan":
+                raise ValueError("job_id is empty")
+            for col in TIME_COLUMNS:
+                try:
+                    row[col] = _utc(row.get(col), timezone)
+                except (TypeError, ValueError):
+                    raise ValueError(f"{col} {row.get(col)!r} is not a time (expected ISO 8601)") from None
+            if pd.isna(row["submitted_at"]):
+                raise ValueError("submitted_at is empty")
+            row["state"] = _state(row.get("state"), row)
+            if pd.isna(row.get("elapsed_s", np.nan)) and pd.notna(row["started_at"]) and pd.notna(row["ended_at"]):
+                row["elapsed_s"] = (row["ended_at"] - row["started_at"]).total_seconds()
+            gpus = row.get("gpus", 0)
+            if pd.notna(gpus) and float(gpus) < 0:
+                raise ValueError(f"gpus {gpus!r} is negative (a count of GPUs: expected a whole number >= 0)")
+            if pd.isna(gpus) or float(gpus) != int(float(gpus)):
+                raise ValueError(f"gpus {gpus!r} is not a whole number of GPUs")
+            row["gpus"] = int(float(gpus))
+            ann = {str(k): str(v) for k, v in raw.items() if k not in known and pd.notna(v)}
+            if isinstance(raw.get("annotations"), str) and raw["annotations"].strip():
+                ann.update(json.loads(raw["annotations"]))
+            ann.update({str(k): str(v) for k, v in extra_side.get(row["job_id"], {}).items() if pd.notna(v)})
+            kind = row.get("kind") if isinstance(row.get("kind"), str) else ann.get("kind")
+            row["kind"] = kind if kind in JOB_KINDS else None
+            row["annotations"] = json.dumps(ann, sort_keys=True)
+            row["censored"] = is_censored(row["state"], pd.notna(row["started_at"]))
+            rows.append(row)
+        except (ValueError, TypeError, json.JSONDecodeError) as exc:
+            errors.append(f"{_where(i, csv)}: {exc}")
+    return ParseResult(job_frame(rows), len(frame), errors)
+
+
+def parse_traffic(frame: pd.DataFrame, file_name: str, services: Sequence[Any], timezone: str = "UTC",
+                  csv: bool = True) -> ParseResult:
+    """Traffic rows (``ts``, ``value``[, ``service``]) -> traffic records.
+
+    ``services``: the configured services (objects with ``service`` and ``file``); a file without a
+    ``service`` column belongs to the service whose ``file`` is ``file_name``. Naive ``ts`` are
+    ``timezone``'s clock. Rows of a service not configured are rejected.
+
+    Raises:
+        InputError: ``ts``/``value`` missing, or no ``service`` column and no service names this file.
+    """
+    missing = [c for c in ("ts", "value") if c not in frame.columns]
+    if missing:
+        raise InputError(f"missing column(s) {', '.join(missing)}; expected ts, value[, service]")
+    names = {s.service for s in services}
+    if "service" in frame.columns:
+        svc = frame["service"].astype(str)
+    else:
+        owner = [s.service for s in services if s.file and s.file == file_name]
+        if not owner:
+            raise InputError(f"no 'service' column and no service has file = {file_name!r}")
+        svc = pd.Series(owner[0], index=frame.index)
+    rows: list[dict[str, Any]] = []
+    errors: list[str] = []
+    for i, (s, ts, value) in enumerate(zip(svc, frame["ts"], frame["value"])):
+        if s not in names:
+            errors.append(f"{_where(i, csv)}: service {s!r} is not configured (expected one of {sorted(names)})")
+            continue
+        try:
+            t = _utc(ts, timezone)
+            if pd.isna(t):
+                raise ValueError
+        except (TypeError, ValueError):
+            errors.append(f"{_where(i, csv)}: ts {ts!r} is not a time (expected ISO 8601)")
+            continue
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            errors.append(f"{_where(i, csv)}: value {value!r} is not a number")
+            continue
+        rows.append({"service": s, "ts": t, "value": v})
+    return ParseResult(traffic_frame(rows), len(frame), errors)

@@ -1,0 +1,214 @@
+"""``gpuplan whatif RUN_FOLDER``: the hand-solved what-ifs of tests/optimizer/test_whatif.py through the CLI
+(JSON document, text, errors), on a run folder written the way ``gpuplan run`` writes one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from optimizer.planners import plan
+from optimizer.problem import Problem
+from pipelines.cli.app import app
+
+#: The hand problem (8 GPUs on two 4-GPU nodes, 8 steps; worked in tests/optimizer/test_whatif.py), shared by
+#: the what-if tests: tests/data/whatif_hand.json.
+HAND = json.loads((Path(__file__).resolve().parents[2] / "data" / "whatif_hand.json").read_text())
+CHAT = {
+    "cluster": {"n_gpus": 4, "gpus_per_node": 4, "step_minutes": 30, "horizon_steps": 4},
+    "settings": {"time_limit_s": 20, "threads": 1},
+    "services": [{"service": "chat", "demand_gpus": [2, 2, 2, 2], "min_gpus": 0, "max_gpus": 4,
+                  "swap_cap_gpus": 4, "current_gpus": 2}],
+    "jobs": [], "running": [],
+}
+
+
+def run_folder(root: Path, doc: dict, nodes: list[str]) -> Path:
+    """A run folder as ``gpuplan run`` leaves it (problem.json, plan.json, summary.json), solved with the MILP."""
+    folder = root / "20250316T1600Z_test"
+    folder.mkdir()
+    prob = Problem.from_dict(doc)
+    (folder / "problem.json").write_text(json.dumps(prob.to_dict()))
+    (folder / "plan.json").write_text(json.dumps(plan(prob, "milp").to_dict()))
+    (folder / "summary.json").write_text(json.dumps({"plan_start": "2025-03-16T16:00:00+00:00", "planner": "milp",
+                                                     "cluster": {"nodes": nodes}}))
+    (root / "latest").symlink_to(folder.name)
+    return root / "latest"
+
+
+@pytest.fixture()
+def hand(tmp_path):
+    return run_folder(tmp_path, HAND, ["gpu-a", "gpu-b"])
+
+
+def _json(*args) -> dict:
+    res = CliRunner().invoke(app, ["whatif", *map(str, args), "--json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def test_add_gpus_json_hand_solved(hand):
+    doc = _json(hand, "--add-gpus", "8")
+    assert set(doc) >= {"base", "whatif", "delta", "jobs"} and doc["changes"] == ["+8 GPUs"]
+    a = next(j for j in doc["jobs"] if j["job_id"] == "A")
+    assert (a["start_ts_base"], a["start_ts_whatif"], a["delta_h"]) == ("2025-03-16T17:30:00Z",
+                                                                        "2025-03-16T16:00:00Z", -1.5)
+    assert a["reason"] == "starts earlier: runs on added GPUs [8, 16)"
+    assert (a["nodes_base"], a["nodes_whatif"]) == ("gpu-a,gpu-b", "added-00,added-01")
+    b, w, d = doc["base"], doc["whatif"], doc["delta"]
+    # batch GPU-h: R 4x2 + B 4x3 + A 8x2 GPU-steps = 36 x 0.5 h = 18; over 8 GPUs x 4 h, then 16 GPUs x 4 h
+    assert b["planned_utilization_pct"] == pytest.approx(56.25) and w["planned_utilization_pct"] == pytest.approx(28.125)
+    assert b["planned_value"] == pytest.approx(30.0) and d["planned_value"] == pytest.approx(0.0)  # 4x4 + 6 + 8
+    assert (b["gpus_up"], w["gpus_up"], d["gpus_up"]) == (8, 16, 8)
+    assert (b["jobs_started"], w["jobs_started"], b["idle_gpu_h"], w["idle_gpu_h"]) == (2, 2, 14.0, 46.0)
+    assert b["verified"] is True and w["verified"] is True and w["status"] == "optimal"
+
+
+def test_drain_node_moves_the_jobs_on_it(hand):
+    doc = _json(hand, "--drain-node", "gpu-b")
+    jobs = {j["job_id"]: j for j in doc["jobs"]}
+    assert jobs["R"]["change"] == "requeued" and jobs["R"]["start_ts_whatif"] == "2025-03-16T16:00:00Z"
+    assert jobs["R"]["reason"].startswith("was running on GPUs [4, 8) (gpu-b drained): lost, requeued")
+    assert (jobs["B"]["start_ts_base"], jobs["B"]["start_ts_whatif"]) == ("2025-03-16T16:00:00Z",
+                                                                          "2025-03-16T17:00:00Z")
+    assert jobs["A"]["start_ts_whatif"] is None
+    w = doc["whatif"]
+    # 4 GPUs up x 4 h = 16 GPU-h; R 4 GPU-h + B 6 GPU-h; value 4 x 4 + 6
+    assert (w["gpus_up"], w["jobs_started"], w["jobs_waiting"], w["jobs_total"]) == (4, 2, 1, 3)
+    assert w["planned_utilization_pct"] == pytest.approx(62.5) and w["planned_value"] == pytest.approx(22.0)
+
+
+def test_text_output_says_which_job_starts_earlier(hand):
+    res = CliRunner().invoke(app, ["whatif", str(hand), "--add-gpus", "8"])
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "+8 GPUs" in out and "jobs whose plan changed" in out
+    line = next(x for x in out.splitlines() if x.strip().startswith("A "))
+    assert "03-16 17:30Z -> 03-16 16:00Z" in line and "(-1.5 h)" in line and "runs on added GPUs [8, 16)" in line
+    assert "both verified" in out
+
+
+def test_several_changes_at_once(hand, tmp_path):
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"job_id": "N", "kind": "training", "priority": 2, "gpus": 4, "duration_h": 1.2}))
+    doc = _json(hand, "--cancel", "A", "--priority", "B=3", "--add-job", job)
+    assert doc["changes"] == ["cancel A", "priority B = 3", "add job N"]
+    jobs = {j["job_id"]: j for j in doc["jobs"]}
+    assert jobs["A"]["change"] == "cancelled" and jobs["A"]["start_ts_whatif"] is None
+    assert jobs["N"]["change"] == "added" and jobs["N"]["gpus_whatif"] == 4
+    assert jobs["B"]["reason"].startswith("priority 1 -> 3")
+    assert doc["whatif"]["jobs_total"] == 2  # B and N queued (A cancelled, R running)
+
+
+def test_demand_scale_coverage(tmp_path):
+    folder = run_folder(tmp_path, CHAT, ["n0"])
+    doc = _json(folder, "--demand-scale", "chat=3")
+    # demand 2 -> 6 GPUs per step, the service's band ends at 4: 4 of 6 covered, 2 GPUs x 4 steps x 0.5 h unmet
+    assert doc["whatif"]["rt_covered_p90_pct"] == pytest.approx(100 * 4 / 6)
+    assert doc["delta"]["rt_covered_p90_pct"] == pytest.approx(100 * 4 / 6 - 100)
+    assert doc["whatif"]["planned_rt_unmet_gpu_h"] == pytest.approx(4.0) and doc["jobs"] == []
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["--cancel", "Z"], "error: --cancel Z: no queued or running job 'Z' in the run (3 jobs, e.g. A, B, R)"),
+    (["--drain-node", "gpu-z"], "error: --drain-node gpu-z: no node 'gpu-z' in the run (nodes: gpu-a, gpu-b)"),
+    (["--demand-scale", "chat=2"], "error: --demand-scale chat=2: no service 'chat' in the run (services: none)"),
+    (["--fail-gpus", "8-x"], "error: --fail-gpus '8-x': expected GPU indices such as 8-15, 3 or 8-11,20-23 "
+                             "(inclusive ranges); '8-x' is not one"),
+    (["--fail-gpus", "7-4"], "error: --fail-gpus '7-4': range 7-4 ends before it starts"),
+    (["--fail-gpus", "6-9"], "error: --fail-gpus 6-9: GPU 8 is outside the cluster of 8 GPUs (0-7)"),
+    (["--priority", "A"], "error: --priority 'A': expected JOB=NUMBER"),
+    (["--priority", "A=x"], "error: --priority 'A=x': 'x' is not a number"),
+    (["--add-job", "/nonexistent/job.json"], "error: --add-job /nonexistent/job.json: no such file"),
+])
+def test_bad_input_is_one_line_exit_2(hand, args, line):
+    res = CliRunner().invoke(app, ["whatif", str(hand), *args])
+    assert res.exit_code == 2, res.output
+    assert res.stdout == "" and res.stderr.splitlines() == [line]
+
+
+def test_not_a_run_folder(tmp_path):
+    res = CliRunner().invoke(app, ["whatif", str(tmp_path), "--add-gpus", "8"])
+    assert res.exit_code == 2
+    assert res.stderr.strip() == (f"error: RUN_FOLDER {tmp_path}: no problem.json in it (not a run folder written by "
+                                  "'gpuplan run' or the replan deployment)")
+
+
+def _with_deadline(folder: Path, p90_h: float) -> Path:
+    """jobs.parquet of the hand run: A (8 GPUs) due 2025-03-16 18:30:00Z with the given P90, B without a deadline."""
+    import pandas as pd
+
+    start = pd.Timestamp("2025-03-16T16:00:00Z")
+    pd.DataFrame([
+        {"job_id": "A", "kind": "training", "priority": 1.0, "state": "queued", "deadline_at": start + pd.Timedelta("2.5h"),
+         "gpus_requested": 8, "duration_p10_h": 0.8, "duration_p50_h": 0.9, "duration_p90_h": p90_h, "size_options": ""},
+        {"job_id": "B", "kind": "quantization", "priority": 1.0, "state": "queued", "deadline_at": pd.NaT,
+         "gpus_requested": 4, "duration_p10_h": 1.4, "duration_p50_h": 1.5, "duration_p90_h": 1.6, "size_options": ""},
+    ]).assign(submitted_at=start - pd.Timedelta("1h"), started_at=pd.NaT, source="generated", gpus_pred=0,
+              flags="").assign(gpus_pred=lambda d: d["gpus_requested"]).to_parquet(folder / "jobs.parquet")
+    return folder
+
+
+def test_a_whatif_that_makes_a_job_miss_its_deadline_says_so(hand):
+    """Base: A starts at step 3 (17:30Z) on 8 GPUs, P90 1.0 h: finishes 18:30:00Z, exactly its deadline (not late).
+    Draining gpu-b leaves 4 GPUs up: A (8 GPUs) never starts, so it now misses its deadline."""
+    _with_deadline(hand.resolve(), p90_h=1.0)
+    doc = _json(hand, "--drain-node", "gpu-b")
+    assert doc["base"]["jobs_missing_deadline"] == 0 and doc["whatif"]["jobs_missing_deadline"] == 1
+    assert doc["delta"]["jobs_missing_deadline"] == 1
+    a = {j["job_id"]: j for j in doc["jobs"]}["A"]
+    assert a["misses_deadline_whatif"] and not a["misses_deadline_base"]
+    assert a["deadline_at"] == "2025-03-16T18:30:00Z" and a["p90_finish_whatif"] is None
+    text = CliRunner().invoke(app, ["whatif", str(hand), "--drain-node", "gpu-b"]).stdout
+    assert "MISSES DEADLINE 2025-03-16T18:30:00Z (not started)" in text
+
+
+def test_deadline_compared_with_the_p90_at_the_planned_start(hand):
+    """With P90 1.01 h the base plan's A already ends at 18:30:36Z, after its 18:30:00Z deadline."""
+    _with_deadline(hand.resolve(), p90_h=1.01)
+    doc = _json(hand, "--add-gpus", "8")  # A moves to step 0 on the new GPUs: 16:00Z + 1.01 h = 17:00:36Z, in time
+    assert doc["base"]["jobs_missing_deadline"] == 1 and doc["whatif"]["jobs_missing_deadline"] == 0
+
+
+def test_the_count_line_names_every_kind_of_change_so_it_adds_up():
+    from pipelines.report.whatif import change_counts_text
+
+    kinds = ["earlier"] * 3 + ["later"] * 2 + ["moved"] * 4 + ["cancelled", "unchanged", "added"]
+    assert change_counts_text([{"change": k} for k in kinds]) == (
+        "3 earlier, 2 later, 4 re-packed at the same start, 1 added, 1 cancelled, 1 with a new priority, start "
+        "unchanged")
+    assert change_counts_text([]) == "none"
+
+
+def test_drain_text_counts_every_changed_job(hand):
+    # draining gpu-b: R (running there) is requeued, B moves from 16:00 to 17:00, A no longer starts (later)
+    res = CliRunner().invoke(app, ["whatif", str(hand), "--drain-node", "gpu-b"])
+    assert res.exit_code == 0, res.output
+    assert "jobs whose plan changed: 3 (2 later, 1 requeued; start times UTC):" in res.stdout.splitlines()
+
+
+def test_time_limit_option_replans_with_that_budget_and_refuses_a_bad_one(hand):
+    doc = _json(hand, "--add-gpus", "8", "--time-limit", "60")
+    assert doc["time_limit_s"] == 60.0 and doc["whatif"]["status"] == "optimal"
+    assert not any(n.startswith("the what-if plan is not proven optimal") for n in doc["notes"])
+    for bad in ("0", "-5", "nan"):
+        res = CliRunner().invoke(app, ["whatif", str(hand), "--add-gpus", "8", "--time-limit", bad])
+        assert res.exit_code == 2 and res.output.strip().splitlines()[-1].startswith("error: --time-limit must be a "
+                                                                                       "positive number of seconds")
+
+
+def test_a_what_if_plan_that_is_not_proven_optimal_says_so_with_the_planners_reason(hand, monkeypatch):
+    from dataclasses import replace as dc_replace
+
+    from pipelines.stages import whatif as wi
+
+    real = wi.solve_stage.solve
+    why = "the work budget for time_limit_s=20 does not cover the root node (auto_work_limit 0: no branch-and-bound)"
+    monkeypatch.setattr(wi.solve_stage, "solve",
+                        lambda *a, **k: dc_replace(real(*a, **k), status="time_limit", message=why))
+    doc = _json(hand, "--add-gpus", "8")
+    assert (f"the what-if plan is not proven optimal (status time_limit: {why}); a job it leaves waiting or starts "
+            "late may still fit earlier: ask again with a larger --time-limit (a larger deterministic work budget)"
+            ) in doc["notes"]
