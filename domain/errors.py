@@ -2,7 +2,7 @@
 
 Every package raises :class:`InputError` (or a subclass) for bad input; the command line maps
 it to exit code 2 and prints its message as one line (DESIGN §7.1). ``forecasters.errors``,
-``optimizer.errors`` and ``pipelines.config.errors`` re-export this class: there is one ``InputError``.
+``optimizer.errors`` and ``pipelines.io.errors`` re-export this class: there is one ``InputError``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Three places hold data:
   ingested traffic, ingest diagnostics, bands, real-time status and metrics, the queue, job forecasts,
   demand, forecasts, the problem, the plan, its tables, the summary, the risk report and the plots;
 - **the model store** ``Settings.models_dir`` (:class:`Catalog`): one folder per job kind
-  (:mod:`pipelines.models.job_files`) and the nightly local-day marker;
+  (:mod:`pipelines.io.model_files`) and the nightly local-day marker;
 - **the shipped data** ``Settings.data_dir`` (:class:`Catalog` and the module-level readers): the
   real-time services and their traffic files, the job histories, the real-trace slices
   (:data:`SHIPPED_FILES`), and the public traces they are derived from (:data:`PUBLIC_TRACE_SOURCES`).
@@ -14,7 +14,7 @@ Three places hold data:
 Every reader and writer of those datasets goes through here; frames are checked against their
 column schema (:mod:`pipelines.io.schemas`) when written and read; every write is atomic
 (:mod:`pipelines.io.atomic`). The format adapters (:mod:`pipelines.io.traffic_io`, :mod:`pipelines.io.job_io`,
-:mod:`pipelines.io.trace_io`, :mod:`pipelines.io.plan_io`, :mod:`pipelines.models.job_files`) parse and
+:mod:`pipelines.io.trace_io`, :mod:`pipelines.io.plan_io`, :mod:`pipelines.io.model_files`) parse and
 serialise; they are given paths by this module and know no file names. A new place (a workspace's
 sources) is a new root plus its entries here.
 
@@ -35,11 +35,10 @@ import pandas as pd
 from optimizer.plan import Plan
 from optimizer.problem import Problem
 from optimizer.scenarios import RealTraceData
-from pipelines.config.errors import InputError
 from pipelines.config.settings import PROJECT_ROOT, Settings
-from pipelines.io import job_io, plan_io, schemas, strict_json, trace_io, traffic_io
+from pipelines.io import job_io, model_files, plan_io, schemas, strict_json, trace_io, traffic_io
 from pipelines.io.atomic import atomic_path, atomic_write_text
-from pipelines.models import job_files as job_models
+from pipelines.io.errors import InputError
 from pipelines.workspace.config import ServiceSettings, read_services
 
 Format = Literal["parquet", "json", "text", "png"]
@@ -264,7 +263,7 @@ class RunCatalog:
         ``json`` dataset any JSON value (dates as ISO text); a ``text`` dataset a string.
 
         Raises:
-            pipelines.config.errors.InputError: a frame without a column of its schema.
+            pipelines.io.errors.InputError: a frame without a column of its schema.
         """
         ds = self.dataset(name)
         path = self.path(name, **fields)
@@ -284,7 +283,7 @@ class RunCatalog:
         """Read dataset ``name``: a frame (schema-checked), a JSON value or a string.
 
         Raises:
-            FileNotFoundError: not written; pipelines.config.errors.InputError: a column of its schema missing.
+            FileNotFoundError: not written; pipelines.io.errors.InputError: a column of its schema missing.
         """
         ds = self.dataset(name)
         path = self.path(name, **fields)
@@ -349,7 +348,7 @@ class Catalog:
         """The real-time services of ``data/traffic/services.json``, validated (:func:`pipelines.workspace.config.read_services`).
 
         Raises:
-            pipelines.config.errors.InputError: file missing or a service without a required field.
+            pipelines.io.errors.InputError: file missing or a service without a required field.
         """
         return read_services(self.shipped("services"))
 
@@ -359,7 +358,7 @@ class Catalog:
         Read by (:func:`pipelines.io.traffic_io.read_service_traffic`).
 
         Raises:
-            FileNotFoundError: a file missing; pipelines.config.errors.InputError: unreadable, or without rows
+            FileNotFoundError: a file missing; pipelines.io.errors.InputError: unreadable, or without rows
                 of its service.
         """
         folder = self.shipped("traffic_dir")
@@ -369,7 +368,7 @@ class Catalog:
         """The shipped Alibaba openb pod window (:data:`pipelines.io.schemas.TRACE_PODS` columns at least).
 
         Raises:
-            pipelines.config.errors.InputError: file missing or a column missing.
+            pipelines.io.errors.InputError: file missing or a column missing.
         """
         return trace_io.read_pod_window(self.shipped("trace_pods"), schemas.TRACE_PODS)
 
@@ -395,7 +394,7 @@ class Catalog:
         if not path.is_dir():
             return None
         try:
-            model = job_models.load_model(path)
+            model = model_files.load_model(path)
         except InputError:
             return None
         from forecasters.schema import LEVELS_VERSION
@@ -403,8 +402,8 @@ class Catalog:
         return model if model.kind == kind and model.levels_version == LEVELS_VERSION else None
 
     def save_model(self, kind: str, model: Any) -> Path:
-        """Write ``model`` as the current ``kind`` forecaster (atomic folder swap, :func:`pipelines.models.job_files.save_model`)."""
-        return job_models.save_model(model, self.model_path(kind))
+        """Write ``model`` as the current ``kind`` forecaster (atomic folder swap, :func:`pipelines.io.model_files.save_model`)."""
+        return model_files.save_model(model, self.model_path(kind))
 
     def save_model_version(self, kind: str, doc: dict[str, Any]) -> Path:
         """Record which registered version the saved ``kind`` forecaster is (``<model folder>.version.json``)."""

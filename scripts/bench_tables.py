@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipelines.bench.aggregate import read_rows, tables_md  # noqa: E402
-from pipelines.config.errors import InputError  # noqa: E402
+from pipelines.io.errors import InputError  # noqa: E402
 
 BEGIN, END = "<!-- BEGIN bench_tables -->", "<!-- END bench_tables -->"
 

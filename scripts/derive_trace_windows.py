@@ -33,7 +33,7 @@ from pipelines.catalog import (  # noqa: E402
     derive_traces,
     load_real_trace,
 )
-from pipelines.config.errors import InputError  # noqa: E402
+from pipelines.io.errors import InputError  # noqa: E402
 
 #: The files this script writes, relative to the data folder.
 WINDOW_FILES = (SHIPPED_FILES["trace_pods"], SHIPPED_FILES["trace_pods_b"], SHIPPED_FILES["trace_serve"])

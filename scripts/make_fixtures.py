@@ -41,8 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from pipelines.config.errors import InputError  # noqa: E402
 from pipelines.io.atomic import atomic_write_text  # noqa: E402
+from pipelines.io.errors import InputError  # noqa: E402
 from pipelines.io.trace_io import read_pod_window  # noqa: E402
 from pipelines.replay.jobs import REPLAY_COLUMNS, REPLAY_END, job_states_at, replay_csv_text, replay_jobs  # noqa: E402
 from pipelines.replay.kueue_exports import kueue_list_text  # noqa: E402

@@ -12,6 +12,9 @@ Rules, each its own test so a failure names the rule:
    ``from pkg import mod`` counts as importing ``pkg.mod`` when ``mod`` is a submodule.
 5. No module imports or uses another module's private name (``from m import _x``, ``m._x(...)``,
    ``SomeClass._x`` for a class imported from a project module).
+6. Inside ``pipelines`` an import never runs back up the shell's order (DESIGN §2,
+   :data:`SHELL_ORDER`): a module of one folder imports only folders of its own rank or lower
+   (same-rank folders may import each other; rule 4 still forbids circles).
 
 Imports are read everywhere in a module (top level, inside functions, under ``if``), relative
 imports are resolved, and modules are discovered from the file tree, so new packages
@@ -34,6 +37,14 @@ PACKAGES = ("domain", "forecasters", "optimizer", "pipelines")
 PURE = ("domain", "forecasters", "optimizer")
 #: Third-party packages only the shell (``pipelines``) may import.
 SHELL_ONLY = ("prefect", "mlflow")
+#: The shell's folders (``pipelines/<folder>/``, ``pipelines/catalog.py``) by rank, lowest first (DESIGN §2):
+#: io (files, formats, errors) -> report (renders frames) -> workspace (gpuplan.toml, store, ingest, parsers)
+#: -> config (Settings from the workspace and the environment) -> catalog -> stages (in-memory steps)
+#: -> models, tracking -> bench -> flows (Prefect) -> replay -> cli.
+SHELL_ORDER: dict[str, int] = {
+    "io": 0, "report": 1, "workspace": 2, "config": 3, "catalog": 4, "stages": 5,
+    "models": 6, "tracking": 6, "bench": 7, "flows": 8, "replay": 9, "cli": 10,
+}
 #: Modules whose import alone means file IO.
 IO_MODULES = ("shutil", "glob", "tempfile")
 #: Fully qualified callables that touch the file system.
@@ -110,6 +121,12 @@ def _top(name: str) -> str:
     return name.split(".", 1)[0]
 
 
+def _shell_folder(name: str) -> str | None:
+    """``pipelines.flows.plan`` -> ``flows``; ``pipelines.catalog`` -> ``catalog``; ``pipelines`` -> None."""
+    parts = name.split(".")
+    return parts[1] if parts[0] == "pipelines" and len(parts) > 1 else None
+
+
 def _is_private(name: str) -> bool:
     """``_x`` is private; ``__x__`` (dunder), ``_x_`` (enum sunder) and namedtuple API are not."""
     return (name.startswith("_") and not name.endswith("_") and name not in PUBLIC_UNDERSCORE)
@@ -164,6 +181,8 @@ class _Reader(ast.NodeVisitor):
         if me in PURE and top in IO_MODULES:
             self._add("pure_io", node, f"imports {qual} (file IO in a pure package)")
         mod = self._project_module(qual)
+        if mod is not None and me == top == "pipelines":
+            self._shell_order(node, mod)
         if mod is not None and mod != self.src.name:
             self.facts.edges.append((mod, getattr(node, "lineno", 0)))
             rest = qual[len(mod) + 1:].split(".") if qual != mod else []
@@ -171,6 +190,18 @@ class _Reader(ast.NodeVisitor):
                 self._add("private", node, f"imports {qual} (private name of {mod})")
         if mod is not None and self._outside_private_module(mod):
             self._add("private", node, f"imports private module {mod} from outside its package")
+
+    def _shell_order(self, node: ast.AST, mod: str) -> None:
+        """Rule 6: ``pipelines.<a>...`` imports ``pipelines.<b>...`` only when rank(b) <= rank(a)."""
+        mine, theirs = _shell_folder(self.src.name), _shell_folder(mod)
+        if mine is None or theirs is None or mine == theirs:
+            return
+        if mine not in SHELL_ORDER or theirs not in SHELL_ORDER:
+            self._add("shell_order", node, f"imports {mod}: folder {mine if mine not in SHELL_ORDER else theirs!r} "
+                      "has no rank in SHELL_ORDER (DESIGN §2)")
+        elif SHELL_ORDER[theirs] > SHELL_ORDER[mine]:
+            self._add("shell_order", node, f"imports {mod}: {theirs} (rank {SHELL_ORDER[theirs]}) is above {mine} "
+                      f"(rank {SHELL_ORDER[mine]}); the shell's order is {' -> '.join(SHELL_ORDER)} (DESIGN §2)")
 
     def _outside_private_module(self, mod: str) -> bool:
         """True when ``mod`` is a private module (``pkg._m``) and this module is not in ``pkg``."""
@@ -426,6 +457,31 @@ def test_no_import_circles(findings: list[Finding]) -> None:
 
 def test_no_private_names_of_other_modules(findings: list[Finding]) -> None:
     _fail_on(findings, "private", "private names used across modules")
+
+
+def test_no_import_runs_back_up_the_shell(findings: list[Finding]) -> None:
+    _fail_on(findings, "shell_order", "imports running back up pipelines' order")
+
+
+def test_every_shell_folder_has_a_rank() -> None:
+    folders = {p.name for p in (ROOT / "pipelines").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    modules = {p.stem for p in (ROOT / "pipelines").glob("*.py") if p.name != "__init__.py"}
+    assert folders | modules == set(SHELL_ORDER)
+
+
+def test_checker_finds_imports_running_back_up_the_shell() -> None:
+    found = check(_tree(
+        pipelines__init="", pipelines__io__init="", pipelines__flows__init="", pipelines__cli__init="",
+        pipelines__tracking__init="", pipelines__models__init="", pipelines__extra__init="",
+        pipelines__io__a="def f():\n    from pipelines.flows import b\n    return b\n",   # up: io -> flows
+        pipelines__flows__b="from pipelines.io import a\n",                                 # down: fine
+        pipelines__cli__c="from ..flows import b\n",                                        # down, relative: fine
+        pipelines__tracking__d="from pipelines.models import e\n",                          # same rank: fine
+        pipelines__models__e="import pipelines.extra.f\n",                                  # a folder with no rank
+        pipelines__extra__f="",
+    ))
+    assert [r for r in _rules(found) if r[0] == "shell_order"] == [
+        ("shell_order", "pipelines/io/a.py", 2), ("shell_order", "pipelines/models/e.py", 1)]
 
 
 # ---------------------------------------------------------------- the checker on synthetic code

@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 
 #: Figures aggregated over seeds (bench.csv columns).
 METRICS: tuple[str, ...] = ("value", "utilization_pct", "rt_sla_pct", "value_of_bound_pct")

@@ -22,26 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pipelines.config.errors import InputError
-
-#: Workers of ``--dask local`` when no count is given.
-LOCAL_WORKERS = 2
-
-
-def parse_dask(value: str) -> tuple[str | None, int]:
-    """``(address, local_workers)`` from a ``--dask`` value: ``("tcp://h:p", 0)`` or ``(None, N)`` for ``local[:N]``.
-
-    Raises :class:`InputError` (one line naming ``--dask`` and what was expected) otherwise.
-    """
-    v = value.strip()
-    if v == "local" or v.startswith("local:"):
-        n = v.partition(":")[2]
-        if n and (not n.isdigit() or int(n) < 1):
-            raise InputError(f"--dask {value!r}: expected local:N with N >= 1 workers")
-        return None, int(n) if n else LOCAL_WORKERS
-    if v.startswith("tcp://") and v.rpartition(":")[2].isdigit():
-        return v, 0
-    raise InputError(f"--dask {value!r}: expected a scheduler address tcp://HOST:PORT, local or local:N")
+from pipelines.io.errors import InputError
+from pipelines.workspace.config import parse_dask
 
 
 def task_runner(value: str):

@@ -41,7 +41,7 @@ from optimizer.planners import PLANNERS
 from optimizer.scenarios import REAL_TRACES, SCENARIOS, build
 from optimizer.simulate import planner_fn, simulate, simulate_clairvoyant
 from pipelines.catalog import TRACE_DIR, load_real_trace
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 
 REFERENCE = {
     "_all": "utilisation up to +33 points; priority-weighted value higher in every scenario, up to +105 %",

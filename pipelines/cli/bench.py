@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from pipelines.cli.support import WORKSPACE_HELP, check_out_parent, emit_json, run_guarded, use_workspace
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 
 #: Default output folder of ``gpuplan bench`` (relative to the working directory).
 DEFAULT_OUT = Path("bench_out")
@@ -72,7 +72,7 @@ def bench(
             dask=dask or ws.config.dask.address,
         )
         if cfg.dask:
-            from pipelines.bench.distributed import parse_dask
+            from pipelines.workspace.config import parse_dask
 
             parse_dask(cfg.dask)
         res = b.run_bench(cfg, log=b.main_log)

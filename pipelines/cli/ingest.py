@@ -18,7 +18,7 @@ def ingest(
 
     def body() -> int:
         ws = use_workspace(workspace)
-        from pipelines.config.errors import InputError
+        from pipelines.io.errors import InputError
         from pipelines.workspace.ingest import ingest as run_ingest
 
         report = run_ingest(ws)

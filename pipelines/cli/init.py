@@ -19,8 +19,8 @@ def init(
 
     def body() -> int:
         from pipelines.cli.support import check_out_parent
-        from pipelines.config.errors import InputError
         from pipelines.io.atomic import atomic_write_text
+        from pipelines.io.errors import InputError
         from pipelines.workspace.config import CONFIG_FILE
         from pipelines.workspace.load import init_text
 

@@ -32,7 +32,7 @@ def plan(
         from optimizer.verify import verify
         from pipelines.catalog import read_problem_file, write_plan_file
         from pipelines.cli.support import check_out_parent, emit_json
-        from pipelines.config.errors import InputError
+        from pipelines.io.errors import InputError
         from pipelines.stages.outputs import plan_tables
 
         if planner not in PLANNERS:

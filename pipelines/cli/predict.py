@@ -9,8 +9,8 @@ import typer
 
 from domain.kinds import JOB_KINDS
 from pipelines.cli.support import WORKSPACE_HELP, run_guarded, use_workspace
-from pipelines.config.errors import InputError
 from pipelines.config.settings import job_side
+from pipelines.io.errors import InputError
 
 #: The scheduler-history forecaster (``gpuplan train --history FILE`` or a workspace's nightly retraining).
 SCHEDULER = "scheduler"

@@ -96,7 +96,7 @@ def profile(
         use_workspace(workspace)
         from pipelines.catalog import read_traffic_file
         from pipelines.cli.support import emit_json
-        from pipelines.config.errors import InputError
+        from pipelines.io.errors import InputError
 
         check_horizon_h(horizon_h, InputError)  # before reading the file
         doc = profile_document(read_traffic_file(traffic), timezone, horizon_h)

@@ -22,7 +22,7 @@ def replay(
 
     def body() -> int:
         from pipelines.cli.support import check_out_parent
-        from pipelines.config.errors import InputError
+        from pipelines.io.errors import InputError
 
         if scheduler not in ("slurm", "kueue"):
             raise InputError(f"--scheduler {scheduler!r}: expected slurm or kueue")
@@ -53,10 +53,10 @@ def refuse_shipped_side(workspace: Path) -> None:
     reading ``[sources.queue] format = "demo"`` would ignore them (every day ``null``).
 
     Raises:
-        pipelines.config.errors.InputError: one line naming the folder and what to do.
+        pipelines.io.errors.InputError: one line naming the folder and what to do.
     """
-    from pipelines.config.errors import InputError
     from pipelines.config.settings import job_side
+    from pipelines.io.errors import InputError
     from pipelines.workspace import CONFIG_FILE, load_workspace
 
     if (workspace.expanduser() / CONFIG_FILE).is_file() and job_side(load_workspace(workspace)) == "shipped":

@@ -25,10 +25,10 @@ def run(
         import time
 
         from pipelines.cli.support import check_out_parent
-        from pipelines.config.errors import InputError
         from pipelines.config.settings import job_side, load_settings, open_workspace, shipped_workspace
         from pipelines.flows.preflight import ingest_and_check
         from pipelines.flows.progress import PLAN_STAGES
+        from pipelines.io.errors import InputError
 
         ws = open_workspace(workspace)  # gpuplan.toml parsed once per process (the flow run reuses it)
         stages = PLAN_STAGES[job_side(ws)]

@@ -13,7 +13,7 @@ import typer
 from typer._click import exceptions as click_exc  # typer 0.29 vendors click: its own exception classes
 from typer.core import TyperGroup
 
-from pipelines.config.errors import input_error_types
+from pipelines.io.errors import input_error_types
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -50,7 +50,7 @@ def _json_default(obj: Any) -> Any:
 def run_guarded(fn: Callable[[], int | None]) -> None:
     """Run a command body, mapping failures to exit codes.
 
-    Bad input (any class from :func:`pipelines.config.errors.input_error_types`) prints
+    Bad input (any class from :func:`pipelines.io.errors.input_error_types`) prints
     ``error: <message>`` on one line to standard error and exits 2; any other exception
     prints ``internal error: <Type>: <message>`` and exits 1; a closed standard output (a pipe
     into ``head``) stops quietly with exit 141. Set ``GPUPLAN_DEBUG=1`` to
@@ -125,13 +125,13 @@ def usage_error_exit(exc: click_exc.ClickException) -> int:
 def check_out_parent(path: os.PathLike[str] | str, option: str = "--out") -> None:
     """Refuse an output path whose parent folder is missing, before any work is done.
 
-    Raises :class:`pipelines.config.errors.InputError` (exit 2, one line) naming ``option`` when the
+    Raises :class:`pipelines.io.errors.InputError` (exit 2, one line) naming ``option`` when the
     parent of ``path`` does not exist or is not a folder. Only the last level of ``path`` may
     be created by the command.
     """
     from pathlib import Path
 
-    from pipelines.config.errors import InputError
+    from pipelines.io.errors import InputError
 
     parent = Path(path).expanduser().resolve().parent
     if not parent.is_dir():
@@ -157,7 +157,7 @@ def use_workspace(folder: Any) -> Any:
     """Make ``folder`` (a path or None) this process's workspace (``$GPUPLAN_WORKSPACE``) and load it.
 
     Raises:
-        pipelines.config.errors.InputError: no such folder, no ``gpuplan.toml``, or an invalid one.
+        pipelines.io.errors.InputError: no such folder, no ``gpuplan.toml``, or an invalid one.
     """
     from pathlib import Path
 

@@ -10,8 +10,8 @@ import typer
 
 from domain.kinds import JOB_KINDS, REALTIME
 from pipelines.cli.support import WORKSPACE_HELP, run_guarded, use_workspace
-from pipelines.config.errors import InputError
 from pipelines.config.settings import job_side
+from pipelines.io.errors import InputError
 
 ALL_KINDS = (*JOB_KINDS, REALTIME, "all")
 
@@ -59,7 +59,7 @@ def realtime_report(data_dir: Path | None = None) -> dict:
     plot (:func:`pipelines.tracking.forecast_runs.log_realtime_backtest`).
 
     Raises:
-        pipelines.config.errors.InputError, FileNotFoundError: ``data/traffic/services.json`` or a traffic
+        pipelines.io.errors.InputError, FileNotFoundError: ``data/traffic/services.json`` or a traffic
             file missing or bad (the message names the file and field; exit 2 in the CLI).
     """
     from pipelines.catalog import Catalog  # lazily: import cost, see train_job_kind

@@ -36,8 +36,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from pipelines.config.errors import InputError
-from pipelines.config.paths import PROJECT_ROOT  # noqa: E402 - re-exported
+from pipelines.io.errors import InputError
+from pipelines.io.paths import PROJECT_ROOT  # noqa: E402 - re-exported
 
 if TYPE_CHECKING:
     from pipelines.workspace.load import Workspace
@@ -251,7 +251,7 @@ def open_workspace(folder: str | Path | None = None) -> Workspace:
     in the flow run; the file is read both times but parsed once (a changed file is parsed again).
 
     Raises:
-        pipelines.config.errors.InputError: the folder or its ``gpuplan.toml`` missing, or the config invalid.
+        pipelines.io.errors.InputError: the folder or its ``gpuplan.toml`` missing, or the config invalid.
     """
     from pipelines.workspace.config import CONFIG_FILE, DEMO_WORKSPACE
     from pipelines.workspace.load import load_workspace, parse_workspace
@@ -278,7 +278,7 @@ def load_settings(workspace: str | Path | Workspace | None = None, **overrides: 
     database file unless ``artifact_root`` is given (``GPUPLAN_ARTIFACT_ROOT`` or an override).
 
     Raises:
-        pipelines.config.errors.InputError: an unknown time zone, a non-power-of-two GPU count, or an
+        pipelines.io.errors.InputError: an unknown time zone, a non-power-of-two GPU count, or an
             invalid workspace.
     """
     from pipelines.workspace.load import Workspace

@@ -39,12 +39,12 @@ from prefect import serve as prefect_serve  # noqa: E402
 from prefect.deployments.runner import EntrypointType  # noqa: E402
 from prefect.settings import PREFECT_API_URL  # noqa: E402
 
-from pipelines.config.errors import InputError  # noqa: E402
 from pipelines.flows.bench import benchmark  # noqa: E402
 from pipelines.flows.plan import plan_flow  # noqa: E402
 from pipelines.flows.retrain import train_forecasters  # noqa: E402
 from pipelines.flows.schedules import nightly_schedule, replan_schedule  # noqa: E402
 from pipelines.flows.whatif import whatif_flow  # noqa: E402
+from pipelines.io.errors import InputError  # noqa: E402
 from pipelines.tracking import store as tracking_store  # noqa: E402
 
 SERVE_HINT = (
@@ -57,7 +57,7 @@ def require_persistent_server(api_url: str | None = None, timeout_s: float = 5.0
     """Return the Prefect API URL if it is a reachable persistent server; refuse otherwise.
 
     Raises:
-        pipelines.config.errors.InputError: ``PREFECT_API_URL`` is unset (Prefect would start a
+        pipelines.io.errors.InputError: ``PREFECT_API_URL`` is unset (Prefect would start a
             temporary server with no scheduler, so scheduled runs would never start), or the
             server does not answer ``/health``.
     """
@@ -108,7 +108,7 @@ def serve(settings: Settings, limit: int | None = 2) -> None:
     """Serve the deployments against a persistent Prefect server (blocks until interrupted).
 
     Raises:
-        pipelines.config.errors.InputError: no persistent server (see :func:`require_persistent_server`).
+        pipelines.io.errors.InputError: no persistent server (see :func:`require_persistent_server`).
     """
     require_persistent_server()
     tracking_store.init_store(settings)  # once, before any run can fan out

@@ -50,7 +50,7 @@ def workspace_settings(workspace: str | None, **overrides: object) -> tuple[Work
     again when ``gpuplan run`` parsed it before starting the flow); nothing is written to the environment.
 
     Raises:
-        pipelines.config.errors.InputError: the workspace is missing or invalid.
+        pipelines.io.errors.InputError: the workspace is missing or invalid.
     """
     ws = open_workspace(Path(workspace).expanduser().resolve() if workspace else None)
     return ws, load_settings(ws, **overrides)
@@ -115,7 +115,7 @@ def plan_once(settings: Settings, ws: Workspace, out: Path, when: datetime, plan
     the caller already ingested the workspace's exports; ``problem_path``: plan that problem file instead.
 
     Raises:
-        pipelines.config.errors.InputError: invalid inputs; RuntimeError: no valid plan (C13 b).
+        pipelines.io.errors.InputError: invalid inputs; RuntimeError: no valid plan (C13 b).
     """
     jobs_side = job_source(settings, ws)
     if problem_path is None:

@@ -16,7 +16,7 @@ def ingest_and_check(ws: Workspace) -> list[str]:
     queue export); nothing for the shipped side. The flow is then run with ``ingested=True`` (once per run).
 
     Raises:
-        pipelines.config.errors.InputError: a configured service without traffic samples, or a bad export.
+        pipelines.io.errors.InputError: a configured service without traffic samples, or a bad export.
     """
     if job_side(ws) == "shipped":
         return []

@@ -9,13 +9,13 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from pipelines.catalog import Catalog
-from pipelines.config.errors import InputError
 from pipelines.config.settings import Settings
 from pipelines.flows import observe, retrain_rows
 from pipelines.flows.jobs import ShippedJobs, StoreJobs, hourly_raw, job_source
 from pipelines.flows.plan import scheduled_time, workspace_settings
 from pipelines.flows.progress import Stage
 from pipelines.flows.schedules import claim_local_day, local_day
+from pipelines.io.errors import InputError
 from pipelines.stages import realtime
 from pipelines.tracking import forecast_runs as forecast_runs
 from pipelines.tracking import runs as tracking_runs

@@ -28,8 +28,8 @@ apply_env_defaults()  # before prefect is imported (config.py: its environment i
 from prefect.schedules import Cron  # noqa: E402
 from prefect.server.schemas.schedules import CronSchedule  # noqa: E402
 
-from pipelines.config.errors import InputError  # noqa: E402
 from pipelines.io.atomic import atomic_write_text  # noqa: E402
+from pipelines.io.errors import InputError  # noqa: E402
 from pipelines.io.run_folder import file_lock  # noqa: E402
 
 #: Local days kept in the nightly marker file (older claims are dropped).
@@ -40,7 +40,7 @@ def local_day(ts: datetime, timezone: str) -> date:
     """The calendar day of the aware time ``ts`` on the clock of IANA ``timezone``.
 
     Raises:
-        pipelines.config.errors.InputError: naive ``ts``.
+        pipelines.io.errors.InputError: naive ``ts``.
     """
     if ts.tzinfo is None:
         raise InputError(f"timestamp {ts.isoformat()} has no time zone")
@@ -82,7 +82,7 @@ def replan_cron(settings: Settings) -> str:
     """Cron string of the re-planning schedule (UTC): every ``replan_every_min`` minutes.
 
     Raises:
-        pipelines.config.errors.InputError: an interval that does not divide the hour or is not a
+        pipelines.io.errors.InputError: an interval that does not divide the hour or is not a
             whole number of hours dividing the day.
     """
     m = settings.replan_every_min

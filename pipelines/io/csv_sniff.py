@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 
 #: Separators tried, in order of preference.
 SEPARATORS = (",", ";", "\t", "|")
@@ -106,7 +106,7 @@ def read_operator_csv(path: str | Path, label: str, text_columns: tuple[str, ...
         text_columns: columns kept as text (e.g. ``ts``, ``job_id``).
 
     Raises:
-        pipelines.config.errors.InputError: one line naming the columns found and the likely cause.
+        pipelines.io.errors.InputError: one line naming the columns found and the likely cause.
     """
     p = Path(path)
     try:

@@ -8,7 +8,7 @@
   regenerate them with ``scripts/generate_histories.py``); this module knows no file names.
 * :func:`write_history` writes parquet atomically (temporary file, then ``os.replace``).
 
-Every error is a :class:`pipelines.config.errors.InputError` or :class:`forecasters.errors.InputError`
+Every error is a :class:`pipelines.io.errors.InputError` or :class:`forecasters.errors.InputError`
 naming the file, column and row.
 """
 
@@ -22,9 +22,9 @@ import pandas as pd
 
 from forecasters.frames import normalise_features, require_columns
 from forecasters.schema import TARGET_DURATION, TARGET_GPUS, TIMING_COLUMNS, spec_for
-from pipelines.config.errors import InputError
 from pipelines.io.atomic import atomic_write_bytes
 from pipelines.io.csv_sniff import read_operator_csv
+from pipelines.io.errors import InputError
 
 #: (n, seed) of each shipped history: ``generate_history(kind, n, seed)`` rebuilds it exactly.
 SHIPPED = {"training": (4000, 0), "quantization": (3000, 0), "batch_inference": (3000, 0)}

@@ -24,9 +24,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from optimizer.problem import Problem
-from pipelines.config.errors import InputError
 from pipelines.io import strict_json
 from pipelines.io.atomic import atomic_path
+from pipelines.io.errors import InputError
 
 PLAN_METADATA_KEY = b"gpuplan_plan"
 
@@ -34,7 +34,7 @@ PLAN_METADATA_KEY = b"gpuplan_plan"
 def read_problem(path: Path, on_invalid_job: Literal["raise", "drop"] = "raise") -> Problem:
     """Read and validate a problem file (JSON, DESIGN §3.1); returns an ``optimizer.problem.Problem``.
 
-    Raises :class:`pipelines.config.errors.InputError` for a missing/unreadable file or invalid JSON (with
+    Raises :class:`pipelines.io.errors.InputError` for a missing/unreadable file or invalid JSON (with
     line and column), and :class:`optimizer.errors.InputError` for invalid content (naming the job
     or service and the field).
     """
@@ -65,7 +65,7 @@ def write_plan_parquet(tables: pd.DataFrame, plan: Any, path: Path) -> Path:
     With :func:`plan_summary` of ``plan``
     as JSON in the parquet metadata (key ``gpuplan_plan``).
 
-    Raises :class:`pipelines.config.errors.InputError` when the target folder does not exist.
+    Raises :class:`pipelines.io.errors.InputError` when the target folder does not exist.
     """
     path = Path(path)
     if not path.parent.exists():

@@ -55,8 +55,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipelines.config.errors import InputError
 from pipelines.io.atomic import fsync_path
+from pipelines.io.errors import InputError
 from pipelines.io.slots import as_utc, parse_slot, slot_label
 
 LATEST = "latest"
@@ -270,7 +270,7 @@ class RunFolder:
         ``stale_after_s``); a run in progress is never removed.
 
         Raises:
-            pipelines.config.errors.InputError: naive ``scheduled_at`` or a run id with other than
+            pipelines.io.errors.InputError: naive ``scheduled_at`` or a run id with other than
                 letters, digits and ``-``.
         """
         out_dir = Path(out_dir).resolve()

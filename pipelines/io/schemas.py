@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 
 #: Ingested hourly traffic (``traffic.parquet``): UTC hour, value in the file's units per hour,
 #: ``excluded`` = imputed gap hour or flagged outlier (masked out of the profile fit).
@@ -55,7 +55,7 @@ def check_columns(frame: pd.DataFrame, columns: Sequence[str], what: str) -> pd.
     """Return ``frame`` unchanged when it has every column of ``columns``.
 
     Raises:
-        pipelines.config.errors.InputError: a column is missing; the message names ``what`` (a file or
+        pipelines.io.errors.InputError: a column is missing; the message names ``what`` (a file or
             a frame) and the missing columns.
     """
     missing = [c for c in columns if c not in frame.columns]

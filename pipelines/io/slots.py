@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 
 _SLOT_FMT = "%Y%m%dT%H%MZ"
 
@@ -28,7 +28,7 @@ def slot_start(ts: datetime, step_minutes: int = 30) -> datetime:
     """Floor an aware timestamp to its UTC planning slot (``step_minutes`` grid from midnight UTC).
 
     Raises:
-        pipelines.config.errors.InputError: naive timestamp, or ``step_minutes`` not dividing a day.
+        pipelines.io.errors.InputError: naive timestamp, or ``step_minutes`` not dividing a day.
     """
     if step_minutes <= 0 or (24 * 60) % step_minutes:
         raise InputError(f"step_minutes: expected a divisor of 1440, got {step_minutes}")
@@ -47,7 +47,7 @@ def parse_slot(label: str) -> datetime:
     """Inverse of :func:`slot_label` (aware UTC datetime).
 
     Raises:
-        pipelines.config.errors.InputError: not a slot label.
+        pipelines.io.errors.InputError: not a slot label.
     """
     try:
         return datetime.strptime(label, _SLOT_FMT).replace(tzinfo=UTC)

@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from optimizer.scenarios import RealTraceData, TracePod
-from pipelines.config.errors import InputError
 from pipelines.io.atomic import atomic_path
+from pipelines.io.errors import InputError
 
 DAY_S = 86_400
 STEP_S = 1_800

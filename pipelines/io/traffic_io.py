@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipelines.config.errors import InputError
 from pipelines.io.atomic import atomic_write_text
 from pipelines.io.csv_sniff import read_operator_csv
+from pipelines.io.errors import InputError
 
 #: ServeGen window length: 600 s (``t_s`` steps of the per-client traces).
 SERVEGEN_WINDOW_S = 600
@@ -36,7 +36,7 @@ def read_traffic(path: str | os.PathLike) -> pd.DataFrame:
 
     Raises:
         FileNotFoundError: the file does not exist.
-        pipelines.config.errors.InputError: unknown extension, unreadable file, or ``ts``/``value`` missing.
+        pipelines.io.errors.InputError: unknown extension, unreadable file, or ``ts``/``value`` missing.
     """
     p = Path(path)
     if not p.exists():
@@ -94,7 +94,7 @@ def derive_servegen_hourly(
         output, so that ingest counts it as a missing hour (imputed, and masked out of the fit).
 
     Raises:
-        pipelines.config.errors.InputError: model absent or windows not on the 600 s grid.
+        pipelines.io.errors.InputError: model absent or windows not on the 600 s grid.
     """
     d = aggregate_10min[aggregate_10min["model"] == model]
     if d.empty:
@@ -127,7 +127,7 @@ def read_service_traffic(path: str | os.PathLike, service: str) -> pd.DataFrame:
 
     Raises:
         FileNotFoundError: the file does not exist.
-        pipelines.config.errors.InputError: unreadable file, or a ``service`` column without rows of this service.
+        pipelines.io.errors.InputError: unreadable file, or a ``service`` column without rows of this service.
     """
     raw = read_traffic(path)
     if "service" in raw.columns:
@@ -164,7 +164,7 @@ def derive_philly_hourly(minutes: pd.DataFrame, min_minutes: int = PHILLY_MIN_MI
         "likely an outage/collection gap -- mask both before fitting", the README).
 
     Raises:
-        pipelines.config.errors.InputError: ``time`` or ``active`` missing, or a stamp that does not parse.
+        pipelines.io.errors.InputError: ``time`` or ``active`` missing, or a stamp that does not parse.
     """
     miss = [c for c in ("time", "active") if c not in minutes.columns]
     if miss:
@@ -202,7 +202,7 @@ def derive_openb_gpus_hourly(pods: pd.DataFrame, first_day: int = OPENB_FIRST_DA
         ``first_day`` x 24 up to the last whole hour before the trace end (the largest ``deletion_time``).
 
     Raises:
-        pipelines.config.errors.InputError: a required column missing, or no GPU pod.
+        pipelines.io.errors.InputError: a required column missing, or no GPU pod.
     """
     need = ("num_gpu", "gpu_milli", "scheduled_time", "deletion_time")
     miss = [c for c in need if c not in pods.columns]

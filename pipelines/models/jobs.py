@@ -33,7 +33,7 @@ def train_or_load(settings: Settings, kind: str, retrain: bool = False,
     asked to retrain, no saved model, or a saved model that cannot be read (it is replaced).
 
     Raises:
-        pipelines.config.errors.InputError: the shipped history is missing or invalid.
+        pipelines.io.errors.InputError: the shipped history is missing or invalid.
     """
     catalog = Catalog(settings)
     model = None if retrain else catalog.load_model(kind)

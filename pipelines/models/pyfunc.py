@@ -1,7 +1,7 @@
 """The MLflow pyfunc wrapper of a saved forecaster, built once per kind of model (job-kind or scheduler-history).
 
 Importing mlflow costs about a second, so each model module builds its class on first use
-(:func:`pipelines.config.lazy.lazy_class`) and names it there, so it pickles by reference (``module.Name``).
+(:func:`pipelines.io.lazy.lazy_class`) and names it there, so it pickles by reference (``module.Name``).
 """
 
 from __future__ import annotations

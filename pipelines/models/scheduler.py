@@ -24,11 +24,11 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines.config.errors import InputError
-from pipelines.config.lazy import lazy_class
 from pipelines.config.settings import Settings
 from pipelines.io import strict_json
 from pipelines.io.atomic import atomic_dir
+from pipelines.io.errors import InputError
+from pipelines.io.lazy import lazy_class
 from pipelines.models.pyfunc import pyfunc_class
 from pipelines.stages import retrain
 from pipelines.workspace.load import Workspace
@@ -198,5 +198,5 @@ def _make_pyfunc_class() -> type:
                         "MLflow pyfunc around a pickled scheduler forecaster: job records in, runtime quantiles out.")
 
 
-#: Module ``__getattr__``: :class:`SchedulerModelPyfunc` is built on first use (:func:`pipelines.config.lazy.lazy_class`).
+#: Module ``__getattr__``: :class:`SchedulerModelPyfunc` is built on first use (:func:`pipelines.io.lazy.lazy_class`).
 __getattr__ = lazy_class("SchedulerModelPyfunc", _make_pyfunc_class)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 from pipelines.replay.jobs import DAY_S, REPLAY_END, replay_jobs, to_epoch_s
 from pipelines.replay.kueue_exports import kueue_list_text
 from pipelines.replay.prometheus_exports import prometheus_text

@@ -39,7 +39,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 import pandas as pd
 
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 
 #: Columns of the job table (module docstring).
 REPLAY_COLUMNS: tuple[str, ...] = ("job_id", "pod", "qos", "gpus", "cpu_milli", "memory_mib", "node", "node_model",

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 from pipelines.io.strict_json import loads
 from pipelines.replay.jobs import DAY_S, go_float, to_epoch_s
 

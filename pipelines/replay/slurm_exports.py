@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 import pandas as pd
 
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 from pipelines.replay.jobs import (
     ACCOUNT,
     CLUSTER_NAME,

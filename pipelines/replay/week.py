@@ -29,10 +29,10 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from pipelines.config.errors import InputError
-from pipelines.config.paths import PROJECT_ROOT
 from pipelines.io import strict_json
 from pipelines.io.atomic import atomic_write_text
+from pipelines.io.errors import InputError
+from pipelines.io.paths import PROJECT_ROOT
 from pipelines.workspace.config import CONFIG_FILE
 
 FIXTURES: Path = PROJECT_ROOT / "data" / "fixtures"

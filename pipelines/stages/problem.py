@@ -27,8 +27,8 @@ import pandas as pd
 
 from domain.units import hours_to_steps
 from optimizer.problem import Problem
-from pipelines.config.errors import InputError
 from pipelines.io import schemas
+from pipelines.io.errors import InputError
 from pipelines.stages.models import DURATION_QUANTILE
 from pipelines.stages.realtime import DEMAND_QUANTILE
 from pipelines.workspace.config import ServiceSettings
@@ -58,7 +58,7 @@ def assign_running_blocks(gpus: list[int], n_gpus: int, preferred_node: Sequence
     that node's GPUs when an aligned block is free there, else first fit anywhere.
 
     Raises:
-        pipelines.config.errors.InputError: the running jobs do not fit the cluster.
+        pipelines.io.errors.InputError: the running jobs do not fit the cluster.
     """
     used = np.zeros(n_gpus, dtype=bool)
     offsets = [0] * len(gpus)
@@ -90,7 +90,7 @@ def problem_document(shape: ClusterShape, services: Sequence[ServiceSettings], j
         start: the plan start (step 0).
 
     Raises:
-        pipelines.config.errors.InputError: the running jobs do not fit the cluster.
+        pipelines.io.errors.InputError: the running jobs do not fit the cluster.
     """
     step_h = shape.step_minutes / 60.0
     now = pd.Timestamp(start)

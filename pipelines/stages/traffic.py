@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 from pipelines.workspace.config import ServiceSettings
 from pipelines.workspace.sources.prometheus import aggregate_hourly
 

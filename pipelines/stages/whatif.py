@@ -43,7 +43,7 @@ from optimizer.problem import Problem
 from optimizer.verify import verify
 from optimizer.whatif import WhatIf, apply_whatif, explain, warm_start
 from pipelines.catalog import RunCatalog
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 from pipelines.report.risks import deadline_miss
 from pipelines.stages import solve as solve_stage
 from pipelines.stages.models import DURATION_QUANTILE

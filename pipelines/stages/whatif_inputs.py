@@ -2,7 +2,7 @@
 
 ``gpuplan whatif`` passes option texts; :func:`pipelines.stages.whatif.build_whatif` turns them into an
 :class:`optimizer.whatif.WhatIf` with these parsers; ``--add-job FILE`` is read by :func:`read_job_file`.
-Every refusal is one :class:`~pipelines.config.errors.InputError` line naming the option.
+Every refusal is one :class:`~pipelines.io.errors.InputError` line naming the option.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from domain.units import hours_to_steps
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 
 #: Largest GPU index a range may name, plus one (a typo such as 8-150000000 is refused before expanding it).
 MAX_GPU_INDEX = 1 << 20

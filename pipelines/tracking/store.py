@@ -28,8 +28,8 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from pipelines.config.errors import InputError
 from pipelines.config.settings import Settings
+from pipelines.io.errors import InputError
 from pipelines.io.run_folder import file_lock
 
 #: experiment key -> experiment name

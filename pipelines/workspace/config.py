@@ -40,9 +40,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from domain.kinds import JOB_KINDS
 from domain.units import is_pow2
-from pipelines.config.errors import InputError
-from pipelines.config.paths import PROJECT_ROOT
 from pipelines.io import strict_json
+from pipelines.io.errors import InputError
+from pipelines.io.paths import PROJECT_ROOT
 
 #: The config file of a workspace.
 CONFIG_FILE = "gpuplan.toml"
@@ -175,7 +175,7 @@ class ServiceSettings(_Strict):
         ``where`` names the entry in errors.
 
         Raises:
-            pipelines.config.errors.InputError: a required field is missing, or a value is out of range.
+            pipelines.io.errors.InputError: a required field is missing, or a value is out of range.
         """
         miss = [k for k in REQUIRED_FIELDS if k not in d]
         if miss:
@@ -201,7 +201,7 @@ def read_services(path: str | os.PathLike) -> list[ServiceSettings]:
     """The real-time services of a ``services.json`` (``data/traffic/README.md``), validated.
 
     Raises:
-        pipelines.config.errors.InputError: file missing, not JSON, or a service without a required field.
+        pipelines.io.errors.InputError: file missing, not JSON, or a service without a required field.
     """
     p = Path(path)
     if not p.is_file():
@@ -278,6 +278,26 @@ class TrackingConfig(_Strict):
     uri: str | None = None
 
 
+#: Workers of ``--dask local`` when no count is given.
+LOCAL_WORKERS = 2
+
+
+def parse_dask(value: str) -> tuple[str | None, int]:
+    """``(address, local_workers)`` from a ``--dask`` value: ``("tcp://h:p", 0)`` or ``(None, N)`` for ``local[:N]``.
+
+    Raises :class:`InputError` (one line naming ``--dask`` and what was expected) otherwise.
+    """
+    v = value.strip()
+    if v == "local" or v.startswith("local:"):
+        n = v.partition(":")[2]
+        if n and (not n.isdigit() or int(n) < 1):
+            raise InputError(f"--dask {value!r}: expected local:N with N >= 1 workers")
+        return None, int(n) if n else LOCAL_WORKERS
+    if v.startswith("tcp://") and v.rpartition(":")[2].isdigit():
+        return v, 0
+    raise InputError(f"--dask {value!r}: expected a scheduler address tcp://HOST:PORT, local or local:N")
+
+
 class DaskConfig(_Strict):
     """``[dask]``: ``address`` of the Dask scheduler that ``gpuplan bench`` sends its simulations to (``tcp://HOST:PORT``, ``local`` or ``local:N``; default none: in-process)."""
 
@@ -286,8 +306,6 @@ class DaskConfig(_Strict):
     @field_validator("address")
     @classmethod
     def _address(cls, v: str | None) -> str | None:
-        from pipelines.bench.distributed import parse_dask  # light: no Dask import until a run
-
         if v is not None:
             try:
                 parse_dask(v)

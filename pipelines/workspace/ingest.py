@@ -30,8 +30,8 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines.config.errors import InputError
 from pipelines.io.csv_sniff import read_operator_csv
+from pipelines.io.errors import InputError
 from pipelines.workspace.load import Workspace
 from pipelines.workspace.sources.records import ParseResult, job_frame, traffic_frame
 from pipelines.workspace.store import JOBS, TRAFFIC, Store, UpsertCount

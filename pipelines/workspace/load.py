@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pipelines.config.errors import InputError
-from pipelines.config.paths import PROJECT_ROOT
+from pipelines.io.errors import InputError
+from pipelines.io.paths import PROJECT_ROOT
 from pipelines.workspace.config import (
     CONFIG_FILE,
     DEMO_WORKSPACE,

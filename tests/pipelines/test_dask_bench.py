@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.bench.distributed import parse_dask
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
+from pipelines.workspace.config import parse_dask
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -11,10 +11,10 @@ import pytest
 from domain.kinds import JOB_KINDS, QOS_PRIORITY
 from optimizer.problem import Problem
 from pipelines.catalog import Catalog
-from pipelines.config.errors import InputError
 from pipelines.config.settings import load_settings
 from pipelines.flows.bench import run_benchmark
 from pipelines.flows.tasks import cluster_shape
+from pipelines.io.errors import InputError
 from pipelines.stages import problem as P
 from pipelines.stages.queue import shipped as queue
 from pipelines.tracking import runs as tracking_runs

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 import pipelines.bench as bench
 from pipelines.cli.app import app
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 from pipelines.workspace.load import load_workspace
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 import pipelines.cli.train as train_cmd
 from pipelines.cli.app import app
 from pipelines.cli.train import realtime_report as train_report
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICE_KEYS = {"status", "messages", "method", "units", "cutoff", "n_hours", "n_days", "horizon_h", "origins",

@@ -23,8 +23,8 @@ import pandas as pd
 
 from domain.kinds import QOS_KIND, QOS_PRIORITY
 from domain.units import pow2_ceil_array
-from pipelines.config.errors import InputError
 from pipelines.io import schemas
+from pipelines.io.errors import InputError
 from pipelines.workspace.load import Workspace
 
 

@@ -96,7 +96,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 from pipelines.io.strict_json import loads
 from pipelines.workspace.sources.kueue_gpus import Reject, object_field, whole_number, workload_gpus
 from pipelines.workspace.sources.records import ParseResult, annotations_from_mapping, is_censored, job_frame

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 from pipelines.io.strict_json import loads
 from pipelines.workspace.sources.records import TRAFFIC_RECORD, ParseResult, traffic_frame
 

@@ -6,7 +6,7 @@ export's text (or a frame) to a :class:`ParseResult`: a frame of :data:`JOB_RECO
 :data:`TRAFFIC_RECORD` columns, the number of records read, and one message per rejected line
 ("line 17: Submit 'x' is not a time (expected YYYY-MM-DDTHH:MM:SS)"). A malformed line is
 rejected and the rest kept; an export that cannot be read at all raises
-:class:`pipelines.config.errors.InputError`.
+:class:`pipelines.io.errors.InputError`.
 
 Job records (one row per job; a Slurm job step is not a job, an array task and a heterogeneous
 component are):
@@ -55,7 +55,7 @@ from domain.records import (
     UNCENSORED_END_STATES,
     is_censored,
 )
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 
 __all__ = ["ACTIVE_STATES", "JOB_KEY", "JOB_RECORD", "STATES", "TRAFFIC_KEY", "TRAFFIC_RECORD", "UNCENSORED_END_STATES",
            "ParseResult", "annotations_from_mapping", "is_censored", "job_frame", "local_to_utc", "parse_annotations",

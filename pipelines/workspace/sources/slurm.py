@@ -51,7 +51,7 @@ from typing import Any
 import pandas as pd
 
 from domain.kinds import JOB_KINDS
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 from pipelines.workspace.sources.records import (
     ACTIVE_STATES,
     SLURM_STATES,

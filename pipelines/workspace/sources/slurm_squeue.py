@@ -12,8 +12,8 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines.config.errors import InputError
 from pipelines.io import strict_json
+from pipelines.io.errors import InputError
 from pipelines.workspace.sources.records import (
     ACTIVE_STATES,
     ParseResult,

@@ -29,7 +29,7 @@ import pandas as pd
 
 from domain.kinds import JOB_KINDS
 from domain.records import JOB_RECORD, STATES, is_censored
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 from pipelines.workspace.sources.records import SLURM_STATES, ParseResult, job_frame, local_to_utc, traffic_frame
 
 ALIASES: dict[str, tuple[str, float]] = {

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.bench.aggregate import aggregate, goals, paired, read_rows, split_label
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[3]
 

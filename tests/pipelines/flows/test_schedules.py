@@ -10,10 +10,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from pipelines.config.errors import InputError
 from pipelines.config.settings import Settings
 from pipelines.flows.deployments import require_persistent_server
 from pipelines.flows.schedules import claim_local_day, local_day, replan_cron, runs_per_local_day, schedule_dates
+from pipelines.io.errors import InputError
 from pipelines.io.slots import slot_label
 
 LONDON = ZoneInfo("Europe/London")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.config.errors import InputError
 from pipelines.io.csv_sniff import read_operator_csv
+from pipelines.io.errors import InputError
 from pipelines.io.job_io import load_jobs
 from pipelines.io.traffic_io import read_traffic
 

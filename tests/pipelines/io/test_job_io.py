@@ -8,7 +8,7 @@ import pytest
 from forecasters.errors import InputError as ForecasterInputError
 from forecasters.generators import generate_history
 from pipelines.catalog import history_path
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 from pipelines.io.job_io import SHIPPED, load_history, load_jobs, write_history
 
 BAD_INPUT = (InputError, ForecasterInputError)  # both are exit-2 errors at the CLI

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 from pipelines.io.traffic_io import derive_servegen_hourly, read_traffic
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -12,7 +12,7 @@ import pytest
 from forecasters import jobs
 from forecasters.generators import generate_history, generate_queue
 from forecasters.schema import TRAINING_VARIANTS
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 from pipelines.models.job_files import load_model, save_model
 
 

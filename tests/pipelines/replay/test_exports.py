@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 from pipelines.replay.day import day_exports, export_time
 from pipelines.replay.jobs import REPLAY_COLUMNS, go_float, replay_jobs
 from pipelines.replay.kueue_exports import kueue_list_text

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 from pipelines.stages import traffic as traffic_stage
 from pipelines.stages.queue import store as store_queue
 from pipelines.workspace import store as store_mod

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 from domain.records import JOB_RECORD
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 from pipelines.workspace.sources.kueue import parse_kueue_workloads
 from pipelines.workspace.sources.kueue_gpus import parse_quantity
 

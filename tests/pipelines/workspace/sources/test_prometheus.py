@@ -15,7 +15,7 @@ import math
 import pandas as pd
 import pytest
 
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 from pipelines.workspace.sources.prometheus import HOURLY_COLUMNS, aggregate_hourly, parse_query_range
 from pipelines.workspace.sources.records import TRAFFIC_RECORD
 

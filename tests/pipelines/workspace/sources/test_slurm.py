@@ -21,7 +21,7 @@ import math
 import pandas as pd
 import pytest
 
-from pipelines.config.errors import InputError
+from pipelines.io.errors import InputError
 from pipelines.workspace.sources import slurm
 from pipelines.workspace.sources.records import JOB_RECORD
 from pipelines.workspace.sources.slurm import SACCT_COMMAND, SACCT_FORMAT, parse_sacct
