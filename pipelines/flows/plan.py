@@ -29,9 +29,9 @@ from pipelines.flows.publish import log_inputs, log_plan, publish_plan_or_warn, 
 from pipelines.flows.tasks import (
     build_problem,
     demand,
-    fit_profiles,
+    fit_realtime_forecasts,
     forecasts_files,
-    log_profiles,
+    log_realtime_forecasts,
     solve,
     verify_plan,
     write_realtime,
@@ -92,10 +92,10 @@ def build_from_inputs(settings: Settings, jobs_side: ShippedJobs | StoreJobs, ru
     services, ingested, start = inp.services, inp.ingested, inp.start
     write_realtime(run, ingested, None)
     jobs_side.start_models(retrain)  # the job forecasters train beside the real-time fit
-    fit = fit_profiles.submit(services, ingested.frame, start, ingested.diagnostics).result()
+    fit = fit_realtime_forecasts.submit(services, ingested.frame, start, ingested.diagnostics).result()
     write_realtime(run, None, fit)
     # gpuplan run draws and logs each service's forecast (plot + MLflow run); a re-plan every 30 min does not
-    logged = None if replan else log_profiles.submit(settings, run, fit, start)
+    logged = None if replan else log_realtime_forecasts.submit(settings, run, fit, start)
     with Stage("queue + forecasts"):
         queue = jobs_side.forecast(inp)
         if queue.notes is not None:

@@ -14,8 +14,8 @@ _progress: ProgressHook | None = None
 #: scheduler-history forecaster.
 PLAN_STAGES: dict[JobSide, tuple[str, ...]] = {
     "shipped": ("ingest traffic", "forecaster training", "forecaster quantization", "forecaster batch_inference",
-                "real-time profiles", "queue + forecasts", "solve (milp)", "plan + risk report", "mlflow"),
-    "store": ("ingest sources", "real-time profiles", "queue + forecasts", "solve (milp)", "plan + risk report",
+                "real-time forecast", "queue + forecasts", "solve (milp)", "plan + risk report", "mlflow"),
+    "store": ("ingest sources", "real-time forecast", "queue + forecasts", "solve (milp)", "plan + risk report",
               "mlflow"),
 }
 

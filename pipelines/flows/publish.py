@@ -19,7 +19,7 @@ from pipelines.report import build_report_table, write_risk_report
 from pipelines.report.risks import ReportInputs
 from pipelines.stages import commands as commands_stage
 from pipelines.stages import outputs
-from pipelines.stages.realtime import ProfileFit
+from pipelines.stages.realtime import RealtimeForecastFit
 from pipelines.tracking import runs as tracking_runs
 from pipelines.workspace.load import Workspace
 
@@ -27,7 +27,7 @@ log = observe.run_logger
 
 
 def _report_inputs(ws: Workspace, problem: Problem, plan: Plan, start: datetime, queue: QueueForecast | None,
-                   demand: object, fit: ProfileFit | None) -> ReportInputs:
+                   demand: object, fit: RealtimeForecastFit | None) -> ReportInputs:
     """The report's inputs: the plan's forecasts when it has them, else the problem's own demand and jobs."""
     if queue is None or fit is None:
         return outputs.report_inputs(problem, plan, start)
@@ -39,7 +39,7 @@ def _report_inputs(ws: Workspace, problem: Problem, plan: Plan, start: datetime,
 @task(name="write-outputs", cache_policy=NO_CACHE)
 def write_outputs(settings: Settings, ws: Workspace, run: RunCatalog, run_name: str, problem: Problem, plan: Plan,
                   start: datetime, queue: QueueForecast | None = None, demand: object = None,
-                  fit: ProfileFit | None = None) -> dict[str, str]:
+                  fit: RealtimeForecastFit | None = None) -> dict[str, str]:
     """Plan tables, risk report (:mod:`pipelines.report`), commands and summary into the run folder.
 
     Returns file name -> path. Without ``queue`` (a plan of a given problem file) the report uses the

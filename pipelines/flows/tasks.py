@@ -25,7 +25,7 @@ from pipelines.stages import outputs, realtime
 from pipelines.stages import problem as problem_stage
 from pipelines.stages import solve as solve_stage
 from pipelines.stages.problem import ClusterShape
-from pipelines.stages.realtime import IngestedTraffic, ProfileFit
+from pipelines.stages.realtime import IngestedTraffic, RealtimeForecastFit
 from pipelines.tracking import forecast_runs as forecast_runs
 from pipelines.tracking import store as tracking_store
 from pipelines.workspace.config import ServiceSettings
@@ -62,11 +62,11 @@ def ingest_traffic(services: list[ServiceSettings], raw: dict[str, pd.DataFrame]
 
 
 @task(name="fit-profiles", cache_policy=NO_CACHE)
-def fit_profiles(services: list[ServiceSettings], traffic: pd.DataFrame, as_of: datetime,
-                 diagnostics: dict | None = None) -> ProfileFit:
-    """:func:`pipelines.stages.realtime.fit_profiles`: forecasts up to ``as_of`` (chosen by backtest), last-day bands."""
-    with Stage("real-time profiles"):
-        fit = realtime.fit_profiles(services, traffic, as_of, diagnostics)
+def fit_realtime_forecasts(services: list[ServiceSettings], traffic: pd.DataFrame, as_of: datetime,
+                           diagnostics: dict | None = None) -> RealtimeForecastFit:
+    """:func:`pipelines.stages.realtime.fit_realtime_forecasts`: forecasts up to ``as_of`` (chosen by backtest), last-day bands."""
+    with Stage("real-time forecast"):
+        fit = realtime.fit_realtime_forecasts(services, traffic, as_of, diagnostics)
     units = {svc.service: svc.units for svc in services}
     for name, m in fit.metrics.items():
         weights = ", ".join(f"{c} {v.get('weight', 0):.2f}" for c, v in fit.selection.get(name, {})
@@ -78,7 +78,7 @@ def fit_profiles(services: list[ServiceSettings], traffic: pd.DataFrame, as_of: 
 
 
 @task(name="log-profiles", retries=2, retry_delay_seconds=3, cache_policy=NO_CACHE)
-def log_profiles(settings: Settings, run: RunCatalog, fit: ProfileFit, as_of: datetime) -> list[str]:
+def log_realtime_forecasts(settings: Settings, run: RunCatalog, fit: RealtimeForecastFit, as_of: datetime) -> list[str]:
     """Draw each service's profile plot into the run folder and log its profile run; returns the run ids.
 
     Retried: SQLite lock contention is transient.
@@ -88,14 +88,14 @@ def log_profiles(settings: Settings, run: RunCatalog, fit: ProfileFit, as_of: da
         png = run.png_target("profile_plot", service=name)
         plot_profile(name, prof, realtime.profile_outlook(prof, as_of), fit.bands[fit.bands["service"] == name],
                      as_of, png)
-        ids.append(forecast_runs.log_profile_run(settings, name, prof, fit.metrics[name], as_of, png,
+        ids.append(forecast_runs.log_realtime_forecast_run(settings, name, prof, fit.metrics[name], as_of, png,
                                             selection=fit.selection.get(name)))
         log().info("real-time %s: MLflow run %s (experiment %s)", name, ids[-1], tracking_store.EXPERIMENTS["realtime"])
     return ids
 
 
 @task(name="demand", cache_policy=NO_CACHE)
-def demand(settings: Settings, services: list[ServiceSettings], fit: ProfileFit, traffic: pd.DataFrame,
+def demand(settings: Settings, services: list[ServiceSettings], fit: RealtimeForecastFit, traffic: pd.DataFrame,
            start: datetime) -> pd.DataFrame:
     """:func:`pipelines.stages.realtime.demand_frame`: GPU demand per service and step."""
     return realtime.demand_frame(services, fit.profiles, traffic, start, settings.step_minutes, settings.horizon_steps)
@@ -138,7 +138,7 @@ def verify_plan(problem: Problem, plan: Plan) -> str:
     return status
 
 
-def write_realtime(run: RunCatalog, ingested: IngestedTraffic | None, fit: ProfileFit | None) -> None:
+def write_realtime(run: RunCatalog, ingested: IngestedTraffic | None, fit: RealtimeForecastFit | None) -> None:
     """Write the real-time datasets (traffic, ingest diagnostics; bands, status, metrics)."""
     if ingested is not None:
         run.save("traffic", ingested.frame)

@@ -3,7 +3,7 @@
 The plan gives every service at least its P90 demand forecast, so "planned below the P90" is empty by
 construction; the risk is that the P90 itself is too low. It is measured on the run's forecast
 against actual (``bands``: each service's forecast fitted up to 24 h before the plan start and set
-against the last 24 actual hours, :func:`pipelines.stages.realtime.fit_profiles`), never on the
+against the last 24 actual hours, :func:`pipelines.stages.realtime.fit_realtime_forecasts`), never on the
 hours the forecast was fitted on:
 
 - **measured P90 coverage** per service and local hour-of-day band (:data:`HOUR_BANDS` bands of 6 h on

@@ -101,7 +101,7 @@ def report_inputs(problem: Problem, plan: Plan, start: datetime, jobs: pd.DataFr
 
     Keyword arguments (all optional): ``services`` (the :class:`pipelines.workspace.config.ServiceSettings`:
     hour bands on each service's clock and the measured P(demand > plan)), ``rt_selection``
-    (:attr:`pipelines.stages.realtime.ProfileFit.selection`), ``models`` (the job forecasters' versions,
+    (:attr:`pipelines.stages.realtime.RealtimeForecastFit.selection`), ``models`` (the job forecasters' versions,
     ``summary.json``'s ``models``), ``node_names`` (the cluster's), ``written_at`` (default now, UTC).
     """
     status = ({k: (str(v[0]), str(v[1])) for k, v in rt_status.items()} if rt_status is not None else

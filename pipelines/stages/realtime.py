@@ -9,7 +9,7 @@ Choices (documented settings, not hidden constants):
   the service's own history, combined with inverse-MAE weights; P90 from split-conformal quantiles of
   the combination's backtest residuals; the first hours anchored on the last usable actual hour (the
   hourly mode, chosen per service by the same backtest). The candidates' scores and the weights are in
-  :attr:`ProfileFit.selection` and logged to MLflow with the profile run.
+  :attr:`RealtimeForecastFit.selection` and logged to MLflow with the profile run.
 - **Forecast against actual**: for each service the forecast is also fitted on the history up to
   ``BAND_DAY_H`` hours before its end and its 24 h-ahead P50/P90 are set against the last day
   (the bands; their MAE and P90 coverage are the profile run's metrics). Both fits share one cache,
@@ -67,8 +67,8 @@ class IngestedTraffic:
 
 
 @dataclass(frozen=True)
-class ProfileFit:
-    """Output of :func:`fit_profiles`.
+class RealtimeForecastFit:
+    """Output of :func:`fit_realtime_forecasts`.
 
     Attributes:
         profiles: service -> fitted forecast (:class:`forecasters.realtime.combine.Combined`: ``status``,
@@ -144,8 +144,8 @@ def _fit(hist: pd.Series, excl: list[pd.Timestamp], flagged: set[pd.Timestamp], 
                         outliers=[e for e in ex if e in flagged], memo=memo)
 
 
-def fit_profiles(services: Sequence[ServiceSettings], traffic: pd.DataFrame, as_of: datetime,
-                 diagnostics: Mapping[str, Mapping[str, Any]] | None = None) -> ProfileFit:
+def fit_realtime_forecasts(services: Sequence[ServiceSettings], traffic: pd.DataFrame, as_of: datetime,
+                           diagnostics: Mapping[str, Mapping[str, Any]] | None = None) -> RealtimeForecastFit:
     """Fit each service's forecast on the hours before ``as_of`` and back-test the last day (module docstring).
 
     Args:
@@ -158,7 +158,7 @@ def fit_profiles(services: Sequence[ServiceSettings], traffic: pd.DataFrame, as_
             no excluded hour is read.
 
     Returns:
-        :class:`ProfileFit`.
+        :class:`RealtimeForecastFit`.
     """
     schemas.check_columns(traffic, schemas.TRAFFIC, "traffic")
     as_of_ts = pd.Timestamp(as_of).tz_convert("UTC")
@@ -190,7 +190,7 @@ def fit_profiles(services: Sequence[ServiceSettings], traffic: pd.DataFrame, as_
             "level_factor": float(comb.level_factor),
             "history_hours": int(len(hist)),
         }
-    return ProfileFit(profiles, pd.concat(bands, ignore_index=True), status, metrics, selection)
+    return RealtimeForecastFit(profiles, pd.concat(bands, ignore_index=True), status, metrics, selection)
 
 
 def profile_outlook(profile: Any, as_of: datetime) -> pd.DataFrame:

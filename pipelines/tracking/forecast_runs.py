@@ -20,7 +20,7 @@ from pipelines.tracking.runs import band_metrics, clean_metrics, log_run, run_na
 
 
 def selection_metrics(selection: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, float]]:
-    """Params and metrics of a real-time choice by backtest (:attr:`pipelines.stages.realtime.ProfileFit.selection`).
+    """Params and metrics of a real-time choice by backtest (:attr:`pipelines.stages.realtime.RealtimeForecastFit.selection`).
 
     Params: ``selection.rule``, ``selection.candidates`` (comma-joined), ``selection.failed`` (candidate:
     reason), ``hourly.kind`` (``combination`` or ``persistence``), ``hourly.read_flagged``, ``p90.kind``.
@@ -61,13 +61,13 @@ def selection_metrics(selection: Mapping[str, Any]) -> tuple[dict[str, Any], dic
     return params, {k: v for k, v in metrics.items() if v is not None}
 
 
-def log_profile_run(settings: Settings, service: str, profile: Any, metrics: Mapping[str, Any], as_of: datetime,
-                    png: Path, selection: Mapping[str, Any] | None = None) -> str:
+def log_realtime_forecast_run(settings: Settings, service: str, profile: Any, metrics: Mapping[str, Any], as_of: datetime,
+                              png: Path, selection: Mapping[str, Any] | None = None) -> str:
     """Log one service's real-time forecast to the ``realtime`` experiment; returns the run id.
 
     Params: service, method, status, timezone, components, ``as_of``, and with ``selection`` the choice
     by backtest (:func:`selection_metrics`). Metrics: the band metrics of
-    :class:`pipelines.stages.realtime.ProfileFit` and, with ``selection``, each candidate's backtest
+    :class:`pipelines.stages.realtime.RealtimeForecastFit` and, with ``selection``, each candidate's backtest
     score and weight and the hourly mode's scores (:func:`selection_metrics`). Artifact: the profile
     plot ``png``.
     """

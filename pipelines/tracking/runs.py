@@ -194,7 +194,7 @@ def units_slug(units: str) -> str:
     return "".join(c if c.isalnum() or c == "_" else "_" for c in slug).strip("_") or "units"
 
 
-#: Band metric of :class:`pipelines.stages.realtime.ProfileFit` -> its MLflow name (``{u}``: the units slug).
+#: Band metric of :class:`pipelines.stages.realtime.RealtimeForecastFit` -> its MLflow name (``{u}``: the units slug).
 BAND_METRIC_NAMES = {"band_mae": "band_mae_{u}", "band_mape": "band_mape_frac",
                      "band_p90_coverage": "band_p90_coverage_frac", "level_factor": "level_factor_ratio",
                      "history_hours": "history_h"}

@@ -17,7 +17,7 @@ from forecasters.realtime import ProfileSettings, fit_profile, forecast, hour_of
 from forecasters.realtime.shift import ShiftSettings, detect_level_shift
 from pipelines.cli.profile import profile_document
 from pipelines.io.traffic_io import read_traffic
-from pipelines.stages.realtime import demand_frame, fit_profiles, ingest_traffic, plan_start
+from pipelines.stages.realtime import demand_frame, fit_realtime_forecasts, ingest_traffic, plan_start
 from pipelines.workspace.config import ServiceSettings
 
 FIELD2 = Path("/work/shared/cases/field-2")
@@ -174,7 +174,7 @@ def test_f09_pipeline_profiles_and_demand_follow_the_new_level():
     assert shift["since"] == "2025-09-22T00:00:00Z" and shift["factor"] == pytest.approx(0.505, abs=0.001)
     assert not ing.frame["excluded"].any()
     start = plan_start(ing.frame)
-    fit = fit_profiles([svc], ing.frame, start)
+    fit = fit_realtime_forecasts([svc], ing.frame, start)
     status, msg = fit.status["chat"]
     assert status == "level_shift" and msg.startswith("level shift x0.51 since 2025-09-22T00:00Z (72 h")
     dem = demand_frame([svc], fit.profiles, ing.frame, start, step_minutes=60, horizon_steps=24)

@@ -12,7 +12,7 @@ import pytest
 
 from forecasters.realtime import ProfileSettings, fit_profile, forecast, ingest
 from forecasters.realtime.combine import fit_combined, forecast_combined, reanchor
-from pipelines.stages.realtime import demand_frame, fit_profiles, ingest_traffic, plan_start
+from pipelines.stages.realtime import demand_frame, fit_realtime_forecasts, ingest_traffic, plan_start
 from pipelines.workspace.config import ServiceSettings
 
 HOW = np.arange(168)
@@ -78,7 +78,7 @@ def test_pipeline_demand_after_an_outage_hour_is_not_halved():
                           headroom=0.0, min_gpus=0, max_gpus=100, swap_cap_gpus=8)
     ing = ingest_traffic([svc], {"chat": _weeks(last_hours=[0.0])})
     start = plan_start(ing.frame)
-    fit = fit_profiles([svc], ing.frame, start, ing.diagnostics)
+    fit = fit_realtime_forecasts([svc], ing.frame, start, ing.diagnostics)
     dem = demand_frame([svc], fit.profiles, ing.frame, start, step_minutes=60, horizon_steps=24)
     truth = _pattern_at(pd.DatetimeIndex(dem["ts"]))
     assert dem["traffic_p50"].iat[0] / truth[0] == pytest.approx(1.0, abs=0.1)
@@ -178,7 +178,7 @@ def test_pipeline_demand_at_a_half_hour_start_uses_the_first_forecast_hour():
                           headroom=0.0, min_gpus=0, max_gpus=100, swap_cap_gpus=8)
     ing = ingest_traffic([svc], {"chat": _weeks()})
     start = plan_start(ing.frame)
-    fit = fit_profiles([svc], ing.frame, start, ing.diagnostics)
+    fit = fit_realtime_forecasts([svc], ing.frame, start, ing.diagnostics)
     on_hour = demand_frame([svc], fit.profiles, ing.frame, start, step_minutes=30, horizon_steps=6)
     half = pd.Timestamp(start) - pd.Timedelta(minutes=30)
     dem = demand_frame([svc], fit.profiles, ing.frame, half, step_minutes=30, horizon_steps=7)

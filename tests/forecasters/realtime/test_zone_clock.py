@@ -19,7 +19,7 @@ from forecasters.realtime import ingest
 from forecasters.realtime.zones import GOLDEN_ZONES, parse_offsets_s, preferred_zone, zone_from_offsets
 from pipelines.cli.profile import profile_document
 from pipelines.io.traffic_io import read_traffic
-from pipelines.stages.realtime import fit_profiles, ingest_traffic, plan_start
+from pipelines.stages.realtime import fit_realtime_forecasts, ingest_traffic, plan_start
 from pipelines.workspace.config import ServiceSettings
 
 FIELD2 = Path("/work/shared/cases/field-2")
@@ -200,5 +200,5 @@ def test_f06_pipeline_service_timezone_wins_over_the_files_zone():
     diag = ing.diagnostics["chat"]
     assert diag["timezone"] == "Asia/Tokyo" and diag["zone"]["zone"] == "America/New_York"
     assert diag["zone"]["message"].startswith("timezone Asia/Tokyo (given) is the seasonal clock; UTC offsets")
-    fit = fit_profiles([svc], ing.frame, plan_start(ing.frame))
+    fit = fit_realtime_forecasts([svc], ing.frame, plan_start(ing.frame))
     assert fit.profiles["chat"].timezone == "Asia/Tokyo"

@@ -98,7 +98,7 @@ def test_profile_run_logs_each_candidates_backtest_score_and_weight(tmp_path):
     prof = SimpleNamespace(method="combination", status="ok", timezone="UTC", components=("level", "combination"))
     from datetime import UTC, datetime
 
-    rid = forecast_runs.log_profile_run(s, "chat", prof, {"band_mae": 5.0}, datetime(2025, 3, 17, tzinfo=UTC), png,
+    rid = forecast_runs.log_realtime_forecast_run(s, "chat", prof, {"band_mae": 5.0}, datetime(2025, 3, 17, tzinfo=UTC), png,
                                    selection=selection)
     run = tracking_runs.finished_runs(s, "realtime")[0]
     assert run.info.run_id == rid

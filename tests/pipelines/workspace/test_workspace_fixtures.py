@@ -70,7 +70,7 @@ def test_plan_of_the_fixture_cluster_is_verified_and_uses_its_nodes(tmp_path, na
     services = ws.services()
     traffic = realtime.ingest_traffic(services, traffic_stage.hourly_traffic(data.traffic, services, "rate_per_s"))
     start = T.to_pydatetime()
-    fit = realtime.fit_profiles(services, traffic.frame, start)
+    fit = realtime.fit_realtime_forecasts(services, traffic.frame, start)
     c = ws.config.cluster
     demand = realtime.demand_frame(services, fit.profiles, traffic.frame, start, c.step_minutes, c.horizon_steps)
     jobs, notes = store_queue.forecast_cluster_queue(data.history, data.queue, ws, start, c.step_minutes)
