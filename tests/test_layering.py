@@ -37,7 +37,7 @@ PACKAGES = ("domain", "forecasters", "optimizer", "pipelines")
 PURE = ("domain", "forecasters", "optimizer")
 #: Third-party packages only the shell (``pipelines``) may import.
 SHELL_ONLY = ("prefect", "mlflow")
-#: The shell's folders (``pipelines/<folder>/``, ``pipelines/catalog.py``) by rank, lowest first (DESIGN §2):
+#: The shell's folders (``pipelines/<folder>/``, ``pipelines/catalog/``) by rank, lowest first (DESIGN §2):
 #: io (files, formats, errors) -> report (renders frames) -> workspace (gpuplan.toml, store, ingest, parsers)
 #: -> config (Settings from the workspace and the environment) -> catalog -> stages (in-memory steps)
 #: -> models, tracking -> bench -> flows (Prefect) -> replay -> cli.
