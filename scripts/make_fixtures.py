@@ -14,7 +14,7 @@ committed ``servegen/prometheus.json``, so that every output is reproduced byte 
 Outputs (``--out``, default ``data/fixtures``; every rule is in ``data/fixtures/README.md``):
 ``openb/sacct.txt``, ``openb/squeue.json``, ``openb/workloads.json``, ``openb/nodes.csv``,
 ``openb/pod_requests.csv``, ``servegen/prometheus.json``. The measured counts are printed (JSON) on
-stdout. Nothing is random; a re-run writes identical bytes (``tests/sources/test_fixtures.py``).
+stdout. Nothing is random; a re-run writes identical bytes (``tests/pipelines/workspace/sources/test_fixtures.py``).
 
 The export texts are written by the pure writers of :mod:`pipelines.replay.jobs` from the
 replayed job table (:func:`jobs_table`); this script derives the jobs, replays them and picks T.

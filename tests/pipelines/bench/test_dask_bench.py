@@ -21,7 +21,7 @@ import pytest
 from pipelines.io.errors import InputError
 from pipelines.workspace.config import parse_dask
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 BENCH = ["bench", "--scenario", "mixed", "--planners", "milp,fifo", "--quick", "--seeds", "2", "--reproducible"]
 

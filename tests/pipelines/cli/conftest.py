@@ -1,4 +1,4 @@
-"""Builders for hourly traffic frames used by the pipelines' real-time tests left here."""
+"""Builders for hourly traffic frames used by the CLI tests of `gpuplan train --kind realtime`."""
 
 from __future__ import annotations
 

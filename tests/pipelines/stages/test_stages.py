@@ -127,7 +127,7 @@ def test_summary_is_strict_json_when_the_bound_is_infinite():
     from pipelines.io.plan_io import read_problem
     from pipelines.stages import outputs
 
-    problem = read_problem(Path(__file__).resolve().parents[2] / "data" / "examples" / "valley.json")
+    problem = read_problem(Path(__file__).resolve().parents[3] / "data" / "examples" / "valley.json")
     base = run_planner(problem, "fifo")
     plan = dataclasses.replace(base, bound=float("inf"), gap=float("nan"))
     demand = pd.DataFrame([{"service": s.service, "step": t, "demand_gpus_p50": d, "demand_gpus_p90": d}

@@ -16,7 +16,7 @@ from pipelines.cli.app import app
 from pipelines.cli.train import realtime_report as train_report
 from pipelines.io.errors import InputError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SERVICE_KEYS = {"status", "messages", "method", "units", "cutoff", "n_hours", "n_days", "horizon_h", "origins",
                 "masked_hours", "outliers", "metrics", "baselines", "hourly_recal", "candidates", "weights"}
 METRIC_KEYS = {"mae", "mase_snaive168", "mase_naive24", "mase_persistence", "mase_persistence_obs", "mape",

@@ -13,7 +13,7 @@ from pipelines.cli.app import app
 from pipelines.io.errors import InputError
 from pipelines.workspace.load import load_workspace
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DEMO = ROOT / "data" / "demo" / "gpuplan.toml"
 
 
