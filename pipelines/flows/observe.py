@@ -31,6 +31,8 @@ from typing import Any
 
 import pandas as pd
 
+from pipelines.report.basics import markdown_table
+
 #: Rows of a markdown table shown before "and N more" (the full list is in the run folder).
 MAX_MD_ROWS = 20
 #: Estimated-start rows in the table artifact (the queue of a real cluster can be long; the parquet has all).
@@ -202,15 +204,13 @@ def _md_cell(v: Any) -> str:
     return str(v).replace("|", "\\|").replace("\n", " ")
 
 
-def md_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], limit: int = MAX_MD_ROWS) -> str:
-    """A GitHub-flavoured markdown table of ``rows`` (first ``limit``; then ``and N more``); ``_none_`` if empty."""
+def rows_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], limit: int = MAX_MD_ROWS) -> str:
+    """``rows`` (dicts) as :func:`pipelines.report.basics.markdown_table` (first ``limit``; then ``and N more``); ``_none_`` if empty."""
     if not rows:
         return "_none_"
-    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    out += ["| " + " | ".join(_md_cell(r.get(c, "")) for c in columns) + " |" for r in rows[:limit]]
-    if len(rows) > limit:
-        out.append(f"\n… and {len(rows) - limit} more (the run folder's `risk_report.parquet` has all)")
-    return "\n".join(out)
+    cells = [[_md_cell(r.get(c, "")) for c in columns] for r in rows[:limit]]
+    more = f"… and {len(rows) - limit} more (the run folder's `risk_report.parquet` has all)" if len(rows) > limit else None
+    return markdown_table(columns, cells, more)
 
 
 def _section(report: pd.DataFrame | None, name: str) -> pd.DataFrame:
@@ -270,7 +270,7 @@ def plan_markdown(summary: Mapping[str, Any], report: pd.DataFrame | None, run_d
     obj, bound, gap, solve_s = (summary.get(k) for k in ("objective", "bound", "mip_gap", "solve_s"))
     lines.append(f"Objective {fmt_value(obj)}, bound {fmt_value(bound)}, gap "
                  f"{'n/a' if gap is None else f'{100 * gap:.2f} %'}, solve {fmt_value(solve_s)} s.")
-    lines += ["", "## Headline", "", md_table([{"figure": k, "value": v} for k, v in headline_rows(summary, report)],
+    lines += ["", "## Headline", "", rows_table([{"figure": k, "value": v} for k, v in headline_rows(summary, report)],
                                                ["figure", "value"], limit=50)]
     rt = summary.get("rt_status") or {}
     if rt:
@@ -278,7 +278,7 @@ def plan_markdown(summary: Mapping[str, Any], report: pd.DataFrame | None, run_d
         lines += [f"- `{svc}`: **{v[0]}**" + (f" — {v[1]}" if len(v) > 1 and v[1] else "") for svc, v in rt.items()]
     risk = at_risk_rows(report)
     lines += ["", f"## Jobs at risk ({len(risk)})", "",
-              md_table(risk, ["job", "kind", "gpus", "start (UTC)", "P90 finish (UTC)", "reason"])]
+              rows_table(risk, ["job", "kind", "gpus", "start (UTC)", "P90 finish (UTC)", "reason"])]
     page = run_dir / "risk_report.html"
     page = page if page.is_file() else run_dir / "risk_report.md"
     lines += ["", "## Where everything is", "",

@@ -159,6 +159,19 @@ def idle_per_step(inp: ReportInputs) -> np.ndarray:
     return up_gpus(inp.problem) - batch - rt
 
 
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], more: str | None = None) -> str:
+    """The one GitHub-flavoured Markdown table: ``header`` (k,) names, ``rows`` (n, k) cells already formatted.
+
+    ``more``: a note after a blank line (e.g. how many rows were cut). No trailing newline; the
+    callers decide the empty text and the cell formatting (the risk page, the Prefect artifacts).
+    """
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    if more:
+        lines.append(f"\n{more}")
+    return "\n".join(lines)
+
+
 def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """Rows as a :data:`REPORT_COLUMNS` frame (missing columns null, dtypes fixed)."""
     df = pd.DataFrame(rows, columns=list(REPORT_COLUMNS))

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from pipelines.io.atomic import atomic_path, atomic_write_text
-from pipelines.report.basics import ReportInputs, clock, hours_text, instant, plural
+from pipelines.report.basics import ReportInputs, clock, hours_text, instant, markdown_table, plural
 from pipelines.report.calibration import ServiceCalibration, calibrate, calibration_text
 from pipelines.report.html import render_html
 from pipelines.report.numbers import headline
@@ -52,12 +52,9 @@ def md_table(df: pd.DataFrame, columns: Sequence[str], max_rows: int = 60,
     if df.empty:
         return "_none_\n"
     names = [(headers or {}).get(c, c) for c in columns]
-    lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(columns)]
-    for _, r in df.head(max_rows).iterrows():
-        lines.append("| " + " | ".join(_cell(r[c], c) for c in columns) + " |")
-    if len(df) > max_rows:
-        lines.append(f"\n_{len(df) - max_rows} more rows in risk_report.parquet_")
-    return "\n".join(lines) + "\n"
+    rows = [[_cell(r[c], c) for c in columns] for _, r in df.head(max_rows).iterrows()]
+    more = f"_{len(df) - max_rows} more rows in risk_report.parquet_" if len(df) > max_rows else None
+    return markdown_table(names, rows, more) + "\n"
 
 
 def _verb(n: int, verb: str) -> str:

@@ -143,9 +143,9 @@ def test_plan_markdown_has_headline_jobs_at_risk_and_links(tmp_path):
 
 def test_long_tables_stop_at_the_limit_and_say_how_many_more():
     rows = [{"a": i} for i in range(23)]
-    text = observe.md_table(rows, ["a"])
+    text = observe.rows_table(rows, ["a"])
     assert text.count("\n| ") == 20 and text.endswith("… and 3 more (the run folder's `risk_report.parquet` has all)")
-    assert observe.md_table([], ["a"]) == "_none_"
+    assert observe.rows_table([], ["a"]) == "_none_"
 
 
 def test_unflatten_gives_back_the_evaluation_document():
