@@ -40,11 +40,6 @@ class Workspace:
         return self.root / CONFIG_FILE
 
     @property
-    def is_demo(self) -> bool:
-        """True when history and queue are the shipped demo's (format ``demo``)."""
-        return self.config.sources.history.format == "demo"
-
-    @property
     def store_dir(self) -> Path:
         """The store folder (absolute)."""
         return self.resolve(self.config.store.path)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from pipelines.config.settings import job_side
 from pipelines.io.errors import InputError
 from pipelines.stages import traffic as traffic_stage
 from pipelines.stages.queue import store as store_queue
@@ -83,7 +84,7 @@ def test_cluster_nodes_and_init_templates(tmp_path):
     plain = parse_workspace(init_text(), tmp_path)
     assert plain.config.cluster.n_gpus == 16 and plain.source("history").format == "slurm-sacct"
     demo = parse_workspace(init_text(demo=True), tmp_path)
-    assert demo.is_demo and [s.service for s in demo.services()] == ["m-small", "m-mid"]
+    assert job_side(demo) == "shipped" and [s.service for s in demo.services()] == ["m-small", "m-mid"]
     assert len(demo.source_files("traffic")) == 2
 
 
