@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from domain.units import Horizon
+
 #: Schema of ``risk_report.parquet``: one long table, the ``section`` column says what a row is.
 REPORT_COLUMNS: dict[str, str] = {
     # coverage_risk | rt_calibration | rt_exceedance | idle_window | job_at_risk | queue_eta | long_holder
@@ -92,9 +94,14 @@ class ReportInputs:
         return int(self.problem.cluster.step_minutes)
 
     @property
+    def horizon(self) -> Horizon:
+        """The plan's clock (:class:`domain.units.Horizon`): ``start_ts``, the step, the problem's steps."""
+        return Horizon(pd.Timestamp(self.start_ts), self.step_minutes, int(self.problem.cluster.horizon_steps))
+
+    @property
     def step_h(self) -> float:
         """Hours per planning step."""
-        return self.step_minutes / 60.0
+        return self.horizon.step_h
 
     def service_names(self) -> list[str]:
         """Services in the problem's order: the one order of every table, plot and colour."""
@@ -112,8 +119,8 @@ def plural(n: int, word: str) -> str:
 
 
 def step_ts(inp: ReportInputs, t: int) -> pd.Timestamp:
-    """UTC start of step ``t`` (may be past the horizon)."""
-    return pd.Timestamp(inp.start_ts) + pd.Timedelta(minutes=int(t) * inp.step_minutes)
+    """UTC start of step ``t`` (may be past the horizon; :meth:`domain.units.Horizon.ts`)."""
+    return pd.Timestamp(inp.horizon.ts(int(t)))
 
 
 def clock(ts: Any) -> str:

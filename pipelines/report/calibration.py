@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from forecasters.realtime import CombineSettings, to_gpus
-from pipelines.report.basics import ReportInputs, frame, hours_text, plural
+from pipelines.report.basics import ReportInputs, frame, hours_text, plural, step_ts
 
 Z90 = 1.2815515655446004  # standard normal 0.9 quantile
 _COMBINE = CombineSettings()
@@ -182,8 +182,7 @@ def _exceedance(inp: ReportInputs, name: str, svc: object | None, tz: str, plann
     use = p50 > 0
     ratios, r_band = actual[use] / p50[use], band[use]
     if svc is not None and "traffic_p50" in d.columns and len(ratios):
-        steps_ts = pd.DatetimeIndex([pd.Timestamp(inp.start_ts) + pd.Timedelta(minutes=t * inp.step_minutes)
-                                     for t in range(H)])
+        steps_ts = pd.DatetimeIndex([step_ts(inp, t) for t in range(H)])
         step_band = _band_of(steps_ts, tz)
         p = np.zeros(H)
         for t in range(H):
@@ -218,7 +217,7 @@ def calibration_rows(inp: ReportInputs, cal: list[ServiceCalibration]) -> pd.Dat
                          "reason": f"{bc.covered} of {plural(bc.hours, 'hour')} at or below P90"})
         for t, p in enumerate(c.exceed):
             rows.append({"section": "rt_exceedance", "service": c.service, "step": t,
-                         "start_ts": pd.Timestamp(inp.start_ts) + pd.Timedelta(minutes=t * inp.step_minutes),
+                         "start_ts": step_ts(inp, t),
                          "gpus": int(c.planned[t]) if t < len(c.planned) else None, "probability": float(p),
                          "label": c.method})
     return frame(rows)

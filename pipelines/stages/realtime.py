@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from domain.units import Horizon
 from forecasters.realtime import backtest, ingest, to_gpus
 from forecasters.realtime.combine import fit_combined, forecast_combined
 from pipelines.io import schemas
@@ -207,7 +208,8 @@ def demand_frame(services: Sequence[ServiceSettings], profiles: Mapping[str, Any
     ``start`` (the first P90 step when there is none).
     """
     start_ts = pd.Timestamp(start)
-    step_ts = [start_ts + pd.Timedelta(minutes=t * step_minutes) for t in range(horizon_steps)]
+    clock = Horizon(start_ts, step_minutes, horizon_steps)
+    step_ts = [pd.Timestamp(clock.ts(t)) for t in range(horizon_steps)]
     rows = []
     for svc in services:
         name = svc.service

@@ -32,7 +32,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pandas as pd
@@ -44,6 +43,7 @@ from optimizer.verify import verify
 from optimizer.whatif import WhatIf, apply_whatif, explain, warm_start
 from pipelines.catalog import RunCatalog
 from pipelines.io.errors import InputError
+from pipelines.report.basics import ReportInputs
 from pipelines.report.risks import deadline_miss
 from pipelines.stages import solve as solve_stage
 from pipelines.stages.models import DURATION_QUANTILE
@@ -204,8 +204,8 @@ def deadline_misses(problem: Problem, plan: Plan, jobs: pd.DataFrame | None, sta
     the deadline to the second). Returns job id ->
     ``{"deadline_at", "p90_finish_at"}`` (ISO 8601 UTC; ``p90_finish_at`` None: not started in the horizon).
     """
-    inp = SimpleNamespace(start_ts=start, step_minutes=problem.cluster.step_minutes,
-                          step_h=problem.cluster.step_minutes / 60.0)
+    inp = ReportInputs(problem=problem, plan=plan, start_ts=start,
+                       jobs=jobs if jobs is not None else pd.DataFrame(), demand=pd.DataFrame())
     rows = {str(r["job_id"]): r for _, r in jobs.iterrows()} if jobs is not None and len(jobs) else {}
     starts = {a.job_id: a for a in plan.assignments}
     out: dict[str, dict] = {}
@@ -213,7 +213,7 @@ def deadline_misses(problem: Problem, plan: Plan, jobs: pd.DataFrame | None, sta
         a = starts.get(job.job_id)
         start_step = None if a is None else a.start_step
         gpus = 0 if a is None or start_step is None else int(a.gpus)
-        miss = deadline_miss(inp, job, start_step, gpus, rows.get(job.job_id))  # type: ignore[arg-type]
+        miss = deadline_miss(inp, job, start_step, gpus, rows.get(job.job_id))
         if miss is not None:
             out[job.job_id] = {"deadline_at": miss.deadline.strftime("%Y-%m-%dT%H:%M:%SZ"),
                                "p90_finish_at": None if miss.p90_end is None
