@@ -57,7 +57,8 @@ def refuse_shipped_side(workspace: Path) -> None:
     """
     from pipelines.config.settings import job_side
     from pipelines.io.errors import InputError
-    from pipelines.workspace import CONFIG_FILE, load_workspace
+    from pipelines.workspace.config import CONFIG_FILE
+    from pipelines.workspace.load import load_workspace
 
     if (workspace.expanduser() / CONFIG_FILE).is_file() and job_side(load_workspace(workspace)) == "shipped":
         raise InputError(f"--workspace {workspace}: its queue and history are the shipped demo's (format \"demo\"), "

@@ -78,7 +78,7 @@ def nightly_realtime(settings: Settings, ws: Workspace, jobs_side: ShippedJobs |
     hours before it) on every service, logged by :func:`pipelines.tracking.forecast_runs.log_realtime_backtest`. A history
     too short for one origin is a warning, not a failure (the job forecasters are still retrained).
 
-    Returns ``{"run_id" (None when skipped), "rows" (:func:`pipelines.retrain_rows.realtime_rows`), "notes"}``.
+    Returns ``{"run_id" (None when skipped), "rows" (:func:`pipelines.flows.retrain_rows.realtime_rows`), "notes"}``.
     """
     services = ws.services()
     hours: dict = {}

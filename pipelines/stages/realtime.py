@@ -155,7 +155,7 @@ def fit_realtime_forecasts(services: Sequence[ServiceSettings], traffic: pd.Data
         as_of: the plan start (UTC).
         diagnostics: the ingest diagnostics per service (:class:`IngestedTraffic`); with them an excluded
             hour that ingest flagged as an outlier (not imputed) may still anchor the forecast when its
-            one-hour change is ordinary (:class:`forecasters.realtime.combine.AnchorRule`); without them
+            one-hour change is ordinary (:class:`forecasters.realtime.readable.AnchorRule`); without them
             no excluded hour is read.
 
     Returns:
