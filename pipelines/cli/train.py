@@ -169,12 +169,7 @@ def workspace_report(ws) -> dict:
     # then the nightly retraining on demand: gated against the champion, registered, champion moved if no worse
     cutoff = pd.to_datetime(jobs["submitted_at"], utc=True).max() + pd.Timedelta(seconds=1)
     final, night = scheduler_forecaster.nightly_fit(settings, ws, cutoff.to_pydatetime())
-    version = tracking_models.log_scheduler_model_run(settings, ws, final, night,
-                                               alias="champion" if night["promoted"] else "challenger")
-    if night["promoted"]:
-        scheduler_forecaster.save_champion(settings, final, {"version": version, "cutoff": night["cutoff"],
-                                                         "history_rows": night["history_rows"],
-                                                         "reason": night["reason"]})
+    version = tracking_models.register_nightly(settings, ws, final, night)
     doc["registered"] = {"name": tracking_models.scheduler_model_name(ws.root), "version": version,
                          "promoted": night["promoted"], "reason": night["reason"], "cutoff": night["cutoff"]}
     return doc

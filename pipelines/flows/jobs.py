@@ -132,12 +132,7 @@ def nightly_scheduler(settings: Settings, ws: Workspace, cutoff: datetime) -> di
     """
     with Stage("nightly retraining"):
         model, doc = scheduler_forecaster.nightly_fit(settings, ws, cutoff)
-        version = tracking_models.log_scheduler_model_run(settings, ws, model, doc,
-                                                   alias="champion" if doc["promoted"] else "challenger")
-        if doc["promoted"]:
-            scheduler_forecaster.save_champion(settings, model, {"version": version, "cutoff": doc["cutoff"],
-                                                             "history_rows": doc["history_rows"],
-                                                             "reason": doc["reason"]})
+        version = tracking_models.register_nightly(settings, ws, model, doc)
     return {**doc, "version": version, "champion_version": version if doc["promoted"] else doc["champion_version_before"]}
 
 

@@ -262,3 +262,20 @@ def log_scheduler_model_run(settings: Settings, ws: Any, model: Any, doc: Mappin
            else "") + f". {alias}: {doc.get('reason')}. MLflow run {rid}."))
     mlflow_client(settings).set_registered_model_alias(name, alias, mv.version)
     return str(mv.version)
+
+
+def register_nightly(settings: Settings, ws: Any, model: Any, doc: Mapping[str, Any]) -> str:
+    """Log and register a gated nightly refit (:func:`pipelines.models.scheduler.nightly_fit`'s ``(model, doc)``).
+
+    The new version gets the ``champion`` alias when ``doc["promoted"]``, else ``challenger``
+    (:func:`log_scheduler_model_run`); a promoted model also becomes the saved champion the plans load
+    (:func:`pipelines.models.scheduler.save_champion`, with its version, cut-off, history rows and reason).
+    Returns the registered version (text).
+    """
+    from pipelines.models import scheduler as scheduler_models
+
+    version = log_scheduler_model_run(settings, ws, model, doc, alias="champion" if doc["promoted"] else "challenger")
+    if doc["promoted"]:
+        scheduler_models.save_champion(settings, model, {"version": version, "cutoff": doc["cutoff"],
+                                                         "history_rows": doc["history_rows"], "reason": doc["reason"]})
+    return version
