@@ -15,7 +15,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from optimizer.plan import Plan
-from optimizer.problem import Problem
+from optimizer.problem import Cluster, Problem
 from pipelines.catalog import RunCatalog
 from pipelines.config.settings import Settings
 from pipelines.flows import observe
@@ -24,7 +24,6 @@ from pipelines.report.forecast_plots import plot_profile
 from pipelines.stages import outputs, realtime
 from pipelines.stages import problem as problem_stage
 from pipelines.stages import solve as solve_stage
-from pipelines.stages.problem import ClusterShape
 from pipelines.stages.realtime import IngestedTraffic, RealtimeForecastFit
 from pipelines.tracking import forecast_runs as forecast_runs
 from pipelines.tracking import store as tracking_store
@@ -35,10 +34,10 @@ from pipelines.workspace.load import Workspace
 log = observe.run_logger  # the current flow's or task's logger (INFO reaches the Prefect run page)
 
 
-def cluster_shape(s: Settings) -> ClusterShape:
-    """The planned cluster and solver budget of the settings."""
-    return ClusterShape(n_gpus=s.n_gpus, gpus_per_node=s.gpus_per_node, step_minutes=s.step_minutes,
-                        horizon_steps=s.horizon_steps, time_limit_s=s.solve_time_limit_s)
+def cluster_shape(s: Settings) -> Cluster:
+    """The planned cluster and clock of the settings (:class:`optimizer.problem.Cluster`)."""
+    return Cluster(n_gpus=s.n_gpus, gpus_per_node=s.gpus_per_node, step_minutes=s.step_minutes,
+                   horizon_steps=s.horizon_steps)
 
 
 @task(name="ingest-sources", cache_policy=NO_CACHE)
@@ -105,7 +104,8 @@ def demand(settings: Settings, services: list[ServiceSettings], fit: RealtimeFor
 def build_problem(settings: Settings, services: list[ServiceSettings], jobs: pd.DataFrame, demand_: pd.DataFrame,
                   start: datetime) -> Problem:
     """:func:`pipelines.stages.problem.build_problem`: the validated optimizer problem."""
-    return problem_stage.build_problem(cluster_shape(settings), services, jobs, demand_, start)
+    return problem_stage.build_problem(cluster_shape(settings), services, jobs, demand_, start,
+                                       time_limit_s=settings.solve_time_limit_s)
 
 
 @task(name="solve", cache_policy=NO_CACHE)

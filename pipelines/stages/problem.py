@@ -18,36 +18,19 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from domain.units import hours_to_steps
-from optimizer.problem import Problem
+from domain.units import Horizon, hours_to_steps
+from optimizer.problem import Cluster, Problem
 from pipelines.io import schemas
 from pipelines.io.errors import InputError
 from pipelines.stages.models import DURATION_QUANTILE
 from pipelines.stages.realtime import DEMAND_QUANTILE
 from pipelines.workspace.config import ServiceSettings
-
-
-@dataclass(frozen=True)
-class ClusterShape:
-    """The planned cluster and solver budget (from :class:`pipelines.config.settings.Settings`).
-
-    Attributes:
-        n_gpus / gpus_per_node: GPUs (powers of two); step_minutes / horizon_steps: the planning clock;
-        time_limit_s: HiGHS time limit per plan (s).
-    """
-
-    n_gpus: int
-    gpus_per_node: int
-    step_minutes: int
-    horizon_steps: int
-    time_limit_s: float
 
 
 def assign_running_blocks(gpus: list[int], n_gpus: int, preferred_node: Sequence[int | None] | None = None,
@@ -78,21 +61,22 @@ def assign_running_blocks(gpus: list[int], n_gpus: int, preferred_node: Sequence
     return offsets
 
 
-def problem_document(shape: ClusterShape, services: Sequence[ServiceSettings], jobs: pd.DataFrame,
-                     demand: pd.DataFrame, start: datetime) -> dict[str, Any]:
+def problem_document(cluster: Cluster, services: Sequence[ServiceSettings], jobs: pd.DataFrame,
+                     demand: pd.DataFrame, start: datetime, *, time_limit_s: float) -> dict[str, Any]:
     """The problem-file document (DESIGN §3.1) from job forecasts and service demand (module docstring).
 
     Args:
-        shape: the cluster and solver budget.
+        cluster: the planned cluster and clock (:class:`optimizer.problem.Cluster`, the one cluster shape).
         services: the service settings (GPU bounds, swap cap).
         jobs: :data:`pipelines.io.schemas.JOB_FORECASTS` rows (``size_options`` optional).
         demand: :data:`pipelines.io.schemas.DEMAND` rows.
         start: the plan start (step 0).
+        time_limit_s: HiGHS time limit per plan (s).
 
     Raises:
         pipelines.io.errors.InputError: the running jobs do not fit the cluster.
     """
-    step_h = shape.step_minutes / 60.0
+    step_h = Horizon(pd.Timestamp(start), cluster.step_minutes, cluster.horizon_steps).step_h
     now = pd.Timestamp(start)
     by_name = {s.service: s for s in services}
     out_services = []
@@ -107,7 +91,7 @@ def problem_document(shape: ClusterShape, services: Sequence[ServiceSettings], j
     out_jobs = []
     for r in queued.itertuples(index=False):
         gpus = int(max(r.gpus_requested, r.gpus_pred))
-        steps = hours_to_steps(float(getattr(r, f"duration_{DURATION_QUANTILE}_h")), shape.step_minutes)
+        steps = hours_to_steps(float(getattr(r, f"duration_{DURATION_QUANTILE}_h")), cluster.step_minutes)
         job: dict[str, Any] = {"job_id": r.job_id, "kind": r.kind, "priority": float(r.priority), "release_step": 0}
         options = json.loads(r.size_options) if isinstance(getattr(r, "size_options", None), str) else []
         sizes = []
@@ -115,8 +99,8 @@ def problem_document(shape: ClusterShape, services: Sequence[ServiceSettings], j
             # first option = the requested size; efficiency = GPU-hours at the request / at this size
             sizes = [{"gpus": gpus, "duration_steps": steps, "efficiency": 1.0}]
             for o in options:
-                o_steps = hours_to_steps(float(o["duration_h"]), shape.step_minutes)
-                if gpus < int(o["gpus"]) <= shape.n_gpus:
+                o_steps = hours_to_steps(float(o["duration_h"]), cluster.step_minutes)
+                if gpus < int(o["gpus"]) <= cluster.n_gpus:
                     eff = min(1.0, (gpus * steps) / (int(o["gpus"]) * o_steps))
                     sizes.append({"gpus": int(o["gpus"]), "duration_steps": o_steps, "efficiency": round(eff, 4)})
         if len(sizes) > 1:
@@ -130,7 +114,7 @@ def problem_document(shape: ClusterShape, services: Sequence[ServiceSettings], j
     gpus_run = [int(max(a, b)) for a, b in zip(running["gpus_requested"], running["gpus_pred"])]
     hints = ([None if pd.isna(h) else int(h) for h in running["node_hint"]] if "node_hint" in running.columns
              else None)
-    offsets = assign_running_blocks(gpus_run, shape.n_gpus, hints, shape.gpus_per_node)
+    offsets = assign_running_blocks(gpus_run, cluster.n_gpus, hints, cluster.gpus_per_node)
     out_running = []
     for r, g, o in zip(running.itertuples(index=False), gpus_run, offsets):
         elapsed_h = (now - pd.Timestamp(r.started_at)) / pd.Timedelta(hours=1)
@@ -138,17 +122,17 @@ def problem_document(shape: ClusterShape, services: Sequence[ServiceSettings], j
         out_running.append({"job_id": r.job_id, "kind": r.kind, "priority": float(r.priority), "gpus": g,
                             "block_offset": int(o), "remaining_steps": max(1, int(math.ceil(remaining_h / step_h)))})
     return {
-        "cluster": {"n_gpus": shape.n_gpus, "gpus_per_node": shape.gpus_per_node,
-                    "step_minutes": shape.step_minutes, "horizon_steps": shape.horizon_steps},
-        "settings": {"time_limit_s": shape.time_limit_s},
+        "cluster": {"n_gpus": cluster.n_gpus, "gpus_per_node": cluster.gpus_per_node,
+                    "step_minutes": cluster.step_minutes, "horizon_steps": cluster.horizon_steps},
+        "settings": {"time_limit_s": time_limit_s},
         "services": out_services,
         "jobs": out_jobs,
         "running": out_running,
     }
 
 
-def build_problem(shape: ClusterShape, services: Sequence[ServiceSettings], jobs: pd.DataFrame,
-                  demand: pd.DataFrame, start: datetime) -> Problem:
+def build_problem(cluster: Cluster, services: Sequence[ServiceSettings], jobs: pd.DataFrame,
+                  demand: pd.DataFrame, start: datetime, *, time_limit_s: float) -> Problem:
     """The validated :class:`optimizer.problem.Problem` of :func:`problem_document`.
 
     Raises:
@@ -157,4 +141,4 @@ def build_problem(shape: ClusterShape, services: Sequence[ServiceSettings], jobs
     """
     schemas.check_columns(jobs, schemas.JOB_FORECASTS, "job forecasts")
     schemas.check_columns(demand, schemas.DEMAND, "demand")
-    return Problem.from_dict(problem_document(shape, services, jobs, demand, start))
+    return Problem.from_dict(problem_document(cluster, services, jobs, demand, start, time_limit_s=time_limit_s))

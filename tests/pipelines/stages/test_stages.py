@@ -44,7 +44,7 @@ def test_to_problem_hand_values():
         "duration_p10_h": [0.5, 1.0], "duration_p50_h": [1.2, 2.2], "duration_p90_h": [2.0, 3.0]})
     demand = pd.DataFrame({"service": "m-small", "step": range(4), "demand_gpus_p50": [1, 1, 2, 2],
                            "demand_gpus_p90": [2, 2, 3, 3], "current_gpus": 2})
-    d = P.problem_document(cluster_shape(s), SERVICES, jobs, demand, T0)
+    d = P.problem_document(cluster_shape(s), SERVICES, jobs, demand, T0, time_limit_s=s.solve_time_limit_s)
     assert d["jobs"] == [{"job_id": "q1", "kind": "training", "priority": 2.0, "release_step": 0, "gpus": 4,
                           "duration_steps": 3, "deadline_step": 3}]
     # started 1 h ago, P50 2.2 h -> 1.2 h left -> 3 steps; max(requested 4, predicted 2) GPUs at offset 0
@@ -95,7 +95,7 @@ def test_to_problem_elastic_sizes_with_efficiency():
         "duration_p90_h": [2.0], "size_options": ['[{"gpus": 8, "duration_h": 0.7}]']})
     demand = pd.DataFrame({"service": "m-small", "step": range(4), "demand_gpus_p50": [1] * 4,
                            "demand_gpus_p90": [1] * 4, "current_gpus": 1})
-    d = P.problem_document(cluster_shape(s), SERVICES, jobs, demand, T0)
+    d = P.problem_document(cluster_shape(s), SERVICES, jobs, demand, T0, time_limit_s=s.solve_time_limit_s)
     # 4 GPUs x 3 steps = 12 GPU-steps at the request; 8 GPUs x 2 steps = 16 -> efficiency 0.75
     assert d["jobs"][0]["sizes"] == [{"gpus": 4, "duration_steps": 3, "efficiency": 1.0},
                                      {"gpus": 8, "duration_steps": 2, "efficiency": 0.75}]
@@ -112,10 +112,11 @@ def test_problem_is_built_once_as_a_validated_problem():
     demand = pd.DataFrame({"service": "m-small", "step": range(4), "ts": pd.Timestamp(T0), "traffic_p50": 1.0,
                            "traffic_p90": 1.0, "demand_gpus_p50": [1] * 4, "demand_gpus_p90": [1] * 4,
                            "current_gpus": 1})
-    problem = P.build_problem(cluster_shape(s), SERVICES, jobs, demand, T0)
+    problem = P.build_problem(cluster_shape(s), SERVICES, jobs, demand, T0, time_limit_s=s.solve_time_limit_s)
     assert isinstance(problem, Problem) and problem.jobs[0].requested.duration_steps == 3
     with pytest.raises(InputError, match="job forecasts: missing column"):
-        P.build_problem(cluster_shape(s), SERVICES, jobs.drop(columns="gpus_pred"), demand, T0)
+        P.build_problem(cluster_shape(s), SERVICES, jobs.drop(columns="gpus_pred"), demand, T0,
+                        time_limit_s=s.solve_time_limit_s)
 
 
 def test_summary_is_strict_json_when_the_bound_is_infinite():

@@ -14,10 +14,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from optimizer.problem import Cluster
 from pipelines.stages import outputs, realtime
 from pipelines.stages import traffic as traffic_stage
 from pipelines.stages.commands import commands_table, commands_text
-from pipelines.stages.problem import ClusterShape, build_problem
+from pipelines.stages.problem import build_problem
 from pipelines.stages.queue import store as store_queue
 from pipelines.stages.solve import check_plan, solve
 from pipelines.workspace.ingest import ingest, workspace_data
@@ -76,8 +77,8 @@ def test_plan_of_the_fixture_cluster_is_verified_and_uses_its_nodes(tmp_path, na
     jobs, notes = store_queue.forecast_cluster_queue(data.history, data.queue, ws, start, c.step_minutes)
     assert notes["dropped_no_gpus"] == 0 and len(jobs) == 8
     assert jobs.set_index("job_id")["state"].value_counts().to_dict() == {"running": 7, "queued": 1}
-    problem = build_problem(ClusterShape(c.n_gpus, c.node_gpus, c.step_minutes, c.horizon_steps, 20.0), services,
-                            jobs, demand, start)
+    problem = build_problem(Cluster(c.n_gpus, c.node_gpus, c.step_minutes, c.horizon_steps), services,
+                            jobs, demand, start, time_limit_s=20.0)
     assert (problem.cluster.n_gpus, len(problem.running), len(problem.jobs)) == (64, 7, 1)
     plan = solve(problem, "milp")
     assert check_plan(problem, plan) in ("optimal", "feasible")
