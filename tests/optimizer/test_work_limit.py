@@ -52,14 +52,28 @@ def test_wall_clock_still_stops_a_solve_under_a_large_work_limit():
     assert out.highs_status == "kTimeLimit" and out.wall_clock_limited
 
 
+@pytest.fixture
+def ctrl_c_handler():
+    """Python's own SIGINT handler (raises KeyboardInterrupt) for one test; the inherited one restored after."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("isolate", [False, True], ids=["in_process", "isolated"])
-def test_ctrl_c_during_a_work_limited_solve_is_raised_not_turned_into_a_solver_error(monkeypatch, isolate):
+def test_ctrl_c_during_a_work_limited_solve_is_raised_not_turned_into_a_solver_error(monkeypatch, ctrl_c_handler,
+                                                                                      isolate):
     """HiGHS catches exceptions raised inside its callback (they would become kSolveError and a
     baseline fallback); the budget keeps Ctrl-C and re-raises it after run().
 
     Driven by an event, not a timer: SIGINT is sent from HiGHS's first limit check, so it arrives
     while the solve is running however fast or loaded the machine is (in the isolated mode the
-    forked child sends it to its parent, the planner process)."""
+    forked child sends it to its parent, the planner process). Ctrl-C's own handler is installed for
+    the test: a process started in the background by a non-interactive shell (as CI may start this
+    suite) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler at all.
+    """
     target = os.getpid()
     sent: list[int] = []
     real_on_check = budget.WorkBudget._on_check
