@@ -102,8 +102,8 @@ def backtest(
         ``mase_persistence``, ``mape_pct`` (hours with actual > 0), ``p90_coverage`` (share of hours with
         actual <= P90), ``n_hours``; all in the series' units. ``per_origin[i]``: ``origin``, ``weights``,
         ``hourly`` (the hourly mode: ``combination`` or ``persistence``), ``n_hours`` and the sums of absolute
-        errors ``sae`` per forecast and baseline (for per-period ratios). An origin whose history ingest refuses (e.g. too many missing hours in a
-        short history) is skipped and listed.
+        errors ``sae`` per forecast and baseline (for per-period ratios). An origin whose history ingest or the fit refuses (e.g. too many missing hours
+        in a short history) is skipped and listed.
 
     Raises:
         forecasters.errors.InputError: the series is too short for one origin with 168 h of lag, or an
@@ -129,16 +129,17 @@ def backtest(
         try:
             hist, imputed, flagged, day_imputed, day_flagged = _histories(series, masked, io, end, timezone,
                                                                           reingest, ingest_settings)
+            comb = fit_combined(hist, timezone, exclude=imputed, outliers=flagged.union(out_idx[out_idx < o]),
+                                settings=settings, memo=memo)
         except InputError as exc:
             skipped.append({"origin": o.isoformat(), "reason": str(exc)})
             continue
-        comb = fit_combined(hist, timezone, exclude=imputed, outliers=flagged.union(out_idx[out_idx < o]),
-                            settings=settings, memo=memo)
         day_out = day_flagged.union(out_idx[out_idx < idx[end - 1]])
         sae, n_scored = _score_origin(series, y, masked, last_obs, comb, o, io, end, day_imputed, day_out, acc)
         used.append(o)
         per_origin.append({"origin": o.isoformat(), "weights": dict(comb.weights),
-                           "hourly": comb.hourly_model, "n_hours": n_scored, "sae": sae,
+                           "hourly": comb.hourly_model, "hourly_anchor": comb.hourly_anchor,
+                           "day_ahead_guard": dict(comb.day_ahead_guard), "n_hours": n_scored, "sae": sae,
                            "status": comb.status})
     if comb is None:
         raise InputError(f"backtest: no origin could be evaluated ({skipped[0]['reason'] if skipped else ''})")

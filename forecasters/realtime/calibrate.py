@@ -27,12 +27,16 @@ class P90:
         alpha: the miss rate the quantiles are taken at, after the adaptive update.
         bands: quantile per local hour-of-day band, shape ``(n_bands,)``.
         hourly_q90: quantile of the one-hour-ahead mode (its out-of-day residuals; same kind).
+        band_coverage: per band, the share of the replayed days' hours at or below the P90 issued for them
+            (each day's quantiles from the days before it, at the ACI level of that day; NaN for a band with
+            no replayed hour): the band's measured coverage.
     """
 
     kind: str
     alpha: float
     bands: np.ndarray
     hourly_q90: float
+    band_coverage: tuple[float, ...] = ()
 
 
 def conformal_quantile(residuals: np.ndarray, level: float) -> float:
@@ -74,18 +78,32 @@ def aci_alpha(residuals: np.ndarray, day: np.ndarray, alpha: float, gamma: float
     Returns:
         The miss rate to take the next quantile at (may leave [0, 1]; :func:`conformal_quantile` clips the rank).
     """
+    return _aci_replay(residuals, day, alpha, gamma, bands, n_bands, min_band)[0]
+
+
+def _aci_replay(residuals: np.ndarray, day: np.ndarray, alpha: float, gamma: float, bands: np.ndarray | None,
+                n_bands: int, min_band: int) -> tuple[float, np.ndarray, np.ndarray]:
+    """:func:`aci_alpha`'s replay: ``(alpha, hours covered per band, hours replayed per band)``."""
     r = np.asarray(residuals, dtype=float)
     d = np.asarray(day)
     b = np.zeros(r.size, dtype=np.int64) if bands is None else np.asarray(bands)
     a = float(alpha)
+    hit, cnt = np.zeros(n_bands), np.zeros(n_bands)
     for e in sorted(set(d.tolist()), reverse=True)[1:]:
         older, cur = d > e, d == e
         pooled = conformal_quantile(r[older], 1 - a)
         q = np.array([conformal_quantile(r[older & (b == k)], 1 - a) if (older & (b == k)).sum() >= min_band
                       else pooled for k in range(n_bands)])
-        miss = int((r[cur] > q[b[cur]]).sum())
-        a += gamma * (alpha * int(cur.sum()) - miss)
-    return a
+        inside = r[cur] <= q[b[cur]]
+        np.add.at(hit, b[cur], inside.astype(float))
+        np.add.at(cnt, b[cur], 1.0)
+        a += gamma * (alpha * int(cur.sum()) - int((~inside).sum()))
+    return a, hit, cnt
+
+
+def lead_bands(lead_h: np.ndarray, band_h: int, n_bands: int) -> np.ndarray:
+    """Lead band ``min(lead_h // band_h, n_bands - 1)`` of hours ``lead_h`` (>= 0) after an origin; int ``(n,)``."""
+    return np.minimum(np.asarray(lead_h, dtype=np.int64) // band_h, n_bands - 1)
 
 
 def hour_bands(idx: pd.DatetimeIndex, timezone: str, n_bands: int) -> np.ndarray:
@@ -102,7 +120,7 @@ def calibrate_p90(actual: np.ndarray, p50: np.ndarray, day: np.ndarray, band: np
         actual: the scored hours' actuals, shape ``(n,)``.
         p50: the P50 issued for them, shape ``(n,)``.
         day: inner origin of each hour (0 = the most recent), shape ``(n,)``.
-        band: its local hour band (:func:`hour_bands`), shape ``(n,)``.
+        band: its band (:func:`lead_bands`: hours after its inner origin), shape ``(n,)``.
         hourly_actual: the hourly mode's out-of-day actuals, shape ``(m,)``.
         hourly_pred: its out-of-day predictions of them, shape ``(m,)``.
         quantile: the upper quantile (0.9).
@@ -117,7 +135,7 @@ def calibrate_p90(actual: np.ndarray, p50: np.ndarray, day: np.ndarray, band: np
     kind = "ratio" if (p50 > 0).all() and (hourly_pred > 0).all() else "additive"
     resid = actual / p50 if kind == "ratio" else actual - p50
     alpha0 = 1.0 - quantile
-    alpha = aci_alpha(resid, day, alpha0, gamma, band, n_bands, min_band)
+    alpha, hit, cnt = _aci_replay(resid, day, alpha0, gamma, band, n_bands, min_band)
     if widen_only:
         alpha = min(alpha, alpha0)
     pooled = conformal_quantile(resid, 1.0 - alpha)
@@ -125,4 +143,5 @@ def calibrate_p90(actual: np.ndarray, p50: np.ndarray, day: np.ndarray, band: np
                         if (band == b).sum() >= min_band else pooled for b in range(n_bands)])
     h_resid = hourly_actual / hourly_pred if kind == "ratio" else hourly_actual - hourly_pred
     hq = conformal_quantile(h_resid, 1.0 - alpha) if h_resid.size else (1.0 if kind == "ratio" else 0.0)
-    return P90(kind=kind, alpha=float(alpha), bands=q_bands, hourly_q90=hq)
+    cov = tuple(float(h / c) if c > 0 else float("nan") for h, c in zip(hit, cnt))
+    return P90(kind=kind, alpha=float(alpha), bands=q_bands, hourly_q90=hq, band_coverage=cov)

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from forecasters.errors import InputError
-from forecasters.realtime.calibrate import calibrate_p90, hour_bands
+from forecasters.realtime.calibrate import calibrate_p90, lead_bands
 from forecasters.realtime.candidates import HOURS_PER_DAY, HOURS_PER_WEEK
 from forecasters.realtime.hourly import HOURLY_FEATURES, HourlyChoice, anchored, choose_hourly, correction_decay
 from forecasters.realtime.model import RULE, Combined, CombineSettings, OriginFit
@@ -144,13 +144,46 @@ def _inverse_mae(cand: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, np.ndar
     return maes, w / w.sum()
 
 
-def _issued_p50(days: list[_Day], w: np.ndarray, r: _Read, coef: np.ndarray, rho: float) -> np.ndarray:
+def _day_ahead_guard(days: list[_Day], names: list[str], act: np.ndarray, w: np.ndarray,
+                     maes: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
+    """The day-ahead guard against naive 24 h: the weights to use and the record of the test.
+
+    Each inner day is forecast by the combination weighted on the *other* days (leave-one-day-out: the weights
+    on all days are in-sample for each of them); when that combination's MAE over the days is not below naive
+    24 h's on the same hours (higher: a tie keeps it), naive 24 h alone is the day-ahead forecast (weight 1). Without a ``naive24``
+    candidate or with fewer than 2 days, the weights unchanged.
+    """
+    if "naive24" not in names or len(days) < 2:
+        return w, {}
+    j = names.index("naive24")
+    sizes = np.array([d.t.size for d in days])
+    ends = np.cumsum(sizes)
+    mat = np.hstack([d.mat for d in days])
+    err = np.zeros(len(days))
+    for i, d in enumerate(days):
+        other = np.ones(mat.shape[1], dtype=bool)
+        other[ends[i] - sizes[i]:ends[i]] = False
+        _, wi = _inverse_mae(mat[:, other], act[other])
+        err[i] = np.abs(wi @ d.mat - act[ends[i] - sizes[i]:ends[i]]).sum()
+    comb_mae, naive_mae = float(err.sum() / act.size), float(maes[j])
+    fallback = comb_mae > naive_mae
+    rec = {"combination_mae": comb_mae, "naive24_mae": naive_mae, "fallback": float(fallback)}
+    if not fallback:
+        return w, rec
+    return np.eye(len(names))[j], rec
+
+
+def _issued_p50(days: list[_Day], w: np.ndarray, r: _Read, coef: np.ndarray, rho: float,
+                observed: np.ndarray | None) -> np.ndarray:
     """The P50 as issued at each inner origin, concatenated over the days; shape ``(m,)``.
 
     The combination with the hourly model at the last anchorable hour before the origin, its correction
-    decaying with ``rho``.
+    decaying with ``rho``; with ``observed`` (the hourly guard fell back to persistence) the hour right after
+    the last observed hour is that hour's value.
     """
-    before = last_usable_before(r.anchorable)
+    anchorable = r.anchorable
+    before = last_usable_before(anchorable)
+    before_obs = None if observed is None else last_usable_before(observed)
     issued = []
     for d in days:
         a0 = int(before[d.o])
@@ -159,17 +192,22 @@ def _issued_p50(days: list[_Day], w: np.ndarray, r: _Read, coef: np.ndarray, rho
             issued.append(c)
             continue
         k = (d.t - a0).astype(float)
-        issued.append(anchored(c, k, float(r.y[a0]), last_change(r.y, r.anchorable, a0), r.ref[d.t],
-                               float(r.ref[a0]), coef, rho))
+        p = anchored(c, k, float(r.y[a0]), last_change(r.y, anchorable, a0), r.ref[d.t], float(r.ref[a0]), coef, rho)
+        if before_obs is not None and before_obs[d.o] >= 0:
+            o0 = int(before_obs[d.o])
+            p = np.where(d.t - o0 == 1, r.y[o0], p)
+        issued.append(p)
     return np.concatenate(issued)
 
 
 def _method(names: list[str], weights: dict[str, float], kind: str, alpha: float, hourly: HourlyChoice,
             profile_method: str) -> str:
     """The human-readable description of a fitted combination (rule and weights)."""
-    hdesc = "persistence" if hourly.kind == "persistence" else (
-        "combination (" + ", ".join(f"{m} {v:.2f}" for m, v in hourly.weights.items()) + "): y_a + "
-        + " + ".join(f"{b:.3f} x {f}" for f, b in zip(HOURLY_FEATURES, hourly.coef)))
+    if hourly.kind == "persistence":
+        hdesc = "persistence" + (" from the last observed hour (guard)" if hourly.anchor == "observed" else "")
+    else:
+        hdesc = ("combination (" + ", ".join(f"{m} {v:.2f}" for m, v in hourly.weights.items()) + "): y_a + "
+                 + " + ".join(f"{b:.3f} x {f}" for f, b in zip(HOURLY_FEATURES, hourly.coef)))
     return (f"combination of {', '.join(names)} by {RULE.split(';')[0]} "
             f"({', '.join(f'{c} {weights[c]:.2f}' for c in names)}); P90 split-conformal ({kind}, level "
             f"{1 - alpha:.3f} after ACI); hourly: {hdesc}; profile: {profile_method}")
@@ -212,22 +250,35 @@ def fit_combined(series: pd.Series, timezone: str = "UTC", exclude=None, outlier
     messages = list(final.profile.messages)
     for c, why in final.failed.items():
         messages.append(f"candidate {c} failed at the origin ({why}); left out")
+    lo, hi = last["bounds"]
+    wild = [c for c in names if c != "naive24" and (
+        (v := final.predict(c, np.arange(s.guard_horizon_h))) > hi).any() | (v < lo).any()]
+    if wild and len(wild) < len(names):  # its backtest never saw it leave the range: it is left out
+        names = [c for c in names if c not in wild]
+        messages.append(f"candidate(s) {', '.join(wild)} left out: their next {s.guard_horizon_h} h leave the range "
+                        f"guard's [{lo:.4g}, {hi:.4g}]")
     days = _scored_days(series, r.use, final, inner, names, s.horizon_h)
     if not days:
         return _profile_only(timezone, final, s, messages, last)
 
     act = np.concatenate([r.y[d.t] for d in days])
     maes, w = _inverse_mae(np.hstack([d.mat for d in days]), act)
+    w, da_guard = _day_ahead_guard(days, names, act, w, maes)
+    if da_guard.get("fallback"):
+        messages.append(f"day-ahead guard: the combination (leave-one-day-out MAE {da_guard['combination_mae']:.4g})"
+                        f" did not beat naive 24 h ({da_guard['naive24_mae']:.4g}) on the last {len(days)} days: "
+                        "naive 24 h alone")
     scores = {c: float(m) for c, m in zip(names, maes)}
     weights = {c: float(v) for c, v in zip(names, w)}
     tgt_idx = series.index[np.concatenate([d.t for d in days])]
     day_ahead = [w @ d.mat for d in days]
     rho = correction_decay([d.o for d in days], [d.t for d in days], day_ahead, r.y, s.horizon_h)
     hourly = choose_hourly([d.t for d in days], day_ahead, r.y, r.anchorable, r.ref, s.hourly_models,
-                           s.hourly_se_rule)
-    p50_bt = _issued_p50(days, w, r, hourly.coef, rho)
+                           s.hourly_se_rule, observed=r.obs, guard_level=s.hourly_guard_level)
+    p50_bt = _issued_p50(days, w, r, hourly.coef, rho, r.obs if hourly.anchor == "observed" else None)
     day_of = np.concatenate([np.full(d.t.size, i) for i, d in enumerate(days)])
-    p90 = calibrate_p90(act, p50_bt, day_of, hour_bands(tgt_idx, timezone, s.hour_bands), hourly.actual,
+    lead = lead_bands(np.concatenate([d.t - d.o for d in days]), s.lead_band_h, s.hour_bands)
+    p90 = calibrate_p90(act, p50_bt, day_of, lead, hourly.actual,
                         hourly.pred, quantile=s.p90_quantile, gamma=s.aci_gamma, widen_only=s.aci_widen_only,
                         n_bands=s.hour_bands, min_band=s.min_band_residuals)
     comb = Combined(method=_method(names, weights, p90.kind, p90.alpha, hourly, final.profile.method),
@@ -237,7 +288,10 @@ def fit_combined(series: pd.Series, timezone: str = "UTC", exclude=None, outlier
                     n_inner_origins=len(days), p90_kind=p90.kind, p90_bands=p90.bands, p90_alpha=p90.alpha,
                     hourly_model=hourly.kind, hourly_coef=hourly.coef, hourly_weights=hourly.weights, rho=rho,
                     hourly_q90=p90.hourly_q90, hourly_scores=hourly.scores, settings=s,
-                    calibration={"ts": tgt_idx, "actual": act, "p50": p50_bt, "day": day_of}, **last)
+                    calibration={"ts": tgt_idx, "actual": act, "p50": p50_bt, "day": day_of},
+                    hourly_anchor=hourly.anchor, hourly_guard=dict(hourly.guard or {}), day_ahead_guard=da_guard,
+                    obs_ts=last["last_ts"], obs_value=last["last_value"],
+                    p90_band_coverage=p90.band_coverage, **last)
     return _guard_status(comb)
 
 
@@ -303,13 +357,17 @@ def _raw(comb: Combined, idx: pd.DatetimeIndex) -> tuple[np.ndarray, np.ndarray]
     names = list(comb.weights)
     w = np.array([comb.weights[c] for c in names])
     p50 = w @ np.vstack([comb.fit.predict(c, h) for c in names])
-    q = comb.p90_bands[hour_bands(idx, comb.timezone, len(comb.p90_bands))]
+    q = comb.p90_bands[lead_bands(h, comb.settings.lead_band_h, len(comb.p90_bands))]
     if comb.anchor_ts is not None:
         k = ((idx - comb.anchor_ts) / pd.Timedelta(hours=1)).to_numpy()
         ref_a = float(_ref_at(comb, pd.DatetimeIndex([comb.anchor_ts]))[0])
         p50 = anchored(p50, k, float(comb.anchor_value or 0.0), comb.anchor_change, _ref_at(comb, idx), ref_a,
                        comb.hourly_coef, comb.rho)
         q = np.where(k == 1, comb.hourly_q90, q)
+    if comb.hourly_anchor == "observed" and comb.obs_ts is not None:  # the guard's persistence, 1 h ahead
+        first = ((idx - comb.obs_ts) / pd.Timedelta(hours=1)).to_numpy() == 1
+        p50 = np.where(first, float(comb.obs_value or 0.0), p50)
+        q = np.where(first, comb.hourly_q90, q)
     p90 = p50 * q if comb.p90_kind == "ratio" else p50 + q
     return p50, np.maximum(p90, p50)
 def forecast_combined(comb: Combined, horizon_h: int, start=None) -> pd.DataFrame:
@@ -322,7 +380,8 @@ def forecast_combined(comb: Combined, horizon_h: int, start=None) -> pd.DataFram
 
     Returns:
         Frame with ``horizon_h`` rows: ``ts`` (UTC), ``p50``, ``p90`` (series units per hour, ``p90 >=
-        p50 >= 0``) and ``clipped`` (bool: the range guard moved the value).
+        p50 >= 0``) and ``clipped`` (bool: the range guard moved the value; its bounds widened to include
+        the anchor's value, so persistence of an observed hour is never clipped).
 
     Raises:
         forecasters.errors.InputError: ``horizon_h < 1``, a naive ``start`` or one before the origin.
@@ -335,6 +394,9 @@ def forecast_combined(comb: Combined, horizon_h: int, start=None) -> pd.DataFram
     idx = pd.date_range(start.tz_convert("UTC").floor("h"), periods=int(horizon_h), freq="h")
     p50, p90 = _raw(comb, idx)
     lo, hi = comb.bounds
+    for v in (comb.anchor_value, comb.obs_value):  # an observed anchor is never out of range: persistence is never clipped
+        if v is not None:
+            lo, hi = min(lo, v), max(hi, v)
     c50, c90 = np.clip(p50, lo, hi), np.clip(p90, lo, hi)
     clipped = (c50 != p50) | (c90 != p90)
     return pd.DataFrame({"ts": idx, "p50": c50, "p90": np.maximum(c90, c50), "clipped": clipped})
@@ -370,6 +432,10 @@ def reanchor(comb: Combined, actuals: pd.Series, exclude=(), outliers=()) -> Com
     if (r < 0).any():
         raise InputError("actuals: negative traffic")
     r = r[usable(r.index, exclude)]
+    if r.empty:
+        return comb
+    if comb.obs_ts is not None and (r.index > comb.obs_ts).any():  # the last observed hour, flagged or not
+        comb = dataclasses.replace(comb, obs_ts=r.index[-1], obs_value=float(r.iloc[-1]))
     if comb.anchor_ts is not None:
         r = r[r.index > comb.anchor_ts]
     if r.empty:

@@ -35,7 +35,9 @@ class CombineSettings:
         ets_window_h: hours the ETS level is fitted on (336).
         mstl_window_h: hours MSTL decomposes (672).
         p90_quantile: the upper quantile (0.9).
-        hour_bands: local hour-of-day bands of the P90 (1: pooled; 4 bands of 6 h were measured to cover less).
+        hour_bands: lead bands of the P90 (4: hours 0-5, 6-11, 12-17, 18-23 after the origin; further hours take
+            the last band).
+        lead_band_h: hours per lead band (6).
         min_band_residuals: fewer residuals in a band: the pooled quantile (24).
         aci_gamma: step of the adaptive conformal update of the P90's miss rate (0.005, Gibbs and Candès 2021;
             0 = plain split conformal).
@@ -44,6 +46,8 @@ class CombineSettings:
             combines (persistence always; ``full``, with the last change, was measured no better and is not
             in the default).
         hourly_se_rule: standard errors the hourly combination must beat persistence by (1.0).
+        hourly_guard_level: one-sided level at which the hourly mode must beat persistence from the last observed
+            hour (:func:`forecasters.realtime.hourly.guard_test`; 0.05).
         range_multiple: the range guard's ``m`` (2.0).
         guard_horizon_h: hours checked by the range guard at fit time (168).
         profile: :class:`forecasters.realtime.ProfileSettings` of the profile candidate.
@@ -57,12 +61,14 @@ class CombineSettings:
     ets_window_h: int = 2 * HOURS_PER_WEEK
     mstl_window_h: int = 4 * HOURS_PER_WEEK
     p90_quantile: float = 0.9
-    hour_bands: int = 1
+    hour_bands: int = 4
+    lead_band_h: int = 6
     min_band_residuals: int = HOURS_PER_DAY
     aci_gamma: float = 0.005
     aci_widen_only: bool = True
     hourly_models: tuple[str, ...] = ("persistence", "blend", "seasonal", "blend_seasonal")
     hourly_se_rule: float = 1.0
+    hourly_guard_level: float = 0.05
     range_multiple: float = 2.0
     guard_horizon_h: int = HOURS_PER_WEEK
     profile: ProfileSettings = field(default_factory=ProfileSettings)
@@ -140,6 +146,18 @@ class Combined:
         settings: the :class:`CombineSettings` used.
         calibration: the P90's calibration residuals: ``ts`` (UTC hours), ``actual``, ``p50`` (as issued at
             each inner origin) and ``day`` (inner origin, 0 = the most recent).
+        hourly_anchor: ``"observed"`` (the guard fell back to persistence from the last observed hour,
+            ``obs_ts``) or ``"readable"`` (the hourly model from the readable anchor,
+            :mod:`forecasters.realtime.readable`).
+        hourly_guard: the hourly guard's one-sided test against observed persistence
+            (:func:`forecasters.realtime.hourly.guard_test`).
+        day_ahead_guard: the day-ahead guard against naive 24 h (``combination_mae``, ``naive24_mae`` of the
+            leave-one-day-out combination on the inner days, ``fallback`` 1.0 when naive 24 h replaced it).
+        obs_ts / obs_value: the last observed hour (flagged or not, never imputed) and its value, moved by
+            :func:`forecasters.realtime.combine.reanchor`: with ``hourly_anchor = "observed"`` the P50 of the
+            hour after it is that value (persistence), the hours further on the readable anchor's decayed P50.
+        p90_band_coverage: per lead band (``p90_bands``), the share of the inner days' hours at or below the P90
+            each would have been issued (replayed oldest first, each day's quantiles from the days before it).
     """
 
     method: str
@@ -176,6 +194,12 @@ class Combined:
     ref_hist: np.ndarray
     settings: CombineSettings
     calibration: dict[str, np.ndarray] = field(default_factory=dict)
+    hourly_anchor: str = "readable"
+    hourly_guard: dict[str, float] = field(default_factory=dict)
+    day_ahead_guard: dict[str, float] = field(default_factory=dict)
+    p90_band_coverage: tuple[float, ...] = ()
+    obs_ts: pd.Timestamp | None = None
+    obs_value: float | None = None
 
     @property
     def profile(self) -> Profile:
@@ -197,11 +221,14 @@ class Combined:
                            for c in self.scores},
             "failed": dict(self.fit.failed),
             "p90": {"kind": self.p90_kind, "bands": [float(q) for q in self.p90_bands],
-                    "alpha": float(self.p90_alpha)},
+                    "alpha": float(self.p90_alpha), "lead_band_h": int(self.settings.lead_band_h),
+                    "band_coverage": [float(c) for c in self.p90_band_coverage]},
+            "day_ahead_guard": {k: float(v) for k, v in self.day_ahead_guard.items()},
             "hourly": {"kind": self.hourly_model, "rho": float(self.rho), "q90": float(self.hourly_q90),
                        "coef": {f: float(b) for f, b in zip(HOURLY_FEATURES, self.hourly_coef)},
                        "weights": {m: float(v) for m, v in self.hourly_weights.items()},
-                       "read_flagged": bool(self.read_flagged),
+                       "read_flagged": bool(self.read_flagged), "anchor": self.hourly_anchor,
+                       "guard": {k: float(v) for k, v in self.hourly_guard.items()},
                        **{f"mae_{k}": float(v) for k, v in self.hourly_scores.items()}},
             "bounds": [float(b) for b in self.bounds],
         }

@@ -58,7 +58,7 @@ def test_exactly_periodic_series_gives_the_exact_candidates_all_the_weight():
     fc = forecast_combined(comb, 48)
     np.testing.assert_allclose(fc["p50"].to_numpy(), v[:48], rtol=1e-12)  # 2025-06-23 is a Monday: the same hours
     np.testing.assert_allclose(fc["p90"].to_numpy(), v[:48], rtol=1e-12)  # residual ratios all 1: P90 = P50
-    assert comb.p90_kind == "ratio" and comb.p90_bands.tolist() == [1.0]  # one pooled band
+    assert comb.p90_kind == "ratio" and comb.p90_bands.tolist() == [1.0] * 4  # four 6-h lead bands
     assert comb.p90_alpha == pytest.approx(0.1)  # the adaptive level only widens: never above 0.1
     # the hourly mode: persistence errs by 5 an hour and 115 at midnight (230 / 24 a day); the day-ahead gap
     # and the seasonal change are the same exact change here: every model but persistence is exact, so they
@@ -79,18 +79,25 @@ def test_weights_are_inverse_mae_and_p50_is_their_combination():
     for c, w in comb.weights.items():
         assert w == pytest.approx(inv[c] / sum(inv.values()), rel=1e-12)
     # without the hourly anchor the P50 is exactly the weighted candidates and P90 = P50 x the band's quantile
-    plain = dataclasses.replace(comb, anchor_ts=None)
+    plain = dataclasses.replace(comb, anchor_ts=None, obs_ts=None)
     fc = forecast_combined(plain, 24)
     h = np.arange(24)
     expected = sum(w * comb.fit.predict(c, h) for c, w in comb.weights.items())
     np.testing.assert_allclose(fc["p50"].to_numpy(), expected, rtol=1e-12)
-    np.testing.assert_allclose(fc["p90"].to_numpy(), expected * comb.p90_bands[0], rtol=1e-12)
-    assert comb.p90_bands.shape == (1,) and comb.p90_bands[0] > 1
-    # P90 = the conformal quantile of the calibration ratios at the level the (widen-only) ACI replay left
+    # P90 = P50 x the quantile of the hour's 6-h lead band (hours 0-5, 6-11, 12-17, 18-23 after the origin)
+    np.testing.assert_allclose(fc["p90"].to_numpy(), expected * comb.p90_bands[h // 6], rtol=1e-12)
+    assert comb.p90_bands.shape == (4,) and (comb.p90_bands > 1).all()
+    # each band's P90 = the conformal quantile of its calibration ratios at the level the (widen-only) ACI
+    # replay, band by band, left
     cal = comb.calibration
     ratio = cal["actual"] / cal["p50"]
-    assert comb.p90_alpha == min(aci_alpha(ratio, cal["day"], 1 - 0.9, 0.005), 1 - 0.9)
-    assert comb.p90_bands[0] == conformal_quantile(ratio, 1 - comb.p90_alpha)
+    inner_origin = comb.origin - pd.to_timedelta(24 * (cal["day"] + 1), unit="h")
+    lead = ((pd.DatetimeIndex(cal["ts"]) - inner_origin) / pd.Timedelta(hours=1)).to_numpy().astype(int) // 6
+    assert sorted(np.bincount(lead).tolist()) == [42, 42, 42, 42]
+    assert comb.p90_alpha == min(aci_alpha(ratio, cal["day"], 1 - 0.9, 0.005, lead, 4, 24), 1 - 0.9)
+    for b in range(4):
+        assert comb.p90_bands[b] == conformal_quantile(ratio[lead == b], 1 - comb.p90_alpha)
+    assert len(comb.p90_band_coverage) == 4 and all(0.5 <= c <= 1.0 for c in comb.p90_band_coverage)
 
 
 def test_hourly_mode_is_persistence_on_a_random_walk():
@@ -202,11 +209,13 @@ def test_selection_record_is_json_ready():
     y = 100 + np.random.default_rng(4).normal(0, 5, len(IDX))
     sel = fit_combined(pd.Series(y, index=IDX), "UTC").selection()
     doc = json.loads(json.dumps(sel, allow_nan=False))
-    assert set(doc) == {"rule", "n_inner_origins", "n_scored_h", "candidates", "failed", "p90", "hourly", "bounds"}
+    assert set(doc) == {"rule", "n_inner_origins", "n_scored_h", "candidates", "failed", "p90", "hourly", "bounds",
+                        "day_ahead_guard"}
     assert list(doc["candidates"]) == list(CANDIDATES) and doc["failed"] == {}
-    assert set(doc["p90"]) == {"kind", "bands", "alpha"}
+    assert set(doc["p90"]) == {"kind", "bands", "alpha", "lead_band_h", "band_coverage"}
     assert {"kind", "rho", "q90", "coef", "weights", "read_flagged", "mae_hourly", "mae_persistence",
-            "mae_combination", "mae_day_ahead", "mae_blend", "mae_seasonal", "mae_blend_seasonal"} == set(doc["hourly"])
+            "mae_combination", "mae_day_ahead", "mae_blend", "mae_seasonal", "mae_blend_seasonal", "anchor", "guard",
+            "mae_persistence_observed"} == set(doc["hourly"])
     assert list(doc["hourly"]["coef"]) == ["gap_day_ahead", "seasonal_change", "last_change"]
 
 
@@ -221,8 +230,8 @@ def test_adaptive_level_widens_the_p90_after_recent_misses():
     # the quantile of the days before them
     idx, y = _sine_days(22, np.where(np.arange(24 * 22) >= 24 * 18, 0.12, 0.03), seed=7)
     s = pd.Series(y[:-24], index=idx[:-24])
-    aci = fit_combined(s, "UTC")
-    plain = fit_combined(s, "UTC", settings=CombineSettings(aci_gamma=0.0))
+    aci = fit_combined(s, "UTC", settings=CombineSettings(hour_bands=1))  # one pooled band: solvable by hand
+    plain = fit_combined(s, "UTC", settings=CombineSettings(aci_gamma=0.0, hour_bands=1))
     # replayed over the 6 inner days after the oldest: 20 misses of 144 hours, alpha = 0.1 + 0.005 (14.4 - 20)
     assert aci.p90_alpha == pytest.approx(0.1 + 0.005 * (0.1 * 144 - 20), abs=1e-12)
     assert plain.p90_alpha == pytest.approx(0.1)

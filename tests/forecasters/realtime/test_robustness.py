@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecasters.realtime import ProfileSettings, fit_profile, forecast, ingest
+from forecasters.realtime import CombineSettings, ProfileSettings, fit_profile, forecast, ingest
 from forecasters.realtime.combine import fit_combined, forecast_combined, reanchor
 from pipelines.stages.realtime import demand_frame, fit_realtime_forecasts, ingest_traffic, plan_start
 from pipelines.workspace.config import ServiceSettings
@@ -133,7 +133,12 @@ def test_range_guard_clips_and_flags_a_runaway_trend():
     y = 10 * np.exp(np.log(10) * t / len(idx)) * (1 + 0.3 * np.sin(2 * np.pi * idx.hour.to_numpy() / 24))
     s = pd.Series(y, index=idx)
     assert forecast(fit_profile(s, "UTC"), 168)["p50"].max() > 3 * y.max()  # negative control
+    # the profile candidate leaves the range: it is left out of the combination (its backtest never saw it)
     comb = fit_combined(s, "UTC")
+    assert "profile" not in comb.weights and any(m.startswith("candidate(s) profile left out") for m in comb.messages)
+    assert (forecast_combined(comb, 168)["p50"] <= comb.bounds[1]).all()
+    # with every other candidate failing the profile stays, and the guard clips it
+    comb = fit_combined(s, "UTC", settings=CombineSettings(candidates=("profile",)))
     lo, hi = comb.bounds
     assert (lo, hi) == (pytest.approx(y.min() / 2), pytest.approx(2 * y.max()))
     fc = forecast_combined(comb, 168)
