@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import typer
 
-from pipelines.cli import bench, ingest, init, plan, predict, profile, replay, run, serve, train, whatif
+from pipelines.cli import bench, forecast, ingest, init, plan, predict, profile, replay, run, serve, train, whatif
 from pipelines.cli.support import OneLineErrorGroup
 from pipelines.config.settings import apply_env_defaults
 
@@ -42,6 +42,7 @@ app.command("run", help=run.__doc__)(run.run)
 app.command("train", help=train.__doc__)(train.train)
 app.command("predict", help=predict.__doc__)(predict.predict)
 app.command("profile", help=profile.__doc__)(profile.profile)
+app.command("forecast", help=forecast.__doc__)(forecast.forecast)
 app.command("plan", help=plan.__doc__)(plan.plan)
 app.command("bench", help=bench.__doc__)(bench.bench)
 app.command("serve", help=serve.__doc__)(serve.serve)

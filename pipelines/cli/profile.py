@@ -1,4 +1,4 @@
-"""Weekly seasonal profile forecast from an hourly traffic file."""
+"""The weekly seasonal profile alone from an hourly traffic file (one candidate; gpuplan forecast prints what gpuplan run plans with)."""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def profile(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
     workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
 ) -> None:
-    """Forecast P50/P90 per hour from hourly traffic, with diagnostics."""
+    """The weekly profile's P50/P90 per hour alone (not the planner's forecast: gpuplan forecast), with diagnostics."""
 
     def body() -> int:
         use_workspace(workspace)

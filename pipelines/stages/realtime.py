@@ -41,6 +41,7 @@ from domain.units import Horizon
 from forecasters.realtime import backtest, ingest, to_gpus
 from forecasters.realtime.combine import fit_combined, forecast_combined
 from pipelines.io import schemas
+from pipelines.stages.traffic import planned_forecast
 from pipelines.workspace.config import ServiceSettings
 
 #: Demand quantile the planner is given for each service.
@@ -217,7 +218,7 @@ def demand_frame(services: Sequence[ServiceSettings], profiles: Mapping[str, Any
         # forecast origin is 21:00Z): those steps take the first forecast hour, never a forecast before the origin.
         fc_start = max(start_ts.floor("h"), pd.Timestamp(profiles[name].origin))
         hour_of_step = [int((max(ts.floor("h"), fc_start) - fc_start) / pd.Timedelta(hours=1)) for ts in step_ts]
-        fc = forecast_combined(profiles[name], max(hour_of_step) + 1, start=fc_start)
+        fc = planned_forecast(profiles[name], start_ts, max(hour_of_step) + 1)  # what gpuplan forecast prints
         conv = svc.gpu_conversion()
         g50 = to_gpus(fc["p50"].to_numpy(), **conv)
         g90 = to_gpus(fc["p90"].to_numpy(), **conv)
