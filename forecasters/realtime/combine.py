@@ -193,9 +193,10 @@ def _issued_p50(days: list[_Day], w: np.ndarray, r: _Read, coef: np.ndarray, rho
             continue
         k = (d.t - a0).astype(float)
         p = anchored(c, k, float(r.y[a0]), last_change(r.y, anchorable, a0), r.ref[d.t], float(r.ref[a0]), coef, rho)
-        if before_obs is not None and before_obs[d.o] >= 0:
+        if before_obs is not None and before_obs[d.o] >= 0:  # the hour after the last observed: the hourly mode
             o0 = int(before_obs[d.o])
-            p = np.where(d.t - o0 == 1, r.y[o0], p)
+            h1 = anchored(c, np.ones(c.size), float(r.y[o0]), 0.0, r.ref[d.t], float(r.ref[o0]), coef, rho)
+            p = np.where(d.t - o0 == 1, h1, p)
         issued.append(p)
     return np.concatenate(issued)
 
@@ -253,7 +254,7 @@ def fit_combined(series: pd.Series, timezone: str = "UTC", exclude=None, outlier
     lo, hi = last["bounds"]
     wild = [c for c in names if c != "naive24" and (
         (v := final.predict(c, np.arange(s.guard_horizon_h))) > hi).any() | (v < lo).any()]
-    if wild and len(wild) < len(names):  # its backtest never saw it leave the range: it is left out
+    if s.drop_wild_candidates and wild and len(wild) < len(names):  # its backtest never saw it leave the range: it is left out
         names = [c for c in names if c not in wild]
         messages.append(f"candidate(s) {', '.join(wild)} left out: their next {s.guard_horizon_h} h leave the range "
                         f"guard's [{lo:.4g}, {hi:.4g}]")
@@ -263,7 +264,7 @@ def fit_combined(series: pd.Series, timezone: str = "UTC", exclude=None, outlier
 
     act = np.concatenate([r.y[d.t] for d in days])
     maes, w = _inverse_mae(np.hstack([d.mat for d in days]), act)
-    w, da_guard = _day_ahead_guard(days, names, act, w, maes)
+    w, da_guard = _day_ahead_guard(days, names, act, w, maes) if s.day_ahead_guard else (w, {})
     if da_guard.get("fallback"):
         messages.append(f"day-ahead guard: the combination (leave-one-day-out MAE {da_guard['combination_mae']:.4g})"
                         f" did not beat naive 24 h ({da_guard['naive24_mae']:.4g}) on the last {len(days)} days: "
@@ -273,9 +274,10 @@ def fit_combined(series: pd.Series, timezone: str = "UTC", exclude=None, outlier
     tgt_idx = series.index[np.concatenate([d.t for d in days])]
     day_ahead = [w @ d.mat for d in days]
     rho = correction_decay([d.o for d in days], [d.t for d in days], day_ahead, r.y, s.horizon_h)
-    hourly = choose_hourly([d.t for d in days], day_ahead, r.y, r.anchorable, r.ref, s.hourly_models,
-                           s.hourly_se_rule, observed=r.obs, guard_level=s.hourly_guard_level)
-    p50_bt = _issued_p50(days, w, r, hourly.coef, rho, r.obs if hourly.anchor == "observed" else None)
+    # the hourly mode forecasts the next hour from the last *observed* hour (persistence is its baseline)
+    hourly = choose_hourly([d.t for d in days], day_ahead, r.y, r.obs, r.ref, s.hourly_models,
+                           s.hourly_se_rule, guard_level=s.hourly_guard_level)
+    p50_bt = _issued_p50(days, w, r, hourly.coef, rho, r.obs)
     day_of = np.concatenate([np.full(d.t.size, i) for i, d in enumerate(days)])
     lead = lead_bands(np.concatenate([d.t - d.o for d in days]), s.lead_band_h, s.hour_bands)
     p90 = calibrate_p90(act, p50_bt, day_of, lead, hourly.actual,
@@ -358,15 +360,19 @@ def _raw(comb: Combined, idx: pd.DatetimeIndex) -> tuple[np.ndarray, np.ndarray]
     w = np.array([comb.weights[c] for c in names])
     p50 = w @ np.vstack([comb.fit.predict(c, h) for c in names])
     q = comb.p90_bands[lead_bands(h, comb.settings.lead_band_h, len(comb.p90_bands))]
+    day = p50
     if comb.anchor_ts is not None:
         k = ((idx - comb.anchor_ts) / pd.Timedelta(hours=1)).to_numpy()
         ref_a = float(_ref_at(comb, pd.DatetimeIndex([comb.anchor_ts]))[0])
         p50 = anchored(p50, k, float(comb.anchor_value or 0.0), comb.anchor_change, _ref_at(comb, idx), ref_a,
                        comb.hourly_coef, comb.rho)
         q = np.where(k == 1, comb.hourly_q90, q)
-    if comb.hourly_anchor == "observed" and comb.obs_ts is not None:  # the guard's persistence, 1 h ahead
+    if comb.hourly_anchor == "observed" and comb.obs_ts is not None:  # the hourly mode: 1 h after the last observed
         first = ((idx - comb.obs_ts) / pd.Timedelta(hours=1)).to_numpy() == 1
-        p50 = np.where(first, float(comb.obs_value or 0.0), p50)
+        ref_o = float(_ref_at(comb, pd.DatetimeIndex([comb.obs_ts]))[0])
+        h1 = anchored(day, np.ones(len(idx)), float(comb.obs_value or 0.0), 0.0, _ref_at(comb, idx), ref_o,
+                      comb.hourly_coef, comb.rho)
+        p50 = np.where(first, h1, p50)
         q = np.where(first, comb.hourly_q90, q)
     p90 = p50 * q if comb.p90_kind == "ratio" else p50 + q
     return p50, np.maximum(p90, p50)

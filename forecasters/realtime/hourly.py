@@ -302,11 +302,12 @@ def choose_hourly(targets: list[np.ndarray], day_ahead: list[np.ndarray], y: np.
     scores = {"hourly": mode_total if keep else obs_total, "persistence": float(total[0]),
               "persistence_observed": obs_total, "combination": comb_total, "day_ahead": day_mae,
               **{mname: float(total[mi]) for mi, mname in enumerate(models) if mname != "persistence"}}
+    anchor = "observed" if observed is None else "readable"
     if not keep:
         return HourlyChoice("persistence", zero, pers_only, np.concatenate([dd[4] for dd in days]), act, scores,
                             anchor="observed", guard=guard)
     if not use_comb:
         return HourlyChoice("persistence", zero, pers_only, np.concatenate(oof[0]), act, scores,
-                            anchor="readable", guard=guard)
+                            anchor=anchor, guard=guard)
     return HourlyChoice("combination", wm @ coefs, {mname: float(wm[mi]) for mi, mname in enumerate(models)},
-                        np.concatenate(comb_oof), act, scores, anchor="readable", guard=guard)
+                        np.concatenate(comb_oof), act, scores, anchor=anchor, guard=guard)

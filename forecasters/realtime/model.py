@@ -48,6 +48,10 @@ class CombineSettings:
         hourly_se_rule: standard errors the hourly combination must beat persistence by (1.0).
         hourly_guard_level: one-sided level at which the hourly mode must beat persistence from the last observed
             hour (:func:`forecasters.realtime.hourly.guard_test`; 0.05).
+        day_ahead_guard: naive 24 h alone when the leave-one-day-out combination was worse than it on the inner
+            days (:func:`forecasters.realtime.combine.fit_combined`).
+        drop_wild_candidates: leave out a candidate whose next ``guard_horizon_h`` hours at the origin leave the
+            range guard's bounds (its backtest never saw that), unless every candidate does.
         range_multiple: the range guard's ``m`` (2.0).
         guard_horizon_h: hours checked by the range guard at fit time (168).
         profile: :class:`forecasters.realtime.ProfileSettings` of the profile candidate.
@@ -69,6 +73,8 @@ class CombineSettings:
     hourly_models: tuple[str, ...] = ("persistence", "blend", "seasonal", "blend_seasonal")
     hourly_se_rule: float = 1.0
     hourly_guard_level: float = 0.05
+    day_ahead_guard: bool = True
+    drop_wild_candidates: bool = True
     range_multiple: float = 2.0
     guard_horizon_h: int = HOURS_PER_WEEK
     profile: ProfileSettings = field(default_factory=ProfileSettings)

@@ -1,0 +1,91 @@
+"""The hourly mode's guard: on series where no model of the one-hour change beats "same as last hour", it is persistence.
+
+Each series is ingested as a planning run would; the forecast one hour ahead must then be exactly the last
+observed hour (flagged or not), and the guard's record must say why (a one-sided test it did not pass).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecasters.realtime import ingest
+from forecasters.realtime.combine import fit_combined, forecast_combined, reanchor
+from forecasters.realtime.hourly import guard_test, lad_fit
+
+IDX = pd.date_range("2025-06-02T00:00Z", periods=24 * 21, freq="h")
+
+
+def _fit(values: np.ndarray):
+    raw = pd.DataFrame({"ts": IDX.strftime("%Y-%m-%dT%H:%M:%SZ"), "value": values})
+    series, diag = ingest(raw, "UTC")
+    return series, fit_combined(series, "UTC", exclude=diag["imputed"], outliers=diag["outliers"])
+
+
+def stepped() -> np.ndarray:
+    """A level held for days, then a step: 100 for 4 days, 160 for 5, 70 for 3, 130 for the rest."""
+    y = np.full(len(IDX), 130.0)
+    y[:96], y[96:216], y[216:288] = 100.0, 160.0, 70.0
+    return y
+
+
+def integer_few_values() -> np.ndarray:
+    """GPUs held 0..3, each hour keeping the last value with probability 0.85, else a new draw."""
+    rng = np.random.default_rng(3)
+    y = np.zeros(len(IDX))
+    for t in range(1, len(IDX)):
+        y[t] = y[t - 1] if rng.random() < 0.85 else float(rng.integers(0, 4))
+    return y
+
+
+def long_zero_runs() -> np.ndarray:
+    """Idle (0) for 40-hour runs, then bursts of 8 hours at 50."""
+    y = np.zeros(len(IDX))
+    for start in range(40, len(IDX), 48):
+        y[start:start + 8] = 50.0
+    return y
+
+
+def white_noise_changes() -> np.ndarray:
+    """A random walk: its one-hour changes are white noise (persistence is the best one-hour forecast)."""
+    return 500.0 + np.cumsum(np.random.default_rng(8).normal(0.0, 5.0, len(IDX)))
+
+
+@pytest.mark.parametrize("make", [stepped, integer_few_values, long_zero_runs, white_noise_changes])
+def test_the_hourly_mode_is_persistence_where_no_change_model_beats_it(make):
+    y = make()
+    series, comb = _fit(y)
+    assert comb.hourly_model == "persistence" and comb.hourly_anchor == "observed"
+    assert comb.hourly_coef.tolist() == [0.0, 0.0, 0.0]
+    assert comb.hourly_guard["wins"] == 0.0
+    # one hour ahead: exactly the last observed hour, from the origin and after re-anchoring on a new hour
+    assert forecast_combined(comb, 1)["p50"].iat[0] == pytest.approx(y[-1], abs=1e-9)
+    nxt = pd.Series([y[-24]], index=[comb.origin])
+    moved = reanchor(comb, nxt)
+    assert forecast_combined(moved, 1, start=comb.origin + pd.Timedelta(hours=1))["p50"].iat[0] == y[-24]
+
+
+def test_a_flat_series_forecasts_its_level():
+    series, comb = _fit(np.full(len(IDX), 42.0))
+    fc = forecast_combined(comb, 24)
+    assert fc["p50"].tolist() == [42.0] * 24 and comb.hourly_model in ("persistence", "none")
+
+
+def test_guard_test_is_a_one_sided_t_test_on_the_days_by_hand():
+    # d = [1, 2, 3]: mean 2, sd 1, se 1/sqrt(3), t = 3.464 > t(0.95, 2) = 2.920: the model wins
+    g = guard_test(np.array([5.0, 6.0, 7.0]), np.array([4.0, 4.0, 4.0]))
+    assert g["t"] == pytest.approx(2 * np.sqrt(3)) and g["t_crit"] == pytest.approx(2.919986, abs=1e-6)
+    assert g["wins"] == 1.0
+    # d = [1, -1, 3]: mean 1, sd 2, t = 0.866: not significant
+    assert guard_test(np.array([5.0, 3.0, 7.0]), np.array([4.0, 4.0, 4.0]))["wins"] == 0.0
+    # worse on average: never
+    assert guard_test(np.array([4.0, 4.0]), np.array([5.0, 5.0]))["wins"] == 0.0
+
+
+def test_lad_fit_cannot_overflow_on_huge_units_and_honours_its_bound():
+    # requests/h around 1e150: IRLS normal equations squared them (overflow); the scaled programme does not
+    x = np.column_stack([np.linspace(1.0, 2.0, 50) * 1e150])
+    z = 0.5 * x[:, 0]
+    assert lad_fit(x, z)[0] == pytest.approx(0.5, rel=1e-9)
+    assert lad_fit(x, 10 * z, bound=2.0)[0] == pytest.approx(2.0)
