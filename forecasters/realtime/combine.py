@@ -21,7 +21,14 @@ import pandas as pd
 from forecasters.errors import InputError
 from forecasters.realtime.calibrate import calibrate_p90, lead_bands
 from forecasters.realtime.candidates import HOURS_PER_DAY, HOURS_PER_WEEK
-from forecasters.realtime.hourly import HOURLY_FEATURES, HourlyChoice, anchored, choose_hourly, correction_decay
+from forecasters.realtime.hourly import (
+    HOURLY_FEATURES,
+    HourlyChoice,
+    anchored,
+    choose_hourly,
+    correction_decay,
+    guard_test,
+)
 from forecasters.realtime.model import RULE, Combined, CombineSettings, OriginFit
 from forecasters.realtime.origins import fit_origin
 from forecasters.realtime.profile import check_hourly_series, forecast
@@ -145,12 +152,13 @@ def _inverse_mae(cand: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def _day_ahead_guard(days: list[_Day], names: list[str], act: np.ndarray, w: np.ndarray,
-                     maes: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
+                     maes: np.ndarray, level: float) -> tuple[np.ndarray, dict[str, float]]:
     """The day-ahead guard against naive 24 h: the weights to use and the record of the test.
 
     Each inner day is forecast by the combination weighted on the *other* days (leave-one-day-out: the weights
-    on all days are in-sample for each of them); when that combination's MAE over the days is not below naive
-    24 h's on the same hours (higher: a tie keeps it), naive 24 h alone is the day-ahead forecast (weight 1). Without a ``naive24``
+    on all days are in-sample for each of them); when naive 24 h's per-day MAE is below that combination's by
+    the one-sided test :func:`forecasters.realtime.hourly.guard_test` at ``level`` (the hourly guard's rule,
+    the other way round), naive 24 h alone is the day-ahead forecast (weight 1). Without a ``naive24``
     candidate or with fewer than 2 days, the weights unchanged.
     """
     if "naive24" not in names or len(days) < 2:
@@ -165,9 +173,12 @@ def _day_ahead_guard(days: list[_Day], names: list[str], act: np.ndarray, w: np.
         other[ends[i] - sizes[i]:ends[i]] = False
         _, wi = _inverse_mae(mat[:, other], act[other])
         err[i] = np.abs(wi @ d.mat - act[ends[i] - sizes[i]:ends[i]]).sum()
+    naive_day = np.array([np.abs(d.mat[j] - act[ends[i] - sizes[i]:ends[i]]).mean() for i, d in enumerate(days)])
     comb_mae, naive_mae = float(err.sum() / act.size), float(maes[j])
-    fallback = comb_mae > naive_mae
-    rec = {"combination_mae": comb_mae, "naive24_mae": naive_mae, "fallback": float(fallback)}
+    test = guard_test(err / sizes, naive_day, level)  # naive 24 h's gain over the combination
+    fallback = bool(test["wins"])
+    rec = {"combination_mae": comb_mae, "naive24_mae": naive_mae, "t": test["t"], "t_crit": test["t_crit"],
+           "fallback": float(fallback)}
     if not fallback:
         return w, rec
     return np.eye(len(names))[j], rec
@@ -264,11 +275,12 @@ def fit_combined(series: pd.Series, timezone: str = "UTC", exclude=None, outlier
 
     act = np.concatenate([r.y[d.t] for d in days])
     maes, w = _inverse_mae(np.hstack([d.mat for d in days]), act)
-    w, da_guard = _day_ahead_guard(days, names, act, w, maes) if s.day_ahead_guard else (w, {})
+    w, da_guard = (_day_ahead_guard(days, names, act, w, maes, s.hourly_guard_level) if s.day_ahead_guard
+                   else (w, {}))
     if da_guard.get("fallback"):
-        messages.append(f"day-ahead guard: the combination (leave-one-day-out MAE {da_guard['combination_mae']:.4g})"
-                        f" did not beat naive 24 h ({da_guard['naive24_mae']:.4g}) on the last {len(days)} days: "
-                        "naive 24 h alone")
+        messages.append(f"day-ahead guard: naive 24 h (MAE {da_guard['naive24_mae']:.4g}) beat the combination "
+                        f"(leave-one-day-out MAE {da_guard['combination_mae']:.4g}) on the last {len(days)} days "
+                        f"(t = {da_guard['t']:.2f} > {da_guard['t_crit']:.2f}): naive 24 h alone")
     scores = {c: float(m) for c, m in zip(names, maes)}
     weights = {c: float(v) for c, v in zip(names, w)}
     tgt_idx = series.index[np.concatenate([d.t for d in days])]

@@ -63,7 +63,9 @@ def forecast_document(df, timezone: str | None, horizon_h: int) -> dict:
     lead = ((ts - comb.origin) / pd.Timedelta(hours=1)).to_numpy().astype(int)
     band = [min(int(h) // s.lead_band_h, len(comb.p90_bands) - 1) for h in lead]
     anchor = comb.obs_ts if comb.hourly_anchor == "observed" else comb.anchor_ts
-    hours = (lambda t0: ((ts - t0) / pd.Timedelta(hours=1)).to_numpy() if t0 is not None else None)
+    def hours(t0):
+        return ((ts - t0) / pd.Timedelta(hours=1)).to_numpy() if t0 is not None else None
+
     k_read, k_obs = hours(comb.anchor_ts), hours(comb.obs_ts if comb.hourly_anchor == "observed" else None)
     share = [float(comb.rho ** (kr - 1)) if k_read is not None and kr >= 1 else 0.0 for kr in
              (k_read if k_read is not None else [0] * len(ts))]

@@ -82,7 +82,8 @@ def file_service(frame: pd.DataFrame, timezone: str | None, service: str = "traf
     Args:
         frame: ``ts``, ``value`` (:func:`pipelines.io.traffic_io.read_traffic`).
         timezone: IANA zone (``--timezone``) or None.
-        service: the service's name; units: its traffic units.
+        service: the service's name.
+        units: its traffic units.
 
     Returns:
         ``(settings, {service: hourly rows})``; the settings' GPU conversion is a placeholder (one GPU per
