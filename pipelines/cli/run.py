@@ -24,7 +24,7 @@ def run(
         import sys
         import time
 
-        from pipelines.cli.support import check_out_parent
+        from pipelines.cli.support import check_out_parent, check_prefect_api_url, check_writable_folder
         from pipelines.config.settings import job_side, load_settings, open_workspace, shipped_workspace
         from pipelines.flows.preflight import ingest_and_check
         from pipelines.flows.progress import PLAN_STAGES
@@ -36,6 +36,8 @@ def run(
         check_out_parent(out)  # only the last level of --out is created (a typo must not build a tree)
         if out.exists() and not out.is_dir():
             raise InputError(f"--out {out} is a file; give a folder for the run folders")
+        check_writable_folder(out)  # a read-only runs folder: refused now, not after the whole job (case 015)
+        check_prefect_api_url()  # a PREFECT_API_URL nobody answers: one line in ~3 s, not 37 s of retries (018)
         out_dir = out.resolve()  # environment defaults: applied once for every command in pipelines.cli.app
         settings = load_settings(ws, runs_dir=out_dir)
         from pipelines.tracking import store as tracking_store

@@ -23,6 +23,9 @@ def serve(
         from pipelines.flows import deployments
 
         settings = load_settings()
+        from pipelines.cli.support import check_writable_folder
+
+        check_writable_folder(settings.runs_dir)  # the replans write there (case 015)
         from pipelines.tracking import store as tracking_store
 
         tracking_store.init_store(settings)  # an unusable MLflow store fails here in one line

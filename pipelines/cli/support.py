@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -52,7 +53,9 @@ def run_guarded(fn: Callable[[], int | None]) -> None:
 
     Bad input (any class from :func:`pipelines.io.errors.input_error_types`) prints
     ``error: <message>`` on one line to standard error and exits 2; any other exception
-    prints ``internal error: <Type>: <message>`` and exits 1; a closed standard output (a pipe
+    prints ``internal error: <Type>: <message>`` and exits 1, except an OSError of a full disk, a quota, a
+    read-only file system or a refused permission (:func:`environment_error_line`: one line naming the path,
+    exit 2); a closed standard output (a pipe
     into ``head``) stops quietly with exit 141. Set ``GPUPLAN_DEBUG=1`` to
     also print the traceback.
     """
@@ -76,6 +79,14 @@ def run_guarded(fn: Callable[[], int | None]) -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         raise typer.Exit(EXIT_BROKEN_PIPE) from None
+    except OSError as exc:
+        line = environment_error_line(exc)
+        _debug_trace()
+        if line is not None:  # a full disk, a read-only mount: the machine's state, named with its path
+            typer.echo(f"error: {_one_line(line)}", err=True)
+            raise typer.Exit(EXIT_BAD_INPUT) from None
+        typer.echo(f"internal error: {type(exc).__name__}: {_one_line(str(exc))}", err=True)
+        raise typer.Exit(EXIT_INTERNAL) from None
     except Exception as exc:  # noqa: BLE001 - the CLI boundary
         _debug_trace()
         typer.echo(f"internal error: {type(exc).__name__}: {_one_line(str(exc))}", err=True)
@@ -137,6 +148,83 @@ def check_out_parent(path: os.PathLike[str] | str, option: str = "--out") -> Non
     if not parent.is_dir():
         what = "is not a folder" if parent.exists() else "does not exist"
         raise InputError(f"{option} {path}: parent folder {parent} {what}; create it first")
+
+
+def check_writable_folder(path: os.PathLike[str] | str, what: str = "runs folder") -> None:
+    """Refuse a folder the command will write into but cannot, before any work is done (case 015).
+
+    Creates ``path`` if missing (its parent must exist: :func:`check_out_parent`), then creates and removes a
+    probe file in it: a read-only mount, a folder without write permission or a full disk fail here (as root,
+    permission bits do not stop writes, a read-only mount does).
+
+    Raises:
+        pipelines.io.errors.InputError: one line naming ``what`` and the folder, with the system's reason.
+    """
+    import tempfile
+    from pathlib import Path
+
+    from pipelines.io.errors import InputError
+
+    folder = Path(path).expanduser()
+    try:
+        folder.mkdir(exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".gpuplan-write-probe-"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise InputError(f"{what} {folder.resolve()} is not writable ({reason}): make it writable, or give "
+                         f"another folder (--out)") from None
+
+
+def check_prefect_api_url(timeout_s: float = 3.0) -> str | None:
+    """Refuse an unreachable ``PREFECT_API_URL`` in one line within ``timeout_s`` seconds (case 018); None when unset.
+
+    Asks the server's ``/health`` (HTTP 200 expected) before any work; without the check Prefect retries for
+    about 37 s and the command ended with "internal error: RuntimeError: Failed to reach API".
+
+    Raises:
+        pipelines.io.errors.InputError: naming ``PREFECT_API_URL``, its value and why no server answers.
+    """
+    import urllib.error
+    import urllib.request
+
+    from pipelines.io.errors import InputError
+
+    url = os.environ.get("PREFECT_API_URL", "").strip()
+    if not url:
+        return None
+    fix = "start that server (`prefect server start`) or unset PREFECT_API_URL to use a temporary one"
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout_s) as resp:
+            status = resp.status
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise InputError(f"PREFECT_API_URL={url}: no Prefect server answers ({reason}); {fix}") from None
+    if status != 200:
+        raise InputError(f"PREFECT_API_URL={url}: /health answered HTTP {status}, not a healthy Prefect server; {fix}")
+    return url
+
+
+#: ``errno`` values of an OSError that are the machine's state, not a bug: named with their path, exit 2.
+_ENVIRONMENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def environment_error_line(exc: OSError) -> str | None:
+    """The one-line message for a full disk, a quota, a read-only file system or a permission refusal; else None.
+
+    Names the path the system refused (``exc.filename``, and ``exc.filename2`` for a rename) so the operator
+    knows which disk or folder to fix.
+    """
+    if exc.errno not in _ENVIRONMENT_ERRNOS:
+        return None
+    where = exc.filename if exc.filename is not None else "a file"
+    if exc.filename2 is not None:
+        where = f"{where} -> {exc.filename2}"
+    what = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is exceeded",
+            errno.EROFS: "the file system is read-only"}.get(exc.errno, "permission denied")
+    return f"cannot write {where}: {what} ({exc.strerror}); free space or fix the folder, then run again"
 
 
 def _one_line(msg: str) -> str:

@@ -170,7 +170,7 @@ def workspace_report(ws) -> dict:
     cutoff = pd.to_datetime(jobs["submitted_at"], utc=True).max() + pd.Timedelta(seconds=1)
     final, night = scheduler_forecaster.nightly_fit(settings, ws, cutoff.to_pydatetime())
     version = tracking_models.register_nightly(settings, ws, final, night)
-    doc["registered"] = {"name": tracking_models.scheduler_model_name(ws.root), "version": version,
+    doc["registered"] = {"name": tracking_models.scheduler_model_name(ws), "version": version,
                          "promoted": night["promoted"], "reason": night["reason"], "cutoff": night["cutoff"]}
     return doc
 

@@ -120,7 +120,40 @@ def _ephemeral_database() -> dict[str, str]:
 
 def default_tracking_uri(project_root: Path = PROJECT_ROOT) -> str:
     """The embedded MLflow store: ``sqlite:///<abs project>/mlruns/mlflow.db``."""
-    return f"sqlite:///{(project_root / 'mlruns' / 'mlflow.db').resolve()}"
+    return sqlite_uri((project_root / "mlruns" / "mlflow.db").resolve())
+
+
+def sqlite_uri(db: Path, query: str = "") -> str:
+    """The ``sqlite:///`` URI of the database file ``db`` (absolute), safe for SQLAlchemy and MLflow (case 010).
+
+    SQLAlchemy URL-decodes the database part of a URL (``%20`` becomes a space), so a folder named
+    ``a%20b`` would send the store to ``a b``; every ``%`` is written ``%25``. Space, ``#`` and ``:`` pass
+    through as they are (SQLAlchemy splits the database part only at ``?``). :func:`sqlite_file` is the inverse.
+    """
+    return "sqlite:///" + str(db).replace("%", "%25") + (f"?{query}" if query else "")
+
+
+def sqlite_file(tracking_uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI made by :func:`sqlite_uri` (``%25`` back to ``%``); None otherwise."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    return Path(tracking_uri[len("sqlite:///"):].split("?", 1)[0].replace("%25", "%"))
+
+
+def literal_sqlite_uri(uri: str, base: Path) -> str:
+    """An operator's tracking URI with a ``sqlite:///PATH`` made absolute and safe (cases 009, 010); others as given.
+
+    ``PATH`` is a file path taken literally, never URL-decoded (``%20`` stays ``%20``); a relative one is
+    resolved against ``base`` (the workspace for ``[tracking] uri``: every path in ``gpuplan.toml`` is
+    workspace-relative; the current folder for an environment variable). A ``?query`` is kept.
+    """
+    if not uri.startswith("sqlite:///"):
+        return uri
+    path, _, query = uri[len("sqlite:///"):].partition("?")
+    if not path or path == ":memory:":
+        return uri
+    p = Path(path).expanduser()
+    return sqlite_uri((p if p.is_absolute() else base / p).resolve(), query)
 
 
 class Settings(BaseModel):
@@ -236,7 +269,7 @@ def workspace_defaults(ws: Workspace) -> dict[str, object]:
     if not shipped_workspace(ws):
         out.update(runs_dir=ws.root / "runs", models_dir=ws.store_dir / "models")
         if ws.config.tracking.uri:
-            out["tracking_uri"] = ws.config.tracking.uri
+            out["tracking_uri"] = literal_sqlite_uri(ws.config.tracking.uri, ws.root)
     return out
 
 
@@ -287,7 +320,7 @@ def load_settings(workspace: str | Path | Workspace | None = None, **overrides: 
     env: dict[str, object] = workspace_defaults(ws)
     uri = os.environ.get("GPUPLAN_TRACKING_URI") or os.environ.get("MLFLOW_TRACKING_URI")
     if uri:
-        env["tracking_uri"] = uri
+        env["tracking_uri"] = literal_sqlite_uri(uri, Path.cwd())
     if os.environ.get("GPUPLAN_ARTIFACT_ROOT"):
         env["artifact_root"] = Path(os.environ["GPUPLAN_ARTIFACT_ROOT"]).resolve()
     for var, key in (("GPUPLAN_RUNS_DIR", "runs_dir"), ("GPUPLAN_MODELS_DIR", "models_dir")):
@@ -313,7 +346,7 @@ def load_settings(workspace: str | Path | Workspace | None = None, **overrides: 
     if "artifact_root" not in merged and db.startswith("sqlite:///"):
         # artifacts beside the database (whoever chose it: environment, workspace, caller), never in the
         # clone's mlruns/ for a store elsewhere (experiments would point there and leave orphan folders)
-        merged["artifact_root"] = Path(db.removeprefix("sqlite:///").split("?", 1)[0]).resolve().parent / "artifacts"
+        merged["artifact_root"] = (sqlite_file(db) or Path()).resolve().parent / "artifacts"
     if not merged.get("mlflow_ui_url") and db.startswith(("http://", "https://")):  # a tracking server is its UI
         merged["mlflow_ui_url"] = db.rstrip("/")
     try:

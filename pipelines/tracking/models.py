@@ -212,10 +212,41 @@ def _data_cutoff(frame: pd.DataFrame) -> str | None:
     return None if pd.isna(t) else t.isoformat()
 
 
-def scheduler_model_name(workspace: Path) -> str:
-    """Registered name of a workspace's scheduler forecaster: ``gpuplan-scheduler-<folder name>``."""
-    slug = "".join(c if c.isalnum() or c in "-_" else "-" for c in Path(workspace).name) or "workspace"
-    return f"gpuplan-scheduler-{slug}"
+def legacy_scheduler_model_name(workspace: Path) -> str:
+    """The registered name before workspace ids: ``gpuplan-scheduler-<folder name>`` (shared by same-named folders, case 023)."""
+    return f"gpuplan-scheduler-{_slug(Path(workspace).name)}"
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in text) or "workspace"
+
+
+def scheduler_model_name(ws: Any) -> str:
+    """Registered name of a workspace's scheduler forecaster: ``gpuplan-scheduler-<folder name>-<id12>``.
+
+    ``id12``: the first 12 hex digits of the workspace id (:attr:`pipelines.workspace.load.Workspace.workspace_id`),
+    so two clusters whose folders have the same name keep two registered models and two champions in one
+    MLflow (case 023); the folder name is kept for people reading the registry.
+    """
+    return f"gpuplan-scheduler-{_slug(Path(ws.root).name)}-{ws.workspace_id[:12]}"
+
+
+def find_scheduler_model_name(settings: Settings, ws: Any) -> str | None:
+    """The registered model holding ``ws``'s scheduler versions: the id-keyed name, else the old folder name.
+
+    The old name (:func:`legacy_scheduler_model_name`) counts only when one of its versions was logged from
+    this workspace (run param ``workspace`` = its folder), so another cluster's same-named folder is not
+    found. None: neither is registered.
+    """
+    client = mlflow_client(settings)
+    name = scheduler_model_name(ws)
+    if client.search_model_versions(f"name='{name}'", max_results=1):
+        return name
+    old = legacy_scheduler_model_name(ws.root)
+    for v in client.search_model_versions(f"name='{old}'"):
+        if v.run_id and client.get_run(v.run_id).data.params.get("workspace") == str(ws.root):
+            return old
+    return None
 
 
 def log_scheduler_model_run(settings: Settings, ws: Any, model: Any, doc: Mapping[str, Any], alias: str) -> str:
@@ -241,10 +272,11 @@ def log_scheduler_model_run(settings: Settings, ws: Any, model: Any, doc: Mappin
         if doc.get(key):
             metrics.update(flatten(doc[key], f"{key}."))
     rid = log_run(settings, "scheduler", run_name("scheduler", doc.get("cutoff"), Path(ws.root).name), params=params,
-                  metrics=metrics, tags={"gpuplan.stage": "nightly", "gpuplan.workspace": str(ws.root)})
+                  metrics=metrics, tags={"gpuplan.stage": "nightly", "gpuplan.workspace": str(ws.root),
+                                                "gpuplan.workspace_id": ws.workspace_id})
     mlflow.set_tracking_uri(settings.tracking_uri)
     mlflow.set_registry_uri(settings.tracking_uri)
-    name = scheduler_model_name(ws.root)
+    name = scheduler_model_name(ws)
     with tempfile.TemporaryDirectory() as td, quiet_mlflow(), mlflow.start_run(run_id=rid):
         pkl = Path(td) / scheduler_models.MODEL_FILE
         pkl.write_bytes(pickle.dumps(model))

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from pipelines.config.settings import Settings
+from pipelines.config.settings import Settings, sqlite_file
 from pipelines.io.errors import InputError
 from pipelines.io.run_folder import file_lock
 
@@ -44,16 +44,15 @@ EXPERIMENTS: dict[str, str] = {
 }
 
 def sqlite_path(tracking_uri: str) -> Path | None:
-    """The database file of a ``sqlite:///`` URI, or None for any other scheme."""
-    if not tracking_uri.startswith("sqlite:///"):
-        return None
-    return Path(tracking_uri[len("sqlite:///"):].split("?", 1)[0])
+    """The database file of a ``sqlite:///`` URI, or None for any other scheme (:func:`pipelines.config.settings.sqlite_file`)."""
+    return sqlite_file(tracking_uri)
 
 
 def mlflow_client(settings: Settings):
     """An :class:`mlflow.MlflowClient` on ``settings.tracking_uri`` (tracking and registry)."""
     from mlflow import MlflowClient  # lazily: import cost, see the module docstring
 
+    _decode_mlflow_sqlite_mkdir()
     return MlflowClient(tracking_uri=settings.tracking_uri, registry_uri=settings.tracking_uri)
 
 
@@ -141,6 +140,7 @@ def _preflight_sqlite(settings: Settings) -> None:
 def _init_store(settings: Settings) -> dict[str, str]:
     import mlflow  # lazily: import cost, see the module docstring
 
+    _decode_mlflow_sqlite_mkdir()
     mlflow.set_tracking_uri(settings.tracking_uri)
     mlflow.set_registry_uri(settings.tracking_uri)
     with _init_lock(settings):
@@ -162,6 +162,28 @@ def _init_store(settings: Settings) -> dict[str, str]:
             finally:
                 con.close()
     return ids
+
+
+def _decode_mlflow_sqlite_mkdir() -> None:
+    """Make MLflow 3.17 create a ``sqlite:///`` store's folder from the decoded path (case 010); idempotent.
+
+    ``mlflow.store.db.utils._make_parent_dirs_if_sqlite`` makes ``Path(uri.removeprefix("sqlite:///")).parent``
+    from the still-encoded text while SQLAlchemy opens the decoded path, so the store of ``/x/a%20b/ws/mlflow.db``
+    (URI ``.../a%2520b/...``: the database in the right folder) would also leave an empty ``/x/a%2520b/ws``.
+    The replacement creates :func:`sqlite_path`'s folder instead; a missing function (another MLflow) is left alone.
+    """
+    from mlflow.store.db import utils as db_utils
+
+    if getattr(db_utils, "_gpuplan_decoded", False) or not hasattr(db_utils, "_make_parent_dirs_if_sqlite"):
+        return
+
+    def make_parent_dirs(db_uri: str) -> None:
+        db = sqlite_path(db_uri)
+        if db is not None and str(db) not in ("", ":memory:"):
+            db.parent.mkdir(parents=True, exist_ok=True)
+
+    db_utils._make_parent_dirs_if_sqlite = make_parent_dirs
+    db_utils._gpuplan_decoded = True  # type: ignore[attr-defined]
 
 
 _QUIET_LOCK = threading.Lock()

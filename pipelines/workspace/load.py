@@ -10,6 +10,7 @@ from __future__ import annotations
 import glob
 import os
 import tomllib
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,43 @@ from pipelines.workspace.config import (
     read_services,
 )
 
+#: The file holding a workspace's id (:attr:`Workspace.workspace_id`), in the workspace folder.
+WORKSPACE_ID_FILE = ".gpuplan-workspace-id"
+
+
+def read_or_create_workspace_id(root: Path) -> str:
+    """The workspace id of the folder ``root``: 32 hex digits, written once into ``root/.gpuplan-workspace-id``.
+
+    The first caller creates the file exclusively (``O_CREAT | O_EXCL``: of two processes creating it at
+    once, one writes and the other reads the winner's id); later calls read it. Copying or moving the folder
+    keeps the id (a copy meant as a new cluster deletes the file). A folder that cannot be written gets a
+    name-based UUID of its resolved path (stable while the folder stays where it is) and nothing is written.
+
+    Raises:
+        pipelines.io.errors.InputError: the file exists but does not hold 32 hex digits.
+    """
+    path = Path(root) / WORKSPACE_ID_FILE
+    for _ in range(2):
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            pass
+        else:
+            if len(text) != 32 or any(c not in "0123456789abcdef" for c in text):
+                raise InputError(f"{path}: expected a workspace id of 32 lower-case hex digits, got {text[:40]!r}")
+            return text
+        new = uuid.uuid4().hex
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            continue  # another process created it just now: read its id
+        except OSError:
+            return uuid.uuid5(uuid.NAMESPACE_URL, Path(root).resolve().as_uri()).hex
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(new + "\n")
+        return new
+    return path.read_text(encoding="utf-8").strip()  # pragma: no cover - created and emptied between two reads
+
 
 class Workspace:
     """A loaded workspace: its folder and validated config."""
@@ -33,11 +71,22 @@ class Workspace:
     def __init__(self, root: Path, config: WorkspaceConfig):
         self.root = Path(root).resolve()
         self.config = config
+        self._id: str | None = None
 
     @property
     def config_path(self) -> Path:
         """``<root>/gpuplan.toml``."""
         return self.root / CONFIG_FILE
+
+    @property
+    def workspace_id(self) -> str:
+        """The workspace's stable unique id (:func:`read_or_create_workspace_id`), read once per object.
+
+        Keys what several clusters share: registered model names, MLflow run tags, Prefect deployment names.
+        """
+        if self._id is None:
+            self._id = read_or_create_workspace_id(self.root)
+        return self._id
 
     @property
     def store_dir(self) -> Path:

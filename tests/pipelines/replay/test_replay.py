@@ -113,7 +113,7 @@ def test_each_nightly_version_carries_a_description_and_its_holdout_metrics(repl
     uri = replayed["env"]["GPUPLAN_TRACKING_URI"]
     c = MlflowClient(tracking_uri=uri, registry_uri=uri)
     days = replayed["doc"]["days"]
-    versions = sorted(c.search_model_versions("name='gpuplan-scheduler-ws'"), key=lambda v: int(v.version))
+    versions = sorted(c.search_model_versions("name LIKE 'gpuplan-scheduler-ws-%'"), key=lambda v: int(v.version))
     assert [str(v.version) for v in versions] == [d["version"] for d in days] == ["1", "2", "3", "4", "5"]
     for v, d in zip(versions, days):
         assert pd.Timestamp(v.tags["cutoff"]) == pd.Timestamp(d["T"]) and v.tags["promoted"] == str(d["promoted"])

@@ -1,0 +1,173 @@
+"""Where a workspace's MLflow store is, and whose registered model is whose (field cases 009, 010, 023).
+
+- 009: a relative ``[tracking] uri = "sqlite:///mlflow.db"`` is the workspace's ``mlflow.db`` (every path in
+  ``gpuplan.toml`` is workspace-relative), never a new database in the current folder.
+- 010: a workspace path with a space, ``#``, ``%20`` and ``:`` is a path: the store and its artifacts are inside
+  that folder (SQLAlchemy URL-decodes ``%20``; the URI carries it as ``%2520``), and no stray folder is left.
+- 023: two workspaces whose folders are both named ``gpuplan`` keep two registered models and two champions
+  in one MLflow store (names keyed by the workspace id); the old folder-named model is still found.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import types
+from pathlib import Path
+
+import pytest
+
+from pipelines.config.settings import load_settings
+from pipelines.workspace.load import WORKSPACE_ID_FILE, load_workspace, read_or_create_workspace_id
+
+TOML = """
+[cluster]
+nodes = { a1 = 4, a2 = 4 }
+timezone = "UTC"
+
+[[services]]
+service = "chat"
+capacity_per_gpu_per_h = 1000
+min_gpus = 1
+max_gpus = 4
+swap_cap_gpus = 1
+
+[sources.history]
+format = "csv"
+path = "hist/*.csv"
+
+[sources.queue]
+format = "csv"
+path = "queue.csv"
+
+[sources.traffic]
+format = "csv"
+path = "traffic.csv"
+
+[tracking]
+uri = "{uri}"
+"""
+
+
+@pytest.fixture()
+def no_env_store(monkeypatch):
+    for var in ("GPUPLAN_TRACKING_URI", "MLFLOW_TRACKING_URI", "GPUPLAN_ARTIFACT_ROOT", "GPUPLAN_RUNS_DIR",
+                "GPUPLAN_MODELS_DIR"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def _ws(folder: Path, uri: str):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "gpuplan.toml").write_text(TOML.replace("{uri}", uri))
+    return load_workspace(folder)
+
+
+def test_relative_sqlite_uri_is_the_workspaces_database_not_the_current_folders(tmp_path, monkeypatch, no_env_store):
+    ws = _ws(tmp_path / "ws", "sqlite:///mlflow.db")
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    s = load_settings(ws)
+    assert s.tracking_uri == f"sqlite:///{tmp_path / 'ws' / 'mlflow.db'}"
+    assert s.artifact_root == tmp_path / "ws" / "artifacts"
+    from pipelines.tracking.store import init_store
+
+    init_store(s)
+    assert (tmp_path / "ws" / "mlflow.db").is_file()
+    assert sorted(os.listdir(cwd)) == []  # no mlflow.db, no artifacts/ where the command ran
+
+
+def test_relative_sqlite_uri_in_a_subfolder_and_an_absolute_one_are_kept(tmp_path, no_env_store):
+    assert load_settings(_ws(tmp_path / "a", "sqlite:///store/m.db")).tracking_uri == \
+        f"sqlite:///{tmp_path / 'a' / 'store' / 'm.db'}"
+    assert load_settings(_ws(tmp_path / "b", f"sqlite:///{tmp_path}/x.db")).tracking_uri == f"sqlite:///{tmp_path}/x.db"
+    assert load_settings(_ws(tmp_path / "c", "http://127.0.0.1:16999")).tracking_uri == "http://127.0.0.1:16999"
+
+
+def test_a_workspace_path_with_space_hash_percent20_and_colon_keeps_its_store_inside(tmp_path, no_env_store):
+    parent = tmp_path / "GPU plans #1 %20 a:b"
+    folder = parent / "ws"
+    ws = _ws(folder, f"sqlite:///{folder}/mlflow.db")
+    s = load_settings(ws)
+    assert s.tracking_uri == f"sqlite:///{tmp_path}/GPU plans #1 %2520 a:b/ws/mlflow.db"
+    assert s.artifact_root == folder / "artifacts"
+    from pipelines.tracking.store import init_store, mlflow_client, sqlite_path
+
+    assert sqlite_path(s.tracking_uri) == folder / "mlflow.db"
+    ids = init_store(s)
+    c = mlflow_client(s)
+    c.create_registered_model("m")
+    assert (folder / "mlflow.db").is_file() and not (tmp_path / "GPU plans #1   a:b").exists()
+    assert sorted(os.listdir(tmp_path)) == ["GPU plans #1 %20 a:b"]  # no stray folder from MLflow's mkdir
+    loc = c.get_experiment(ids["plans"]).artifact_location
+    from urllib.parse import unquote, urlparse
+
+    assert Path(unquote(urlparse(loc).path)) == folder / "artifacts" / "gpuplan-plans"
+    assert (folder / "artifacts" / "gpuplan-plans").is_dir()
+    assert [m.name for m in c.search_registered_models()] == ["m"]
+
+
+def test_workspace_id_is_written_once_and_kept(tmp_path):
+    first = read_or_create_workspace_id(tmp_path)
+    assert len(first) == 32 and (tmp_path / WORKSPACE_ID_FILE).read_text().strip() == first
+    assert read_or_create_workspace_id(tmp_path) == first
+    (tmp_path / WORKSPACE_ID_FILE).write_text("not-an-id\n")
+    from pipelines.io.errors import InputError
+
+    with pytest.raises(InputError, match=r"\.gpuplan-workspace-id: expected a workspace id of 32 lower-case hex"):
+        read_or_create_workspace_id(tmp_path)
+
+
+def _register(settings, ws, version_doc: dict) -> str:
+    from pipelines.tracking import models as tracking_models
+
+    return tracking_models.log_scheduler_model_run(settings, ws, types.SimpleNamespace(mode="test"), version_doc,
+                                                   alias="champion")
+
+
+def test_two_workspaces_named_alike_keep_their_own_registered_model_and_champion(tmp_path, no_env_store):
+    shared = f"sqlite:///{tmp_path}/shared-mlflow.db"
+    a = _ws(tmp_path / "clusterA" / "gpuplan", shared)
+    b = _ws(tmp_path / "clusterB" / "gpuplan", shared)
+    assert a.workspace_id != b.workspace_id
+    from pipelines.tracking import models as tracking_models
+    from pipelines.tracking.store import init_store, mlflow_client
+
+    sa, sb = load_settings(a), load_settings(b)
+    init_store(sa)
+    doc = {"cutoff": "2025-03-01T00:00:00+00:00", "promoted": True, "reason": "first", "history_rows": 3}
+    assert _register(sa, a, doc) == "1"
+    assert _register(sb, b, doc) == "1"  # B's first version of its own model, not version 2 of A's
+    c = mlflow_client(sa)
+    names = sorted(m.name for m in c.search_registered_models())
+    assert names == sorted([f"gpuplan-scheduler-gpuplan-{a.workspace_id[:12]}",
+                            f"gpuplan-scheduler-gpuplan-{b.workspace_id[:12]}"])
+    for ws in (a, b):
+        champ = c.get_model_version_by_alias(tracking_models.scheduler_model_name(ws), "champion")
+        assert c.get_run(champ.run_id).data.params["workspace"] == str(ws.root)
+        assert tracking_models.find_scheduler_model_name(sa, ws) == tracking_models.scheduler_model_name(ws)
+
+
+def test_the_old_folder_named_model_is_still_found_for_its_own_workspace_only(tmp_path, no_env_store):
+    shared = f"sqlite:///{tmp_path}/shared-mlflow.db"
+    a = _ws(tmp_path / "clusterA" / "gpuplan", shared)
+    b = _ws(tmp_path / "clusterB" / "gpuplan", shared)
+    from pipelines.tracking import models as tracking_models
+    from pipelines.tracking.store import init_store, mlflow_client
+
+    s = load_settings(a)
+    init_store(s)
+    old = tracking_models.legacy_scheduler_model_name(a.root)
+    assert old == "gpuplan-scheduler-gpuplan"
+    # a version registered by the code before workspace ids: the folder name only, run param workspace = A
+    import mlflow
+
+    from pipelines.tracking.runs import log_run
+
+    rid = log_run(s, "scheduler", "old", params={"workspace": str(a.root)})
+    with mlflow.start_run(run_id=rid):
+        mlflow.log_text(pickle.dumps(0).hex(), "forecaster/x.txt")
+    mlflow_client(s).create_registered_model(old)
+    mlflow_client(s).create_model_version(old, f"runs:/{rid}/forecaster", run_id=rid)
+    assert tracking_models.find_scheduler_model_name(s, a) == old
+    assert tracking_models.find_scheduler_model_name(s, b) is None
