@@ -7,3 +7,5 @@ if ! command -v uv >/dev/null 2>&1; then
   python3 -m pip install --quiet --disable-pip-version-check uv
 fi
 uv sync --locked --compile-bytecode --quiet
+# the home of the documented `prefect server` (docs/operations.md): SQLite creates its file, not the folder
+mkdir -p .prefect/server

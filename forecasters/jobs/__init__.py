@@ -61,7 +61,7 @@ flagged ``unseen_category``.
 
 
 from forecasters.jobs.baselines import baseline_group_median, baseline_stats, baseline_throughput
-from forecasters.jobs.evaluation import evaluate, time_split
+from forecasters.jobs.evaluation import analytic_baseline_h, evaluate, time_split
 from forecasters.jobs.features import DERIVED, DERIVED_FEATURES, FEATURES, design_frame
 from forecasters.jobs.fitting import (
     DEFAULT_PARAMS,
@@ -125,6 +125,7 @@ __all__ = [
     "design_frame",
     "duration_steps",
     "evaluate",
+    "analytic_baseline_h",
     "fit",
     "gpus_log2_from",
     "lightgbm_module",

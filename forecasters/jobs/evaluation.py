@@ -89,6 +89,15 @@ def evaluate(model: JobModel, holdout: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+def analytic_baseline_h(model: JobModel, jobs: pd.DataFrame) -> np.ndarray:
+    """The analytic (physics) baseline's duration ``(n,)`` hours for each row of ``jobs`` (``baselines["analytic"]``).
+
+    Raises:
+        InputError: a category unknown to ``model`` (as :func:`predict`).
+    """
+    return np.asarray(kind_module(model.kind).analytic_duration_h(_plain(model, jobs)), dtype=float)
+
+
 def _plain(model: JobModel, jobs: pd.DataFrame) -> pd.DataFrame:
     """Features as plain numpy-backed columns (strings, floats) for the analytic formulas."""
     feats, _ = normalise_features(jobs, model.spec, model.levels)

@@ -26,7 +26,9 @@ Clock rules (case C25):
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sys
 import urllib.error
 import urllib.request
 from typing import Any
@@ -35,8 +37,8 @@ from pipelines.config.settings import Settings, apply_env_defaults
 
 apply_env_defaults()  # before prefect is imported (config.py)
 
-from prefect import serve as prefect_serve  # noqa: E402
 from prefect.deployments.runner import EntrypointType  # noqa: E402
+from prefect.runner import Runner  # noqa: E402
 from prefect.settings import PREFECT_API_URL  # noqa: E402
 
 from pipelines.flows.bench import benchmark  # noqa: E402
@@ -104,13 +106,48 @@ def build_deployments(settings: Settings, with_schedules: bool = True) -> list[A
     return [nightly, replan, bench, whatif]
 
 
+#: The line ``gpuplan serve`` prints on standard error once the runner polls for runs (its
+#: SIGTERM handler is installed by then): tests and supervisors wait for it, never for a time.
+READY_LINE = "gpuplan serve: ready, polling for runs (SIGTERM or Ctrl-C pauses the schedules and stops)"
+
+
+class _ServeRunner(Runner):
+    """Prefect's :class:`~prefect.runner.Runner` that says when it is ready and stops promptly on SIGTERM.
+
+    Prefect 3.9's own SIGTERM handler (``Runner.handle_sigterm``) schedules ``astop`` on the runner's
+    loop, which waits for the polling loops to notice; an operator's ``kill PID`` took 20 s and
+    then a SIGKILL (issue 33). Here SIGTERM takes the Ctrl-C path: ``KeyboardInterrupt`` in the
+    main thread unwinds ``Runner.start``, whose ``__aexit__`` pauses the schedules
+    (``pause_on_shutdown``), as the docs promise for Ctrl-C.
+    """
+
+    async def __aenter__(self) -> _ServeRunner:
+        await super().__aenter__()
+        print(READY_LINE, file=sys.stderr, flush=True)
+        return self
+
+    def handle_sigterm(self, *args: Any, **kwargs: Any) -> None:
+        """SIGTERM: raise ``KeyboardInterrupt`` in the main thread (the Ctrl-C shutdown)."""
+        print("gpuplan serve: SIGTERM received, pausing the schedules and stopping", file=sys.stderr, flush=True)
+        raise KeyboardInterrupt
+
+
 def serve(settings: Settings, limit: int | None = 2) -> None:
-    """Serve the deployments against a persistent Prefect server (blocks until interrupted).
+    """Serve the deployments against a persistent Prefect server (blocks until SIGTERM or Ctrl-C).
+
+    Prints :data:`READY_LINE` once polling; on SIGTERM or Ctrl-C the schedules are paused and the call
+    returns (``tests/pipelines/flows/test_serve_sigterm.py``: exit within 10 s).
 
     Raises:
         pipelines.io.errors.InputError: no persistent server (see :func:`require_persistent_server`).
     """
     require_persistent_server()
     tracking_store.init_store(settings)  # once, before any run can fan out
-    prefect_serve(*build_deployments(settings, with_schedules=settings.serve_schedules), limit=limit)
+    runner = _ServeRunner(pause_on_shutdown=True, limit=limit)
+    for deployment in build_deployments(settings, with_schedules=settings.serve_schedules):
+        runner.add_deployment(deployment)
+    try:
+        asyncio.run(runner.start())
+    except KeyboardInterrupt:
+        print("gpuplan serve: stopped", file=sys.stderr, flush=True)
 

@@ -74,13 +74,27 @@ def _evaluate(model: Any, holdout: pd.DataFrame) -> dict[str, Any] | None:
         return None
 
 
+def unseen_by_champion(holdout: pd.DataFrame, champion_cutoff: object) -> pd.DataFrame:
+    """The holdout rows neither model saw: those submitted at or after the champion's cut-off (``meta["cutoff"]``).
+
+    The registered champion was refitted on everything up to its own cut-off, which (nightly, with a
+    holdout of several days) covers most of tonight's holdout; scored there it would be graded on jobs
+    it was fitted on (issue 33). The candidate is fitted before the holdout, so these rows are unseen
+    by both. No cut-off recorded (a champion saved by hand): the whole holdout.
+    """
+    if champion_cutoff is None or holdout.empty:
+        return holdout
+    sub = pd.to_datetime(holdout["submitted_at"], utc=True)
+    return holdout[sub >= pd.Timestamp(str(champion_cutoff)).tz_convert("UTC")].reset_index(drop=True)
+
+
 def nightly_fit(settings: Settings, ws: Workspace, cutoff: datetime) -> tuple[Any, dict[str, Any]]:
     """Retrain the workspace's forecaster on its store up to ``cutoff`` and gate it (module docstring).
 
     Returns ``(model, doc)``: the version to register (fitted on the whole history up to the
-    cut-off) and ``{"cutoff", "history_rows", "train_rows", "holdout_rows", "promoted", "reason",
+    cut-off) and ``{"cutoff", "history_rows", "train_rows", "holdout_rows", "scored_rows", "promoted", "reason",
     "candidate", "champion", "champion_version_before"}`` (candidate/champion: their holdout
-    evaluations or None). The caller logs and registers it (:func:`pipelines.tracking.models.log_scheduler_model_run`)
+    evaluations or None, both on :func:`unseen_by_champion` of the holdout). The caller logs and registers it (:func:`pipelines.tracking.models.log_scheduler_model_run`)
     and, when promoted, saves it as the champion (:func:`save_champion`).
 
     Raises:
@@ -94,13 +108,14 @@ def nightly_fit(settings: Settings, ws: Workspace, cutoff: datetime) -> tuple[An
         candidate = fit_scheduler_model(train, timezone=tz, seed=settings.seed)
     except InputError:  # nothing before the holdout to learn from
         candidate = None
-    cand_eval = _evaluate(candidate, holdout) if candidate is not None else None
     current = load_champion(settings)
-    champ_eval = _evaluate(current[0], holdout) if current is not None else None
+    scored = unseen_by_champion(holdout, None if current is None else current[1].get("cutoff"))
+    cand_eval = _evaluate(candidate, scored) if candidate is not None else None
+    champ_eval = _evaluate(current[0], scored) if current is not None else None
     promote, reason = retrain.gate(cand_eval, champ_eval, cfg.min_holdout_runs)
     final = fit_scheduler_model(upto, timezone=tz, seed=settings.seed)
     doc = {"cutoff": pd.Timestamp(cutoff).isoformat(), "history_rows": len(upto), "train_rows": len(train),
-           "holdout_rows": len(holdout), "promoted": promote, "reason": reason, "candidate": cand_eval,
+           "holdout_rows": len(holdout), "scored_rows": len(scored), "promoted": promote, "reason": reason, "candidate": cand_eval,
            "champion": champ_eval, "champion_version_before": None if current is None else current[1].get("version")}
     return final, doc
 

@@ -54,7 +54,8 @@ def plot_pred_vs_actual(kind: str, pred: pd.DataFrame, actual: np.ndarray, ok: n
 
     Predicted P50 duration (bars P10–P90, hours; ``pred`` has ``duration_p10_h, duration_p50_h,
     duration_p90_h``) against the actual duration (hours, ``actual``), over the rows where ``ok``
-    (bool mask of the same length); ``doc["metrics"]["mape"]`` goes in the title.
+    (bool mask of the same length); with a ``analytic_h`` column, the analytic baseline's durations
+    as crosses; ``doc["metrics"]["mape"]`` and the MAE ratio to the analytic baseline go in the title.
     """
     with PLOT_LOCK:
         plt = pyplot()
@@ -62,14 +63,21 @@ def plot_pred_vs_actual(kind: str, pred: pd.DataFrame, actual: np.ndarray, ok: n
         p50 = pred["duration_p50_h"].to_numpy(float)
         ax.errorbar(actual[ok], p50[ok], yerr=[p50[ok] - pred["duration_p10_h"].to_numpy(float)[ok],
                                                pred["duration_p90_h"].to_numpy(float)[ok] - p50[ok]],
-                    fmt=".", ms=3, alpha=0.4, elinewidth=0.5)
+                    fmt=".", ms=3, alpha=0.4, elinewidth=0.5,
+                    label="model P50 (bars P10–P90)")
+        if "analytic_h" in pred:  # the strongest baseline, drawn beside the model (issue 33)
+            ax.plot(actual[ok], pred["analytic_h"].to_numpy(float)[ok], "x", ms=3, color="tab:red", alpha=0.5,
+                    label="analytic baseline")
         lo, hi = float(actual[ok].min()), float(actual[ok].max())
-        ax.plot([lo, hi], [lo, hi], color="black", lw=1)
+        ax.plot([lo, hi], [lo, hi], color="black", lw=1, label="actual = predicted")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("actual duration (h)")
-        ax.set_ylabel("predicted P50 (h), bars P10–P90")
-        ax.set_title(f"{kind}: held-out jobs (MAPE {doc['metrics']['mape']:.3f})")
+        ax.set_ylabel("predicted duration (h)")
+        ax.legend(loc="upper left", fontsize=8)
+        base = (doc.get("baselines") or {}).get("analytic", {}).get("mae_h")
+        ratio = f", MAE {doc['metrics']['mae_h'] / base:.3f} × analytic baseline" if base else ""
+        ax.set_title(f"{kind}: held-out jobs (MAPE {doc['metrics']['mape']:.3f}{ratio})", fontsize=9)
         fig.tight_layout()
         with atomic_path(png) as tmp_png:  # the temporary name keeps ".png" for savefig
             fig.savefig(tmp_png, dpi=80)

@@ -56,9 +56,11 @@ def held_out(trained: TrainedModel) -> tuple[pd.DataFrame, np.ndarray, np.ndarra
     """``(predictions, actual duration_h, ok)`` on the held-out jobs.
 
     ``ok`` masks the rows with a
-    positive actual duration (failed-at-launch rows excluded, case C21).
+    positive actual duration (failed-at-launch rows excluded, case C21). The predictions carry the
+    analytic baseline's duration too (``analytic_h``, hours: :func:`forecasters.jobs.analytic_baseline_h`).
     """
     pred = J.predict(trained.model, trained.test)
+    pred["analytic_h"] = J.analytic_baseline_h(trained.model, trained.test)
     actual = trained.test["duration_h"].to_numpy(float)
     return pred, actual, actual > 0
 

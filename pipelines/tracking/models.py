@@ -165,10 +165,54 @@ def alias_version(settings: Settings, name: str, alias: str) -> str | None:
         return None
 
 
+#: Registry version tag: sha256 of the training history and the fit parameters
+#: (:func:`pipelines.models.jobs.data_params_hash`); a retrain on unchanged data finds it and registers nothing.
+DATA_HASH_TAG = "gpuplan.data_params_sha256"
+
+
+def version_with_tag(settings: Settings, name: str, key: str, value: str) -> str | None:
+    """The newest version of registered model ``name`` whose tag ``key`` is ``value`` (text), or None."""
+    try:
+        versions = mlflow_client(settings).search_model_versions(f"name='{name}'")
+    except Exception:  # noqa: BLE001 - MLflow raises a RestException for a missing model
+        return None
+    hits = [int(v.version) for v in versions if (v.tags or {}).get(key) == value]
+    return str(max(hits)) if hits else None
+
+
+def job_model_note(kind: str, doc: Mapping[str, Any], source: str, cutoff: str | None, reason: str | None) -> str:
+    """The description of a job forecaster's run and version: MAE, its ratio to the analytic baseline, the gate's reason.
+
+    Says plainly when the model only matches the analytic prior (ratio within 2 %), and that the shipped
+    histories are generated (``data/jobs/README.md``): no operator's jobs were learnt from.
+    """
+    m = doc.get("metrics") or {}
+    bases = doc.get("baselines") or {}
+    mae = float(m.get("mae_h", float("nan")))
+    base = float((bases.get("analytic") or {}).get("mae_h", float("nan")))
+    ratio = mae / base if base else float("nan")
+    text = (f"{kind} duration forecaster (LightGBM boosting on the analytic prior's residual; P10/P50/P90 hours and "
+            f"GPUs), trained on the {doc.get('n_train')} earliest jobs of the generated history {Path(source).name} "
+            f"up to {cutoff or 'n/a'}; held out: the {doc.get('n_test')} latest. Holdout MAE {mae:.4f} h = "
+            f"{ratio:.3f} × analytic baseline ({base:.4f} h); other baselines "
+            + ", ".join(f"{b} {v.get('mae_h', float('nan')):.4f} h" for b, v in bases.items() if b != "analytic") + ".")
+    if abs(ratio - 1.0) <= 0.02:
+        text += (" On this generated history the model only matches the analytic baseline (the history follows the "
+                 "prior, so there is little for the boosting to learn).")
+    if reason:
+        text += f" Gate: {reason}."
+    return text
+
+
 def log_job_model_run(settings: Settings, kind: str, model: Any, doc: Mapping[str, Any], test: pd.DataFrame,
                       held_out: tuple[pd.DataFrame, np.ndarray, np.ndarray], source: str,
-                      alias: str = "champion") -> str:
+                      alias: str = "champion", reason: str | None = None,
+                      extra_tags: Mapping[str, Any] | None = None) -> str:
     """Log a trained ``kind`` forecaster to its experiment; returns the run id.
+
+    The run's description (``mlflow.note.content``) and the version's are :func:`job_model_note` (the MAE
+    "× analytic baseline", "generated history", the gate's ``reason``); ``extra_tags`` go on the run and the
+    version (e.g. :data:`DATA_HASH_TAG`).
 
     Params: kind, history path (``source``), level-list version, train/test sizes, model info.
     Metrics: the evaluation document ``doc`` flattened (:func:`flatten`). Artifacts: the
@@ -187,19 +231,21 @@ def log_job_model_run(settings: Settings, kind: str, model: Any, doc: Mapping[st
                   **{f"info.{k}": v for k, v in model.info.items() if not isinstance(v, dict)}}
         curve = model.info.get("oof_mse_log_by_round")
         cutoff = _data_cutoff(test)
-        rid = log_run(settings, kind, run_name(kind, cutoff), params={**params, "cutoff": cutoff},
-                      metrics=flatten(doc), artifacts={f"plots/{png.name}": png, "model_meta/levels.json": levels},
+        note = job_model_note(kind, doc, source, cutoff, reason)
+        metrics = flatten(doc)
+        base = ((doc.get("baselines") or {}).get("analytic") or {}).get("mae_h")
+        if base:
+            metrics["mae_ratio_vs_analytic"] = float((doc.get("metrics") or {})["mae_h"]) / float(base)
+        rid = log_run(settings, kind, run_name(kind, cutoff), params={**params, "cutoff": cutoff, "alias": alias},
+                      metrics=metrics, artifacts={f"plots/{png.name}": png, "model_meta/levels.json": levels},
                       metric_steps={"cv.oof_mse_log": curve} if isinstance(curve, (list, tuple)) else None,
-                      tags={"gpuplan.stage": "train", "gpuplan.kind": kind})
+                      tags={"gpuplan.stage": "train", "gpuplan.kind": kind, "gpuplan.history": "generated",
+                            "mlflow.note.content": note, **tag_values(extra_tags or {})})
     m = doc.get("metrics") or {}
-    description = (f"{kind} duration forecaster (LightGBM, P10/P50/P90 hours and GPUs), trained on the "
-                   f"{doc.get('n_train')} earliest jobs of {Path(source).name} up to {cutoff or 'n/a'}; held out: the "
-                   f"{doc.get('n_test')} latest. Holdout MAE {m.get('mae_h', float('nan')):.3f} h; baselines "
-                   + ", ".join(f"{b} {v.get('mae_h', float('nan')):.3f} h" for b, v in (doc.get("baselines") or {}).items())
-                   + f". MLflow run {rid}.")
+    description = f"{note} MLflow run {rid}."
     tags = {**holdout_tags(m), **holdout_tags({f"{b}.mae_h": v.get("mae_h") for b, v in
                                                (doc.get("baselines") or {}).items()}, "holdout.baseline."),
-            "holdout.n_jobs": doc.get("n_test"), "cutoff": cutoff}
+            "holdout.n_jobs": doc.get("n_test"), "cutoff": cutoff, **(extra_tags or {})}
     log_job_model(settings, rid, model, test.head(5), alias=alias, description=description, version_tags=tags)
     return rid
 
@@ -267,7 +313,7 @@ def log_scheduler_model_run(settings: Settings, ws: Any, model: Any, doc: Mappin
     params = {"workspace": str(ws.root), "cutoff": doc.get("cutoff"), "promoted": doc.get("promoted"),
               "reason": doc.get("reason"), "alias": alias, "champion_version_before": doc.get("champion_version_before"),
               "mode": getattr(model, "mode", None)}
-    metrics = {k: doc.get(k) for k in ("history_rows", "train_rows", "holdout_rows")}
+    metrics = {k: doc.get(k) for k in ("history_rows", "train_rows", "holdout_rows", "scored_rows")}
     for key in ("candidate", "champion"):
         if doc.get(key):
             metrics.update(flatten(doc[key], f"{key}."))

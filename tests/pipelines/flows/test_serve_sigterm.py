@@ -1,0 +1,53 @@
+"""`gpuplan serve` stops on SIGTERM within 10 s and pauses its schedules (issue 33: it ignored SIGTERM for 20 s).
+
+Event-driven: the test waits for serve's ready line (printed once the runner polls, its SIGTERM handler
+installed) and for the process to exit; no sleep races the work.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from pipelines.flows.deployments import READY_LINE
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def _deployment(url: str, name: str) -> dict:
+    with urllib.request.urlopen(f"{url}/deployments/name/{name}", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def test_serve_exits_on_sigterm_within_10_s_and_pauses_schedules(prefect_server, srv_env, tmp_path):
+    (tmp_path / "tmp").mkdir()
+    env = {**srv_env, "TMPDIR": str(tmp_path / "tmp"), "GPUPLAN_SERVE_SCHEDULES": "1"}
+    proc = subprocess.Popen([str(VENV_BIN / "gpuplan"), "serve"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    lines: list[str] = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # blocks on serve's own output: the ready line is the event
+            lines.append(line)
+            if line.strip() == READY_LINE:
+                break
+        assert lines and lines[-1].strip() == READY_LINE, "".join(lines)[-3000:]
+        assert _deployment(prefect_server["url"], "plan/replan")["paused"] is False
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)  # our child, by its PID
+        rest = proc.communicate(timeout=10)[1]  # raises TimeoutExpired past 10 s
+        elapsed = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert elapsed <= 10.0
+    assert "SIGTERM received, pausing the schedules and stopping" in rest and "gpuplan serve: stopped" in rest, rest
+    assert proc.returncode == 0, rest
+    assert _deployment(prefect_server["url"], "plan/replan")["paused"] is True
+    assert _deployment(prefect_server["url"], "train_forecasters/nightly-retrain")["paused"] is True
