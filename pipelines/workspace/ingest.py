@@ -164,6 +164,7 @@ def ingest(ws: Workspace) -> dict[str, Any]:
         InputError: a source path matches no file.
     """
     store = Store(ws.store_dir)
+    upgraded = store.upgrade()  # files an older version wrote, rewritten in the store's schema
     report: dict[str, Any] = {}
     reads: dict[str, SourceRead] = {}
     for role in ("history", "queue", "traffic"):
@@ -190,7 +191,7 @@ def ingest(ws: Workspace) -> dict[str, Any]:
                         "rejected": len(got.errors), "errors": got.errors[:MAX_ERRORS],
                         "unreadable_files": got.unreadable}
     report = {r: report[r] for r in ("history", "queue", "traffic")}
-    return {"workspace": str(ws.root), "store": str(store.root), "sources": report}
+    return {"workspace": str(ws.root), "store": str(store.root), "store_files_upgraded": upgraded, "sources": report}
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,13 @@ Layout under the store folder (``[store] path`` of ``gpuplan.toml``)::
     queue_snapshot.json                                                     that export's file name and time
     .lock                                                                   one writer at a time (fcntl)
 
-Read with :mod:`pyarrow.dataset` (hive partitioning). Writes are upserts by key
+The schema is the store's own (:data:`~pipelines.workspace.sources.records.JOB_ARROW_SCHEMA`,
+:data:`~pipelines.workspace.sources.records.TRAFFIC_ARROW_SCHEMA`; listed in :mod:`pipelines.catalog` as
+``store_jobs`` / ``store_traffic``), never one file's inferred one: every partition is written with it
+and every file is read into it (a column missing from an older file is null, a ``null``-typed column of
+a file written by an older version, e.g. ``gpu_type`` of a month without GPU types, is cast), so one
+month without a GPU type beside one with it reads. :meth:`Store.upgrade` (run by every ingest) rewrites
+the files of an older version in the store's schema. Writes are upserts by key
 (:data:`domain.records.JOB_KEY`, :data:`domain.records.TRAFFIC_KEY`): a record already stored and
 unchanged is not added again; a changed one (a pending job that has since finished) replaces the
 stored one. Each touched partition is rewritten whole into a temporary file next to it; only when
@@ -27,14 +33,14 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from domain.records import ACTIVE_STATES, JOB_KEY, JOB_RECORD, TRAFFIC_KEY, TRAFFIC_RECORD
 from pipelines.io import strict_json
 from pipelines.io.atomic import atomic_write_text, fsync_path, temp_sibling
+from pipelines.io.errors import InputError
 from pipelines.io.run_folder import file_lock
-from pipelines.workspace.sources.records import job_frame, traffic_frame
+from pipelines.workspace.sources.records import JOB_ARROW_SCHEMA, TRAFFIC_ARROW_SCHEMA, job_frame, traffic_frame
 
 PART_FILE = "part.parquet"
 SNAPSHOT_FILE = "queue_snapshot.parquet"
@@ -53,10 +59,38 @@ class Table:
     key: tuple[str, ...]
     part_by: str  # column whose value is the first partition level
     time_col: str  # column whose month is the second level
+    schema: pa.Schema  # the stored type of every column (module docstring)
 
 
-JOBS = Table("jobs", JOB_RECORD, JOB_KEY, "source", "submitted_at")
-TRAFFIC = Table("traffic", TRAFFIC_RECORD, TRAFFIC_KEY, "service", "ts")
+JOBS = Table("jobs", JOB_RECORD, JOB_KEY, "source", "submitted_at", JOB_ARROW_SCHEMA)
+TRAFFIC = Table("traffic", TRAFFIC_RECORD, TRAFFIC_KEY, "service", "ts", TRAFFIC_ARROW_SCHEMA)
+
+
+def conform(data: pa.Table, table: Table, where: str) -> pa.Table:
+    """``data`` (one stored file) in ``table.schema``: columns in order, missing ones null, each cast to its type.
+
+    Raises:
+        InputError: a column holds values that cannot be cast (``where`` and the column named).
+    """
+    columns = []
+    for field in table.schema:
+        if field.name not in data.column_names:
+            columns.append(pa.nulls(data.num_rows, field.type))
+            continue
+        col = data[field.name]
+        if col.type != field.type:
+            try:
+                col = col.cast(field.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise InputError(f"{where}: column {field.name} of type {col.type} cannot be read as {field.type} "
+                                 f"({' '.join(str(exc).split())[:120]})") from None
+        columns.append(col)
+    return pa.Table.from_arrays(columns, schema=table.schema)
+
+
+def _to_arrow(frame: pd.DataFrame, table: Table) -> pa.Table:
+    """A typed record frame -> an arrow table in the store's schema (what every partition is written as)."""
+    return pa.Table.from_pandas(frame[list(table.columns)], schema=table.schema, preserve_index=False)
 
 
 @dataclass(frozen=True)
@@ -94,13 +128,47 @@ class Store:
 
     def read(self, table: Table) -> pd.DataFrame:
         """Every record of ``table`` (its columns, typed), empty with those columns when nothing is stored."""
-        folder = self._dir(table)
-        files = sorted(folder.glob(f"*/*/{PART_FILE}")) if folder.is_dir() else []
+        files = self._files(table)
         if not files:
             return _empty(table)
-        ds = pads.dataset([str(f) for f in files], format="parquet")
-        frame = ds.to_table().to_pandas()
+        frame = pa.concat_tables([self._read_file(f, table) for f in files]).to_pandas()
         return _typed(frame[list(table.columns)], table)
+
+    def _files(self, table: Table) -> list[Path]:
+        folder = self._dir(table)
+        return sorted(folder.glob(f"*/*/{PART_FILE}")) if folder.is_dir() else []
+
+    @staticmethod
+    def _read_file(path: Path, table: Table) -> pa.Table:
+        """One partition file in the store's schema (:func:`conform`)."""
+        return conform(pq.read_table(path), table, str(path))
+
+    def upgrade(self) -> int:
+        """Rewrite every partition file not in the store's schema (written by an older version); returns how many.
+
+        The files are rewritten as :meth:`upsert` writes (temporary files, renamed when all are
+        written; under the store's lock). Values are unchanged.
+        """
+        staged: list[tuple[Path, Path]] = []
+        if not self.exists():
+            return 0
+        with file_lock(self.root / ".lock"):
+            try:
+                for table in (JOBS, TRAFFIC):
+                    for path in self._files(table):
+                        if pq.read_schema(path).remove_metadata().equals(table.schema):
+                            continue
+                        tmp = temp_sibling(path, "upgrade")
+                        staged.append((tmp, path))
+                        pq.write_table(self._read_file(path, table), tmp)
+                        fsync_path(tmp)
+            except BaseException:
+                for tmp, _ in staged:
+                    tmp.unlink(missing_ok=True)
+                raise
+            for tmp, path in staged:
+                os.replace(tmp, path)
+        return len(staged)
 
     def jobs(self) -> pd.DataFrame:
         """All job records."""
@@ -164,7 +232,8 @@ class Store:
             try:
                 for (part, month), new in sorted(parts.items()):
                     path = self._dir(table) / f"{table.part_by}={_partition_value(part)}" / f"month={month}" / PART_FILE
-                    old = _typed(pd.read_parquet(path), table) if path.exists() else _empty(table)
+                    old = (_typed(self._read_file(path, table).to_pandas(), table) if path.exists()
+                           else _empty(table))
                     gone = old.merge(stale.assign(_gone=True), on=key, how="left")["_gone"].notna().to_numpy()
                     old = old[~gone]
                     merged_new, is_new, changed = self._merge(table, new, old)
@@ -183,7 +252,7 @@ class Store:
                     path.parent.mkdir(parents=True, exist_ok=True)
                     tmp = temp_sibling(path, "ingest")
                     staged.append((tmp, path))
-                    pq.write_table(pa.Table.from_pandas(merged, preserve_index=False), tmp)
+                    pq.write_table(_to_arrow(merged, table), tmp)
                     fsync_path(tmp)
             except BaseException:
                 for tmp, _ in staged:

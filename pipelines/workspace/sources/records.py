@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from domain.records import (
     ACTIVE_STATES,
@@ -57,7 +58,7 @@ from domain.records import (
 )
 from pipelines.io.errors import InputError
 
-__all__ = ["ACTIVE_STATES", "JOB_KEY", "JOB_RECORD", "STATES", "TRAFFIC_KEY", "TRAFFIC_RECORD", "UNCENSORED_END_STATES",
+__all__ = ["ACTIVE_STATES", "JOB_ARROW_SCHEMA", "JOB_KEY", "JOB_RECORD", "STATES", "TRAFFIC_ARROW_SCHEMA", "TRAFFIC_KEY", "TRAFFIC_RECORD", "UNCENSORED_END_STATES",
            "ParseResult", "annotations_from_mapping", "is_censored", "job_frame", "local_to_utc", "parse_annotations",
            "traffic_frame"]
 
@@ -71,6 +72,21 @@ SLURM_STATES: dict[str, str] = {
     "DEADLINE": "timeout", "TIMEOUT": "timeout", "CANCELLED": "cancelled", "PREEMPTED": "preempted",
     "NODE_FAIL": "node_fail", "OUT_OF_MEMORY": "out_of_memory", "REVOKED": "cancelled", "SPECIAL_EXIT": "failed",
 }
+
+_TIME = pa.timestamp("us", tz="UTC")
+#: The stored type of every job-record column (the store's schema: every partition is written with it and
+#: read into it, never inferred from one file: a column that is all null in one month stays ``string``).
+JOB_ARROW_SCHEMA: pa.Schema = pa.schema([
+    ("source", pa.string()), ("job_id", pa.string()), ("submitted_at", _TIME), ("eligible_at", _TIME),
+    ("started_at", _TIME), ("ended_at", _TIME), ("state", pa.string()), ("censored", pa.bool_()),
+    ("elapsed_s", pa.float64()), ("time_limit_s", pa.float64()), ("gpus", pa.int64()), ("gpu_type", pa.string()),
+    ("nodes", pa.string()), ("user", pa.string()), ("account", pa.string()), ("partition", pa.string()),
+    ("qos", pa.string()), ("priority", pa.float64()), ("job_name", pa.string()), ("kind", pa.string()),
+    ("annotations", pa.string()),
+])
+#: The stored type of every traffic-record column.
+TRAFFIC_ARROW_SCHEMA: pa.Schema = pa.schema([("service", pa.string()), ("ts", _TIME), ("value", pa.float64())])
+assert tuple(JOB_ARROW_SCHEMA.names) == JOB_RECORD and tuple(TRAFFIC_ARROW_SCHEMA.names) == TRAFFIC_RECORD
 
 #: Prefix of gpuplan's fields in a job's comment or annotations (``gpuplan.variant=lora,params_b=7``).
 ANNOTATION_PREFIX = "gpuplan."
