@@ -32,6 +32,7 @@ import numpy as np
 
 from optimizer.capacity import Capacity, fixed_occupancy, running_gpus_per_step, service_bounds, up_gpus
 from optimizer.objective import objective_value, run_decay
+from optimizer.placement import hold_services
 from optimizer.plan import JobAssignment, Plan
 from optimizer.problem import Job, Problem
 from optimizer.solver import SolveStatus
@@ -263,7 +264,9 @@ def assemble_plan(
 
     Job starts are ``job_id -> (start_step, block_offset, gpus)``; service allocations have shape
     (n_services, horizon_steps); the objective is computed by
-    :func:`optimizer.objective.objective_value`. Extra keyword arguments go to :class:`Plan`.
+    :func:`optimizer.objective.objective_value`. Extra keyword arguments go to :class:`Plan`. When the
+    offsets make a service swap more GPUs than its cap at GPU level, the blocks are re-packed (same starts,
+    sizes and ends) to keep the services on their GPUs (:func:`optimizer.placement.hold_services`).
     """
     assignments = []
     for r in problem.running:
@@ -291,6 +294,7 @@ def assemble_plan(
         **extra,
     )
 
+    plan = hold_services(problem, plan)  # blocks off the services' GPUs where that keeps a swap cap at GPU level
     return replace(plan, objective=objective_value(plan, problem))
 
 

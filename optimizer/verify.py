@@ -8,7 +8,9 @@ with its duration, start at or after release and inside the horizon, on an align
 power-of-two block inside the cluster that avoids down GPUs; running jobs keep their block and
 planned remaining steps; (1) one task per GPU per step and batch GPUs + real-time GPUs ≤ GPUs up
 at every step; (2) each service's allocation stays in its band (and meets demand when
-``demand_hard``); (4) the swap cap holds from ``current_gpus``; (3, 5) contiguity and no
+``demand_hard``); (4) the swap cap holds from ``current_gpus`` on counts and, on the GPU-level plan of
+the services (:func:`optimizer.placement.service_placement`), as GPUs swapped = max(added, released)
+between consecutive steps (:func:`placement_violations`); (3, 5) contiguity and no
 preemption follow from each job being one block over consecutive steps; and, with
 ``settings.max_wait_steps`` set, the starvation guard (EASY's reservation, DESIGN §5) on plans
 made under it (every planner but the baselines, which follow their own queue rules; see
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from typing import cast
 
+from optimizer.placement import ServicePlacement, service_placement
 from optimizer.plan import Plan
 from optimizer.problem import Problem
 
@@ -140,10 +143,71 @@ def verify(plan: Plan, problem: Problem, *, guard: bool | None = None) -> list[s
     for t in range(H):
         if batch_used[t] + rt_used[t] > up:
             v.append(f"step {t}: batch {batch_used[t]} + real-time {rt_used[t]} GPUs exceed the {up} GPUs up")
+    v.extend(placement_violations(plan, problem, service_placement(problem, plan)))
     if guard is None:
         guard = plan.planner not in BASELINE_PLANNERS
     if guard and problem.settings.max_wait_steps is not None:
         v.extend(max_wait_violations(plan, problem))
+    return v
+
+
+def placement_violations(plan: Plan, problem: Problem, placement: ServicePlacement) -> list[str]:
+    """Violations of a GPU-level service plan ``placement`` (service -> per step its GPU indices) against ``plan``.
+
+    Checked from the data alone, whatever rule made it: each service holds exactly its planned count at
+    every step, on GPUs inside the cluster, not down, not inside a batch block at that step, no GPU held
+    twice; and between consecutive steps t - 1, t (t >= 1) the GPUs swapped, ``max(GPUs added, GPUs
+    released)``, are at most the service's ``swap_cap_gpus`` (a count change above the cap is left to the
+    count rule of :func:`verify`, which names it; DESIGN §5; step 0 is checked on counts by
+    :func:`verify`, as a problem does not say which GPUs a service holds now). ``verify`` runs it on the
+    GPU-level plan of :func:`optimizer.placement.service_placement` (what ``plan.parquet`` shows).
+    """
+    v: list[str] = []
+    H, N = problem.cluster.horizon_steps, problem.cluster.n_gpus
+    down = set(problem.down_gpus)
+    job_at: list[dict[int, str]] = [dict() for _ in range(H)]
+    for a in plan.assignments:
+        t0, t1, o, n = a.start_step, a.end_step, a.block_offset, a.gpus
+        if not (type(t0) is int and type(t1) is int and type(o) is int and type(n) is int):
+            continue  # not started, or malformed (named by verify)
+        for t in range(max(0, t0), min(H, t1)):
+            for g in range(o, o + n):
+                job_at[t].setdefault(g, a.job_id)
+    holder: list[dict[int, str]] = [dict() for _ in range(H)]
+    rt_total = [sum(int(a[t]) for a in plan.service_gpus.values() if len(a) == H) for t in range(H)]
+    for s in problem.services:
+        if s.service not in placement or s.service not in plan.service_gpus:
+            continue
+        steps, alloc = placement[s.service], plan.service_gpus[s.service]
+        if len(alloc) != H:
+            continue  # named by verify
+        if len(steps) != H:
+            v.append(f"service {s.service!r}: GPU-level plan has {len(steps)} steps, horizon is {H}")
+            continue
+        for t, gs in enumerate(steps):
+            short = len(set(gs)) < int(alloc[t]) and N - len(down.union(job_at[t])) < rt_total[t]
+            if len(set(gs)) != int(alloc[t]) and not short:  # a step over capacity is reported on counts
+                v.append(f"service {s.service!r}: step {t}: holds {len(set(gs))} GPUs at GPU level, "
+                         f"its allocation is {int(alloc[t])}")
+            for g in gs:
+                if not 0 <= g < N:
+                    v.append(f"service {s.service!r}: step {t}: GPU {g} outside the cluster of {N} GPUs")
+                elif g in down:
+                    v.append(f"service {s.service!r}: step {t}: GPU {g} is down")
+                elif g in job_at[t]:
+                    v.append(f"step {t}: GPU {g} used by both {job_at[t][g]!r} and service {s.service!r} "
+                             "(one task per GPU)")
+                elif g in holder[t]:
+                    v.append(f"step {t}: GPU {g} held by both services {holder[t][g]!r} and {s.service!r}")
+                else:
+                    holder[t][g] = s.service
+            if t:
+                before, after = set(steps[t - 1]), set(gs)
+                added, released = len(after - before), len(before - after)
+                n = max(added, released)
+                if n > s.swap_cap_gpus and abs(len(after) - len(before)) <= s.swap_cap_gpus:  # else reported on counts
+                    v.append(f"service {s.service!r}: step {t}: swaps {n} GPUs at GPU level (added {added}, "
+                             f"released {released}), swap cap is {s.swap_cap_gpus}")
     return v
 
 

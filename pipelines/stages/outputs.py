@@ -36,9 +36,9 @@ def plan_tables(problem: Problem, plan: Plan, start: datetime, node_names: Seque
       when not started in the horizon);
     - ``service_step``: ``service, step, ts, gpus``;
     - ``gpu_step``: ``step, ts, gpu, owner`` (job id, ``service:<name>``, ``down`` or ``""`` idle)
-      and ``owner_type`` (``job``/``service``/``down``/``idle``); services are counted by the
-      model, so they are shown on GPUs left free by batch blocks, each keeping the GPUs it had the step
-      before while they stay free (:func:`pipelines.report.grid.display_grid`).
+      and ``owner_type`` (``job``/``service``/``down``/``idle``); services are on the GPUs of
+      the core's GPU-level plan, the one the verifier checks against each swap cap
+      (:func:`pipelines.report.grid.display_grid`, :func:`optimizer.placement.service_placement`).
 
     ``ts`` is the UTC start of the step, step 0 at ``start``. ``node`` (job and gpu_step rows) names
     the node of the GPU (a job: of its block's GPUs, ``,``-joined when the block spans nodes), from

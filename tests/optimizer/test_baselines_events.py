@@ -18,7 +18,10 @@ from optimizer.baselines import (
     reserved_service_gpus,
 )
 from optimizer.capacity import fixed_occupancy, running_gpus_per_step, up_gpus
+from optimizer.placement import service_placement, swap_excess
+from optimizer.plan import JobAssignment, Plan
 from optimizer.problem import Cluster, Job, PlanSettings, Problem, RunningJob, Service, SizeOption
+from optimizer.verify import verify
 
 # ----------------------------------------------------------------------------- reference (the pre-F05 scan)
 
@@ -156,6 +159,17 @@ def _random_problem(seed: int) -> Problem:
 SEEDS = range(300)
 
 
+def _held(p: Problem, svc: np.ndarray, starts: dict[str, tuple[int, int, int]]) -> bool:
+    """True when the reference scan's (start, offset, gpus) make a service exceed its swap cap at GPU level."""
+    dur = {j.job_id: {s.gpus: s.duration_steps for s in j.sizes} for j in p.jobs}
+    ref = Plan("ref", "feasible", tuple(
+        [JobAssignment(r.job_id, 0, r.planned_steps, r.block_offset, r.gpus, running=True) for r in p.running]
+        + [JobAssignment(k, t, t + dur[k][g], o, g) for k, (t, o, g) in starts.items()]),
+        {s.service: tuple(int(x) for x in svc[i]) for i, s in enumerate(p.services)}, 0.0, None, None, 0.0, None,
+        n_gpus=p.n_gpus, horizon_steps=p.horizon_steps)
+    return swap_excess(p, service_placement(p, ref)) > 0
+
+
 @pytest.mark.parametrize("planner", ["fifo", "easy", "priority"])
 def test_baselines_match_the_step_by_step_scan(planner):
     """300 random problems per baseline: the same (start, offset) for every job."""
@@ -164,26 +178,43 @@ def test_baselines_match_the_step_by_step_scan(planner):
         "easy": lambda p, b: _ref_backfill(p, b, lambda j: (j.release_step, j.job_id)),
         "priority": lambda p, b: _ref_backfill(p, b, lambda j: (-j.priority, j.release_step, j.job_id)),
     }[planner]
-    started = 0
+    started = held = 0
     for seed in SEEDS:
         p = _random_problem(seed)
-        want = ref_of(p, _RefBoard(p, reserved_service_gpus(p)))
-        got = {a.job_id: (a.start_step, a.block_offset) for a in baseline_plan(p, planner).assignments
+        svc = reserved_service_gpus(p)
+        want = ref_of(p, _RefBoard(p, svc))
+        made = baseline_plan(p, planner)
+        got = {a.job_id: (a.start_step, a.block_offset) for a in made.assignments
                if not a.running and a.start_step is not None}
+        if _held(p, svc, {k: (t, o, p.job(k).requested.gpus) for k, (t, o) in want.items()}):
+            # the scan's blocks would make a service swap more GPUs than its cap at GPU level: re-packed or
+            # delayed (optimizer.placement.hold_services), and verified
+            held += 1
+            assert verify(made, p) == [], f"seed {seed}"
+            continue
         assert got == want, f"seed {seed}"
         started += len(got)
-    assert started > 700  # the problems do place jobs (not a vacuous comparison)
+    assert started > 650  # the problems do place jobs (not a vacuous comparison)
+    assert held == {"fifo": 10, "easy": 7, "priority": 9}[planner]  # of the 300 (measured)
 
 
 def test_greedy_matches_the_step_by_step_scan():
     """Demand-following services make the room rise and fall from step to step."""
+    held = 0
     for seed in SEEDS:
         p = _random_problem(seed)
         svc = reserved_service_gpus(p, demand_following_target(p))
         order = sorted(p.jobs, key=lambda j: (-j.priority, j.release_step, j.job_id))
-        got = {a.job_id: (a.start_step, a.block_offset, a.gpus) for a in greedy_place(p, svc, order).assignments
+        made = greedy_place(p, svc, order)
+        got = {a.job_id: (a.start_step, a.block_offset, a.gpus) for a in made.assignments
                if not a.running and a.start_step is not None}
-        assert got == _ref_greedy(p, svc, order), f"seed {seed}"
+        want = _ref_greedy(p, svc, order)
+        if _held(p, svc, want):  # re-packed or delayed to keep the swap cap at GPU level
+            held += 1
+            assert verify(made, p) == [], f"seed {seed}"
+            continue
+        assert got == want, f"seed {seed}"
+    assert held == 27  # of the 300 (measured)
 
 
 def test_earliest_matches_on_partly_filled_boards():

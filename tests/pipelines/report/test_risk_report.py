@@ -276,9 +276,10 @@ def test_a_model_without_a_registered_version_is_named_for_what_it_is():
 def test_a_service_is_shown_on_the_same_gpus_while_they_stay_free():
     from pipelines.report.grid import display_grid
 
-    # 4 GPUs, chat holds 2 at every step; X (2 GPUs on 2-3) runs at step 1 only. chat starts on the top GPUs
-    # 3, 2, moves to 1, 0 when X takes 2-3, and stays there at step 2 (the top-down refill moved it back: 4
-    # replica moves where 2 are needed); at step 3 it grows to 3 GPUs and the new one is the top free GPU
+    # 4 GPUs, chat holds 2 at every step; X (2 GPUs on 2-3) runs at step 1 only. chat starts on 1, 0, the GPUs
+    # no block takes later (optimizer.placement.service_placement looks ahead; the old top-down start on 3, 2
+    # moved both replicas when X came), and stays there; at step 3 it grows to 3 GPUs and the new one is the
+    # top free GPU
     problem = Problem.from_dict({
         "cluster": {"n_gpus": 4, "gpus_per_node": 4, "step_minutes": 30, "horizon_steps": 4},
         "services": [{"service": "chat", "demand_gpus": [2, 2, 2, 3], "min_gpus": 0, "max_gpus": 4,
@@ -289,4 +290,4 @@ def test_a_service_is_shown_on_the_same_gpus_while_they_stay_free():
                 service_gpus={"chat": (2, 2, 2, 3)}, objective=1.0, bound=1.0, gap=0.0, solve_s=0.1, model=None,
                 n_gpus=4, horizon_steps=4)
     c = "service:chat"
-    assert display_grid(problem, plan) == [["", "", c, c], [c, c, "X", "X"], [c, c, "", ""], [c, c, "", c]]
+    assert display_grid(problem, plan) == [[c, c, "", ""], [c, c, "X", "X"], [c, c, "", ""], [c, c, "", c]]
