@@ -80,3 +80,9 @@ def pg_mlflow(postgres, tmp_path, monkeypatch):
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     return env
+
+
+@pytest.fixture()
+def pg_database(postgres):
+    """Factory: ``pg_database(prefix) -> name`` of a new database (:func:`fresh_database`)."""
+    return lambda prefix: fresh_database(postgres, prefix)
