@@ -36,7 +36,8 @@ from pipelines.flows.tasks import (
     verify_plan,
     write_realtime,
 )
-from pipelines.io.run_folder import LATEST, RunFolder
+from pipelines.io.run_folder import LATEST, RunFolder, claim_slot
+from pipelines.io.slots import slot_label
 from pipelines.tracking import store as tracking_store
 from pipelines.workspace.load import Workspace
 
@@ -175,12 +176,23 @@ def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: s
     earlier (the shipped data ends in 2025); a workspace's stale exports fail the run. Logs one
     run to the ``plans`` experiment after the folder is published.
 
+    At most one re-plan per slot runs (:func:`pipelines.io.run_folder.claim_slot`): a second worker's run of the
+    same slot, while the first is running or after it published, logs ``replan of slot S skipped: <why>`` and
+    returns ``status`` ``"skipped"`` (``run_dir`` None, ``skipped`` the reason).
+
     Returns ``{"run_dir", "slot", "latest_moved", "status", "source", "fallback", "mlflow_run_id"}``.
     """
     ws, s = workspace_settings(workspace)
     tracking_store.init_store(s)
     out = Path(out_dir) if out_dir else s.runs_dir / "replan"
-    res = plan_once(s, ws, out, scheduled_time(scheduled_at), planner, replan=True, problem_path=problem_path)
+    when = scheduled_time(scheduled_at)
+    slot = slot_label(when, s.step_minutes)
+    with claim_slot(out, slot) as skip:  # two workers, one slot: one plans, the other skips (issue 32)
+        if skip is not None:
+            log().info("replan of slot %s skipped: %s", slot, skip)
+            return {"run_dir": None, "slot": slot, "latest_moved": False, "status": "skipped", "skipped": skip,
+                    "source": None, "fallback": False, "mlflow_run_id": None}
+        res = plan_once(s, ws, out, when, planner, replan=True, problem_path=problem_path)
     return {"run_dir": str(res.path), "slot": res.slot, "latest_moved": res.latest_moved, "status": res.status,
             "source": res.source, "fallback": res.fallback, "mlflow_run_id": res.mlflow_run_id}
 

@@ -133,6 +133,34 @@ def file_lock(lock_path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+#: Prefix of the per-slot claim files of re-plans (:func:`claim_slot`).
+SLOT_CLAIM_PREFIX = ".replan-"
+
+
+@contextlib.contextmanager
+def claim_slot(out_dir: Path, slot: str) -> Iterator[str | None]:
+    """At most one re-plan per slot among processes sharing ``out_dir`` (two ``gpuplan serve`` workers, issue 32).
+
+    Takes an exclusive, non-blocking ``flock`` on ``out_dir/.replan-<slot>.lock`` for the body's life. Yields
+    None when this process holds the claim and no run folder of ``slot`` is published yet, else the reason to
+    skip: ``"running in another process"`` (the lock is held: the kernel drops it when its holder exits,
+    ``kill -9`` included, so a killed worker never blocks the slot) or ``"already published as NAME"``.
+    The mechanism is this lock in the runs folder, not a Prefect concurrency limit: it holds for any number of
+    servers, Prefect API outages and manual ``gpuplan`` runs on the same folder.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out_dir / f"{SLOT_CLAIM_PREFIX}{slot}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if _try_lock(fd) is False:
+            yield "running in another process"
+            return
+        done = next((r for r in list_runs(out_dir) if r.slot == slot), None)
+        yield None if done is None else f"already published as {done.path.name}"
+    finally:
+        os.close(fd)  # releases the lock, if taken
+
+
 def _point_latest(out_dir: Path, run: RunInfo) -> bool:
     """Point ``latest`` at ``run`` unless it already points at a newer slot. Returns True if moved."""
     with file_lock(out_dir / ".latest.lock"):
