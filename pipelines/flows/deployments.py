@@ -81,7 +81,9 @@ def require_persistent_server(api_url: str | None = None, timeout_s: float = 5.0
 def build_deployments(settings: Settings, with_schedules: bool = True) -> list[Any]:
     """The runner deployments (nightly-retrain, replan, benchmark, whatif), module entrypoints.
 
-    The nightly and replan deployments take the workspace as a parameter (default
+    The scheduled ones carry their schedule's zone as a tag (``tz:Europe/London``, ``tz:UTC``): the
+    Prefect 3.9 UI prints a cron as "At 02:00 AM every day" without its zone, and shows "Scheduled for"
+    in the browser's zone. The nightly and replan deployments take the workspace as a parameter (default
     ``settings.workspace_dir``: ``gpuplan serve --workspace DIR``); a run triggered from the UI may
     name another.
     """
@@ -90,11 +92,12 @@ def build_deployments(settings: Settings, with_schedules: bool = True) -> list[A
         name="nightly-retrain", schedules=[nightly_schedule(settings)] if with_schedules else None,
         description=f"Refit the job forecasters nightly at {settings.nightly_cron} "
                     f"({settings.nightly_timezone}); one run per local day.",
-        tags=["gpuplan", "training"], entrypoint_type=ep, parameters={"workspace": str(settings.workspace_dir)})
+        tags=["gpuplan", "training", f"tz:{settings.nightly_timezone}"], entrypoint_type=ep,
+        parameters={"workspace": str(settings.workspace_dir)})
     replan = plan_flow.to_deployment(
         name="replan", schedules=[replan_schedule(settings)] if with_schedules else None,
         description=f"Re-plan the 24 h horizon every {settings.replan_every_min} min (UTC slots).",
-        tags=["gpuplan", "plan"], entrypoint_type=ep, parameters={"workspace": str(settings.workspace_dir)})
+        tags=["gpuplan", "plan", "tz:UTC"], entrypoint_type=ep, parameters={"workspace": str(settings.workspace_dir)})
     bench = benchmark.to_deployment(
         name="benchmark", description="Rolling-horizon benchmark of the planners (on demand).",
         tags=["gpuplan", "benchmark"], entrypoint_type=ep)

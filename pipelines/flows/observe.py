@@ -31,7 +31,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines.report.basics import markdown_table
+from pipelines.report.basics import markdown_table, stale_inputs_line
 
 #: Rows of a markdown table shown before "and N more" (the full list is in the run folder).
 MAX_MD_ROWS = 20
@@ -261,7 +261,8 @@ def plan_markdown(summary: Mapping[str, Any], report: pd.DataFrame | None, run_d
     ``run_id``, ``experiment``, ``tracking_uri``, optional ``url``).
     """
     run_dir = Path(run_dir)
-    lines = [f"# Plan {summary.get('run', run_dir.name)}", ""]
+    stale = stale_inputs_line(summary.get("headline"))
+    lines = ([stale, ""] if stale else []) + [f"# Plan {summary.get('run', run_dir.name)}", ""]
     start = summary.get("plan_start")
     lines.append(f"Plan start **{fmt_ts(start)}**; status **{summary.get('status')}** (verified), plan from "
                  f"`{summary.get('source') or summary.get('planner')}`"

@@ -127,8 +127,9 @@ def plan_once(settings: Settings, ws: Workspace, out: Path, when: datetime, plan
         folder_time = when
     rf = RunFolder.begin(out, folder_time, step_minutes=settings.step_minutes)
     if replan:
-        log().info("replan of workspace %s (%d GPUs) for the slot of %s; building in %s", ws.root, settings.n_gpus,
-                   f"{when:%Y-%m-%d %H:%MZ}", rf.tmp_path)
+        # the slot label of the folder, never the unrounded trigger time (a manual run at 19:20Z is slot 1900Z)
+        log().info("replan of workspace %s (%d GPUs) for slot %s (scheduled %s); building in %s", ws.root,
+                   settings.n_gpus, rf.slot, f"{when:%Y-%m-%d %H:%MZ}", rf.tmp_path)
     try:
         run = Catalog(settings).run(rf.tmp_path)
         if problem_path is None:

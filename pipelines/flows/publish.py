@@ -15,6 +15,7 @@ from pipelines.config.settings import Settings
 from pipelines.flows import observe
 from pipelines.flows.jobs import PlanInputs, QueueForecast
 from pipelines.flows.progress import Stage
+from pipelines.report.basics import INPUT_AGE_WARN_H
 from pipelines.report import build_report_table, write_risk_report
 from pipelines.report.risks import ReportInputs
 from pipelines.stages import commands as commands_stage
@@ -142,3 +143,11 @@ def log_inputs(inp: PlanInputs, now: datetime) -> None:
     for line in observe.inputs_age_lines(inp.start, traffic_end, now, snap,
                                          inp.data.snapshot_file if inp.data is not None else None):
         log().info("inputs: %s", line)
+    newest = max((pd.Timestamp(t) for t in (traffic_end, snap) if t is not None), default=None)
+    if newest is not None:
+        age_h = (pd.Timestamp(now) - newest).total_seconds() / 3600
+        if age_h > INPUT_AGE_WARN_H:  # once per run: the run page shows a WARNING, not only an INFO line
+            shipped = "shipped data: " if inp.data is None else ""
+            log().warning("%sinputs %s h old: the newest input (%s) is older than the limit of %g h; this plan "
+                          "is built from stale data%s", shipped, f"{age_h:,.0f}", observe.fmt_ts(newest),
+                          INPUT_AGE_WARN_H, " (the demo plans from the 2025 data it ships)" if shipped else "")

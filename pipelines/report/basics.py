@@ -188,3 +188,22 @@ def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
         else:
             df[col] = df[col].astype(dtype)
     return df
+
+
+#: Inputs older than this (hours, newest input to the report's "now") are stale: the report, the plan
+#: artifact and the flow's log say "inputs N h old" at the top (issue 33). Two re-plan intervals of 30 min.
+INPUT_AGE_WARN_H = 1.0
+
+
+def stale_inputs_line(head: Mapping[str, Any] | None, limit_h: float = INPUT_AGE_WARN_H) -> str | None:
+    """``**inputs N h old** (newest input: <what> at <UTC>; limit L h)`` when the headline's input age is past ``limit_h``.
+
+    ``head``: the risk report's headline (:func:`pipelines.report.headline`: ``newest_input``,
+    ``input_age_h_now``); None when there is none or the inputs are fresh.
+    """
+    age = (head or {}).get("input_age_h_now")
+    if age is None or float(age) <= limit_h:
+        return None
+    newest = (head or {}).get("newest_input") or {}
+    return (f"**inputs {float(age):,.0f} h old** (newest input: {newest.get('what', 'n/a')} at "
+            f"{newest.get('ts', 'n/a')}; limit {limit_h:g} h)")

@@ -13,7 +13,15 @@ from typing import Any
 import pandas as pd
 
 from pipelines.io.atomic import atomic_path, atomic_write_text
-from pipelines.report.basics import ReportInputs, clock, hours_text, instant, markdown_table, plural
+from pipelines.report.basics import (
+    ReportInputs,
+    clock,
+    hours_text,
+    instant,
+    markdown_table,
+    plural,
+    stale_inputs_line,
+)
 from pipelines.report.calibration import ServiceCalibration, calibrate, calibration_text
 from pipelines.report.html import render_html
 from pipelines.report.numbers import headline
@@ -135,7 +143,9 @@ def render_page(inp: ReportInputs, table: pd.DataFrame, plots: Mapping[str, str]
     def plot(key: str) -> list[str]:
         return [f"![{PLOTS[key][1]}]({plots[key]})", ""] if key in plots else []
 
-    out = [f"# Risk report — {run_name}", "", "## Headline", "", "| figure | value |", "|---|---|"]
+    stale = stale_inputs_line(head)
+    out = ([stale, ""] if stale else []) + [f"# Risk report — {run_name}", "", "## Headline", "",
+                                             "| figure | value |", "|---|---|"]
     out += [f"| {k} | {v.replace('|', '/')} |" for k, v in headline_rows(inp, head, cal, plots)]
     settings = getattr(inp.problem, "settings", None)
     tol = getattr(settings, "mip_rel_gap", None)

@@ -137,6 +137,16 @@ def _preflight_sqlite(settings: Settings) -> None:
         con.close()
 
 
+#: The experiment tag MLflow 3.17's UI reads to choose an experiment's view (its web bundle:
+#: ``e.find(e => "mlflow.experimentKind" === e.key)``, values ``genai_development`` /
+#: ``custom_model_development``); gpuplan's experiments are model training. Where the UI's global
+#: "GenAI / Model training" switch is on, it wins over the tag: docs/operations.md says how to switch
+#: (``?workflowType=machine_learning`` on the page's address).
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+EXPERIMENT_TAGS = {EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}
+
+
 def _init_store(settings: Settings) -> dict[str, str]:
     import mlflow  # lazily: import cost, see the module docstring
 
@@ -151,9 +161,12 @@ def _init_store(settings: Settings) -> dict[str, str]:
             if exp is None:
                 location = (settings.artifact_root / name).resolve()
                 location.mkdir(parents=True, exist_ok=True)
-                ids[key] = client.create_experiment(name, artifact_location=location.as_uri())
+                ids[key] = client.create_experiment(name, artifact_location=location.as_uri(),
+                                                    tags=dict(EXPERIMENT_TAGS))
             else:
                 ids[key] = exp.experiment_id
+                if (exp.tags or {}).get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:  # a store made before the tag
+                    client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         db = sqlite_path(settings.tracking_uri)
         if db is not None:
             con = sqlite3.connect(db, timeout=20)

@@ -133,3 +133,17 @@ def test_rows_of_a_later_first_seed_carry_the_seed():
     assert scenario_label("mixed", 0, BenchConfig(scenarios=())) == "mixed"  # seed 0 alone: as before issue 15
     assert scenario_label("mixed", 3, BenchConfig(scenarios=(), seed=3)) == "mixed@3"  # --first-seed 3 --seeds 1
     assert scenario_label("mixed", 1, BenchConfig(scenarios=(), seeds=2)) == "mixed@1"
+
+
+def test_bench_text_labels_the_clairvoyant_row_a_reference_not_a_bound(monkeypatch):
+    from pipelines.bench import tables
+
+    row = {"scenario": "mixed", "utilization_pct": 70.0, "util_vs_fifo_pts": None, "value": 1000.0,
+           "value_vs_fifo_pct": None, "rt_sla_pct": 100.0, "jobs_completed": 9, "jobs_total": 20, "solve_s_p50": 0.5,
+           "solve_s_max": 1.0, "verified_plans": 8, "violations": 0}
+    monkeypatch.setattr(tables, "comparison_rows", lambda res: [{**row, "planner": "milp"},
+                                                               {**row, "planner": "clairvoyant"}])
+    lines = tables.bench_text(None).splitlines()
+    assert lines[2].startswith("mixed            milp  ") and lines[3].startswith("mixed            clairvoyant (reference)")
+    assert lines[4] == ("clairvoyant (reference): a rolling MILP given the true demand and durations; a reference, not a "
+                        "bound: a planner can score above it (the offline bound is in bench.md)")
