@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # A real single-host Slurm for tests and for trying gpuplan (issue 28): munge, MariaDB, slurmdbd, slurmctld and
-# four `slurmd -N` nodes with fake GPU devices, everything on 127.0.0.1, every daemon stopped by its own PID.
+# six `slurmd -N` nodes with fake GPU devices, everything on 127.0.0.1, every daemon stopped by its own PID.
 #
 #   bash scripts/slurm-lab.sh start  [STATE_DIR]   # prints `export SLURM_CONF=...` lines; exit 0 when nodes are idle
 #   bash scripts/slurm-lab.sh status [STATE_DIR]   # each daemon's PID and whether it is alive; sinfo
 #   bash scripts/slurm-lab.sh stop   [STATE_DIR]   # SIGTERM to each recorded PID (then SIGKILL after 10 s)
 #
 # STATE_DIR: the argument, else $SLURM_LAB_DIR, else a new `mktemp -d` folder (start prints it). Ports: 16800-16899
-# only (SLURM_LAB_PORT_BASE, default 16800: MariaDB +6, slurmctld +17, slurmdbd +19, slurmd +21...+24).
+# only (SLURM_LAB_PORT_BASE, default 16800: MariaDB +6, slurmctld +17, slurmdbd +19, slurmd +21...+26).
 # Cluster: ClusterName=gpulab, time zone SLURM_LAB_TZ (default Europe/Berlin: the daemons and clients run with
 # TZ set to it, so sacct prints that zone's wall-clock time). Nodes (SlurmdParameters=config_overrides: the
 # hardware in slurm.conf, not the host's):
-#   h100-[0-1]: 8 GPUs  Type=h100 (/dev/tty[20-27]), 16 CPUs, partition h100
+#   h100-[0-3]: 8 GPUs  Type=h100 (/dev/tty[20-27]), 16 CPUs, partition h100
 #   a100-[0-1]: 4 GPUs  Type=a100 (/dev/tty[30-33]),  8 CPUs, partition a100
 # Accounts research and inference (user root in both), QoS normal, high (Priority=100), low (Priority=10).
 # The Debian packages (slurm-wlm slurmdbd munge mariadb-server) are installed with apt-get when missing.
@@ -22,7 +22,7 @@ S="${2:-${SLURM_LAB_DIR:-}}"
 BASE="${SLURM_LAB_PORT_BASE:-16800}"
 LAB_TZ="${SLURM_LAB_TZ:-Europe/Berlin}"
 DB_PORT=$((BASE + 6)); CTLD_PORT=$((BASE + 17)); DBD_PORT=$((BASE + 19)); NODE_PORT0=$((BASE + 21))
-NODES=(h100-0 h100-1 a100-0 a100-1)
+NODES=(h100-0 h100-1 h100-2 h100-3 a100-0 a100-1)
 
 die() { echo "slurm-lab: $*" >&2; exit 2; }
 
@@ -113,11 +113,11 @@ EOF
     i=$((i + 1))
   done
   cat >>"$S/slurm.conf" <<EOF
-PartitionName=h100 Nodes=h100-[0-1] Default=YES MaxTime=INFINITE State=UP
+PartitionName=h100 Nodes=h100-[0-3] Default=YES MaxTime=INFINITE State=UP
 PartitionName=a100 Nodes=a100-[0-1] MaxTime=INFINITE State=UP
 EOF
   cat >"$S/gres.conf" <<EOF
-NodeName=h100-[0-1] Name=gpu Type=h100 File=/dev/tty[20-27]
+NodeName=h100-[0-3] Name=gpu Type=h100 File=/dev/tty[20-27]
 NodeName=a100-[0-1] Name=gpu Type=a100 File=/dev/tty[30-33]
 EOF
   cat >"$S/slurmdbd.conf" <<EOF
@@ -247,7 +247,8 @@ case "$cmd" in
     ;;
   stop)
     [ -n "$S" ] || die "stop needs the state dir (argument or \$SLURM_LAB_DIR)"
-    for n in "${NODES[@]}"; do stop_pid "slurmd $n" "$S/run/slurmd-$n.pid"; done
+    for n in "${NODES[@]}"; do stop_pid "slurmd $n" "$S/run/slurmd-$n.pid" & done
+    wait
     stop_pid slurmctld "$S/run/slurmctld.pid"
     stop_pid slurmdbd "$S/run/slurmdbd.pid"
     stop_pid mariadb "$S/run/mariadb.pid"

@@ -126,12 +126,15 @@ def _slurm(r: object, action: str, tables: pd.DataFrame, users: dict[str, str], 
         return []
     if action == "hold_until":
         return [f"scontrol update JobId={job_id} StartTime={r.planned_start_local} ReqNodeList={nodes}"]
-    if "," in nodes:  # a gang over several nodes: reserve them for its planned run
+    if "," in nodes:  # a gang over several nodes: reserve them for its planned run, from now
+        # StartTime=now, not the planned step's time: the plan starts at the export's time floored to the step,
+        # which is in the past when the file is applied, and slurmctld refuses a reservation starting in the past
+        # ("Invalid time specified", measured on Slurm 22.05 by tests/pipelines/lab/test_slurm_lab.py)
         name = f"gpuplan-{job_id}"
         user = users.get(job_id) or "root"
-        return [f"scontrol create reservation ReservationName={name} StartTime={r.planned_start_local} "
+        return [f"scontrol create reservation ReservationName={name} StartTime=now "
                 f"Duration={_duration_min(tables, job_id, step_minutes)} Nodes={nodes} Users={user}",
-                f"scontrol update JobId={job_id} ReservationName={name}"]
+                f"scontrol update JobId={job_id} ReservationName={name} StartTime=now"]
     return [f"scontrol update JobId={job_id} ReqNodeList={nodes} StartTime=now"]
 
 

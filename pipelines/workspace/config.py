@@ -50,15 +50,16 @@ CONFIG_FILE = "gpuplan.toml"
 DEMO_WORKSPACE: Path = PROJECT_ROOT / "data" / "demo"
 #: Source formats (``demo``: the shipped demo's history and queue).
 FORMATS: tuple[str, ...] = ("csv", "parquet", "slurm-sacct", "slurm-squeue-json", "kueue-json", "prometheus-json",
-                            "demo")
+                            "prometheus-http", "demo")
 #: Formats each source role accepts.
 ROLE_FORMATS: dict[str, tuple[str, ...]] = {
     "history": ("csv", "parquet", "slurm-sacct", "kueue-json", "demo"),
     "queue": ("csv", "parquet", "slurm-squeue-json", "slurm-sacct", "kueue-json", "demo"),
-    "traffic": ("csv", "parquet", "prometheus-json"),
+    "traffic": ("csv", "parquet", "prometheus-json", "prometheus-http"),
 }
 
-Format = Literal["csv", "parquet", "slurm-sacct", "slurm-squeue-json", "kueue-json", "prometheus-json", "demo"]
+Format = Literal["csv", "parquet", "slurm-sacct", "slurm-squeue-json", "kueue-json", "prometheus-json",
+                 "prometheus-http", "demo"]
 
 
 def _check_zone(v: str) -> str:
@@ -222,6 +223,11 @@ class SourceConfig(_Strict):
         sidecar: CSV/parquet of LLM fields keyed by ``job_id`` (extra columns become annotations).
         timezone: IANA zone of the export's naive times when not the cluster's (e.g. ``UTC`` for
             ``TZ=UTC sacct ...``, the command ``docs/operations.md`` recommends).
+        command: instead of ``path``, a shell command whose standard output is the export (``sacct ...``,
+            ``squeue --json``), run by every ingest (:mod:`pipelines.workspace.sources.pull`).
+        timeout_s: seconds a ``command`` (default 120) or one Prometheus request (default 30) may take.
+        url, query, step, lookback_h: ``prometheus-http`` only — the server (``http://host:9090``), the PromQL
+            range query, its resolution (seconds or ``"10m"``) and the window pulled (hours before now, 360).
     """
 
     format: Format
@@ -230,6 +236,12 @@ class SourceConfig(_Strict):
     value_units: Literal["rate_per_s", "per_hour"] | None = None
     sidecar: str | None = None
     timezone: str | None = None
+    command: str | None = None
+    timeout_s: float | None = Field(default=None, gt=0)
+    url: str | None = None
+    query: str | None = None
+    step: int | str = 600
+    lookback_h: float = Field(default=360.0, gt=0)
 
     @field_validator("timezone")
     @classmethod
@@ -238,14 +250,37 @@ class SourceConfig(_Strict):
 
     @model_validator(mode="after")
     def _path(self) -> SourceConfig:
+        if self.format == "prometheus-http":
+            if not self.url or not self.query:
+                raise ValueError("format 'prometheus-http' needs url and query")
+            if not self.url.startswith(("http://", "https://")):
+                raise ValueError(f"url {self.url!r}: expected http://HOST:PORT or https://...")
+            from pipelines.workspace.sources.pull import parse_step_s
+
+            parse_step_s(self.step)
+            return self
+        if self.command is not None:
+            if not self.command.strip():
+                raise ValueError("command is empty")
+            if self.path:
+                raise ValueError("give either path or command, not both")
+            if self.format in ("demo", "parquet"):
+                raise ValueError(f"format {self.format!r} cannot come from a command")
+            return self
         if self.format != "demo" and not self.path:
-            raise ValueError(f"format {self.format!r} needs a path (a file or a glob)")
+            raise ValueError(f"format {self.format!r} needs a path (a file or a glob) or a command")
         return self
+
+    @property
+    def pulled(self) -> bool:
+        """Whether ingest pulls this source (a ``command`` or ``prometheus-http``) instead of reading files."""
+        return self.command is not None or self.format == "prometheus-http"
 
     @property
     def units(self) -> str:
         """The value units in force (``value_units`` or the format's default)."""
-        return self.value_units or ("rate_per_s" if self.format == "prometheus-json" else "per_hour")
+        return self.value_units or ("rate_per_s" if self.format in ("prometheus-json", "prometheus-http")
+                                    else "per_hour")
 
 
 class SourcesConfig(_Strict):

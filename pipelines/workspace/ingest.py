@@ -94,7 +94,7 @@ def parse_traffic_file(ws: Workspace, path: Path) -> ParseResult:
     """
     src = ws.source("traffic")
     services = ws.services()
-    if src.format == "prometheus-json":
+    if src.format in ("prometheus-json", "prometheus-http"):
         from pipelines.workspace.sources import prometheus
 
         return prometheus.parse_query_range(path.read_text(encoding="utf-8", errors="replace"), src.service_label,

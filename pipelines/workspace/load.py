@@ -109,10 +109,17 @@ class Workspace:
     def source_files(self, role: str) -> list[Path]:
         """The files of ``[sources.<role>]``: the path itself, or the glob's matches oldest first (mtime, then name).
 
+        A pulled source (``command``, ``prometheus-http``) is pulled now: its one file is the new raw file
+        (:func:`pipelines.workspace.sources.pull.pull`; the pull's failure is its one-line ``InputError``).
+
         Raises:
             InputError: no file matches (the message names the key and the pattern).
         """
         src = self.source(role)
+        if src.pulled:  # a command or Prometheus' API: pulled now into the store's raw folder
+            from pipelines.workspace.sources.pull import pull
+
+            return [pull(src, role, self.store_dir / "raw")]
         pattern = str(self.resolve(src.path))
         files = [Path(p) for p in glob.glob(pattern)] if glob.has_magic(pattern) else [Path(pattern)]
         files = [p for p in files if p.is_file()]

@@ -40,9 +40,9 @@ def test_actions_times_and_slurm_lines():
     cmds = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
     assert cmds == [
         "scontrol update JobId=101 ReqNodeList=n1 StartTime=now",
-        "scontrol create reservation ReservationName=gpuplan-102 StartTime=2025-03-17T00:00:00 Duration=90 "
+        "scontrol create reservation ReservationName=gpuplan-102 StartTime=now Duration=90 "
         "Nodes=n1,n2 Users=ann",
-        "scontrol update JobId=102 ReservationName=gpuplan-102",
+        "scontrol update JobId=102 ReservationName=gpuplan-102 StartTime=now",
         "scontrol update JobId=103 StartTime=2025-03-17T02:00:00 ReqNodeList=n2",
     ]
     assert "# 104: batch_inference" in text and "900" not in text  # running jobs need nothing
