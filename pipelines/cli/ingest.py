@@ -38,6 +38,8 @@ def ingest(
                          f"updated {r['updated']:>6}  rejected {r['rejected']:>5}"
                          + (f"  ({r['array_tasks']} array tasks from {r['array_records_expanded']} array records)"
                             if r.get("array_records_expanded") else ""))
+            if r.get("clock_note"):
+                lines.append(f"         note: {r['clock_note']}")
             lines.extend(f"         {e}" for e in r["errors"][:10])
             if len(r["errors"]) > 10 or r.get("error_lines", 0) > 10:
                 lines.append(f"         ... {r.get('error_lines', len(r['errors'])) - 10} more lines "

@@ -19,7 +19,9 @@ in the errors and in ``unreadable_files`` (its records count as none stored), th
 kept, and ``gpuplan ingest`` exits 2 after printing the report. ``store_files_upgraded``: partition
 files of an older version rewritten in the store's schema (:meth:`Store.upgrade`). The
 current queue is the queue export taken last (its own time, ``squeue --json`` ``last_update``, else
-its file's modification time).
+its file's modification time). When that time is earlier than the stored snapshot's (the export
+clock went back), the queue's ``clock_note`` says so in one line (:func:`export_clock_note`); it is
+kept with the snapshot and a plan copies it to its ``queue_notes.json`` (``export_clock``).
 ``demo`` sources are read at plan time from the shipped files and report ``"demo": true``.
 
 A job in both the history and the queue export (a pending or running job sacct lists too) is one
@@ -206,9 +208,12 @@ def ingest(ws: Workspace) -> dict[str, Any]:
         counts.update(store.upsert(JOBS, pd.concat(frames, ignore_index=True), origin))
     if "traffic" in reads:
         counts.update(store.upsert(TRAFFIC, reads["traffic"].records, ["traffic"] * len(reads["traffic"].records)))
+    clock_note = ""
     if "queue" in reads and reads["queue"].newest is not None:
         q = reads["queue"]
-        store.set_queue_snapshot(q.newest, q.newest_at, q.newest_file.name if q.newest_file else "")
+        name = q.newest_file.name if q.newest_file else ""
+        clock_note = export_clock_note(store.queue_snapshot_info(), q.newest_at, name)
+        store.set_queue_snapshot(q.newest, q.newest_at, name, note=clock_note)
     for role, got in reads.items():
         c = counts.get(role, UpsertCount(0, 0))
         report[role] = {"unit": got.unit, "read": got.read, "added": c.added, "updated": c.updated,
@@ -216,8 +221,28 @@ def ingest(ws: Workspace) -> dict[str, Any]:
                         "unreadable_files": got.unreadable}
         if role != "traffic":
             report[role].update(array_records_expanded=got.arrays_expanded, array_tasks=got.array_tasks)
+    if "queue" in report and not report["queue"].get("demo"):
+        report["queue"]["clock_note"] = clock_note
     report = {r: report[r] for r in ("history", "queue", "traffic")}
     return {"workspace": str(ws.root), "store": str(store.root), "store_files_upgraded": upgraded, "sources": report}
+
+
+def export_clock_note(previous: dict | None, taken: pd.Timestamp | None, file: str) -> str:
+    """One line when the new queue export says it was taken before the stored snapshot (the clock went back).
+
+    ``previous``: :meth:`Store.queue_snapshot_info` before this ingest (None: none); ``taken``: the new
+    export's time (UTC). The new export is still taken (it is the newer file); the line says so,
+    naming both times and files. ``""`` when the clock did not go back.
+    """
+    if not previous or not previous.get("exported_at") or taken is None:
+        return ""
+    before = pd.Timestamp(previous["exported_at"]).tz_convert("UTC")
+    now = pd.Timestamp(taken).tz_convert("UTC")
+    if now >= before:
+        return ""
+    return (f"queue export clock went back: {file or '(unnamed)'} says {now:%Y-%m-%dT%H:%MZ}, earlier than the stored "
+            f"snapshot's {before:%Y-%m-%dT%H:%MZ} ({previous.get('file') or '(unnamed)'}), by "
+            f"{(before - now).total_seconds() / 60:g} min; taken as the current queue (check the login node's clock)")
 
 
 @dataclass(frozen=True)
@@ -230,6 +255,7 @@ class WorkspaceData:
     from_store: bool
     snapshot_at: pd.Timestamp | None = None
     snapshot_file: str = ""
+    snapshot_note: str = ""  # the export clock going back (:func:`export_clock_note`), "" when it did not
 
 
 def workspace_data(ws: Workspace) -> WorkspaceData:
@@ -242,7 +268,8 @@ def workspace_data(ws: Workspace) -> WorkspaceData:
     if store.exists():
         info = store.queue_snapshot_info() or {}
         at = pd.Timestamp(info["exported_at"]) if info.get("exported_at") else None
-        return WorkspaceData(store.jobs(), store.queue(), store.traffic(), True, at, info.get("file", ""))
+        return WorkspaceData(store.jobs(), store.queue(), store.traffic(), True, at, info.get("file", ""),
+                             info.get("note", ""))
     hist = read_source(ws, "history").records
     q = read_source(ws, "queue")
     newest = q.newest if q.newest is not None else job_frame([])

@@ -107,7 +107,8 @@ def parse_query_range(text: str, service_label: str, services: Collection[str] |
     if not isinstance(data, dict):
         raise InputError("Prometheus query_range response: data is missing (expected {resultType, result})")
     if data.get("resultType") != "matrix":
-        raise InputError(f"Prometheus query_range response: resultType {data.get('resultType')!r} "
+        instant = " (an instant query's result, /api/v1/query)" if data.get("resultType") in ("vector", "scalar") else ""
+        raise InputError(f"Prometheus query_range response: resultType {data.get('resultType')!r}{instant} "
                          f"(expected 'matrix', the result of /api/v1/query_range)")
     result = data.get("result")
     if not isinstance(result, list):
