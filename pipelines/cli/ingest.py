@@ -34,11 +34,16 @@ def ingest(
             if r.get("demo"):
                 lines.append(f"{role:8s} demo source (read at plan time from the shipped files)")
                 continue
-            lines.append(f"{role:8s} read {r['read']:>7}  added {r['added']:>7}  updated {r['updated']:>6}  "
-                         f"rejected {r['rejected']:>5}")
+            lines.append(f"{role:8s} {r.get('unit', 'records')}: read {r['read']:>7}  added {r['added']:>7}  "
+                         f"updated {r['updated']:>6}  rejected {r['rejected']:>5}"
+                         + (f"  ({r['array_tasks']} array tasks from {r['array_records_expanded']} array records)"
+                            if r.get("array_records_expanded") else ""))
+            if r.get("clock_note"):
+                lines.append(f"         note: {r['clock_note']}")
             lines.extend(f"         {e}" for e in r["errors"][:10])
-            if r["rejected"] > 10:
-                lines.append(f"         ... {r['rejected'] - 10} more (--json lists up to 50)")
+            if len(r["errors"]) > 10 or r.get("error_lines", 0) > 10:
+                lines.append(f"         ... {r.get('error_lines', len(r['errors'])) - 10} more lines "
+                             f"(--json lists up to 50)")
         typer.echo("\n".join(lines))
         if bad:
             raise InputError(f"{len(bad)} export(s) could not be read (their records are not in the store; "

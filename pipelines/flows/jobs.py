@@ -115,6 +115,8 @@ def forecast_cluster_queue(settings: Settings, ws: Workspace, data: WorkspaceDat
     jobs, notes = store_queue.forecast_cluster_queue(data.history, data.queue, ws, start, settings.step_minutes,
                                                        settings.seed, model=model)
     notes["from_store"] = data.from_store
+    if data.snapshot_note:
+        notes["export_clock"] = data.snapshot_note
     name = tracking_models.scheduler_model_name(ws)
     notes["model"] = ({"name": name, "version": champion[1].get("version"), "alias": "champion",
                        "cutoff": champion[1].get("cutoff")} if champion is not None else

@@ -6,13 +6,22 @@ traffic: :func:`parse_traffic_file`); the records are upserted into the store
 (:class:`pipelines.workspace.store.Store`). The queue's newest file is the current queue (its pending and
 running jobs; :meth:`pipelines.workspace.store.Store.set_queue_snapshot`).
 
-The report (``gpuplan ingest --json``) per source: ``read`` (records read), ``added`` (new keys),
-``updated`` (known keys whose record changed), ``rejected`` (lines refused) and ``errors`` (one
-message per rejected line, ``<file>: line N: ...``, at most :data:`MAX_ERRORS` listed) and
-``unreadable_files``. A file that cannot be read at all is one error (its records count as none
-read), the other files are kept, and ``gpuplan ingest`` exits 2 after printing the report. The
+The report (``gpuplan ingest --json``) per source: ``unit`` (what every count of the source counts:
+``jobs`` for history and queue, a pending array task being one job once expanded; ``samples`` for
+traffic), ``read`` (records read), ``added`` (new keys), ``updated`` (known keys whose record
+changed), ``rejected`` (records refused, in ``unit``: a Prometheus series refused whole counts its
+samples), ``error_lines`` and ``errors`` (one message per rejected line, item or series,
+``<file>: line N: ...``, at most :data:`MAX_ERRORS` listed) and ``unreadable_files``; job sources
+also ``array_records_expanded`` (pending array records such as ``123_[4-9]`` or ``array_task_string``
+``412-9999``) and ``array_tasks`` (the task records they became). A file that cannot be read at all,
+or that yields nothing usable (every record rejected; a traffic export without samples), is named
+in the errors and in ``unreadable_files`` (its records count as none stored), the other files are
+kept, and ``gpuplan ingest`` exits 2 after printing the report. ``store_files_upgraded``: partition
+files of an older version rewritten in the store's schema (:meth:`Store.upgrade`). The
 current queue is the queue export taken last (its own time, ``squeue --json`` ``last_update``, else
-its file's modification time).
+its file's modification time). When that time is earlier than the stored snapshot's (the export
+clock went back), the queue's ``clock_note`` says so in one line (:func:`export_clock_note`); it is
+kept with the snapshot and a plan copies it to its ``queue_notes.json`` (``export_clock``).
 ``demo`` sources are read at plan time from the shipped files and report ``"demo": true``.
 
 A job in both the history and the queue export (a pending or running job sacct lists too) is one
@@ -116,6 +125,10 @@ class SourceRead:
     newest_file: Path | None = None
     newest_at: pd.Timestamp | None = None  # when that export was taken (its own time, else its file's mtime; UTC)
     unreadable: list[str] = field(default_factory=list)
+    unit: str = "jobs"  # what read and rejected count (ParseResult.unit)
+    rejected: int = 0  # records rejected, in unit
+    arrays_expanded: int = 0
+    array_tasks: int = 0
 
 
 def read_source(ws: Workspace, role: str) -> SourceRead:
@@ -127,7 +140,8 @@ def read_source(ws: Workspace, role: str) -> SourceRead:
     files = ws.source_files(role)
     parse: Callable[[Path], ParseResult] = ((lambda p: parse_traffic_file(ws, p)) if role == "traffic"
                                             else (lambda p: parse_job_file(ws, role, p)))
-    frames, errors, read = [], [], 0
+    frames, errors, read, rejected, arrays, tasks = [], [], 0, 0, 0, 0
+    unit = "samples" if role == "traffic" else "jobs"
     newest = None
     newest_file = None
     best: tuple[pd.Timestamp, str] | None = None
@@ -144,7 +158,17 @@ def read_source(ws: Workspace, role: str) -> SourceRead:
             unreadable.append(path.name)
             continue
         read += res.read
+        rejected += res.rejected
+        arrays += res.arrays_expanded
+        tasks += res.array_tasks
         errors.extend(f"{path.name}: {e}" for e in res.errors)
+        if res.frame.empty and (res.read > 0 or role == "traffic"):
+            # nothing usable: every record refused (or a traffic export without samples) is a failed export,
+            # not a successful ingest of nothing (a cron job must not report success while storing nothing)
+            what = (f"all {res.read} {res.unit} rejected" if res.read else f"no {res.unit}")
+            errors.append(f"{path.name}: nothing usable: {what} (see the lines above)")
+            unreadable.append(path.name)
+            continue
         frames.append(res.frame)
         # the current export: the one taken last (what it says, else its mtime), not the last in name order
         taken = (pd.Timestamp(res.exported_at).tz_convert("UTC") if res.exported_at is not None
@@ -154,7 +178,8 @@ def read_source(ws: Workspace, role: str) -> SourceRead:
             newest, newest_file = res.frame, path
     empty = traffic_frame([]) if role == "traffic" else job_frame([])
     frame = pd.concat(frames, ignore_index=True) if frames else empty
-    return SourceRead(frame, read, errors, newest, newest_file, None if best is None else best[0], unreadable)
+    return SourceRead(frame, read, errors, newest, newest_file, None if best is None else best[0], unreadable, unit,
+                      rejected, arrays, tasks)
 
 
 def ingest(ws: Workspace) -> dict[str, Any]:
@@ -169,7 +194,8 @@ def ingest(ws: Workspace) -> dict[str, Any]:
     reads: dict[str, SourceRead] = {}
     for role in ("history", "queue", "traffic"):
         if ws.source(role).format == "demo":
-            report[role] = {"demo": True, "read": 0, "added": 0, "updated": 0, "rejected": 0, "errors": []}
+            report[role] = {"demo": True, "unit": "samples" if role == "traffic" else "jobs", "read": 0, "added": 0,
+                            "updated": 0, "rejected": 0, "errors": []}
         else:
             reads[role] = read_source(ws, role)
     # one upsert of both job sources: a job in the history and the queue exports is one record (the
@@ -182,16 +208,41 @@ def ingest(ws: Workspace) -> dict[str, Any]:
         counts.update(store.upsert(JOBS, pd.concat(frames, ignore_index=True), origin))
     if "traffic" in reads:
         counts.update(store.upsert(TRAFFIC, reads["traffic"].records, ["traffic"] * len(reads["traffic"].records)))
+    clock_note = ""
     if "queue" in reads and reads["queue"].newest is not None:
         q = reads["queue"]
-        store.set_queue_snapshot(q.newest, q.newest_at, q.newest_file.name if q.newest_file else "")
+        name = q.newest_file.name if q.newest_file else ""
+        clock_note = export_clock_note(store.queue_snapshot_info(), q.newest_at, name)
+        store.set_queue_snapshot(q.newest, q.newest_at, name, note=clock_note)
     for role, got in reads.items():
         c = counts.get(role, UpsertCount(0, 0))
-        report[role] = {"read": got.read, "added": c.added, "updated": c.updated,
-                        "rejected": len(got.errors), "errors": got.errors[:MAX_ERRORS],
+        report[role] = {"unit": got.unit, "read": got.read, "added": c.added, "updated": c.updated,
+                        "rejected": got.rejected, "error_lines": len(got.errors), "errors": got.errors[:MAX_ERRORS],
                         "unreadable_files": got.unreadable}
+        if role != "traffic":
+            report[role].update(array_records_expanded=got.arrays_expanded, array_tasks=got.array_tasks)
+    if "queue" in report and not report["queue"].get("demo"):
+        report["queue"]["clock_note"] = clock_note
     report = {r: report[r] for r in ("history", "queue", "traffic")}
     return {"workspace": str(ws.root), "store": str(store.root), "store_files_upgraded": upgraded, "sources": report}
+
+
+def export_clock_note(previous: dict | None, taken: pd.Timestamp | None, file: str) -> str:
+    """One line when the new queue export says it was taken before the stored snapshot (the clock went back).
+
+    ``previous``: :meth:`Store.queue_snapshot_info` before this ingest (None: none); ``taken``: the new
+    export's time (UTC). The new export is still taken (it is the newer file); the line says so,
+    naming both times and files. ``""`` when the clock did not go back.
+    """
+    if not previous or not previous.get("exported_at") or taken is None:
+        return ""
+    before = pd.Timestamp(previous["exported_at"]).tz_convert("UTC")
+    now = pd.Timestamp(taken).tz_convert("UTC")
+    if now >= before:
+        return ""
+    return (f"queue export clock went back: {file or '(unnamed)'} says {now:%Y-%m-%dT%H:%MZ}, earlier than the stored "
+            f"snapshot's {before:%Y-%m-%dT%H:%MZ} ({previous.get('file') or '(unnamed)'}), by "
+            f"{(before - now).total_seconds() / 60:g} min; taken as the current queue (check the login node's clock)")
 
 
 @dataclass(frozen=True)
@@ -204,6 +255,7 @@ class WorkspaceData:
     from_store: bool
     snapshot_at: pd.Timestamp | None = None
     snapshot_file: str = ""
+    snapshot_note: str = ""  # the export clock going back (:func:`export_clock_note`), "" when it did not
 
 
 def workspace_data(ws: Workspace) -> WorkspaceData:
@@ -216,7 +268,8 @@ def workspace_data(ws: Workspace) -> WorkspaceData:
     if store.exists():
         info = store.queue_snapshot_info() or {}
         at = pd.Timestamp(info["exported_at"]) if info.get("exported_at") else None
-        return WorkspaceData(store.jobs(), store.queue(), store.traffic(), True, at, info.get("file", ""))
+        return WorkspaceData(store.jobs(), store.queue(), store.traffic(), True, at, info.get("file", ""),
+                             info.get("note", ""))
     hist = read_source(ws, "history").records
     q = read_source(ws, "queue")
     newest = q.newest if q.newest is not None else job_frame([])

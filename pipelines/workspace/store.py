@@ -299,11 +299,12 @@ class Store:
         return m, is_new, changed
 
     def set_queue_snapshot(self, records: pd.DataFrame, exported_at: pd.Timestamp | None = None,
-                           file: str = "") -> None:
+                           file: str = "", note: str = "") -> None:
         """Remember the keys of the newest queue export (the jobs :meth:`queue` returns while still active).
 
         ``exported_at`` (UTC; the export file's modification time) and ``file`` go to
-        ``queue_snapshot.json`` (:meth:`queue_snapshot_info`): the replan's freshness check and plan start.
+        ``queue_snapshot.json`` (:meth:`queue_snapshot_info`): the replan's freshness check and plan start;
+        ``note`` (e.g. the export clock going back) is kept there for the plan's notes.
         """
         keys = _typed(records[list(JOBS.columns)], JOBS)[list(JOB_KEY)].drop_duplicates()
         path = self.root / SNAPSHOT_FILE
@@ -311,12 +312,12 @@ class Store:
         tmp = temp_sibling(path, "ingest")
         keys.to_parquet(tmp, index=False)
         info = {"file": file, "exported_at": None if exported_at is None else pd.Timestamp(exported_at).isoformat(),
-                "jobs": int(len(keys))}
+                "jobs": int(len(keys)), "note": note}
         atomic_write_text(self.root / SNAPSHOT_INFO_FILE, json.dumps(info, indent=1))
         os.replace(tmp, path)
 
     def queue_snapshot_info(self) -> dict | None:
-        """``{"file", "exported_at" (ISO UTC or None), "jobs"}`` of the newest queue export, None before any."""
+        """``{"file", "exported_at" (ISO UTC or None), "jobs", "note"}`` of the newest queue export, None before any."""
         path = self.root / SNAPSHOT_INFO_FILE
         if not path.exists():
             return None

@@ -31,6 +31,7 @@ State (conditions are ``metav1.Condition``; "X" below means ``type: X, status: "
 | Finished, reason ``Failed`` | failed | same |
 | Finished, reason ``AdmissionChecksRejected`` | cancelled | same (normally never admitted) |
 | Finished, another reason | unknown | same |
+| Evicted or Preempted, yet Admitted and QuotaReserved still True and ``status.admission`` kept (quota held: kueue#14811), ``spec.active`` not false, reason not ``Deactivated...`` | running (holding its GPUs; annotation ``kueue_quota_held = Evicted:<reason>``) | Admitted time / NaN |
 | Evicted (not re-admitted since), reason ``Deactivated...MaximumExecutionTimeExceeded`` | timeout | see below |
 | Evicted, reason ``Deactivated...`` or ``InactiveWorkload`` (``spec.active`` set false) | cancelled | see below |
 | Evicted for any other reason (``Preempted``, ``PodsReadyTimeout``, ``AdmissionCheck``, queue stopped ...), or Preempted, ``spec.active`` not false | pending (requeued) | see below |
@@ -135,6 +136,9 @@ def parse_kueue_workloads(text: str, source: str = "kueue") -> ParseResult:
         InputError: not JSON (a key repeated in one object included, :mod:`pipelines.io.strict_json`),
             not a Workload, List or WorkloadList object, or ``items`` not a list.
     """
+    if _looks_like_yaml(text):
+        raise InputError("Kueue workloads export looks like YAML: use -o json "
+                         "(kubectl get workloads.kueue.x-k8s.io -A -o json)")
     doc = loads(text, "Kueue workloads export")
     if not isinstance(doc, dict):
         raise InputError(f"Kueue workloads export: top level is {type(doc).__name__} "
@@ -157,6 +161,18 @@ def parse_kueue_workloads(text: str, source: str = "kueue") -> ParseResult:
         except Reject as exc:
             errors.append(f"item {index} ({_reference(item)}): {exc}")
     return ParseResult(frame=job_frame(rows), read=len(items), errors=errors)
+
+
+_YAML_KEY = re.compile(r"^(?:---\s*$|[A-Za-z_][\w.-]*:(?:\s|$))")
+
+
+def _looks_like_yaml(text: str) -> bool:
+    """The first line that is not blank or a ``#`` comment is a YAML key (``apiVersion: ...``) or ``---``."""
+    for line in text.removeprefix("\ufeff").splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            return bool(_YAML_KEY.match(stripped))
+    return False
 
 
 def _reference(item: Any) -> str:
@@ -187,6 +203,9 @@ def _record(item: Any, source: str) -> dict[str, Any]:
     gpus, gpu_type = workload_gpus(podsets, assignments)
     requeued = spec.get("active", True) is not False  # an active evicted workload is requeued by Kueue
     state, started, ended, elapsed_s, ran = _lifecycle(conditions, status, requeued)
+    held = _quota_held(conditions, status)
+    if held and state == "running":
+        annotations = {**annotations, "kueue_quota_held": held}
     owners = meta.get("ownerReferences")
     owner = owners[0].get("name") if isinstance(owners, list) and owners and isinstance(owners[0], dict) else None
     kind = annotations.get("kind")
@@ -310,6 +329,11 @@ def _lifecycle(conds: dict[str, _Condition], status: dict[str, Any], requeued: b
     if current:
         evicted = true("Evicted")
         reason = evicted.reason if evicted is not None else "Preempted"
+        if requeued and _quota_held(conds, status) and not (reason.startswith("Deactivated")
+                                                            or reason == "InactiveWorkload"):
+            # Evicted, but Admitted and QuotaReserved still True with the admission kept (kueue#14811, #6035):
+            # the ClusterQueue still counts its GPUs, so they are held, not free: a running (holding) record
+            return "running", started, None, float("nan"), True
         if reason.startswith("Deactivated") and "MaximumExecutionTimeExceeded" in reason:
             state = "timeout"
         elif reason.startswith("Deactivated") or reason == "InactiveWorkload":
@@ -329,6 +353,27 @@ def _lifecycle(conds: dict[str, _Condition], status: dict[str, Any], requeued: b
     if admitted is not None:
         return "running", started, None, float("nan"), True
     return "pending", None, None, float("nan"), False
+
+
+def _quota_held(conds: dict[str, _Condition], status: dict[str, Any]) -> str:
+    """``"Evicted:<reason>"`` when a workload is evicted (or preempted) yet still holds its quota, else ``""``.
+
+    Held: ``Admitted`` and ``QuotaReserved`` True and ``status.admission`` kept beside a current
+    ``Evicted``/``Preempted`` True (Kueue releases the quota by clearing the admission and setting
+    QuotaReserved False: ``UnsetQuotaReservationWithCondition``).
+    """
+    def true(kind: str) -> _Condition | None:
+        cond = conds.get(kind)
+        return cond if cond is not None and cond.status == "True" else None
+
+    admitted, reserved = true("Admitted"), true("QuotaReserved")
+    if admitted is None or reserved is None or not status.get("admission") or true("Finished") is not None:
+        return ""
+    for kind in ("Evicted", "Preempted"):
+        cond = true(kind)
+        if cond is not None and (cond.at is None or admitted.at is None or cond.at >= admitted.at):
+            return f"{kind}:{cond.reason or '?'}"
+    return ""
 
 
 def _span(started: pd.Timestamp | None, ended: pd.Timestamp | None) -> float:

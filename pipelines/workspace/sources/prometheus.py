@@ -29,8 +29,12 @@ Choices:
 * Non-finite samples (``"NaN"``, ``"+Inf"``, ``"-Inf"``) become NaN and are kept (a traffic
   record's value is NaN for a missing or non-finite sample, :mod:`pipelines.workspace.sources.records`).
 * ``warnings`` / ``infos`` are ignored: by the API's definition the data is complete.
-* ``read`` counts samples (``[t, "v"]`` pairs of every series, skipped ones included); the
-  errors are one line per skipped series or malformed sample.
+* Negative samples are refused (traffic is a rate or a count, never below 0; a negative value comes
+  from ``delta()``/``deriv()`` over a counter reset or a bad recording rule): one error line per
+  series with their number, the first one's time and value; the series' other samples are kept.
+* Units: ``read`` and ``rejected`` count samples (``[t, "v"]`` pairs of every series, skipped ones
+  included; a series refused whole counts all its samples); the errors are one line per skipped
+  series, per series with negative samples, or per malformed sample.
 """
 
 from __future__ import annotations
@@ -80,8 +84,9 @@ def parse_query_range(text: str, service_label: str, services: Collection[str] |
     Returns:
         :class:`ParseResult`: ``frame`` with :data:`TRAFFIC_RECORD` columns (``ts`` UTC at
         millisecond resolution, ``value`` in the query's units, e.g. requests/s for a ``rate()``),
-        sorted by service and ts; ``read`` = samples read; ``errors`` = one line per skipped
-        series or malformed sample.
+        sorted by service and ts; ``read`` = samples read; ``rejected`` = samples refused
+        (unit ``samples``); ``errors`` = one line per skipped series, per series with negative
+        samples, or per malformed sample.
 
     Raises:
         InputError: not JSON or not an object; ``status`` ``"error"`` (the message carries
@@ -102,7 +107,8 @@ def parse_query_range(text: str, service_label: str, services: Collection[str] |
     if not isinstance(data, dict):
         raise InputError("Prometheus query_range response: data is missing (expected {resultType, result})")
     if data.get("resultType") != "matrix":
-        raise InputError(f"Prometheus query_range response: resultType {data.get('resultType')!r} "
+        instant = " (an instant query's result, /api/v1/query)" if data.get("resultType") in ("vector", "scalar") else ""
+        raise InputError(f"Prometheus query_range response: resultType {data.get('resultType')!r}{instant} "
                          f"(expected 'matrix', the result of /api/v1/query_range)")
     result = data.get("result")
     if not isinstance(result, list):
@@ -111,7 +117,7 @@ def parse_query_range(text: str, service_label: str, services: Collection[str] |
     wanted = None if services is None else set(services)
 
     sums: dict[tuple[str, int], float] = {}
-    read = 0
+    read = rejected = 0
     errors: list[str] = []
     for index, series in enumerate(result):
         if not isinstance(series, dict) or not isinstance(series.get("metric", {}), dict):
@@ -132,10 +138,13 @@ def parse_query_range(text: str, service_label: str, services: Collection[str] |
         service = metric.get(service_label)
         if not isinstance(service, str) or not service:
             errors.append(f"series {name}: no label {service_label!r} (expected each series to name its service)")
+            rejected += len(values)
             continue
         if wanted is not None and service not in wanted:
             errors.append(f"series {name}: service {service!r} is not configured")
+            rejected += len(values)
             continue
+        negative: list[tuple[float, float]] = []
         for j, sample in enumerate(values):
             try:
                 if not isinstance(sample, list) or len(sample) != 2:
@@ -147,11 +156,20 @@ def parse_query_range(text: str, service_label: str, services: Collection[str] |
             except ValueError:
                 errors.append(f"series {name}: sample {j} {sample!r} is not [<unix_time>, \"<value>\"] "
                               f"(expected e.g. [1435781430.781, \"1\"])")
+                rejected += 1
+                continue
+            if value < 0:
+                negative.append((ts, value))
                 continue
             key = (service, round(ts * 1000))
             sums[key] = sums.get(key, 0.0) + value
+        if negative:
+            at = pd.Timestamp(round(negative[0][0] * 1000), unit="ms", tz="UTC").isoformat()
+            errors.append(f"series {name}: {len(negative)} negative sample(s) refused, the first {negative[0][1]:g} "
+                          f"at {at} (expected traffic >= 0; a delta()/deriv() over a counter reset?)")
+            rejected += len(negative)
     rows = [{"service": s, "ts": pd.Timestamp(ms, unit="ms", tz="UTC"), "value": v} for (s, ms), v in sorted(sums.items())]
-    return ParseResult(frame=traffic_frame(rows), read=read, errors=errors)
+    return ParseResult(frame=traffic_frame(rows), read=read, errors=errors, unit="samples", rejected_count=rejected)
 
 
 def aggregate_hourly(frame: pd.DataFrame, *, per_hour: bool = False) -> pd.DataFrame:

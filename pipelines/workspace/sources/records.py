@@ -102,17 +102,27 @@ class ParseResult:
         errors: one message per rejected record, naming its line (or item) and what was expected.
         exported_at: when the export was taken, if the export says (``squeue --json``'s
             ``last_update``); None otherwise (the caller then uses the file's modification time).
+        unit: what ``read`` and ``rejected`` count: ``jobs`` (a job line, item or workload; a pending
+            array record is one) or ``samples`` (traffic).
+        rejected_count: records rejected, in ``unit``; None = one per error message. A Prometheus
+            series refused whole is one error line but all its samples.
+        arrays_expanded: pending array records (``123_[4-9]``) expanded into one record per task.
+        array_tasks: the task records they became.
     """
 
     frame: pd.DataFrame
     read: int
     errors: list[str] = field(default_factory=list)
     exported_at: pd.Timestamp | None = None
+    unit: str = "jobs"
+    rejected_count: int | None = None
+    arrays_expanded: int = 0
+    array_tasks: int = 0
 
     @property
     def rejected(self) -> int:
-        """Records rejected (one per error message)."""
-        return len(self.errors)
+        """Records rejected, in :attr:`unit` (one per error message unless :attr:`rejected_count` says)."""
+        return len(self.errors) if self.rejected_count is None else self.rejected_count
 
 
 def parse_annotations(text: str | None) -> dict[str, str]:

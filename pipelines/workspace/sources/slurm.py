@@ -91,7 +91,14 @@ _NO_LIMIT = frozenset({"", "unlimited", "partition_limit", "invalid"})
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
 _DURATION = re.compile(r"^(?:(?P<d>\d+)-(?P<hd>\d+):|(?P<h>\d+):)?(?P<m>\d+):(?P<s>\d+)(?:\.(?P<f>\d+))?$")
 _JOB_ID = re.compile(r"^\d+(?:_\d+|\+\d+)?$")
-_ARRAY_PLACEHOLDER = re.compile(r"^\d+_\[[^\]]+\]$")
+_ARRAY_PLACEHOLDER = re.compile(r"^(?P<job>\d+)_\[(?P<spec>[^\]]+)\]$")
+_ARRAY_RANGE = re.compile(r"^(?P<a>\d+)(?:-(?P<b>\d+)(?::(?P<step>\d+))?)?$")
+#: Most tasks one array record may expand to (Slurm's MaxArraySize is at most 4000001; its default 1001).
+#: A larger spec is refused naming it rather than filling memory.
+MAX_ARRAY_TASKS = 100_000
+#: Columns that hold text a user chose (sacct(1) prints them unescaped, so a ``|`` inside one splits it).
+FREE_TEXT_COLUMNS: tuple[str, ...] = ("jobname", "comment", "admincomment", "systemcomment", "workdir", "submitline",
+                                      "constraints", "extra", "reservation", "container", "stdout", "stderr", "stdin")
 _TRES_GPU = re.compile(r"(?:^|,)\s*gres/gpu(?::(?P<type>[^=,]+))?=(?P<count>[^,]*)")
 #: Slurm's "no value" / "infinite" sentinels of 32- and 64-bit numbers (slurm.h NO_VAL, INFINITE, NO_VAL64, INFINITE64).
 NO_VAL = frozenset({0xFFFFFFFE, 0xFFFFFFFFFFFFFFFE})
@@ -100,6 +107,54 @@ INFINITE = frozenset({0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF})
 
 class BadField(Exception):
     """One field of one record is malformed; the message is the part after ``line N: ``."""
+
+
+def array_task_ids(field: str, spec: str) -> tuple[list[int], int | None]:
+    """Task ids of a Slurm array spec and its ``%`` limit: ``"1-7:2,10%2"`` -> ``([1, 3, 5, 7, 10], 2)``.
+
+    The grammar of ``sbatch --array`` (sbatch(1)): comma-separated ``N``, ``N-M`` or ``N-M:S`` (step S),
+    optionally ending in ``%P`` (at most P tasks running at once); what ``squeue``'s
+    ``array_task_string`` and a sacct placeholder ``123_[...]`` print.
+
+    Raises:
+        BadField: not that grammar, a range running backwards, or more than :data:`MAX_ARRAY_TASKS` tasks.
+    """
+    body, _, limit_text = spec.strip().partition("%")
+    limit: int | None = None
+    if limit_text:
+        if not limit_text.isdigit() or int(limit_text) < 1:
+            raise BadField(f"{field} {spec!r} has limit %{limit_text} (expected %P, P >= 1)")
+        limit = int(limit_text)
+    ids: list[int] = []
+    for part in body.split(","):
+        match = _ARRAY_RANGE.match(part.strip())
+        if match is None:
+            raise BadField(f"{field} {spec!r} is not an array spec (expected e.g. 0-7, 1-9:2, 1,3,5-7 or 0-99%4)")
+        a = int(match["a"])
+        b = int(match["b"]) if match["b"] is not None else a
+        step = int(match["step"] or 1)
+        if b < a or step < 1:
+            raise BadField(f"{field} {spec!r}: range {part.strip()!r} runs backwards or has step 0 "
+                           f"(expected N-M with N <= M, step >= 1)")
+        if len(ids) + (b - a) // step + 1 > MAX_ARRAY_TASKS:
+            raise BadField(f"{field} {spec!r} has more than {MAX_ARRAY_TASKS} tasks (expected a Slurm array; "
+                           f"export with sacct --array)")
+        ids.extend(range(a, b + 1, step))
+    return sorted(set(ids)), limit
+
+
+def expand_array(record: dict[str, Any], array_job: str, task_ids: list[int], limit: int | None) -> list[dict[str, Any]]:
+    """One record per task of a pending array record (job ids ``<array_job>_<task>``, each one task's request).
+
+    ``limit`` (the ``%`` of the spec) goes to every task's annotations as ``array_max_running``.
+    """
+    out = []
+    for task in task_ids:
+        rec = dict(record, job_id=f"{array_job}_{task}")
+        if limit is not None:
+            rec["annotations"] = {**record["annotations"], "array_max_running": str(limit)}
+        out.append(rec)
+    return out
 
 
 
@@ -158,14 +213,14 @@ def parse_sacct(text: str, timezone: str, source: str = "slurm") -> ParseResult:
     """
     _check_timezone(timezone)
     lines = text.removeprefix("\ufeff").split("\n")
-    header_no, header = _header(lines)
+    header_no, header, parsable = _header(lines)
     columns = _columns(header, header_no)
     rows: list[dict[str, Any]] = []
     errors: list[str] = []
-    read = 0
+    read = arrays = tasks = 0
     for number, raw in enumerate(lines[header_no:], start=header_no + 1):
         line = raw.rstrip("\r")
-        fields = _fields(line, len(header))
+        fields = _fields(line, parsable)
         if not line.strip() or fields == header:
             continue
         job_id = fields[columns["jobid"]] if columns["jobid"] < len(fields) else ""
@@ -173,14 +228,21 @@ def parse_sacct(text: str, timezone: str, source: str = "slurm") -> ParseResult:
             continue  # a job step, not a job
         read += 1
         try:
-            rows.append(_sacct_row(line, fields, columns, len(header), source))
+            got = _sacct_line(line, fields, columns, len(header), source)
         except BadField as bad:
             errors.append(f"line {number}: {bad}")
+            continue
+        if _ARRAY_PLACEHOLDER.match(got[0]["_id"]):
+            arrays += 1
+            tasks += len(got)
+        rows.extend(got)
+    for row in rows:
+        del row["_id"]
     for col in ("submitted_at", "eligible_at", "started_at", "ended_at"):
         converted = local_to_utc([row[col] for row in rows], timezone)
         for row, value in zip(rows, converted, strict=True):
             row[col] = value
-    return ParseResult(frame=job_frame(rows), read=read, errors=errors)
+    return ParseResult(frame=job_frame(rows), read=read, errors=errors, arrays_expanded=arrays, array_tasks=tasks)
 
 
 def _check_timezone(timezone: str) -> None:
@@ -191,28 +253,37 @@ def _check_timezone(timezone: str) -> None:
                          f"(expected e.g. UTC or Europe/Berlin)") from None
 
 
-def _fields(line: str, width: int | None = None) -> list[str]:
+def _fields(line: str, parsable: bool = False) -> list[str]:
     """Fields of one ``|``-separated line.
 
-    ``--parsable`` ends every line with a ``|``: the empty field after it is dropped from the
-    header (a column name is never empty) and from a line with exactly one field more than the
-    header's ``width`` (``--parsable2`` lines whose last field is empty keep it).
+    ``--parsable`` (the header ends with ``|``) ends every line with a ``|``: that one empty field
+    after it is dropped. ``--parsable2`` lines keep every field (an empty last field included), so a
+    ``|`` inside a free-text field shows as one field too many, never hidden.
     """
     fields = [f.strip() for f in line.split("|")]
-    if len(fields) > 1 and fields[-1] == "" and (width is None or len(fields) == width + 1):
+    if parsable and len(fields) > 1 and fields[-1] == "":
         fields.pop()
     return fields
 
 
-def _header(lines: list[str]) -> tuple[int, list[str]]:
-    """(1-based line number, column names) of the first non-blank line."""
+def _header(lines: list[str]) -> tuple[int, list[str], bool]:
+    """(1-based line number, column names, ``--parsable``?) of the first non-blank line.
+
+    Raises:
+        InputError: no line; a line without ``|``; a first line that is a job (``--noheader``).
+    """
     for number, raw in enumerate(lines, start=1):
         if raw.strip():
-            line = raw.rstrip("\r")
+            line = raw.rstrip("\r").strip()
             if "|" not in line:
-                raise InputError(f"line {number}: sacct header {line.strip()[:60]!r} has no '|' between fields "
+                raise InputError(f"line {number}: sacct header {line[:60]!r} has no '|' between fields "
                                  f"(expected sacct --parsable2 output with its header, e.g. JobID|Submit|State|...)")
-            return number, _fields(line)
+            first = line.split("|", 1)[0].strip()
+            if _JOB_ID.match(first.split(".")[0]) or _ARRAY_PLACEHOLDER.match(first):
+                raise InputError(f"line {number}: no header line: drop --noheader (the first line starts with job "
+                                 f"{first!r}; expected sacct's header, e.g. JobID|Submit|State|...)")
+            parsable = line.endswith("|")
+            return number, _fields(line, parsable), parsable
     raise InputError("sacct export is empty (expected a header line such as JobID|Submit|State|... and job lines)")
 
 
@@ -224,9 +295,12 @@ def _columns(header: list[str], header_no: int) -> dict[str, int]:
         if key in columns:
             raise InputError(f"line {header_no}: sacct header names column {name!r} twice (expected each once)")
         columns[key] = index
+    if "jobid" not in columns and "jobidraw" in columns:  # JobIDRaw (OLCF's documented export) is the id
+        columns["jobid"] = columns["jobidraw"]
     missing = [name for name in SACCT_REQUIRED if name.lower() not in columns]
     if missing:
         raise InputError(f"line {header_no}: sacct header lacks column(s) {', '.join(missing)} "
+                         f"{'(JobIDRaw counts as JobID) ' if 'JobID' in missing else ''}"
                          f"(expected at least {', '.join(SACCT_REQUIRED)}; use --format={SACCT_FORMAT})")
     if not any(name.lower() in columns for name in SACCT_GPU_COLUMNS):
         raise InputError(f"line {header_no}: sacct header has neither AllocTRES nor ReqTRES, so GPU counts "
@@ -234,12 +308,52 @@ def _columns(header: list[str], header_no: int) -> dict[str, int]:
     return columns
 
 
-def _sacct_row(line: str, fields: list[str], columns: dict[str, int], width: int, source: str) -> dict[str, Any]:
-    if len(fields) != width:
-        shown = line if len(line) <= 80 else line[:77] + "..."
-        raise BadField(f"record {shown!r} is not {width} fields (has {len(fields)}; expected one per header column, "
-                   f"and a '|' inside JobName or Comment adds one)")
+def _sacct_line(line: str, fields: list[str], columns: dict[str, int], width: int,
+                source: str) -> list[dict[str, Any]]:
+    """The record(s) of one job line: one, or one per task of a pending array placeholder ``123_[4-9%2]``.
 
+    A line with more fields than the header has a ``|`` inside a free-text column
+    (:data:`FREE_TEXT_COLUMNS`; sacct does not escape it): the extra fields are joined back into each
+    free-text column in turn, and the line is read when exactly one such reading is valid (only that
+    column can hold them), else refused naming the job, the counts and the columns.
+    """
+    job_id = fields[columns["jobid"]] if columns["jobid"] < len(fields) else "?"
+    if len(fields) < width:
+        raise BadField(f"job {job_id}: {len(fields)} fields for {width} header columns "
+                       f"(expected one per header column; a truncated line?)")
+    if len(fields) == width:
+        return _sacct_records(fields, columns, source)
+    extra = len(fields) - width
+    free = sorted((index, name) for name, index in columns.items() if name in FREE_TEXT_COLUMNS)
+    names = [next(h for h, i in columns.items() if i == index) for index, _ in free]
+    valid: list[tuple[str, list[dict[str, Any]]]] = []
+    for index, name in free:
+        joined = fields[:index] + ["|".join(fields[index:index + extra + 1])] + fields[index + extra + 1:]
+        try:
+            valid.append((name, _sacct_records(joined, columns, source)))
+        except BadField:
+            continue
+    if len(valid) == 1:
+        return valid[0][1]
+    shown = ", ".join(names) or "none in the header"
+    cause = ("a '|' inside one of them could be in either; rename the job or export with a --delimiter "
+             "that no job name holds" if valid else "no free-text column can hold the extra fields")
+    raise BadField(f"job {job_id}: {len(fields)} fields for {width} header columns: sacct does not escape a '|' "
+                   f"inside a free-text column ({shown}); {cause}")
+
+
+def _sacct_records(fields: list[str], columns: dict[str, int], source: str) -> list[dict[str, Any]]:
+    """One line's record(s) (:func:`_sacct_line`), each with ``_id`` the JobID as printed."""
+    record = _sacct_row(fields, columns, source)
+    printed = record["job_id"]
+    placeholder = _ARRAY_PLACEHOLDER.match(printed)
+    if placeholder is None:
+        return [{**record, "_id": printed}]
+    ids, limit = array_task_ids("JobID", placeholder["spec"])
+    return [{**r, "_id": printed} for r in expand_array(record, placeholder["job"], ids, limit)]
+
+
+def _sacct_row(fields: list[str], columns: dict[str, int], source: str) -> dict[str, Any]:
     def get(name: str) -> str:
         index = columns.get(name.lower())
         return "" if index is None else fields[index]
@@ -259,16 +373,17 @@ def _sacct_row(line: str, fields: list[str], columns: dict[str, int], width: int
     time_limit = math.nan if limit_text.lower() in _NO_LIMIT else _duration_s("Timelimit", limit_text)
     priority = _float("Priority", get("Priority"))
     gpus = _sacct_gpus(get("AllocTRES"), get("ReqTRES"))
+    nodes = get("NodeList")
+    nodes = None if nodes.lower() in ("", "none assigned", "(null)") else nodes
     if "start" in columns:
-        started = has_started(state, start, end)
+        started = has_started(state, start, end, nodes)
     else:  # no Start column: a non-pending job with run time has run
         started = state != "pending" and not math.isnan(elapsed) and elapsed > 0
-    nodes = get("NodeList")
     return job_record(
         source=source, job_id=job_id, submitted=submitted, eligible=eligible,
         start=start if started else None, end=None if state in ACTIVE_STATES else end, state=state,
         started=started, elapsed_s=elapsed if started else math.nan, time_limit_s=time_limit, gpus=gpus,
-        nodes=None if nodes.lower() in ("", "none assigned") else nodes, user=get("User"),
+        nodes=nodes, user=get("User"),
         account=get("Account"), partition=get("Partition"), qos=get("QOS"), priority=priority,
         job_name=get("JobName"), comment=get("Comment"))
 
@@ -315,13 +430,18 @@ def slurm_state(field: str, word: str) -> str:
     return SLURM_STATES[key]
 
 
-def has_started(state: str, start: Any, end: Any) -> bool:
-    """Whether a job ran: a start time, not pending, and (ended jobs) an end after the start."""
+def has_started(state: str, start: Any, end: Any, nodes: str | None = None) -> bool:
+    """Whether a job ran: a start time, not pending, and (ended jobs) an end after the start, or at it with nodes.
+
+    slurmctld stamps start = end on a job that ends without running, and such a job has no nodes
+    (``None assigned``); a job that ran for under a second (a COMPLETED 0-second job) has both
+    times equal too, but a node list: it ran.
+    """
     if state == "pending" or start is None or start is pd.NaT:
         return False
     if state in ACTIVE_STATES or end is None or end is pd.NaT:
         return True
-    return bool(end > start)
+    return bool(end > start) or bool(end == start and nodes)
 
 
 def tres_gpus(field: str, text: str) -> GpuRequest | None:

@@ -24,6 +24,8 @@ from pipelines.workspace.sources.slurm import (
     NO_VAL,
     BadField,
     GpuRequest,
+    array_task_ids,
+    expand_array,
     has_started,
     job_record,
     slurm_state,
@@ -50,8 +52,9 @@ def parse_squeue_json(text: str, source: str = "slurm", *, now: pd.Timestamp | N
         One record per item of ``jobs`` (``read`` = their number):
 
         * ``job_id``: ``<array_job_id>_<array_task_id>`` for an array task; a pending array
-          record (task id unset, ``array_task_string`` e.g. ``5-10``) -> ``123_[5-10]``, one
-          pending record as in :func:`parse_sacct`; ``<het_job_id>+<het_job_offset>`` for a
+          record (task id unset, ``array_task_string`` e.g. ``5-10``, ``1-9:2``, ``0-99%4``) is
+          expanded into one pending record per task (``123_5`` .. ``123_10``, each one task's
+          request; :func:`_squeue_records`), counted in ``arrays_expanded``/``array_tasks``; ``<het_job_id>+<het_job_offset>`` for a
           heterogeneous component (het_job_id > 0); else ``job_id``.
         * times: epoch seconds (UTC) of ``submit_time``, ``eligible_time``, ``start_time``,
           ``end_time``. A pending job's start and a pending/running job's end are squeue's
@@ -95,15 +98,49 @@ def parse_squeue_json(text: str, source: str = "slurm", *, now: pd.Timestamp | N
     now_utc = exported_at if exported_at is not None else (None if now is None else pd.Timestamp(now).tz_convert("UTC"))
     rows: list[dict[str, Any]] = []
     errors: list[str] = []
+    arrays = tasks = 0
     for i, job in enumerate(jobs):
         try:
-            rows.append(_squeue_row(job, source, now_utc))
+            got = _squeue_records(job, source, now_utc)
         except BadField as bad:
             label = f"jobs[{i}]"
             if isinstance(job, dict) and "job_id" in job:
                 label += f" (job {_plain(job['job_id'])})"
             errors.append(f"{label}: {bad}")
-    return ParseResult(frame=job_frame(rows), read=len(jobs), errors=errors, exported_at=exported_at)
+            continue
+        if len(got) != 1 or "[" in got[0]["job_id"] or _is_array_record(job):
+            arrays += 1
+            tasks += len(got)
+        rows.extend(got)
+    return ParseResult(frame=job_frame(rows), read=len(jobs), errors=errors, exported_at=exported_at,
+                       arrays_expanded=arrays, array_tasks=tasks)
+
+
+def _is_array_record(job: Any) -> bool:
+    """A pending array record: array_job_id set, no task id, an ``array_task_string``."""
+    if not isinstance(job, dict):
+        return False
+    array_job, _ = _number("array_job_id", job.get("array_job_id"))
+    array_task, _ = _number("array_task_id", job.get("array_task_id"))
+    return bool(array_job) and array_task is None and bool(_text(job, "array_task_string"))
+
+
+def _squeue_records(job: Any, source: str, now: pd.Timestamp | None) -> list[dict[str, Any]]:
+    """One job item's record(s): a pending array record becomes one record per task (``123_4``).
+
+    The tasks come from ``array_task_string`` (``412-9999``, ``1-9:2``, ``1,3,5-7``, ``0-99%4``;
+    :func:`~pipelines.workspace.sources.slurm.array_task_ids`); the ``%`` limit, or
+    ``array_max_tasks`` when set, goes to each task's annotations as ``array_max_running``.
+    """
+    record = _squeue_row(job, source, now)
+    if not _is_array_record(job):
+        return [record]
+    array_job, _ = _number("array_job_id", job.get("array_job_id"))
+    ids, limit = array_task_ids("array_task_string", _text(job, "array_task_string"))
+    max_tasks, _ = _number("array_max_tasks", job.get("array_max_tasks"))
+    if limit is None and max_tasks:
+        limit = int(max_tasks)
+    return expand_array(record, str(int(array_job or 0)), ids, limit)
 
 
 def _error_text(error: Any) -> str:
@@ -231,7 +268,7 @@ def _squeue_row(job: Any, source: str, now: pd.Timestamp | None) -> dict[str, An
         raise BadField(f"submit_time {job.get('submit_time')!r} is not a time (expected epoch seconds > 0)")
     start = _epoch("start_time", job.get("start_time"))
     end = _epoch("end_time", job.get("end_time"))
-    started = has_started(state, start, end)
+    started = has_started(state, start, end, _text(job, "nodes") or None)
     if not started:
         elapsed = math.nan
     elif state in ACTIVE_STATES:

@@ -137,7 +137,8 @@ def parse_traffic(frame: pd.DataFrame, file_name: str, services: Sequence[Any], 
 
     ``services``: the configured services (objects with ``service`` and ``file``); a file without a
     ``service`` column belongs to the service whose ``file`` is ``file_name``. Naive ``ts`` are
-    ``timezone``'s clock. Rows of a service not configured are rejected.
+    ``timezone``'s clock. Rows of a service not configured, and negative values (traffic is never
+    below 0), are rejected with their line. Counts are samples (rows).
 
     Raises:
         InputError: ``ts``/``value`` missing, or no ``service`` column and no service names this file.
@@ -171,5 +172,8 @@ def parse_traffic(frame: pd.DataFrame, file_name: str, services: Sequence[Any], 
         except (TypeError, ValueError):
             errors.append(f"{_where(i, csv)}: value {value!r} is not a number")
             continue
+        if v < 0:
+            errors.append(f"{_where(i, csv)}: value {value!r} is negative (expected traffic >= 0)")
+            continue
         rows.append({"service": s, "ts": t, "value": v})
-    return ParseResult(traffic_frame(rows), len(frame), errors)
+    return ParseResult(traffic_frame(rows), len(frame), errors, unit="samples")

@@ -119,7 +119,8 @@ def test_ingest_is_idempotent_and_updates_changed_records(tmp_path):
     ws = _ws(tmp_path)
     _write_sources(tmp_path)
     first = ingest(ws)["sources"]
-    assert first["history"] == {"read": 3, "added": 3, "updated": 0, "rejected": 0, "errors": [], "unreadable_files": []}
+    assert first["history"] == {"unit": "jobs", "read": 3, "added": 3, "updated": 0, "rejected": 0, "error_lines": 0,
+                                "errors": [], "unreadable_files": [], "array_records_expanded": 0, "array_tasks": 0}
     assert first["queue"]["added"] == 2 and first["traffic"]["added"] == 48
     again = ingest(ws)["sources"]
     assert [again[r]["added"] + again[r]["updated"] for r in ("history", "queue", "traffic")] == [0, 0, 0]

@@ -155,7 +155,8 @@ PREEMPTED = _workload(
         _cond("Admitted", "False", "NoReservation", "The workload has no reservation", "2024-03-21T15:49:56Z")],
     status_extra={"accumulatedPastExexcutionTimeSeconds": 5395})
 
-# Evicted a moment ago: Admitted is still True while the pods terminate.
+# Evicted a moment ago: Admitted and QuotaReserved are still True while the pods terminate (the admission
+# kept): the ClusterQueue still counts its 4 GPUs, so the record holds them (running), issue 32 case 006.
 EVICTING = _workload(
     "job-finetune-mistral-77d10", "ml-research", "2024-03-22T09:55:00Z",
     [_podset("main", 1, [_container("4")])], owner="finetune-mistral",
@@ -192,7 +193,7 @@ def test_every_state_with_exact_times_and_gpus():
         "ml-research/job-sweep-7f2c1": "pending", "ml-research/pytorchjob-llama-ft-4c9d2": "running",
         "inference/job-quantize-awq-88b1e": "completed", "ml-research/job-eval-harness-0a7f3": "failed",
         "inference/job-batch-embed-51c0d": "timeout", "ml-research/job-pretrain-3b-e41aa": "pending",
-        "ml-research/job-finetune-mistral-77d10": "pending", "ml-research/job-finetune-gemma-2b3c4": "running"}
+        "ml-research/job-finetune-mistral-77d10": "running", "ml-research/job-finetune-gemma-2b3c4": "running"}
     assert f["censored"].to_dict() == {
         "ml-research/job-sweep-7f2c1": False, "ml-research/pytorchjob-llama-ft-4c9d2": False,
         "inference/job-quantize-awq-88b1e": False, "ml-research/job-eval-harness-0a7f3": False,
@@ -221,8 +222,9 @@ def test_times_and_elapsed_are_the_condition_transition_times():
     # is Kueue's accumulatedPastExexcutionTimeSeconds
     pre = f.loc["ml-research/job-pretrain-3b-e41aa"]
     assert pd.isna(pre["started_at"]) and pd.isna(pre["ended_at"]) and pre["elapsed_s"] == 5395.0
-    ev = f.loc["ml-research/job-finetune-mistral-77d10"]
-    assert pd.isna(ev["started_at"]) and pd.isna(ev["ended_at"]) and math.isnan(ev["elapsed_s"])
+    ev = f.loc["ml-research/job-finetune-mistral-77d10"]  # quota still held: its GPUs are not free
+    assert ev["started_at"] == ts("2024-03-22T10:00:00Z") and pd.isna(ev["ended_at"]) and math.isnan(ev["elapsed_s"])
+    assert json.loads(ev["annotations"])["kueue_quota_held"] == "Evicted:Preempted"
     # deactivated (spec.active false) after a preemption: not requeued, a censored run
     gone = copy.deepcopy(EVICTING)
     gone["spec"]["active"] = False
@@ -278,7 +280,7 @@ def test_a_single_workload_object():
     assert result.read == 1 and result.errors == []
     row = result.frame.iloc[0]
     assert (row["job_id"], row["state"], row["gpus"], row["gpu_type"]) == (
-        "ml-research/job-finetune-mistral-77d10", "pending", 4, "a100-80gb")
+        "ml-research/job-finetune-mistral-77d10", "running", 4, "a100-80gb")
 
 
 def test_init_and_sidecar_containers_follow_the_effective_pod_request():

@@ -143,7 +143,7 @@ def test_non_matrix_result_raises():
     vector = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
         {"metric": {"__name__": "up", "job": "prometheus", "instance": "localhost:9090"},
          "value": [1435781451.781, "1"]}]}})
-    with pytest.raises(InputError, match="resultType 'vector' \\(expected 'matrix'"):
+    with pytest.raises(InputError, match="resultType 'vector' \\(an instant query's result, /api/v1/query\\) \\(expected 'matrix'"):
         parse_query_range(vector, "job")
     with pytest.raises(InputError, match="not valid JSON"):
         parse_query_range("<html>502 Bad Gateway</html>", "job")

@@ -71,8 +71,9 @@ def test_sacct_steps_are_skipped_and_not_counted():
     result = parse_sacct(SACCT, timezone="UTC")
     assert result.read == 10  # 17 lines: 1 header, 5 steps, 1 blank
     assert result.rejected == 0
-    assert list(result.frame["job_id"]) == ["4100", "4101_3", "4102+0", "4102+1", "4103", "4104_[5-10]", "4105",
-                                            "4106", "4107", "4108"]
+    assert list(result.frame["job_id"]) == ["4100", "4101_3", "4102+0", "4102+1", "4103", "4104_5", "4104_6",
+                                            "4104_7", "4104_8", "4104_9", "4104_10", "4105", "4106", "4107", "4108"]
+    assert (result.arrays_expanded, result.array_tasks) == (1, 6)
     assert list(result.frame.columns) == list(JOB_RECORD)
 
 
@@ -141,10 +142,12 @@ def test_sacct_pending_job_and_array_placeholder(sacct_jobs):
     assert pd.isna(job.eligible_at) and pd.isna(job.started_at) and pd.isna(job.ended_at)
     assert math.isnan(job.elapsed_s) and math.isnan(job.time_limit_s)  # UNLIMITED
     assert (job.gpus, job.nodes) == (2, None)  # ReqTRES; None assigned
-    placeholder = sacct_jobs["4104_[5-10]"]
-    assert placeholder.state == "pending"
-    assert (placeholder.gpus, placeholder.gpu_type) == (1, "v100")  # one task's request
-    assert placeholder.time_limit_s == 1800.0  # 30:00
+    assert "4104_[5-10]" not in sacct_jobs  # the placeholder is expanded: one pending record per task
+    for task in range(5, 11):
+        placeholder = sacct_jobs[f"4104_{task}"]
+        assert placeholder.state == "pending"
+        assert (placeholder.gpus, placeholder.gpu_type) == (1, "v100")  # one task's request
+        assert placeholder.time_limit_s == 1800.0  # 30:00
 
 
 # --- sacct: formats --------------------------------------------------------------------------------
@@ -254,8 +257,7 @@ def test_sacct_malformed_lines_are_rejected_with_their_line_number_and_the_rest_
         "line 6: Elapsed '1:2:3:4' is not a duration (expected [D-]HH:MM:SS, MM:SS or MM:SS.mmm)",
         "line 7: State 'EXPLODED' is not a Slurm job state (expected e.g. PENDING, RUNNING, COMPLETED, "
         "CANCELLED by <uid>, TIMEOUT)",
-        "line 8: record '8006|short|u|a|gpu|normal|1|2024-06-01T00:00:00|2024-06-01T00:00:00|2024-06-0...' "
-        "is not 18 fields (has 17; expected one per header column, and a '|' inside JobName or Comment adds one)",
+        "line 8: job 8006: 17 fields for 18 header columns (expected one per header column; a truncated line?)",
         "line 10: Timelimit '00:61:00' is not a duration (expected [D-]HH:MM:SS, MM:SS or MM:SS.mmm)",
         "line 11: AllocTRES 'gres/gpu=two' is not a TRES list with integer GPU counts (expected e.g. gres/gpu=4)",
         "line 12: JobID '8x10' is not a job id (expected 123, 123_4, 123+0 or 123_[5-10])",
@@ -460,8 +462,9 @@ def test_squeue_v41_objects_state_lists_and_requests():
         "COMPLETED, CANCELLED by <uid>, TIMEOUT)",
     ]
     jobs = by_id(result.frame)
-    assert list(jobs) == ["6000_[5-10]", "6001", "6002", "6003", "6004", "6005"]
-    placeholder = jobs["6000_[5-10]"]
+    assert list(jobs) == [f"6000_{t}" for t in range(5, 11)] + ["6001", "6002", "6003", "6004", "6005"]
+    assert (result.arrays_expanded, result.array_tasks) == (1, 6)
+    placeholder = jobs["6000_10"]
     assert (placeholder.state, placeholder.gpus) == ("pending", 1)
     assert math.isnan(placeholder.time_limit_s) and math.isnan(placeholder.priority)  # infinite; set: false
     assert pd.isna(placeholder.started_at) and placeholder.submitted_at == utc("2024-05-01T10:40:00")
