@@ -1,6 +1,12 @@
-"""Real-time forecast on four real hourly series: day-ahead and hourly accuracy against naive baselines.
+"""Real-time forecast on 22 real hourly series: day-ahead and hourly accuracy against naive baselines (DESIGN §4.4).
 
-Usage: .venv/bin/python benchmarks/forecast_realtime_real.py [--shared-data DIR] [--series NAME ...] [--json]
+Usage: .venv/bin/python benchmarks/forecast_realtime_real.py [--shared-data DIR] [--series NAME ...] [--original] [--json]
+
+Further series (:func:`load_extra_series`; not tuned on): ServeGen's larger clients one by one
+(:data:`SERVEGEN_CLIENTS`, ``per_client_<model>.csv.gz``; a client's 0 is real, the model's collection gaps are
+missing), Philly in two-week blocks (:data:`PHILLY_BLOCK_WEEKS`), openb's GPUs held per QoS class
+(:data:`OPENB_QOS`). Halves (:func:`halves`): the rules were chosen on ``tune`` and only reported on ``report``.
+Every numpy/statsmodels warning raised in the forecast path is counted per series.
 
 Series (DESIGN §4.4):
 
@@ -32,9 +38,10 @@ against naive 24 h and seasonal naive 168 h, P90 coverage (share of hours at or 
 P90 / sum of P50), the hourly mode's MAE ratio against persistence (and against the last observed hour) and
 its P90 coverage, and each candidate's own day-ahead ratio;
 then per period (consecutive blocks of 7 origins; a last block of fewer than 4 origins joins the one
-before) and the geometric means over series and over series x periods, against the issue's targets:
-day-ahead geo-mean <= 0.90 x naive 24 h and <= 0.75 x seasonal naive 168 h, no series above 1.05 x
-naive 24 h, P90 coverage in [0.85, 0.95] on each series, hourly <= 0.95 x persistence on every series.
+before) and the geometric means over series (all, and per half), against issue 31's targets
+(:data:`TARGETS`): day-ahead geo-mean <= 0.85 x naive 24 h and <= 0.70 x seasonal naive 168 h, no series
+above 1.0 x naive 24 h, P90 coverage in [0.85, 0.95] on each series (and per 6-h lead band), hourly <= 1.0 x
+persistence on every series and <= 0.95 x where the guard kept a model of the change at most origins.
 """
 
 from __future__ import annotations

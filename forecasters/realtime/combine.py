@@ -286,10 +286,13 @@ def fit_combined(series: pd.Series, timezone: str = "UTC", exclude=None, outlier
     tgt_idx = series.index[np.concatenate([d.t for d in days])]
     day_ahead = [w @ d.mat for d in days]
     rho = correction_decay([d.o for d in days], [d.t for d in days], day_ahead, r.y, s.horizon_h)
-    # the hourly mode forecasts the next hour from the last *observed* hour (persistence is its baseline)
-    hourly = choose_hourly([d.t for d in days], day_ahead, r.y, r.obs, r.ref, s.hourly_models,
+    # the hourly mode forecasts the next hour from the last *observed* hour inside the range guard's bounds
+    # (persistence is its baseline; an outage's zero below them never anchors it, a step inside them does)
+    lo_b, hi_b = last["bounds"]
+    obs_in = r.obs & (r.y >= lo_b) & (r.y <= hi_b)
+    hourly = choose_hourly([d.t for d in days], day_ahead, r.y, obs_in, r.ref, s.hourly_models,
                            s.hourly_se_rule, guard_level=s.hourly_guard_level)
-    p50_bt = _issued_p50(days, w, r, hourly.coef, rho, r.obs)
+    p50_bt = _issued_p50(days, w, r, hourly.coef, rho, obs_in)
     day_of = np.concatenate([np.full(d.t.size, i) for i, d in enumerate(days)])
     lead = lead_bands(np.concatenate([d.t - d.o for d in days]), s.lead_band_h, s.hour_bands)
     p90 = calibrate_p90(act, p50_bt, day_of, lead, hourly.actual,
@@ -304,7 +307,8 @@ def fit_combined(series: pd.Series, timezone: str = "UTC", exclude=None, outlier
                     hourly_q90=p90.hourly_q90, hourly_scores=hourly.scores, settings=s,
                     calibration={"ts": tgt_idx, "actual": act, "p50": p50_bt, "day": day_of},
                     hourly_anchor=hourly.anchor, hourly_guard=dict(hourly.guard or {}), day_ahead_guard=da_guard,
-                    obs_ts=last["last_ts"], obs_value=last["last_value"],
+                    obs_ts=series.index[int(np.flatnonzero(obs_in)[-1])] if obs_in.any() else None,
+                    obs_value=float(r.y[np.flatnonzero(obs_in)[-1]]) if obs_in.any() else None,
                     p90_band_coverage=p90.band_coverage, **last)
     return _guard_status(comb)
 
@@ -412,7 +416,7 @@ def forecast_combined(comb: Combined, horizon_h: int, start=None) -> pd.DataFram
     idx = pd.date_range(start.tz_convert("UTC").floor("h"), periods=int(horizon_h), freq="h")
     p50, p90 = _raw(comb, idx)
     lo, hi = comb.bounds
-    for v in (comb.anchor_value, comb.obs_value):  # an observed anchor is never out of range: persistence is never clipped
+    for v in (comb.anchor_value, comb.obs_value):  # an anchor is never clipped (nor persistence of it)
         if v is not None:
             lo, hi = min(lo, v), max(hi, v)
     c50, c90 = np.clip(p50, lo, hi), np.clip(p90, lo, hi)
@@ -452,8 +456,10 @@ def reanchor(comb: Combined, actuals: pd.Series, exclude=(), outliers=()) -> Com
     r = r[usable(r.index, exclude)]
     if r.empty:
         return comb
-    if comb.obs_ts is not None and (r.index > comb.obs_ts).any():  # the last observed hour, flagged or not
-        comb = dataclasses.replace(comb, obs_ts=r.index[-1], obs_value=float(r.iloc[-1]))
+    lo_b, hi_b = comb.bounds
+    inside = r[(r >= lo_b) & (r <= hi_b)]  # the last observed hour inside the bounds, flagged or not
+    if comb.obs_ts is not None and (inside.index > comb.obs_ts).any():
+        comb = dataclasses.replace(comb, obs_ts=inside.index[-1], obs_value=float(inside.iloc[-1]))
     if comb.anchor_ts is not None:
         r = r[r.index > comb.anchor_ts]
     if r.empty:
