@@ -57,9 +57,12 @@ def mlflow_client(settings: Settings):
 
 
 def _init_lock(settings: Settings):
-    settings.mlruns_dir.mkdir(parents=True, exist_ok=True)
+    """The lock of :func:`init_store`: beside a SQLite database, else in the artifact folder (a server store such
+    as PostgreSQL: the folder every worker shares), never in the clone's ``mlruns/`` for a store elsewhere."""
     db = sqlite_path(settings.tracking_uri)
-    return file_lock((db.parent if db is not None else settings.mlruns_dir) / ".init.lock")
+    folder = db.parent if db is not None else settings.artifact_root
+    folder.mkdir(parents=True, exist_ok=True)
+    return file_lock(folder / ".init.lock")
 
 
 class StoreError(InputError):
