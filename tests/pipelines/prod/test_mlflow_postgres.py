@@ -3,8 +3,9 @@
 - Round trip: the store initialised on ``postgresql://`` (psycopg2), a run logged with an artifact in the shared
   artifact folder, a version registered, ``champion`` set and read back, the artifact read back through MLflow.
 - Alias race: two processes, released together by one barrier, each register a version of one model and point
-  ``champion`` at it. Both versions exist with distinct numbers (1 and 2), and the alias names exactly one of
-  them: the last writer's (the registry has one row per alias).
+  ``champion`` at it (:func:`pipelines.tracking.store.set_alias`). Neither fails (MLflow's own setter raised
+  ``UniqueViolation`` on ``registered_model_alias_pk`` for the second process on PostgreSQL), both versions exist
+  with distinct numbers (1 and 2), and the alias names exactly one of them: one champion decision.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def _register_and_alias(env: dict, barrier, name: str, tag: str, out) -> None:
     rid = log_run(s, "scheduler", f"racer {tag}", params={"racer": tag})
     barrier.wait(timeout=120)  # both racers registered their runs: go together
     mv = c.create_model_version(name, f"runs:/{rid}/forecaster", run_id=rid)
-    c.set_registered_model_alias(name, "champion", mv.version)
+    tracking_store.set_alias(s, name, "champion", mv.version)  # the registry's alias setter gpuplan uses
     out.put((tag, str(mv.version)))
 
 
