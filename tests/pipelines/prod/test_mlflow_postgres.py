@@ -21,8 +21,9 @@ from pipelines.tracking.runs import log_run
 
 def test_registry_round_trip_on_postgres(pg_mlflow, tmp_path):
     s = load_settings()
+    shared = Path(pg_mlflow["GPUPLAN_ARTIFACT_ROOT"])
     assert s.tracking_uri.startswith("postgresql://gpuplan@127.0.0.1:")
-    assert s.artifact_root == tmp_path / "shared" / "mlflow-artifacts"
+    assert s.artifact_root == shared
     ids = tracking_store.init_store(s)
     assert sorted(ids) == sorted(tracking_store.EXPERIMENTS)
     assert tracking_store.init_store(s) == ids  # idempotent on a second call
@@ -33,7 +34,7 @@ def test_registry_round_trip_on_postgres(pg_mlflow, tmp_path):
     c = tracking_store.mlflow_client(s)
     run = c.get_run(rid)
     assert run.data.params["workspace"] == "/srv/a" and run.data.metrics["mae_h"] == 1.25
-    assert run.info.artifact_uri.startswith((tmp_path / "shared" / "mlflow-artifacts").as_uri())
+    assert run.info.artifact_uri.startswith(shared.as_uri())
     c.create_registered_model("gpuplan-scheduler-a-000000000001")
     mv = c.create_model_version("gpuplan-scheduler-a-000000000001", f"runs:/{rid}/notes", run_id=rid)
     c.set_registered_model_alias("gpuplan-scheduler-a-000000000001", "champion", mv.version)
