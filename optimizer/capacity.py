@@ -29,11 +29,16 @@ from optimizer.problem import Problem
 
 
 def running_gpus_per_step(problem: Problem) -> np.ndarray:
-    """GPUs held by running jobs at each step: shape (horizon_steps,), int."""
+    """GPUs that are up and held by running jobs at each step: shape (horizon_steps,), int.
+
+    A running job on down GPUs (a drained node, case 022) holds them until its planned end, but they are not
+    among :func:`up_gpus`, so only its GPUs that are up count here (``up - running`` stays the free GPUs).
+    """
     H = problem.horizon_steps
     out = np.zeros(H, dtype=np.int64)
+    down = set(problem.down_gpus)
     for r in problem.running:
-        out[: min(H, r.planned_steps)] += r.gpus
+        out[: min(H, r.planned_steps)] += r.gpus - len(down.intersection(range(r.block_offset, r.block_offset + r.gpus)))
     return out
 
 

@@ -58,8 +58,9 @@ def verify(plan: Plan, problem: Problem, *, guard: bool | None = None) -> list[s
     batch_used = [0] * H
 
     def occupy(jid: str, start: int, end: int, off: int, gpus: int) -> None:
+        counted = gpus - len(down.intersection(range(off, off + gpus)))  # a draining job's down GPUs are not up
         for t in range(max(0, start), min(H, end)):
-            batch_used[t] += gpus
+            batch_used[t] += counted
             for g in range(off, off + gpus):
                 if g in owner[t]:
                     v.append(f"step {t}: GPU {g} used by both {owner[t][g]!r} and {jid!r} (one task per GPU)")

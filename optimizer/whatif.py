@@ -12,8 +12,11 @@ Edits, applied in this order (so GPUs added can be failed, and a requeued job ca
    to the next power of two and the padding GPUs are *down* for the whole horizon (``down_gpus``,
    case C24): 64 + 16 GPUs is a 128-GPU model with GPUs 80..127 down. Every block stays aligned,
    and no job is placed on a GPU that does not exist.
-2. ``fail_groups``: GPUs lost for the whole horizon (a drained node, failed GPUs), each group with
-   a label for the reasons (``"node-03 drained"``). They become down GPUs. A running job whose block
+2. ``drain_groups`` (a Slurm drain, case 022): the GPUs take no new work for the whole horizon, but a
+   running job on them keeps its block until its planned end (Slurm's DRAINING: running jobs finish,
+   nothing new starts). They become down GPUs and the running jobs stay running on them.
+   ``fail_groups``: GPUs lost for the whole horizon (a failed node, failed GPUs: Slurm's DOWN), each group
+   with a label for the reasons (``"node-03 failed"``). They become down GPUs. A running job whose block
    touches one is **lost and requeued**: it leaves ``running`` and joins the queue (release step 0,
    its current size) with the duration in ``restart_steps`` (the shell gives the job's full
    forecast duration: Slurm's requeue and a Kubernetes pod rescheduled after a node drain restart
@@ -49,8 +52,9 @@ class WhatIf:
 
     Attributes:
         add_gpus: GPUs to add (>= 0).
-        fail_groups: ``(label, gpu indices)`` per drained node or failed range, indices of the
-            cluster after ``add_gpus``.
+        fail_groups: ``(label, gpu indices)`` per failed node or range, indices of the cluster after
+            ``add_gpus``: their running jobs are lost and requeued.
+        drain_groups: ``(label, gpu indices)`` per drained node: no new start there, running jobs finish.
         cancel: job ids to remove.
         priority: ``(job id, new priority)`` pairs.
         demand_scale: ``(service, factor >= 0)`` pairs.
@@ -66,10 +70,12 @@ class WhatIf:
     demand_scale: tuple[tuple[str, float], ...] = ()
     add_jobs: tuple[Mapping[str, Any], ...] = ()
     restart_steps: Mapping[str, int] = field(default_factory=dict)
+    drain_groups: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def describe(self) -> list[str]:
         """One phrase per edit, in the order applied (``"+16 GPUs"``, ``"node-03 drained"``, ...)."""
         out = [f"+{self.add_gpus} GPUs"] if self.add_gpus else []
+        out += [label for label, _ in self.drain_groups]
         out += [label for label, _ in self.fail_groups]
         out += [f"cancel {j}" for j in self.cancel]
         out += [f"priority {j} = {p:g}" for j, p in self.priority]
@@ -126,19 +132,23 @@ def apply_whatif(problem: Problem, w: WhatIf) -> Applied:
         d["cluster"]["n_gpus"] = size
         down |= set(range(physical, size))
     down_label: dict[int, str] = {}
-    for label, gpus in w.fail_groups:
-        for g in gpus:
-            if not 0 <= g < physical:
-                raise InputError(f"{label}: GPU {g} is outside the cluster of {physical} GPUs (0..{physical - 1})")
-            down_label.setdefault(g, label)
+    failed: set[int] = set()
+    for groups, lost in ((w.fail_groups, True), (w.drain_groups, False)):
+        for label, gpus in groups:
+            for g in gpus:
+                if not 0 <= g < physical:
+                    raise InputError(f"{label}: GPU {g} is outside the cluster of {physical} GPUs (0..{physical - 1})")
+                down_label.setdefault(g, label)
+                if lost:
+                    failed.add(g)
     down |= set(down_label)
     d["down_gpus"] = sorted(down)
 
     requeued: dict[str, str] = {}
     keep_running = []
     for r in d["running"]:
-        hit = sorted(set(range(r["block_offset"], r["block_offset"] + r["gpus"])) & set(down_label))
-        if not hit:
+        hit = sorted(set(range(r["block_offset"], r["block_offset"] + r["gpus"])) & failed)
+        if not hit:  # untouched, or on a drained node: it keeps its block until its planned end
             keep_running.append(r)
             continue
         labels = ", ".join(dict.fromkeys(down_label[g] for g in hit))

@@ -314,7 +314,9 @@ RejectedJob = tuple[str, str]
 class Problem:
     """A validated planning problem (DESIGN §3.1).
 
-    ``down_gpus``: GPU indices unavailable for the whole horizon (node failure, case C24).
+    ``down_gpus``: GPU indices unavailable for the whole horizon (node failure, case C24). A running job may
+    sit on down GPUs: it keeps them until its planned end and nothing new starts there (a Slurm drain, case 022;
+    a failure requeues its running jobs first, :mod:`optimizer.whatif`).
     ``rejected_jobs``: queued jobs dropped at validation with ``on_invalid_job="drop"`` (C21);
     not part of the problem file (``to_dict`` leaves them out).
 
@@ -652,11 +654,6 @@ def _check_problem(p: Problem) -> None:
                 raise InputError(
                     f"running job {r.job_id!r}: block_offset {r.block_offset} overlaps running job "
                     f"{owner[g]!r} on GPU {g}"
-                )
-            if g in down:
-                raise InputError(
-                    f"running job {r.job_id!r}: block_offset {r.block_offset} includes down GPU {g} "
-                    "(requeue it instead)"
                 )
             owner[g] = r.job_id
     _check_priority_scale(p)

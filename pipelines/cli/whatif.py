@@ -16,11 +16,14 @@ def whatif(
     add_gpus: Annotated[int, typer.Option("--add-gpus", metavar="N", help="Add N GPUs (new nodes added-00, "
                                           "added-01, ... of the cluster's node size).")] = 0,
     drain_node: Annotated[list[str] | None, typer.Option(
-        "--drain-node", metavar="NAME", help="Take node NAME out for the whole horizon (repeatable). Jobs running "
-        "on it are lost and requeued to restart from scratch (full P50 duration) elsewhere.")] = None,
+        "--drain-node", metavar="NAME", help="Drain node NAME as Slurm drains (repeatable): jobs running on it "
+        "finish there, nothing new starts on it for the whole horizon.")] = None,
+    fail_node: Annotated[list[str] | None, typer.Option(
+        "--fail-node", metavar="NAME", help="Node NAME fails for the whole horizon (Slurm DOWN; repeatable): jobs "
+        "running on it are lost and requeued to restart from scratch (full P50 duration) elsewhere.")] = None,
     fail_gpus: Annotated[list[str] | None, typer.Option(
         "--fail-gpus", metavar="RANGE", help="GPUs lost for the whole horizon, inclusive: 8-15, 3 or 8-11,20-23 "
-        "(repeatable); running jobs on them are requeued as with --drain-node.")] = None,
+        "(repeatable); running jobs on them are requeued as with --fail-node.")] = None,
     add_job: Annotated[list[Path] | None, typer.Option(
         "--add-job", metavar="FILE", help="JSON job(s) to queue, problem-file form: {\"job_id\", \"kind\", "
         "\"priority\", \"gpus\", \"duration_steps\" or \"duration_h\"} or \"sizes\"; a list or {\"jobs\": [...]} "
@@ -58,7 +61,7 @@ def whatif(
         jobs = [e for f in add_job or [] for e in wi_inputs.read_job_file(f, base.problem.cluster.step_minutes)]
         w = wi.build_whatif(base, add_gpus=add_gpus, drain_nodes=drain_node or [], fail_gpus=fail_gpus or [],
                             cancel=cancel or [], priority=priority or [], demand_scale=demand_scale or [],
-                            add_jobs=jobs)
+                            add_jobs=jobs, fail_nodes=fail_node or [])
         doc = wi.run_whatif(base, w, time_limit_s=time_limit)
         if json_out:
             emit_json(doc)

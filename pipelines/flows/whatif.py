@@ -21,13 +21,13 @@ def default_whatif_folder(s: Settings) -> Path:
 @task(name="whatif-replan", cache_policy=NO_CACHE)
 def whatif_replan(run_folder: str, add_gpus: int, drain_nodes: list[str], fail_gpus: list[str],
                   add_jobs: list[dict[str, Any]], cancel: list[str], priority: list[str],
-                  demand_scale: list[str]) -> dict[str, Any]:
+                  demand_scale: list[str], fail_nodes: list[str] | None = None) -> dict[str, Any]:
     """:func:`pipelines.stages.whatif.run_whatif` on ``run_folder``: the edited problem re-planned, verified, compared."""
     from pipelines.stages import whatif as wi
 
     base = wi.load_base(Path(run_folder))
     w = wi.build_whatif(base, add_gpus=add_gpus, drain_nodes=drain_nodes, fail_gpus=fail_gpus, cancel=cancel,
-                        priority=priority, demand_scale=demand_scale, add_jobs=add_jobs)
+                        priority=priority, demand_scale=demand_scale, add_jobs=add_jobs, fail_nodes=fail_nodes or [])
     return wi.run_whatif(base, w)
 
 
@@ -35,11 +35,12 @@ def whatif_replan(run_folder: str, add_gpus: int, drain_nodes: list[str], fail_g
 def whatif_flow(run_folder: str | None = None, add_gpus: int = 0, drain_nodes: list[str] | None = None,
                 fail_gpus: list[str] | None = None, add_jobs: list[dict[str, Any]] | None = None,
                 cancel: list[str] | None = None, priority: dict[str, float] | None = None,
-                demand_scale: dict[str, float] | None = None) -> dict[str, Any]:
+                demand_scale: dict[str, float] | None = None, fail_nodes: list[str] | None = None) -> dict[str, Any]:
     """``gpuplan whatif`` as a flow (run it from the UI with Custom run): re-plan a run folder with changes.
 
     Parameters as the command's options: ``run_folder`` (default :func:`default_whatif_folder`),
-    ``add_gpus``, ``drain_nodes`` (node names), ``fail_gpus`` (ranges such as ``"8-15"``), ``add_jobs``
+    ``add_gpus``, ``drain_nodes`` (node names, drained as Slurm drains), ``fail_nodes`` (node names whose
+    running jobs are lost and requeued), ``fail_gpus`` (ranges such as ``"8-15"``), ``add_jobs``
     (problem-file job entries, ``duration_h`` allowed), ``cancel`` (job ids), ``priority`` (job id ->
     priority), ``demand_scale`` (service -> factor). Publishes a markdown artifact ``whatif`` (the
     comparison and every job that moved, with its reason) and a table artifact ``whatif-jobs``
@@ -56,7 +57,7 @@ def whatif_flow(run_folder: str | None = None, add_gpus: int = 0, drain_nodes: l
     timed = whatif_replan.with_options(timeout_seconds=s.solve_timeout_s)
     doc = timed(folder, int(add_gpus), list(drain_nodes or []), list(fail_gpus or []), list(add_jobs or []),
                 list(cancel or []), [f"{k}={v}" for k, v in (priority or {}).items()],
-                [f"{k}={v}" for k, v in (demand_scale or {}).items()])
+                [f"{k}={v}" for k, v in (demand_scale or {}).items()], list(fail_nodes or []))
     changes = ", ".join(doc["changes"]) or "no change"
     create_markdown_artifact(markdown=wi_text.render_markdown(doc), key="whatif",
                              description=f"What-if on {doc['run']}: {changes}")

@@ -13,7 +13,7 @@ that is needed to re-plan exactly (:data:`pipelines.catalog.RUN_DATASETS`):
   P50 duration, used when a running job must restart).
 
 The edits are :class:`optimizer.whatif.WhatIf` (rules and order in :mod:`optimizer.whatif`); a
-running job on a drained node or failed GPU is lost and requeued to restart from scratch with its
+running job on a failed node or GPU is lost and requeued to restart from scratch with its
 full P50 duration at its current size. The re-plan uses the run's planner (``milp``), warm-started
 from the base plan wherever the verifier still accepts it on the edited problem (as a replan warm
 starts from the previous plan, DESIGN §6.1), and passes the independent verifier
@@ -141,10 +141,13 @@ def _base_demand(run: RunCatalog, problem: Problem) -> pd.DataFrame:
 
 def build_whatif(base: BaseRun, *, add_gpus: int = 0, drain_nodes: Sequence[str] = (),
                  fail_gpus: Sequence[str] = (), cancel: Sequence[str] = (), priority: Sequence[str] = (),
-                 demand_scale: Sequence[str] = (), add_jobs: Iterable[Mapping[str, Any]] = ()) -> WhatIf:
+                 demand_scale: Sequence[str] = (), add_jobs: Iterable[Mapping[str, Any]] = (),
+                 fail_nodes: Sequence[str] = ()) -> WhatIf:
     """The :class:`optimizer.whatif.WhatIf` of the command's options, node names resolved.
 
-    ``drain_nodes``: node names (the base's, or ``added-00``... of ``add_gpus``); ``fail_gpus``:
+    ``drain_nodes``: node names (the base's, or ``added-00``... of ``add_gpus``) drained as Slurm drains
+    (running jobs finish there, nothing new starts; case 022); ``fail_nodes``: node names that fail (their
+    running jobs are lost and requeued: Slurm's DOWN); ``fail_gpus``:
     ranges for :func:`parse_gpu_ranges`; ``priority`` ``JOB=P`` and ``demand_scale`` ``SERVICE=F``
     texts (:func:`parse_assignment`); ``add_jobs``: job entries (:func:`job_entry` form).
 
@@ -157,11 +160,14 @@ def build_whatif(base: BaseRun, *, add_gpus: int = 0, drain_nodes: Sequence[str]
     gpn = base.problem.cluster.gpus_per_node
     nodes = list(base.nodes) + [ADDED_NODE.format(i=i) for i in range(math.ceil(add_gpus / gpn))]
     groups: list[tuple[str, tuple[int, ...]]] = []
-    for name in drain_nodes:
-        if name not in nodes:
-            raise InputError(f"--drain-node {name}: no node {name!r} in the run (nodes: {_list(nodes)})")
-        i = nodes.index(name)
-        groups.append((f"{name} drained", tuple(range(i * gpn, (i + 1) * gpn))))
+    drains: list[tuple[str, tuple[int, ...]]] = []
+    for option, names, verb, into in (("--drain-node", drain_nodes, "drained", drains),
+                                      ("--fail-node", fail_nodes, "failed", groups)):
+        for name in names:
+            if name not in nodes:
+                raise InputError(f"{option} {name}: no node {name!r} in the run (nodes: {_list(nodes)})")
+            i = nodes.index(name)
+            into.append((f"{name} {verb}", tuple(range(i * gpn, (i + 1) * gpn))))
     physical = base.problem.n_gpus + add_gpus
     for text in fail_gpus:
         gpus = parse_gpu_ranges(text)
@@ -179,7 +185,7 @@ def build_whatif(base: BaseRun, *, add_gpus: int = 0, drain_nodes: Sequence[str]
             raise InputError(f"{label}: {dup} is given twice")
     step = base.problem.cluster.step_minutes
     jobs = tuple(job_entry(e, step, "--add-job") for e in add_jobs)
-    return WhatIf(add_gpus=add_gpus, fail_groups=tuple(groups), cancel=tuple(dict.fromkeys(cancel)),
+    return WhatIf(add_gpus=add_gpus, fail_groups=tuple(groups), drain_groups=tuple(drains), cancel=tuple(dict.fromkeys(cancel)),
                   priority=tuple(prio), demand_scale=tuple(scale), add_jobs=jobs, restart_steps=dict(base.full_steps))
 
 

@@ -26,7 +26,7 @@ from pipelines.config.settings import Settings
 from pipelines.models import job_files as job_models
 from pipelines.report.forecast_plots import plot_pred_vs_actual
 from pipelines.tracking.runs import clean_metrics, flatten, log_run, run_name, tag_values
-from pipelines.tracking.store import mlflow_client, quiet_mlflow
+from pipelines.tracking.store import mlflow_client, quiet_mlflow, set_alias
 
 
 def model_pip_requirements() -> list[str]:
@@ -142,7 +142,7 @@ def log_job_model(
                 raise ValueError(f"{name}: the logged pyfunc does not reproduce {col} of the forecaster")
         mv = mlflow.register_model(info.model_uri, name, tags=tag_values(version_tags or {}))
     describe_version(settings, name, str(mv.version), description)
-    mlflow_client(settings).set_registered_model_alias(name, alias, mv.version)
+    set_alias(settings, name, alias, mv.version)
     return {**uris, "registered_name": name, "version": str(mv.version)}
 
 
@@ -338,7 +338,7 @@ def log_scheduler_model_run(settings: Settings, ws: Any, model: Any, doc: Mappin
         f"{doc.get('history_rows')} records up to {doc.get('cutoff')}; holdout {doc.get('holdout_rows')} runs"
         + (f", MAE {cand['mae_h']:.3f} h, pinball P90 {cand.get('pinball_p90_h', float('nan')):.3f} h" if "mae_h" in cand
            else "") + f". {alias}: {doc.get('reason')}. MLflow run {rid}."))
-    mlflow_client(settings).set_registered_model_alias(name, alias, mv.version)
+    set_alias(settings, name, alias, mv.version)
     return str(mv.version)
 
 

@@ -56,10 +56,36 @@ def mlflow_client(settings: Settings):
     return MlflowClient(tracking_uri=settings.tracking_uri, registry_uri=settings.tracking_uri)
 
 
+def set_alias(settings: Settings, name: str, alias: str, version: str | int, attempts: int = 3) -> None:
+    """Point registered model ``name``'s ``alias`` at ``version``, safe against a concurrent setter (issue 32).
+
+    MLflow 3.17's SQL registry reads the alias row, then inserts it when missing: two processes setting a new
+    alias at once both insert, and on PostgreSQL the second fails with ``UniqueViolation`` on
+    ``registered_model_alias_pk`` (measured with two processes released by one barrier). The setter that
+    lost retries (the row now exists, so it updates it): the alias ends on the last writer's version, no
+    process fails. Other errors are raised at once.
+    """
+    client = mlflow_client(settings)
+    for attempt in range(attempts):
+        try:
+            client.set_registered_model_alias(name, alias, str(version))
+            return
+        except Exception as exc:  # noqa: BLE001 - MLflow wraps the driver's IntegrityError in MlflowException
+            text = str(exc)
+            if attempt + 1 == attempts or not ("registered_model_alias_pk" in text or "UniqueViolation" in text
+                                               or "UNIQUE constraint failed: registered_model_aliases" in text):
+                raise
+
+
 def _init_lock(settings: Settings):
-    settings.mlruns_dir.mkdir(parents=True, exist_ok=True)
+    """The lock of :func:`init_store`: beside a SQLite database, else in the artifact folder.
+
+    A server store such as PostgreSQL locks in the folder every worker shares, never in the clone's ``mlruns/``.
+    """
     db = sqlite_path(settings.tracking_uri)
-    return file_lock((db.parent if db is not None else settings.mlruns_dir) / ".init.lock")
+    folder = db.parent if db is not None else settings.artifact_root
+    folder.mkdir(parents=True, exist_ok=True)
+    return file_lock(folder / ".init.lock")
 
 
 class StoreError(InputError):

@@ -78,7 +78,6 @@ def test_refusals_name_job_or_service_and_field():
     _bad(lambda d: d["settings"].update(bogus=3), "settings", "unknown key", "bogus")
     _bad(lambda d: d.update(extra=[]), "problem", "unknown key", "extra")
     _bad(lambda d: d["jobs"].append(dict(d["jobs"][0])), "job 'A'", "listed twice")
-    _bad(lambda d: d.update(down_gpus=[1]), "running job 'R'", "down GPU 1")
     _bad(lambda d: d.update(down_gpus=[8]), "down_gpus[0]")
 
 
@@ -177,3 +176,19 @@ def test_plan_status_and_source_apart_and_old_files_read():
     fb = Plan.from_dict(old_fb)
     assert fb.status == "no_solution" and fb.source == "fallback" and fb.fallback and not fb.proven_optimal
     assert Plan.from_dict(json.loads(json.dumps(fb.to_dict()))) == fb
+
+
+def test_a_running_job_may_sit_on_down_gpus_it_drains_them():
+    """Case 022 (Slurm drain): a running job on down GPUs keeps them until its planned end; they are not up, so
+    only its up GPUs count as running (``up - running`` = the free GPUs at each step)."""
+    from optimizer.capacity import fixed_occupancy, running_gpus_per_step, up_gpus
+
+    d = {"cluster": {"n_gpus": 8, "gpus_per_node": 4, "step_minutes": 30, "horizon_steps": 4},
+         "services": [], "jobs": [],
+         "running": [{"job_id": "R", "kind": "training", "priority": 1.0, "gpus": 4, "block_offset": 4,
+                      "remaining_steps": 2}],
+         "down_gpus": [4, 5, 6, 7]}
+    p = Problem.from_dict(d)
+    assert p.down_gpus == (4, 5, 6, 7) and [r.job_id for r in p.running] == ["R"]
+    assert up_gpus(p) == 4 and running_gpus_per_step(p).tolist() == [0, 0, 0, 0]
+    assert fixed_occupancy(p)[:, 4:].all() and not fixed_occupancy(p)[:, :4].any()

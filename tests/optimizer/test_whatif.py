@@ -59,7 +59,21 @@ def test_add_gpus_starts_a_earlier_on_the_added_node(base):
     assert "B" not in ch or ch["B"].start_whatif == 0  # B may only be re-packed
 
 
-def test_drain_node_requeues_the_running_job_and_moves_the_others(base):
+def test_drain_node_lets_the_running_job_finish_and_starts_nothing_new_there(base):
+    # case 022: Slurm's drain. R keeps GPUs [4, 8) until its planned end (step 2); nothing new starts on the
+    # node afterwards, so only [0, 4) takes new work: B keeps step 0 there and A (8 GPUs) can never start
+    ap, new, ch = _replan(base, WhatIf(drain_groups=(("node-01 drained", (4, 5, 6, 7)),)))
+    assert ap.problem.down_gpus == (4, 5, 6, 7) and [r.job_id for r in ap.problem.running] == ["R"]
+    assert ap.requeued == {}
+    assert _starts(new) == {"R": (0, 4), "B": (0, 0), "A": (None, None)}
+    r = next(a for a in new.assignments if a.job_id == "R")
+    assert (r.start_step, r.end_step, r.block_offset, r.gpus) == (0, 2, 4, 4)  # not preempted, not moved
+    assert sorted(ch) == ["A"]  # R and B unchanged
+    assert ch["A"].reason == ("no longer starts within the horizon: no aligned block of 8 GPUs is fully up any more "
+                              "(4 GPUs up); its base block GPUs [0, 8) is down (node-01 drained)")
+
+
+def test_fail_node_requeues_the_running_job_and_moves_the_others(base):
     ap, new, ch = _replan(base, WhatIf(fail_groups=(("node-01 drained", (4, 5, 6, 7)),)))
     assert ap.problem.down_gpus == (4, 5, 6, 7) and [r.job_id for r in ap.problem.running] == []
     assert _starts(new) == {"R": (0, 0), "B": (2, 0), "A": (None, None)}

@@ -68,12 +68,18 @@ def fresh_database(pg: dict, prefix: str) -> str:
     return name
 
 
+@pytest.fixture(scope="session")
+def pg_mlflow_store(postgres, tmp_path_factory):
+    """One MLflow database and shared artifact folder for the session (MLflow's schema migration on a new
+    PostgreSQL database costs ~25 s; tests keep apart by model names and experiments)."""
+    return {"db": fresh_database(postgres, "mlflow"), "artifacts": tmp_path_factory.mktemp("shared") / "mlflow-artifacts"}
+
+
 @pytest.fixture()
-def pg_mlflow(postgres, tmp_path, monkeypatch):
-    """Environment of one test on its own MLflow database, artifacts in a shared folder (``tmp_path/shared``)."""
-    db = fresh_database(postgres, "mlflow")
-    env = {"GPUPLAN_TRACKING_URI": f"postgresql://gpuplan@127.0.0.1:{postgres['port']}/{db}",
-           "GPUPLAN_ARTIFACT_ROOT": str(tmp_path / "shared" / "mlflow-artifacts"),
+def pg_mlflow(postgres, pg_mlflow_store, tmp_path, monkeypatch):
+    """Environment of one test on the session's MLflow database, artifacts in its shared folder."""
+    env = {"GPUPLAN_TRACKING_URI": f"postgresql://gpuplan@127.0.0.1:{postgres['port']}/{pg_mlflow_store['db']}",
+           "GPUPLAN_ARTIFACT_ROOT": str(pg_mlflow_store["artifacts"]),
            "GPUPLAN_RUNS_DIR": str(tmp_path / "runs"), "GPUPLAN_MODELS_DIR": str(tmp_path / "models"),
            "DO_NOT_TRACK": "1", "MLFLOW_DISABLE_TELEMETRY": "true", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     for k, v in env.items():

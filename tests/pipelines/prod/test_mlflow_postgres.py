@@ -3,8 +3,9 @@
 - Round trip: the store initialised on ``postgresql://`` (psycopg2), a run logged with an artifact in the shared
   artifact folder, a version registered, ``champion`` set and read back, the artifact read back through MLflow.
 - Alias race: two processes, released together by one barrier, each register a version of one model and point
-  ``champion`` at it. Both versions exist with distinct numbers (1 and 2), and the alias names exactly one of
-  them: the last writer's (the registry has one row per alias).
+  ``champion`` at it (:func:`pipelines.tracking.store.set_alias`). Neither fails (MLflow's own setter raised
+  ``UniqueViolation`` on ``registered_model_alias_pk`` for the second process on PostgreSQL), both versions exist
+  with distinct numbers (1 and 2), and the alias names exactly one of them: one champion decision.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from pipelines.tracking.runs import log_run
 
 def test_registry_round_trip_on_postgres(pg_mlflow, tmp_path):
     s = load_settings()
+    shared = Path(pg_mlflow["GPUPLAN_ARTIFACT_ROOT"])
     assert s.tracking_uri.startswith("postgresql://gpuplan@127.0.0.1:")
-    assert s.artifact_root == tmp_path / "shared" / "mlflow-artifacts"
+    assert s.artifact_root == shared
     ids = tracking_store.init_store(s)
     assert sorted(ids) == sorted(tracking_store.EXPERIMENTS)
     assert tracking_store.init_store(s) == ids  # idempotent on a second call
@@ -32,7 +34,7 @@ def test_registry_round_trip_on_postgres(pg_mlflow, tmp_path):
     c = tracking_store.mlflow_client(s)
     run = c.get_run(rid)
     assert run.data.params["workspace"] == "/srv/a" and run.data.metrics["mae_h"] == 1.25
-    assert run.info.artifact_uri.startswith((tmp_path / "shared" / "mlflow-artifacts").as_uri())
+    assert run.info.artifact_uri.startswith(shared.as_uri())
     c.create_registered_model("gpuplan-scheduler-a-000000000001")
     mv = c.create_model_version("gpuplan-scheduler-a-000000000001", f"runs:/{rid}/notes", run_id=rid)
     c.set_registered_model_alias("gpuplan-scheduler-a-000000000001", "champion", mv.version)
@@ -49,7 +51,7 @@ def _register_and_alias(env: dict, barrier, name: str, tag: str, out) -> None:
     rid = log_run(s, "scheduler", f"racer {tag}", params={"racer": tag})
     barrier.wait(timeout=120)  # both racers registered their runs: go together
     mv = c.create_model_version(name, f"runs:/{rid}/forecaster", run_id=rid)
-    c.set_registered_model_alias(name, "champion", mv.version)
+    tracking_store.set_alias(s, name, "champion", mv.version)  # the registry's alias setter gpuplan uses
     out.put((tag, str(mv.version)))
 
 

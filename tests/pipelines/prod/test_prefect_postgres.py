@@ -143,5 +143,7 @@ def test_two_serve_workers_on_prefect_over_postgres_plan_a_slot_once(prefect_on_
     from pipelines.config.settings import load_settings
     from pipelines.tracking import runs as tracking_runs
 
-    assert len(tracking_runs.finished_runs(load_settings(), "plans")) == 1  # one MLflow plan run, on PostgreSQL
+    plans = [r for r in tracking_runs.finished_runs(load_settings(), "plans")
+             if r.data.params.get("run_dir", "").startswith(str(out_dir))]
+    assert len(plans) == 1  # one MLflow plan run of this folder, on PostgreSQL
     print(f"two workers + two runs on Prefect/PostgreSQL: {wall_s:.1f} s")

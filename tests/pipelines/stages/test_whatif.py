@@ -66,11 +66,23 @@ def test_add_gpus_json_hand_solved(hand):
     assert b["verified"] is True and w["verified"] is True and w["status"] == "optimal"
 
 
-def test_drain_node_moves_the_jobs_on_it(hand):
+def test_drain_node_lets_its_running_job_finish_and_starts_nothing_new_there(hand):
+    # case 022: Slurm's drain. R (running on gpu-b) keeps its GPUs until its planned end; B keeps 16:00Z on gpu-a;
+    # A (8 GPUs) can no longer start: the only change
     doc = _json(hand, "--drain-node", "gpu-b")
+    assert doc["changes"] == ["gpu-b drained"]
+    jobs = {j["job_id"]: j for j in doc["jobs"]}
+    assert sorted(jobs) == ["A"] and jobs["A"]["start_ts_whatif"] is None
+    assert "R" not in json.dumps(doc["jobs"])  # not lost, not requeued
+    assert doc["whatif"]["gpus_up"] == 4
+
+
+def test_fail_node_requeues_the_jobs_on_it(hand):
+    doc = _json(hand, "--fail-node", "gpu-b")
+    assert doc["changes"] == ["gpu-b failed"]
     jobs = {j["job_id"]: j for j in doc["jobs"]}
     assert jobs["R"]["change"] == "requeued" and jobs["R"]["start_ts_whatif"] == "2025-03-16T16:00:00Z"
-    assert jobs["R"]["reason"].startswith("was running on GPUs [4, 8) (gpu-b drained): lost, requeued")
+    assert jobs["R"]["reason"].startswith("was running on GPUs [4, 8) (gpu-b failed): lost, requeued")
     assert (jobs["B"]["start_ts_base"], jobs["B"]["start_ts_whatif"]) == ("2025-03-16T16:00:00Z",
                                                                           "2025-03-16T17:00:00Z")
     assert jobs["A"]["start_ts_whatif"] is None
@@ -114,6 +126,7 @@ def test_demand_scale_coverage(tmp_path):
 @pytest.mark.parametrize(("args", "line"), [
     (["--cancel", "Z"], "error: --cancel Z: no queued or running job 'Z' in the run (3 jobs, e.g. A, B, R)"),
     (["--drain-node", "gpu-z"], "error: --drain-node gpu-z: no node 'gpu-z' in the run (nodes: gpu-a, gpu-b)"),
+    (["--fail-node", "gpu-z"], "error: --fail-node gpu-z: no node 'gpu-z' in the run (nodes: gpu-a, gpu-b)"),
     (["--demand-scale", "chat=2"], "error: --demand-scale chat=2: no service 'chat' in the run (services: none)"),
     (["--fail-gpus", "8-x"], "error: --fail-gpus '8-x': expected GPU indices such as 8-15, 3 or 8-11,20-23 "
                              "(inclusive ranges); '8-x' is not one"),
@@ -182,9 +195,9 @@ def test_the_count_line_names_every_kind_of_change_so_it_adds_up():
     assert change_counts_text([]) == "none"
 
 
-def test_drain_text_counts_every_changed_job(hand):
-    # draining gpu-b: R (running there) is requeued, B moves from 16:00 to 17:00, A no longer starts (later)
-    res = CliRunner().invoke(app, ["whatif", str(hand), "--drain-node", "gpu-b"])
+def test_fail_text_counts_every_changed_job(hand):
+    # gpu-b failing: R (running there) is requeued, B moves from 16:00 to 17:00, A no longer starts (later)
+    res = CliRunner().invoke(app, ["whatif", str(hand), "--fail-node", "gpu-b"])
     assert res.exit_code == 0, res.output
     assert "jobs whose plan changed: 3 (2 later, 1 requeued; start times UTC):" in res.stdout.splitlines()
 
