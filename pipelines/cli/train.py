@@ -31,12 +31,11 @@ def train_job_kind(kind: str) -> dict:
     # `gpuplan --help` and the other commands need not pay.
     from pipelines.catalog import history_path, shipped_history
     from pipelines.config.settings import load_settings
+    from pipelines.models.jobs import data_params_hash
     from pipelines.stages.models import held_out, train
+    from pipelines.stages.retrain import analytic_ratio
     from pipelines.tracking import models as tracking_models
     from pipelines.tracking import store as tracking_store
-
-    from pipelines.models.jobs import data_params_hash
-    from pipelines.stages.retrain import analytic_ratio
 
     settings = load_settings()
     tracking_store.init_store(settings)  # a store that cannot be used fails here, in one line, before training
