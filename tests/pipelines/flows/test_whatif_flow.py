@@ -49,7 +49,8 @@ def test_whatif_is_a_served_deployment(iso_env):
 
 def test_flow_run_publishes_both_artifacts(srv_env, prefect_server, tmp_path, prefect_api):
     folder = _run_folder(tmp_path)
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(folder)], env=srv_env, capture_output=True, text=True,
+    env = {k: v for k, v in srv_env.items() if k != "PREFECT_LOGGING_LEVEL"}  # gpuplan's INFO default, as a served run
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(folder)], env=env, capture_output=True, text=True,
                           timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
