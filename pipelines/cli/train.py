@@ -31,12 +31,11 @@ def train_job_kind(kind: str) -> dict:
     # `gpuplan --help` and the other commands need not pay.
     from pipelines.catalog import history_path, shipped_history
     from pipelines.config.settings import load_settings
+    from pipelines.models.jobs import data_params_hash
     from pipelines.stages.models import held_out, train
+    from pipelines.stages.retrain import analytic_ratio
     from pipelines.tracking import models as tracking_models
     from pipelines.tracking import store as tracking_store
-
-    from pipelines.models.jobs import data_params_hash
-    from pipelines.stages.retrain import analytic_ratio
 
     settings = load_settings()
     tracking_store.init_store(settings)  # a store that cannot be used fails here, in one line, before training
@@ -104,11 +103,14 @@ def _realtime_table(doc: dict) -> None:
     for name, s in doc["services"].items():
         t = Table(title=(f"realtime {name}: {s['n_days']} daily origins {s['origins'][0][:10]}..{s['origins'][-1][:10]}, "
                          f"{s['horizon_h']} h ahead, {s['n_hours']} scored hours ({s['units']})"))
-        for col in ("forecast", "MAE", "MASE168", "MASE24", "MASE1h", "MAPE", "P90 cov", "weight"):
+        for col in ("forecast", "MAE", "MAE÷snaive168", "MAE÷naive24", "MAE÷persist 1h", "MAPE", "P90 cov (backtest)",
+                    "weight"):
             t.add_column(col)
         for label, m in (("day-ahead", s["metrics"]), ("hourly (1 h ahead)", s["hourly_recal"])):
+            # persistence (1 h) is a baseline of the 1-h-ahead forecast only: a day-ahead forecast is not compared with it
+            persist = fmt(m.get("mase_persistence"), ".3f") if label.startswith("hourly") else ""
             t.add_row(label, fmt(m["mae"], ",.0f"), fmt(m["mase_snaive168"], ".3f"), fmt(m["mase_naive24"], ".3f"),
-                      fmt(m.get("mase_persistence"), ".3f"), fmt(m["mape"], ".3f"), fmt(m["p90_coverage"], ".3f"), "")
+                      persist, fmt(m["mape"], ".3f"), fmt(m["p90_coverage"], ".3f"), "")
         for label, c in s.get("candidates", {}).items():
             t.add_row(f"candidate: {label}", fmt(c["mae"], ",.0f"), fmt(c["mase_snaive168"], ".3f"),
                       fmt(c["mase_naive24"], ".3f"), "", "", "", fmt(s.get("weights", {}).get(label), ".2f"))

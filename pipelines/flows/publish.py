@@ -15,8 +15,8 @@ from pipelines.config.settings import Settings
 from pipelines.flows import observe
 from pipelines.flows.jobs import PlanInputs, QueueForecast
 from pipelines.flows.progress import Stage
-from pipelines.report.basics import INPUT_AGE_WARN_H
 from pipelines.report import build_report_table, write_risk_report
+from pipelines.report.basics import INPUT_AGE_WARN_H
 from pipelines.report.risks import ReportInputs
 from pipelines.stages import commands as commands_stage
 from pipelines.stages import outputs

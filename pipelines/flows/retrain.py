@@ -92,8 +92,8 @@ def nightly_realtime(settings: Settings, ws: Workspace, jobs_side: ShippedJobs |
         rid = forecast_runs.log_realtime_backtest(settings, doc, hours)
     for name, d in doc["services"].items():
         m = d["metrics"]
-        log().info("real-time %s backtest (%d origins, %d hours up to %s): MAE %s %s, MASE vs seasonal naive 168 h "
-                   "%s, vs naive 24 h %s, P90 coverage %.2f", name, d["n_days"], d["n_hours"], observe.fmt_ts(d["cutoff"]),
+        log().info("real-time %s backtest (%d origins, %d hours up to %s): MAE %s %s, MAE ratio vs seasonal naive "
+                   "168 h %s, vs naive 24 h %s, P90 coverage over the backtest hours %.2f", name, d["n_days"], d["n_hours"], observe.fmt_ts(d["cutoff"]),
                    f"{m['mae']:,.0f}", d["units"], observe.fmt_value(m["mase_snaive168"]),
                    observe.fmt_value(m["mase_naive24"]), m["p90_coverage"])
     link = tracking_runs.run_link(settings, rid)

@@ -44,7 +44,7 @@ def unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
 
 #: Columns of the retraining table artifact (one row per forecaster and model/baseline).
 RETRAIN_COLUMNS = ("forecaster", "model", "version", "alias", "mae", "mae_units", "mape_frac", "pinball_p90_h",
-                   "coverage_frac", "coverage_of", "mase_snaive168_ratio", "mase_naive24_ratio", "n_scored")
+                   "coverage_frac", "coverage_of", "mae_ratio_vs_snaive168", "mae_ratio_vs_naive24", "n_scored")
 
 
 def _row(**kw: Any) -> dict[str, Any]:
@@ -113,8 +113,8 @@ def realtime_rows(doc: Mapping[str, Any], version: str | None = None) -> list[di
                          ("combination, 1 h ahead", s.get("hourly_recal") or {})):
             rows.append(_row(forecaster=f"realtime {svc}", model=label, version=version, mae=_num(m.get("mae")),
                              mae_units=units, mape_frac=_num(m.get("mape")), coverage_frac=_num(m.get("p90_coverage")),
-                             coverage_of="<= P90", mase_snaive168_ratio=_num(m.get("mase_snaive168")),
-                             mase_naive24_ratio=_num(m.get("mase_naive24")), n_scored=s.get("n_hours")))
+                             coverage_of="<= P90 (backtest)", mae_ratio_vs_snaive168=_num(m.get("mase_snaive168")),
+                             mae_ratio_vs_naive24=_num(m.get("mase_naive24")), n_scored=s.get("n_hours")))
         for name, b in (s.get("baselines") or {}).items():
             rows.append(_row(forecaster=f"realtime {svc}", model=f"baseline: {name}", mae=_num(b.get("mae")),
                              mae_units=units, n_scored=s.get("n_hours")))

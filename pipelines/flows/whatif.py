@@ -18,6 +18,34 @@ def default_whatif_folder(s: Settings) -> Path:
     return replan if replan.exists() else s.runs_dir / LATEST
 
 
+def log() -> Any:
+    """The run's Prefect logger (:func:`pipelines.flows.observe.run_logger`)."""
+    from pipelines.flows import observe
+
+    return observe.run_logger()
+
+
+def whatif_log_lines(doc: dict[str, Any]) -> list[str]:
+    """The what-if's record for the run page (issue 33): the base run, the changes, the solve and the outcome.
+
+    ``doc``: :func:`pipelines.stages.whatif.run_whatif`'s document (``run``, ``run_folder``, ``plan_start``,
+    ``changes``, ``base``/``whatif`` (status, objective, planned value, jobs started / waiting, solve s),
+    ``delta``, ``jobs``).
+    """
+    b, n = doc["base"], doc["whatif"]
+    moved = [j for j in doc["jobs"] if j.get("change")]
+    return [
+        f"what-if base: run {doc['run']} ({doc['run_folder']}), plan start {doc['plan_start']}, planner {doc['planner']}",
+        f"what-if changes: {', '.join(doc['changes']) or 'no change'}",
+        f"what-if solve: status {n['status']}{' (verified)' if n.get('verified') else ''}, objective "
+        f"{n['objective']:.2f}, {n['solve_s']:.1f} s (time limit {doc['time_limit_s']} s)",
+        f"what-if outcome: planned value {b['planned_value']:.1f} -> {n['planned_value']:.1f}, jobs started "
+        f"{b['jobs_started']} -> {n['jobs_started']}, waiting {b['jobs_waiting']} -> {n['jobs_waiting']}, "
+        f"real-time P90 covered {b['rt_covered_p90_pct']:.1f} % -> {n['rt_covered_p90_pct']:.1f} %, "
+        f"{len(moved)} job(s) moved",
+    ]
+
+
 @task(name="whatif-replan", cache_policy=NO_CACHE)
 def whatif_replan(run_folder: str, add_gpus: int, drain_nodes: list[str], fail_gpus: list[str],
                   add_jobs: list[dict[str, Any]], cancel: list[str], priority: list[str],
@@ -59,6 +87,8 @@ def whatif_flow(run_folder: str | None = None, add_gpus: int = 0, drain_nodes: l
                 list(cancel or []), [f"{k}={v}" for k, v in (priority or {}).items()],
                 [f"{k}={v}" for k, v in (demand_scale or {}).items()], list(fail_nodes or []))
     changes = ", ".join(doc["changes"]) or "no change"
+    for line in whatif_log_lines(doc):
+        log().info("%s", line)
     create_markdown_artifact(markdown=wi_text.render_markdown(doc), key="whatif",
                              description=f"What-if on {doc['run']}: {changes}")
     rows = [{k: j[k] for k in ("job_id", "start_ts_base", "start_ts_whatif", "delta_h", "change", "reason")}

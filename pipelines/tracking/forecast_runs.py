@@ -84,36 +84,45 @@ def log_realtime_forecast_run(settings: Settings, service: str, profile: Any, me
                    artifacts={f"plots/{png.name}": png}, tags={"gpuplan.stage": "profile", "gpuplan.service": service})
 
 
-def _ratio_metrics(prefix: str, m: Mapping[str, Any], u: str) -> dict[str, Any]:
-    """One backtest variant's metrics with units in their names (``mae_<u>``, ``*_ratio``, ``*_frac``)."""
-    return {f"{prefix}mae_{u}": m.get("mae"), f"{prefix}mase_snaive168_ratio": m.get("mase_snaive168"),
-            f"{prefix}mase_naive24_ratio": m.get("mase_naive24"),
-            f"{prefix}mase_persistence_ratio": m.get("mase_persistence"), f"{prefix}mape_frac": m.get("mape"),
-            f"{prefix}p90_coverage_frac": m.get("p90_coverage")}
+def _ratio_metrics(prefix: str, m: Mapping[str, Any], u: str, hourly: bool = False) -> dict[str, Any]:
+    """One backtest variant's metrics with units in their names (``mae_<u>``, ``mae_ratio_vs_*``, ``*_frac``).
+
+    The ratios are MAE ratios on the same hours (not MASE, which scales by the in-sample naive error):
+    ``mae_ratio_vs_snaive168``, ``mae_ratio_vs_naive24``, and, one hour ahead only (``hourly``),
+    ``mae_ratio_vs_persistence1h``: a day-ahead forecast against 1-h persistence compares two horizons and
+    is not logged. The coverage is named by its window: ``p90_coverage_backtest_frac`` (every scored hour of
+    the rolling-origin backtest), never the plan's last-day figure (``band_p90_coverage_last24h_frac``).
+    """
+    out = {f"{prefix}mae_{u}": m.get("mae"), f"{prefix}mae_ratio_vs_snaive168": m.get("mase_snaive168"),
+           f"{prefix}mae_ratio_vs_naive24": m.get("mase_naive24"), f"{prefix}mape_frac": m.get("mape"),
+           f"{prefix}p90_coverage_backtest_frac": m.get("p90_coverage")}
+    if hourly:
+        out[f"{prefix}mae_ratio_vs_persistence1h"] = m.get("mase_persistence")
+    return out
 
 
 def realtime_backtest_metrics(doc: Mapping[str, Any]) -> dict[str, float]:
     """MLflow metrics of the real-time rolling-origin backtest (:func:`pipelines.stages.realtime.backtest_report`).
 
     Per service ``s`` with units slug ``u`` (:func:`units_slug`: ``requests/h`` -> ``requests_per_h``):
-    ``rt.<s>.mae_<u>``, ``rt.<s>.mase_snaive168_ratio``, ``rt.<s>.mase_naive24_ratio``,
-    ``rt.<s>.mase_persistence_ratio``, ``rt.<s>.mape_frac``, ``rt.<s>.p90_coverage_frac`` (the day-ahead
-    P50/P90); the same under ``rt.<s>.hourly.`` (one hour ahead); ``rt.<s>.baseline.<b>.mae_<u>`` (seasonal
-    naive 168 h, naive 24 h, persistence on the same hours); ``rt.<s>.cand.<c>.mae_<u>`` and
-    ``rt.<s>.cand.<c>.mase_naive24_ratio`` (each candidate), ``rt.<s>.weight.<c>``; ``rt.<s>.n_scored_h``,
-    ``rt.<s>.n_origins``, ``rt.<s>.masked_h``. A MASE whose baseline error is 0 (None) is left out.
+    ``rt.<s>.mae_<u>``, ``rt.<s>.mae_ratio_vs_snaive168``, ``rt.<s>.mae_ratio_vs_naive24``,
+    ``rt.<s>.mape_frac``, ``rt.<s>.p90_coverage_backtest_frac`` (the day-ahead P50/P90); the same under
+    ``rt.<s>.hourly.`` (one hour ahead) plus ``rt.<s>.hourly.mae_ratio_vs_persistence1h``;
+    ``rt.<s>.baseline.<b>.mae_<u>`` (seasonal naive 168 h, naive 24 h, persistence on the same hours);
+    ``rt.<s>.cand.<c>.mae_<u>`` and ``rt.<s>.cand.<c>.mae_ratio_vs_naive24`` (each candidate), ``rt.<s>.weight.<c>``; ``rt.<s>.n_scored_h``,
+    ``rt.<s>.n_origins``, ``rt.<s>.masked_h``. A ratio whose baseline error is 0 (None) is left out.
     """
     out: dict[str, Any] = {}
     for svc, d in (doc.get("services") or {}).items():
         u, p = units_slug(str(d.get("units", "traffic/h"))), f"rt.{svc}."
         out.update(_ratio_metrics(p, d.get("metrics") or {}, u))
-        out.update(_ratio_metrics(f"{p}hourly.", d.get("hourly_recal") or {}, u))
+        out.update(_ratio_metrics(f"{p}hourly.", d.get("hourly_recal") or {}, u, hourly=True))
         for b, m in (d.get("baselines") or {}).items():
             out[f"{p}baseline.{b}.mae_{u}"] = m.get("mae")
         for c, m in (d.get("candidates") or {}).items():
             out[f"{p}cand.{c}.mae_{u}"] = m.get("mae")
-            out[f"{p}cand.{c}.mase_naive24_ratio"] = m.get("mase_naive24")
-            out[f"{p}cand.{c}.mase_snaive168_ratio"] = m.get("mase_snaive168")
+            out[f"{p}cand.{c}.mae_ratio_vs_naive24"] = m.get("mase_naive24")
+            out[f"{p}cand.{c}.mae_ratio_vs_snaive168"] = m.get("mase_snaive168")
         for c, w in (d.get("weights") or {}).items():
             out[f"{p}weight.{c}"] = w
         out.update({f"{p}n_scored_h": d.get("n_hours"), f"{p}n_origins": d.get("n_days"),

@@ -196,7 +196,7 @@ def units_slug(units: str) -> str:
 
 #: Band metric of :class:`pipelines.stages.realtime.RealtimeForecastFit` -> its MLflow name (``{u}``: the units slug).
 BAND_METRIC_NAMES = {"band_mae": "band_mae_{u}", "band_mape": "band_mape_frac",
-                     "band_p90_coverage": "band_p90_coverage_frac", "level_factor": "level_factor_ratio",
+                     "band_p90_coverage": "band_p90_coverage_last24h_frac", "level_factor": "level_factor_ratio",
                      "history_hours": "history_h"}
 
 
@@ -204,7 +204,7 @@ def band_metrics(metrics: Mapping[str, Any], units: str) -> dict[str, Any]:
     """A service's last-day band metrics with units in their names (:data:`BAND_METRIC_NAMES`).
 
     ``band_mae`` -> ``band_mae_<units slug>`` (:func:`units_slug`: ``requests/h`` -> ``requests_per_h``),
-    ``band_mape`` -> ``band_mape_frac``, ``band_p90_coverage`` -> ``band_p90_coverage_frac``; other keys kept.
+    ``band_mape`` -> ``band_mape_frac``, ``band_p90_coverage`` -> ``band_p90_coverage_last24h_frac`` (the last day's hours); other keys kept.
     """
     u = units_slug(units)
     return {BAND_METRIC_NAMES.get(k, k).format(u=u): v for k, v in metrics.items()}

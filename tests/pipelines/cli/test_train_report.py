@@ -77,9 +77,9 @@ def test_report_is_logged_as_one_realtime_run_with_units_baselines_and_plot(repo
     for name, doc in report["services"].items():
         assert doc["cutoff"] == "2025-03-16T15:00:00+00:00"
         assert m[f"rt.{name}.mae_requests_per_h"] == pytest.approx(doc["metrics"]["mae"], rel=1e-12)
-        assert m[f"rt.{name}.mase_snaive168_ratio"] == pytest.approx(doc["metrics"]["mase_snaive168"], rel=1e-12)
-        assert m[f"rt.{name}.mase_naive24_ratio"] == pytest.approx(doc["metrics"]["mase_naive24"], rel=1e-12)
-        assert m[f"rt.{name}.p90_coverage_frac"] == pytest.approx(doc["metrics"]["p90_coverage"], rel=1e-12)
+        assert m[f"rt.{name}.mae_ratio_vs_snaive168"] == pytest.approx(doc["metrics"]["mase_snaive168"], rel=1e-12)
+        assert m[f"rt.{name}.mae_ratio_vs_naive24"] == pytest.approx(doc["metrics"]["mase_naive24"], rel=1e-12)
+        assert m[f"rt.{name}.p90_coverage_backtest_frac"] == pytest.approx(doc["metrics"]["p90_coverage"], rel=1e-12)
         assert m[f"rt.{name}.baseline.snaive168.mae_requests_per_h"] == pytest.approx(
             doc["baselines"]["snaive168"]["mae"], rel=1e-12)
     files = [f.path for f in c.list_artifacts(runs[-1].info.run_id, "plots")]

@@ -180,7 +180,7 @@ def test_retraining_rows_put_each_model_beside_its_baselines_and_name_the_champi
                                                     "mape": 0.10, "p90_coverage": 0.84},
                                    "baselines": {"snaive168": {"mae": 1144.0}, "naive24": {"mae": 951.0}}}}}
     rows = retrain_rows.realtime_rows(rt)
-    assert [(r["forecaster"], r["model"], r["mae"], r["mae_units"], r["mase_snaive168_ratio"], r["coverage_frac"])
+    assert [(r["forecaster"], r["model"], r["mae"], r["mae_units"], r["mae_ratio_vs_snaive168"], r["coverage_frac"])
             for r in rows] == [
         ("realtime m-small", "combination, day ahead", 808.0, "requests/h", 0.71, 0.83),
         ("realtime m-small", "combination, 1 h ahead", 504.0, "requests/h", 0.44, 0.84),

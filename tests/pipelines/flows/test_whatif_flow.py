@@ -47,9 +47,10 @@ def test_whatif_is_a_served_deployment(iso_env):
             "demand_scale"} <= set(wi._parameter_openapi_schema.properties)
 
 
-def test_flow_run_publishes_both_artifacts(srv_env, prefect_server, tmp_path):
+def test_flow_run_publishes_both_artifacts(srv_env, prefect_server, tmp_path, prefect_api):
     folder = _run_folder(tmp_path)
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(folder)], env=srv_env, capture_output=True, text=True,
+    env = {k: v for k, v in srv_env.items() if k != "PREFECT_LOGGING_LEVEL"}  # gpuplan's INFO default, as a served run
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(folder)], env=env, capture_output=True, text=True,
                           timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -78,3 +79,11 @@ def test_flow_run_publishes_both_artifacts(srv_env, prefect_server, tmp_path):
     a = next(r for r in rows if r["job_id"] == "A")
     assert (a["start_ts_base"], a["start_ts_whatif"], a["delta_h"]) == ("2025-03-16T17:30:00Z",
                                                                         "2025-03-16T16:00:00Z", -1.5)
+    # issue 33: the run page records the base run, the changes, the solve and the outcome
+    logs = prefect_api("/logs/filter", {"logs": {"flow_run_id": {"any_": [str(md.flow_run_id)]}}, "limit": 200})
+    msgs = [r["message"] for r in logs if r["level"] == 20 and r["message"].startswith("what-if ")]
+    assert [m.split(":")[0] for m in msgs] == ["what-if base", "what-if changes", "what-if solve", "what-if outcome"]
+    assert msgs[0].startswith(f"what-if base: run 20250316T1600Z_flow ({folder.resolve()}), plan start 2025-03-16")
+    assert msgs[1] == "what-if changes: +8 GPUs, priority B = 2"
+    assert msgs[2].startswith("what-if solve: status optimal (verified), objective ")
+    assert msgs[3].startswith("what-if outcome: planned value ") and " job(s) moved" in msgs[3]

@@ -99,15 +99,15 @@ def test_realtime_backtest_run_per_service_with_units_baselines_and_plot(store):
         "- m-small: day-ahead MAE 10 requests/h = 0.333 x seasonal naive 168 h, 0.500 x naive 24 h; P90 coverage 1.000 "
         "over 48 hours (2 daily origins up to 2025-03-16T15:00:00+00:00)")
     assert run.data.metrics == {
-        "rt.m-small.mae_requests_per_h": 10.0, "rt.m-small.mase_snaive168_ratio": pytest.approx(1 / 3),
-        "rt.m-small.mase_naive24_ratio": 0.5, "rt.m-small.mase_persistence_ratio": 2.0, "rt.m-small.mape_frac": 0.1,
-        "rt.m-small.p90_coverage_frac": 1.0,
-        "rt.m-small.hourly.mae_requests_per_h": 6.0, "rt.m-small.hourly.mase_snaive168_ratio": 0.2,
-        "rt.m-small.hourly.mase_naive24_ratio": 0.3, "rt.m-small.hourly.mape_frac": 0.06,
-        "rt.m-small.hourly.p90_coverage_frac": 0.9,  # a MASE of None (zero baseline error) is left out
+        "rt.m-small.mae_requests_per_h": 10.0, "rt.m-small.mae_ratio_vs_snaive168": pytest.approx(1 / 3),
+        "rt.m-small.mae_ratio_vs_naive24": 0.5, "rt.m-small.mape_frac": 0.1,
+        "rt.m-small.p90_coverage_backtest_frac": 1.0,
+        "rt.m-small.hourly.mae_requests_per_h": 6.0, "rt.m-small.hourly.mae_ratio_vs_snaive168": 0.2,
+        "rt.m-small.hourly.mae_ratio_vs_naive24": 0.3, "rt.m-small.hourly.mape_frac": 0.06,
+        "rt.m-small.hourly.p90_coverage_backtest_frac": 0.9,  # a MASE of None (zero baseline error) is left out
         "rt.m-small.baseline.snaive168.mae_requests_per_h": 30.0, "rt.m-small.baseline.naive24.mae_requests_per_h": 20.0,
         "rt.m-small.baseline.persistence.mae_requests_per_h": 5.0, "rt.m-small.cand.profile.mae_requests_per_h": 12.0,
-        "rt.m-small.cand.profile.mase_naive24_ratio": 0.6, "rt.m-small.cand.profile.mase_snaive168_ratio": 0.4,
+        "rt.m-small.cand.profile.mae_ratio_vs_naive24": 0.6, "rt.m-small.cand.profile.mae_ratio_vs_snaive168": 0.4,
         "rt.m-small.weight.profile": 1.0, "rt.m-small.n_scored_h": 48.0, "rt.m-small.n_origins": 2.0,
         "rt.m-small.masked_h": 1.0}
     p = run.data.params
@@ -124,7 +124,7 @@ def test_realtime_backtest_run_per_service_with_units_baselines_and_plot(store):
 def test_band_metrics_carry_units():
     assert tracking_runs.band_metrics({"band_mae": 5.0, "band_mape": 0.2, "band_p90_coverage": 0.667, "level_factor": 0.8,
                                   "history_hours": 336}, "requests/h") == {
-        "band_mae_requests_per_h": 5.0, "band_mape_frac": 0.2, "band_p90_coverage_frac": 0.667,
+        "band_mae_requests_per_h": 5.0, "band_mape_frac": 0.2, "band_p90_coverage_last24h_frac": 0.667,
         "level_factor_ratio": 0.8, "history_h": 336}
 
 
@@ -149,9 +149,12 @@ def test_registered_version_has_a_description_and_its_holdout_metrics(store):
         trained.doc["baselines"]["per_variant_median"]["mae_h"], rel=1e-5)
     cutoff = pd.to_datetime(test["submitted_at"], utc=True).max()
     assert mv.tags["holdout.n_jobs"] == str(len(test)) and mv.tags["cutoff"] == cutoff.isoformat()
-    assert mv.description.startswith(f"quantization duration forecaster (LightGBM, P10/P50/P90 hours and GPUs), "
-                                     f"trained on the {trained.doc['n_train']} earliest jobs of quantization_jobs.parquet")
-    assert f"Holdout MAE {m['mae_h']:.3f} h" in mv.description and rid in mv.description
+    assert mv.description.startswith(
+        "quantization duration forecaster (LightGBM boosting on the analytic prior's residual; P10/P50/P90 hours and "
+        f"GPUs), trained on the {trained.doc['n_train']} earliest jobs of the generated history quantization_jobs.parquet")
+    base = trained.doc["baselines"]["analytic"]["mae_h"]
+    assert (f"Holdout MAE {m['mae_h']:.4f} h = {m['mae_h'] / base:.3f} × analytic baseline ({base:.4f} h)"
+            in mv.description) and rid in mv.description
     run = c.get_run(rid)
     assert run.info.run_name == tracking_runs.run_name("quantization", cutoff.isoformat())
     assert run.data.params["info.oof_mse_log_by_round"] == "25 values: params/info.oof_mse_log_by_round.json"
@@ -175,5 +178,5 @@ def test_plan_run_named_by_workspace_and_plan_start_logs_the_html_report_when_pr
     assert run.info.run_name == tracking_runs.run_name("plan", "2025-03-16T16:00:00+00:00", "prod-a")
     assert run.data.tags["gpuplan.run_folder"] == "20250316T1600Z_abc"
     assert run.data.metrics["m-small.band_mae_requests_per_h"] == 5.0
-    assert run.data.metrics["m-small.band_p90_coverage_frac"] == 0.667
+    assert run.data.metrics["m-small.band_p90_coverage_last24h_frac"] == 0.667
     assert _artifact_files(store, rid) == ["report/risk_report.html", "report/risk_report.md"]
