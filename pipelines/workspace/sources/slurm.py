@@ -97,8 +97,8 @@ _ARRAY_RANGE = re.compile(r"^(?P<a>\d+)(?:-(?P<b>\d+)(?::(?P<step>\d+))?)?$")
 #: A larger spec is refused naming it rather than filling memory.
 MAX_ARRAY_TASKS = 100_000
 #: Columns that hold text a user chose (sacct(1) prints them unescaped, so a ``|`` inside one splits it).
-FREE_TEXT_COLUMNS: tuple[str, ...] = ("jobname", "comment", "admincomment", "systemcomment", "workdir", "submitline",
-                                      "constraints", "extra", "reservation", "container", "stdout", "stderr", "stdin")
+FREE_TEXT_COLUMNS: tuple[str, ...] = ("JobName", "Comment", "AdminComment", "SystemComment", "WorkDir", "SubmitLine",
+                                      "Constraints", "Extra", "Reservation", "Container", "StdOut", "StdErr", "StdIn")
 _TRES_GPU = re.compile(r"(?:^|,)\s*gres/gpu(?::(?P<type>[^=,]+))?=(?P<count>[^,]*)")
 #: Slurm's "no value" / "infinite" sentinels of 32- and 64-bit numbers (slurm.h NO_VAL, INFINITE, NO_VAL64, INFINITE64).
 NO_VAL = frozenset({0xFFFFFFFE, 0xFFFFFFFFFFFFFFFE})
@@ -324,8 +324,9 @@ def _sacct_line(line: str, fields: list[str], columns: dict[str, int], width: in
     if len(fields) == width:
         return _sacct_records(fields, columns, source)
     extra = len(fields) - width
-    free = sorted((index, name) for name, index in columns.items() if name in FREE_TEXT_COLUMNS)
-    names = [next(h for h, i in columns.items() if i == index) for index, _ in free]
+    canonical = {name.lower(): name for name in FREE_TEXT_COLUMNS}
+    free = sorted((index, canonical[name]) for name, index in columns.items() if name in canonical)
+    names = [name for _, name in free]
     valid: list[tuple[str, list[dict[str, Any]]]] = []
     for index, name in free:
         joined = fields[:index] + ["|".join(fields[index:index + extra + 1])] + fields[index + extra + 1:]
