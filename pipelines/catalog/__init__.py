@@ -7,6 +7,9 @@ Three places hold data:
   demand, forecasts, the problem, the plan, its tables, the summary, the risk report and the plots;
 - **the model store** ``Settings.models_dir`` (:class:`Catalog`): one folder per job kind
   (:mod:`pipelines.io.model_files`) and the nightly local-day marker;
+- **a workspace's record store** (:data:`STORE_DATASETS`): job records and traffic samples as
+  partitioned parquet, each partition in the store's own arrow schema (never one file's inferred
+  schema), written and read by :class:`pipelines.workspace.store.Store`;
 - **the shipped data** ``Settings.data_dir`` (:class:`Catalog` and the module-level readers): the
   real-time services and their traffic files, the job histories, the real-trace slices
   (:data:`SHIPPED_FILES`), and the public traces they are derived from (:data:`PUBLIC_TRACE_SOURCES`).
@@ -51,6 +54,7 @@ from pipelines.catalog.shipped import (
     shipped_history,
     write_plan_file,
 )
+from pipelines.catalog.store import STORE_DATASETS, StoreDataset
 
 __all__ = [
     "Catalog",
@@ -65,6 +69,8 @@ __all__ = [
     "RUN_DATASETS",
     "RunCatalog",
     "SHIPPED_FILES",
+    "STORE_DATASETS",
+    "StoreDataset",
     "TRACE_DIR",
     "TRACE_WINDOWS",
     "derive_traces",

@@ -18,7 +18,8 @@ https://slurm.schedmd.com/sacct.html, and ``src/sacct/print.c`` of SchedMD/slurm
 * ``--parsable2`` (``|`` between fields); ``--parsable`` (a ``|`` after the last field too) is read as well;
 * ``--allusers``: every user's jobs (``PrivateData=jobs`` in slurmdbd.conf can still hide others' jobs);
 * ``--allocations``: job lines only; step lines (``123.batch``, ``123.extern``, ``123.0``) are skipped anyway;
-* ``--array``: one line per array task; without it, pending tasks are folded into one line ``123_[5-10]``;
+* ``--array``: one line per array task; without it, pending tasks are folded into one line ``123_[5-10]``,
+  which the parser expands into one pending record per task (:func:`array_task_ids`);
 * ``--starttime``/``--endtime``: without them sacct shows only jobs since midnight today. A job is
   listed when it was pending or running at some time in the window, so consecutive windows overlap
   in the jobs that span a boundary; the job store keeps one record per (source, job_id, submitted_at);
@@ -35,8 +36,10 @@ Every one of :data:`SACCT_FIELDS` is in the ``--helpformat`` list of sacct(1) fo
 priority as stored by slurmdbd) included. Only JobID, Submit and State (and one of ReqTRES/AllocTRES)
 are required; a missing optional column gives None/NaN. ``Comment`` is filled only when slurm.conf
 ``AccountingStoreFlags`` contains ``job_comment``; otherwise it prints empty and jobs get no
-annotations. A ``|`` inside JobName or Comment splits the line into too many fields: that line is
-rejected (named in the errors), the rest kept.
+annotations. A ``|`` inside JobName or Comment splits the line into too many fields: the line is
+read when exactly one free-text column (:data:`FREE_TEXT_COLUMNS`) can hold the extra fields, else
+rejected naming the job and the cause, the rest kept. ``JobIDRaw`` stands for ``JobID`` when that
+column is absent; an export without its header (``--noheader``) is refused naming the option.
 """
 
 from __future__ import annotations
@@ -97,8 +100,8 @@ _ARRAY_RANGE = re.compile(r"^(?P<a>\d+)(?:-(?P<b>\d+)(?::(?P<step>\d+))?)?$")
 #: A larger spec is refused naming it rather than filling memory.
 MAX_ARRAY_TASKS = 100_000
 #: Columns that hold text a user chose (sacct(1) prints them unescaped, so a ``|`` inside one splits it).
-FREE_TEXT_COLUMNS: tuple[str, ...] = ("jobname", "comment", "admincomment", "systemcomment", "workdir", "submitline",
-                                      "constraints", "extra", "reservation", "container", "stdout", "stderr", "stdin")
+FREE_TEXT_COLUMNS: tuple[str, ...] = ("JobName", "Comment", "AdminComment", "SystemComment", "WorkDir", "SubmitLine",
+                                      "Constraints", "Extra", "Reservation", "Container", "StdOut", "StdErr", "StdIn")
 _TRES_GPU = re.compile(r"(?:^|,)\s*gres/gpu(?::(?P<type>[^=,]+))?=(?P<count>[^,]*)")
 #: Slurm's "no value" / "infinite" sentinels of 32- and 64-bit numbers (slurm.h NO_VAL, INFINITE, NO_VAL64, INFINITE64).
 NO_VAL = frozenset({0xFFFFFFFE, 0xFFFFFFFFFFFFFFFE})
@@ -175,8 +178,9 @@ def parse_sacct(text: str, timezone: str, source: str = "slurm") -> ParseResult:
 
     Returns:
         One record per job line: ``123``, array task ``123_4``, het component ``123+0`` (job_id
-        as printed), and a pending array placeholder ``123_[5-10]`` as one pending record whose
-        ``gpus`` is one task's request (export with ``--array`` to get one line per task). Step
+        as printed); a pending array placeholder ``123_[5-10]`` (also ``123_[1-9:2%4]``) becomes
+        one pending record per task (``123_5`` .. ``123_10``, each one task's request; the ``%``
+        limit as annotation ``array_max_running``), counted in ``arrays_expanded``/``array_tasks``. Step
         lines (``123.batch``, ``123.extern``, ``123.0``, ``123_4.batch``, ``123+0.0``) are skipped
         and not counted in ``read``. Fields:
 
@@ -184,8 +188,9 @@ def parse_sacct(text: str, timezone: str, source: str = "slurm") -> ParseResult:
           forward, the fall-back hour is its first occurrence); ``Unknown``/``None``/empty -> NaT.
           A pending job has no ``started_at`` and a pending or running one no ``ended_at``.
         * started: ``Start`` is a time, the job is not pending, and an ended job's ``End`` is
-          after its ``Start`` (slurmctld stamps start = end = the end time on a job that ends
-          without running). ``elapsed_s`` is ``Elapsed`` (``[D-]HH:MM:SS``, ``MM:SS``,
+          after its ``Start``, or equal to it with a ``NodeList`` (slurmctld stamps start = end =
+          the end time on a job that ends without running, and gives it no nodes; a 0-second
+          COMPLETED job with nodes ran). ``elapsed_s`` is ``Elapsed`` (``[D-]HH:MM:SS``, ``MM:SS``,
           ``MM:SS.mmm``) when started, else NaN; ``censored`` is
           :func:`~pipelines.workspace.sources.records.is_censored` of the state and "started".
         * ``time_limit_s``: ``Timelimit`` in the same formats; ``UNLIMITED``, ``Partition_Limit``,
@@ -202,12 +207,14 @@ def parse_sacct(text: str, timezone: str, source: str = "slurm") -> ParseResult:
           annotation when it is one of :data:`domain.kinds.JOB_KINDS`, else None.
 
         A malformed line is rejected with ``line N: <field> <value!r> is not ... (expected ...)``
-        (N 1-based in ``text``) and the rest kept: a wrong number of fields, a JobID that is not
+        (N 1-based in ``text``) and the rest kept: too few fields, too many that no one free-text
+        column can hold (``line N: job 123: 19 fields for 18 header columns: ...``), a JobID that is not
         a job id, an unparsable time, duration or priority, an unknown state, a non-integer GPU
         count, or no Submit time.
 
     Raises:
-        InputError: ``timezone`` is not an IANA zone; no header line; the header lacks JobID,
+        InputError: ``timezone`` is not an IANA zone; no header line (empty, or ``--noheader``:
+            "no header line: drop --noheader"); the header lacks JobID (or JobIDRaw),
             Submit or State (all missing ones named), or both AllocTRES and ReqTRES; a column is
             named twice.
     """
@@ -324,8 +331,9 @@ def _sacct_line(line: str, fields: list[str], columns: dict[str, int], width: in
     if len(fields) == width:
         return _sacct_records(fields, columns, source)
     extra = len(fields) - width
-    free = sorted((index, name) for name, index in columns.items() if name in FREE_TEXT_COLUMNS)
-    names = [next(h for h, i in columns.items() if i == index) for index, _ in free]
+    canonical = {name.lower(): name for name in FREE_TEXT_COLUMNS}
+    free = sorted((index, canonical[name]) for name, index in columns.items() if name in canonical)
+    names = [name for _, name in free]
     valid: list[tuple[str, list[dict[str, Any]]]] = []
     for index, name in free:
         joined = fields[:index] + ["|".join(fields[index:index + extra + 1])] + fields[index + extra + 1:]

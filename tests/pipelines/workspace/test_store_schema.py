@@ -83,3 +83,11 @@ def test_traffic_partitions_share_the_schema(tmp_path):
                                          {"service": "chat", "ts": "2025-02-01T00:00Z", "value": 3.5}]))
     t = store.traffic().sort_values("ts")
     assert t["value"].isna().tolist() == [True, False] and t["value"].iloc[1] == 3.5
+
+
+def test_the_catalog_names_the_store_tables_with_the_store_schema():
+    from pipelines.catalog import STORE_DATASETS
+
+    assert STORE_DATASETS["store_jobs"].schema.equals(JOB_ARROW_SCHEMA)
+    assert STORE_DATASETS["store_jobs"].pattern == "jobs/source=<source>/month=<YYYY-MM of submit>/part.parquet"
+    assert STORE_DATASETS["store_traffic"].key == ("service", "ts")
