@@ -242,7 +242,7 @@ case "$cmd" in
     start_slurmctld
     start_slurmd
     t1=$(date +%s.%N)
-    echo "slurm-lab: up in $(printf '%.1f' "$(echo "$t1 - $t0" | bc)") s, state $S" >&2
+    echo "slurm-lab: up in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s, state $S" >&2
     cat "$S/env.sh"
     ;;
   stop)
