@@ -67,13 +67,14 @@ EOF
        --storage.tsdb.retention.time=30d --web.listen-address="127.0.0.1:$PORT" \
        >"$S/log/prometheus.log" 2>&1 & echo $! >"$S/run/prometheus.pid")
     end=$((SECONDS + 60))
-    until curl -sf "http://127.0.0.1:$PORT/-/ready" >/dev/null 2>&1; do
+    ready() { python3 -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)" "$1"; }
+    until ready "http://127.0.0.1:$PORT/-/ready" >/dev/null 2>&1; do
       [ $SECONDS -ge $end ] && die "prometheus not ready after 60 s (see $S/log/prometheus.log)"
       pid_alive "$S/run/prometheus.pid" || die "prometheus exited (see $S/log/prometheus.log)"
       sleep 0.2
     done
     t1=$(date +%s.%N)
-    echo "prometheus-lab: up in $(printf '%.1f' "$(echo "$t1 - $t0" | bc)") s, $n samples backfilled, state $S" >&2
+    echo "prometheus-lab: up in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s, $n samples backfilled, state $S" >&2
     echo "export PROM_LAB_DIR=$S PROM_LAB_URL=http://127.0.0.1:$PORT PROM_LAB_EXPORTER=http://127.0.0.1:$EXP_PORT PROM_LAB_END=$END"
     ;;
   stop)

@@ -242,13 +242,32 @@ case "$cmd" in
     start_slurmctld
     start_slurmd
     t1=$(date +%s.%N)
-    echo "slurm-lab: up in $(printf '%.1f' "$(echo "$t1 - $t0" | bc)") s, state $S" >&2
+    echo "slurm-lab: up in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s, state $S" >&2
     cat "$S/env.sh"
     ;;
   stop)
     [ -n "$S" ] || die "stop needs the state dir (argument or \$SLURM_LAB_DIR)"
+    # cancel the lab's jobs first: a slurmstepd (and its job) outlives its slurmd otherwise
+    if pid_alive "$S/run/slurmctld.pid"; then
+      ids="$(SLURM_CONF="$S/slurm.conf" squeue -h -o %A 2>/dev/null | sort -u | tr '\n' ' ')"
+      [ -n "${ids// /}" ] && SLURM_CONF="$S/slurm.conf" scancel $ids 2>/dev/null || true
+      end=$((SECONDS + 30))
+      while [ -n "$(SLURM_CONF="$S/slurm.conf" squeue -h -o %A 2>/dev/null)" ] && [ $SECONDS -lt $end ]; do
+        sleep 0.5
+      done
+    fi
     for n in "${NODES[@]}"; do stop_pid "slurmd $n" "$S/run/slurmd-$n.pid" & done
     wait
+    # a step daemon or job process left over (its job did not end in time): killed by its PID, found by this
+    # lab's SLURM_CONF in its environment and being a slurmstepd or a job's process (SLURM_JOB_ID set)
+    for p in $(ps -eo pid=); do
+      [ "$p" = "$$" ] && continue
+      envs="$({ tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null || true)"
+      grep -qx "SLURM_CONF=$S/slurm.conf" <<<"$envs" || continue
+      if [ "$(cat "/proc/$p/comm" 2>/dev/null)" = slurmstepd ] || grep -q "^SLURM_JOB_ID=" <<<"$envs"; then
+        kill -KILL "$p" 2>/dev/null || true
+      fi
+    done
     stop_pid slurmctld "$S/run/slurmctld.pid"
     stop_pid slurmdbd "$S/run/slurmdbd.pid"
     stop_pid mariadb "$S/run/mariadb.pid"

@@ -87,14 +87,18 @@ def run_command(command: str, timeout_s: float, where: str) -> str:
 
 def parse_step_s(step: int | float | str) -> int:
     """A step in seconds: ``600``, ``"600"``, ``"600s"``, ``"10m"``, ``"1h"``. Raises ValueError otherwise."""
-    if isinstance(step, int | float):
-        value = float(step)
-    else:
-        s = step.strip()
-        unit = {"s": 1, "m": 60, "h": 3600}.get(s[-1:], 0)
-        value = float(s[:-1]) * unit if unit else float(s)
+    bad = f"step {step!r}: expected a whole number of seconds >= 1 (600, '600s', '10m', '1h')"
+    try:
+        if isinstance(step, int | float):
+            value = float(step)
+        else:
+            s = step.strip()
+            unit = {"s": 1, "m": 60, "h": 3600}.get(s[-1:], 0)
+            value = float(s[:-1]) * unit if unit else float(s)
+    except ValueError:
+        raise ValueError(bad) from None
     if not math.isfinite(value) or value < 1 or value != int(value):
-        raise ValueError(f"step {step!r}: expected a whole number of seconds >= 1 (600, '600s', '10m', '1h')")
+        raise ValueError(bad)
     return int(value)
 
 
