@@ -42,14 +42,15 @@ def _job(lab: Lab, job_id: str) -> dict[str, str]:
     return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
 
 
-def test_loop_plan_applied_to_slurmctld(slurm_lab: Lab, tmp_path: Path) -> None:
+def test_loop_plan_applied_to_slurmctld(slurm_lab: Lab, tmp_path: Path, iso_env: dict) -> None:
     """ingest + run on the lab workspace, then commands.sh applied: Slurm starts and re-times jobs as planned."""
     lab = slurm_lab
     exported = pd.Timestamp(lab.captured_at, unit="s", tz="UTC")
     # the history as sacct printed it at the queue's export (the timeout job still running then)
     ws = write_workspace(tmp_path / "ws", lab.outputs["sacct-queue-time.txt"], lab.outputs["squeue.json"], exported,
                          lab.env["TZ"])
-    env = {**os.environ, "GPUPLAN_TRACKING_URI": f"sqlite:///{tmp_path}/mlflow.db"}
+    env = {**os.environ, "GPUPLAN_TRACKING_URI": f"sqlite:///{tmp_path}/mlflow.db",
+           "PREFECT_HOME": str(tmp_path / "prefect")}
     ing = subprocess.run([str(GPUPLAN), "ingest", "--workspace", str(ws), "--json"], capture_output=True, text=True,
                          env=env, timeout=120)
     assert ing.returncode == 0, ing.stderr[-2000:]
@@ -266,7 +267,7 @@ def _command_ws(root: Path, history_cmd: str) -> Path:
     return root
 
 
-def test_command_sources_pull_from_the_lab(slurm_lab: Lab, tmp_path: Path) -> None:
+def test_command_sources_pull_from_the_lab(slurm_lab: Lab, tmp_path: Path, iso_env: dict) -> None:
     """``command = "sacct ..."`` / ``"squeue --json"``: run by ingest, kept in <store>/raw/, ingested."""
     cmd = ("SLURM_TIME_FORMAT=standard TZ=UTC sacct --allusers --allocations --parsable2 "
            f"--format={SACCT_FORMAT} --starttime=now-1days --endtime=now")
