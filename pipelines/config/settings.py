@@ -318,9 +318,12 @@ def load_settings(workspace: str | Path | Workspace | None = None, **overrides: 
 
     ws = workspace if isinstance(workspace, Workspace) else open_workspace(workspace)
     env: dict[str, object] = workspace_defaults(ws)
-    uri = os.environ.get("GPUPLAN_TRACKING_URI") or os.environ.get("MLFLOW_TRACKING_URI")
-    if uri:
-        env["tracking_uri"] = literal_sqlite_uri(uri, Path.cwd())
+    if os.environ.get("GPUPLAN_TRACKING_URI"):  # the operator's: a sqlite path taken literally (case 010)
+        env["tracking_uri"] = literal_sqlite_uri(os.environ["GPUPLAN_TRACKING_URI"], Path.cwd())
+    elif os.environ.get("MLFLOW_TRACKING_URI"):
+        # already a URI (``%25`` for ``%``): ``mlflow.set_tracking_uri`` exports this variable, so a second
+        # load_settings in the process reads back the encoded form and must not encode it again
+        env["tracking_uri"] = os.environ["MLFLOW_TRACKING_URI"]
     if os.environ.get("GPUPLAN_ARTIFACT_ROOT"):
         env["artifact_root"] = Path(os.environ["GPUPLAN_ARTIFACT_ROOT"]).resolve()
     for var, key in (("GPUPLAN_RUNS_DIR", "runs_dir"), ("GPUPLAN_MODELS_DIR", "models_dir")):

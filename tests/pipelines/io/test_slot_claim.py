@@ -53,3 +53,33 @@ def test_a_slot_already_published_is_skipped(tmp_path):
         assert skip == f"already published as {info.path.name}"
     with claim_slot(tmp_path, "20250316T1630Z") as skip:
         assert skip is None
+
+
+def _claim_day(barrier, marker: str, out) -> None:
+    from datetime import date
+    from pathlib import Path
+
+    from pipelines.flows.schedules import claim_local_day
+
+    barrier.wait(timeout=120)  # both workers' nightly runs start together
+    out.put(claim_local_day(Path(marker), date(2025, 10, 26)))
+
+
+def test_two_workers_nightly_runs_of_one_local_day_make_one_champion_decision(tmp_path):
+    # the nightly flow retrains only when it claims its local day (pipelines.flows.retrain): of two workers started
+    # at 02:00 together, exactly one claims it, so one gate runs and one champion decision is made
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    barrier, out = ctx.Barrier(2), ctx.Queue()
+    marker = str(tmp_path / "models" / "nightly_days.json")
+    procs = [ctx.Process(target=_claim_day, args=(barrier, marker, out)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=240)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert sorted(out.get(timeout=5) for _ in procs) == [False, True]
+    import json
+
+    assert json.loads((tmp_path / "models" / "nightly_days.json").read_text()) == ["2025-10-26"]

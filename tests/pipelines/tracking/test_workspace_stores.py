@@ -107,6 +107,17 @@ def test_a_workspace_path_with_space_hash_percent20_and_colon_keeps_its_store_in
     assert [m.name for m in c.search_registered_models()] == ["m"]
 
 
+def test_the_uri_mlflow_exports_is_read_back_as_it_is_not_encoded_twice(tmp_path, monkeypatch, no_env_store):
+    # mlflow.set_tracking_uri exports MLFLOW_TRACKING_URI (the encoded form); a later load_settings in the same
+    # process (a flow run) must give the same store, not one in a folder named '... %2520 ...'
+    folder = tmp_path / "a %20 b" / "ws"
+    s = load_settings(_ws(folder, f"sqlite:///{folder}/mlflow.db"))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", s.tracking_uri)
+    again = load_settings(_ws(folder, f"sqlite:///{folder}/mlflow.db"))
+    assert again.tracking_uri == s.tracking_uri == f"sqlite:///{tmp_path}/a %2520 b/ws/mlflow.db"
+    assert again.artifact_root == folder / "artifacts"
+
+
 def test_workspace_id_is_written_once_and_kept(tmp_path):
     first = read_or_create_workspace_id(tmp_path)
     assert len(first) == 32 and (tmp_path / WORKSPACE_ID_FILE).read_text().strip() == first
