@@ -46,6 +46,7 @@ def test_serve_exits_on_sigterm_within_10_s_and_pauses_schedules(prefect_server,
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    print(f"gpuplan serve exited {elapsed:.2f} s after SIGTERM")
     assert elapsed <= 10.0
     assert "SIGTERM received, pausing the schedules and stopping" in rest and "gpuplan serve: stopped" in rest, rest
     assert proc.returncode == 0, rest
