@@ -263,7 +263,7 @@ def test_prometheus_export_with_every_series_rejected_exits_2_naming_it(tmp_path
 # ------------------------------------------------------------------ store schema end to end (issue 28)
 
 
-@pytest.mark.skipif(not REAL.is_dir() and not os.environ.get("CI"), reason=f"needs the shared real inputs ({REAL})")
+@pytest.mark.skipif(not REAL.is_dir(), reason=f"needs the shared real inputs ({REAL})")
 def test_jeanzay_queue_beside_the_openb_history_ingests_twice_and_plans(tmp_path):
     _workspace(tmp_path, queue=str(REAL / "squeue_jeanzay_v0039_gpu.json"))
     # Jean Zay's job runs on data-center-ia830: that node takes openb-node-0030's place (8 nodes x 8 GPUs)
