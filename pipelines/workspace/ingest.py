@@ -212,7 +212,11 @@ def ingest(ws: Workspace) -> dict[str, Any]:
     if "queue" in reads and reads["queue"].newest is not None:
         q = reads["queue"]
         name = q.newest_file.name if q.newest_file else ""
-        clock_note = export_clock_note(store.queue_snapshot_info(), q.newest_at, name)
+        previous = store.queue_snapshot_info()
+        clock_note = export_clock_note(previous, q.newest_at, name)
+        if not clock_note and previous and previous.get("file") == name and q.newest_at is not None and \
+                previous.get("exported_at") == pd.Timestamp(q.newest_at).isoformat():
+            clock_note = previous.get("note", "")  # the same export again (a replan's ingest): its note stays
         store.set_queue_snapshot(q.newest, q.newest_at, name, note=clock_note)
     for role, got in reads.items():
         c = counts.get(role, UpsertCount(0, 0))

@@ -46,7 +46,8 @@ def parse_squeue_json(text: str, source: str = "slurm", *, now: pd.Timestamp | N
         text: the JSON document.
         source: value of the records' ``source`` column.
         now: the snapshot's time (tz-aware). When given, a running job's ``elapsed_s`` is
-            ``now - start_time``; without it that is NaN (squeue's JSON has no run-time field).
+            ``now - start_time`` (0 when the start is later: the snapshot's clock behind the
+            controller's); without it that is NaN (squeue's JSON has no run-time field).
 
     Returns:
         One record per item of ``jobs`` (``read`` = their number):
@@ -272,7 +273,8 @@ def _squeue_row(job: Any, source: str, now: pd.Timestamp | None) -> dict[str, An
     if not started:
         elapsed = math.nan
     elif state in ACTIVE_STATES:
-        elapsed = (now - start).total_seconds() if now is not None and start is not None else math.nan
+        # a start after the snapshot's time (its clock behind the controller's, e.g. stepped back): 0, not < 0
+        elapsed = max(0.0, (now - start).total_seconds()) if now is not None and start is not None else math.nan
     else:
         elapsed = (end - start).total_seconds() if end is not None and start is not None else math.nan
     limit_min, _ = _number("time_limit", job.get("time_limit"))

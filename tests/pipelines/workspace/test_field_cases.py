@@ -206,6 +206,7 @@ def test_case_017_queue_export_clock_going_back_is_named(tmp_path):
     assert note == ("queue export clock went back: squeue-B.json says 2025-03-16T15:00Z, earlier than the stored "
                     "snapshot's 2025-03-16T16:00Z (squeue-A.json), by 60 min; taken as the current queue (check the "
                     "login node's clock)")
+    assert ingest(ws)["sources"]["queue"]["clock_note"] == note  # B again (the replan's own ingest): kept
     data = workspace_data(ws)
     assert (data.snapshot_file, data.snapshot_at, data.snapshot_note) == ("squeue-B.json",
                                                                           pd.Timestamp("2025-03-16T15:00Z"), note)
@@ -289,3 +290,13 @@ def test_jeanzay_queue_beside_the_openb_history_ingests_twice_and_plans(tmp_path
                             jobs, demand, start, time_limit_s=20.0)
     assert [(r.job_id, r.gpus) for r in problem.running] == [("1618871", 8)]
     assert check_plan(problem, solve(problem, "milp")) in ("optimal", "feasible")
+
+
+def test_running_job_started_after_a_snapshot_whose_clock_went_back_has_elapsed_0_not_negative():
+    doc = json.loads((FIX / "openb" / "squeue.json").read_text())
+    doc["last_update"]["number"] = 1742137200  # 15:00Z; some running jobs started after it (controller's clock)
+    jobs = parse_squeue_json(json.dumps(doc)).frame
+    running = jobs[jobs["state"] == "running"]
+    late = running[running["started_at"] > pd.Timestamp("2025-03-16T15:00Z")]
+    assert len(late) >= 1 and set(late["elapsed_s"]) == {0.0}
+    assert (running["elapsed_s"] >= 0).all()
