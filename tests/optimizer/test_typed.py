@@ -180,3 +180,11 @@ def test_every_planner_plan_on_random_typed_problems_passes_the_verifier(planner
         assert verify(got, p) == [], f"seed {seed}"
         started += sum(1 for a in got.assignments if a.start_step is not None)
     assert started > 60
+
+
+def test_milp_on_random_typed_problems_is_never_below_the_best_baseline():
+    # until the pool MILP exists the milp planner returns the best baseline: equal to the best, never below
+    for seed in range(30):
+        p = _random_typed(seed)
+        m = plan(p, "milp")
+        assert m.objective >= max(plan(p, b).objective for b in ("fifo", "easy", "priority")) - 1e-9, f"seed {seed}"
