@@ -31,6 +31,7 @@ from dataclasses import replace
 import numpy as np
 
 from optimizer.capacity import Capacity, fixed_occupancy, running_gpus_per_step, service_bounds, up_gpus
+from optimizer.eligibility import BlockOption, block_options, duration_at
 from optimizer.objective import objective_value, run_decay
 from optimizer.placement import hold_services
 from optimizer.plan import JobAssignment, Plan
@@ -111,21 +112,45 @@ class Board:
         if 0 < t < self.H:
             self.frees[t] = bool((self.occ[t - 1] & ~self.occ[t]).any() or self.free_count[t] > self.free_count[t - 1])
 
-    def fit_at(self, t: int, gpus: int, duration: int) -> int | None:
-        """Lowest aligned offset where ``gpus`` GPUs are free over steps [t, min(t+duration, H)), or None."""
+    def fit_at(self, t: int, gpus: int, duration: int, allowed: np.ndarray | None = None) -> int | None:
+        """Lowest aligned offset where ``gpus`` GPUs are free over steps [t, min(t+duration, H)), or None.
+
+        ``allowed``: (n_gpus // gpus,) bool, the blocks the job may use (typed clusters,
+        :func:`optimizer.eligibility.block_options`); None = every block.
+        """
         te = min(t + duration, self.H)
         if np.any(self.free_count[t:te] < gpus):
             return None
         blocked = self.occ[t:te].reshape(te - t, self.N // gpus, gpus).any(axis=(0, 2))
+        if allowed is not None:
+            blocked |= ~allowed
         free = np.flatnonzero(~blocked)
         return int(free[0]) * gpus if len(free) else None
+
+    def fit_options(self, t: int, gpus: int, options: list[BlockOption]) -> tuple[int, int] | None:
+        """First fit over the eligible blocks of every option: the lowest (offset, duration) free at ``t``, or None."""
+        best: tuple[int, int] | None = None
+        for d, mask, _ in options:
+            o = self.fit_at(t, gpus, d, mask)
+            if o is not None and (best is None or o < best[0]):
+                best = (o, d)
+        return best
+
+    def earliest_options(self, t0: int, gpus: int, options: list[BlockOption]) -> tuple[int, int, int] | None:
+        """Earliest (step, offset, duration) over the options (lowest offset among equal steps), or None."""
+        best: tuple[int, int, int] | None = None
+        for d, mask, _ in options:
+            hit = self.earliest(t0, gpus, d, mask)
+            if hit is not None and (best is None or hit < best[:2]):
+                best = (hit[0], hit[1], d)
+        return best
 
     def next_frees(self, t: int) -> int:
         """The first step > t where room frees up (``frees``), or H when there is none."""
         hit = np.flatnonzero(self.frees[t + 1 :])
         return t + 1 + int(hit[0]) if len(hit) else self.H
 
-    def earliest(self, t0: int, gpus: int, duration: int) -> tuple[int, int] | None:
+    def earliest(self, t0: int, gpus: int, duration: int, allowed: np.ndarray | None = None) -> tuple[int, int] | None:
         """Earliest (step, offset) with step >= t0 where the block fits, or None inside the horizon.
 
         Tries t0 and then only the steps where room frees up (see the class docstring): the same
@@ -134,11 +159,11 @@ class Board:
         t0 = max(0, t0)
         if t0 >= self.H:
             return None
-        o = self.fit_at(t0, gpus, duration)
+        o = self.fit_at(t0, gpus, duration, allowed)
         if o is not None:
             return t0, o
         for t in (np.flatnonzero(self.frees[t0 + 1 :]) + (t0 + 1)).tolist():
-            o = self.fit_at(t, gpus, duration)
+            o = self.fit_at(t, gpus, duration, allowed)
             if o is not None:
                 return t, o
         return None
@@ -168,11 +193,11 @@ def _fifo(problem: Problem, board: Board, deadline: float | None = None) -> tupl
         if _past(deadline):
             return out, True
         s = j.requested
-        hit = board.earliest(max(j.release_step, prev), s.gpus, s.duration_steps)
+        hit = board.earliest_options(max(j.release_step, prev), s.gpus, block_options(problem, j, s))
         if hit is None:
             break  # no overtaking: nobody behind it may start earlier
-        board.place(hit[0], hit[1], s.gpus, s.duration_steps)
-        out[j.job_id] = hit
+        board.place(hit[0], hit[1], s.gpus, hit[2])
+        out[j.job_id] = hit[:2]
         prev = hit[0]
     return out, False
 
@@ -193,9 +218,14 @@ def _backfill(
     out: Placement = {}
     order = sorted(problem.jobs, key=key)
     H = board.H
+    options = {j.job_id: block_options(problem, j, j.requested) for j in order}
+
+    def opts(j: Job) -> list[BlockOption]:
+        return options[j.job_id]
+
     releases = sorted({j.release_step for j in order if j.release_step < H})
     ri = 0
-    cached: tuple[str, int, tuple[int, int] | None] | None = None  # (head id, board version, earliest)
+    cached: tuple[str, int, tuple[int, int, int] | None] | None = None  # (head id, board version, earliest)
     t = releases[0] if releases else H
     while t < H and len(out) < len(order):
         if _past(deadline):
@@ -204,11 +234,11 @@ def _backfill(
         queue = [j for j in order if j.job_id not in out and j.release_step <= t]
         while queue:  # start heads for as long as they fit
             hs = queue[0].requested
-            o = board.fit_at(t, hs.gpus, hs.duration_steps)
-            if o is None:
+            fit = board.fit_options(t, hs.gpus, opts(queue[0]))
+            if fit is None:
                 break
-            board.place(t, o, hs.gpus, hs.duration_steps)
-            out[queue.pop(0).job_id] = (t, o)
+            board.place(t, fit[0], hs.gpus, fit[1])
+            out[queue.pop(0).job_id] = (t, fit[0])
             placed = True
         if queue:
             # the head does not fit: reserve its earliest start; backfill what does not delay it.
@@ -219,18 +249,19 @@ def _backfill(
                     and (cached[2] is None or cached[2][0] >= t + 1)):
                 res = cached[2]
             else:
-                res = board.earliest(t + 1, hs.gpus, hs.duration_steps)
+                res = board.earliest_options(t + 1, hs.gpus, opts(head))
                 cached = (head.job_id, board.version, res)
             for j in queue[1:]:
                 s = j.requested
-                o = board.fit_at(t, s.gpus, s.duration_steps)
-                if o is None:
+                fit = board.fit_options(t, s.gpus, opts(j))
+                if fit is None:
                     continue
-                board.place(t, o, s.gpus, s.duration_steps)
+                o, d = fit
+                board.place(t, o, s.gpus, d)
                 # nothing fitted the head in [t+1, res) and the board only grew, so the head's
                 # earliest start moves later exactly when it no longer fits at res
-                if res is not None and board.fit_at(res[0], hs.gpus, hs.duration_steps) is None:
-                    board.place(t, o, s.gpus, s.duration_steps, sign=-1)
+                if res is not None and board.fit_options(res[0], hs.gpus, opts(head)) is None:
+                    board.place(t, o, s.gpus, d, sign=-1)
                     continue
                 out[j.job_id] = (t, o)
                 placed = True
@@ -274,7 +305,7 @@ def assemble_plan(
     for j in problem.jobs:
         if j.job_id in starts:
             t, o, g = starts[j.job_id]
-            d = next(s.duration_steps for s in j.sizes if s.gpus == g)
+            d = duration_at(problem, j, int(g), int(o))
             assignments.append(JobAssignment(j.job_id, int(t), int(t) + d, int(o), int(g)))
         else:
             assignments.append(JobAssignment(j.job_id, None, None, None, None))
@@ -366,14 +397,16 @@ def greedy_place(
             break
         best = None
         for s in j.sizes:
-            hit = board.earliest(j.release_step, s.gpus, s.duration_steps)
+            hit = board.earliest_options(j.release_step, s.gpus, block_options(problem, j, s))
             if hit is not None:
-                value = j.priority * s.efficiency * s.gpus * run_decay(g, hit[0], s.duration_steps)
+                # the work of the run (s.duration_steps reference steps) earned over its d steps on that type
+                value = j.priority * s.efficiency * s.gpus * (s.duration_steps / hit[2]) * run_decay(g, hit[0], hit[2]) \
+                    if problem.cluster.typed else j.priority * s.efficiency * s.gpus * run_decay(g, hit[0], s.duration_steps)
                 if best is None or (value, -hit[0]) > best[:2]:
                     best = (value, -hit[0], s, hit)
         if best is not None:
-            _, _, s, (t, o) = best
-            board.place(t, o, s.gpus, s.duration_steps)
+            _, _, s, (t, o, d) = best
+            board.place(t, o, s.gpus, d)
             starts[j.job_id] = (t, o, s.gpus)
     return assemble_plan(problem, planner, SolveStatus.FEASIBLE, starts, service_gpus, time.perf_counter() - t0)
 

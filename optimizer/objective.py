@@ -34,14 +34,21 @@ def run_decay(gamma: float, start_step, duration_steps):
     return float(out) if out.ndim == 0 else out
 
 
-def job_reward(job: Job, gpus: int, start_step: int, problem: Problem) -> float:
+def job_reward(job: Job, gpus: int, start_step: int, problem: Problem, gpu_type: str = "") -> float:
     """Reward of starting ``job`` with ``gpus`` GPUs at ``start_step`` (DESIGN §5, first term).
 
-    ``p_j · e_{j,s} · s · Σ_{τ=t}^{t+d-1} γ^τ`` (whole run, :func:`run_decay`). Raises KeyError naming the job when
-    ``gpus`` is not one of its sizes.
+    ``p_j · e_{j,s} · s · Σ_{τ=t}^{t+d-1} γ^τ`` (whole run, :func:`run_decay`). On a typed cluster (issue 26) the
+    run lasts ``d' = job.duration_on(size, gpu_type)`` steps and does the same work, so each step earns
+    ``d / d'`` of a reference step: ``p · e · s · (d / d') · Σ_{τ=t}^{t+d'-1} γ^τ`` (a faster type earns the
+    same work sooner). Raises KeyError naming the job when ``gpus`` is not one of its sizes.
     """
     for s in job.sizes:
         if s.gpus == gpus:
+            if problem.cluster.typed:
+                d = job.duration_on(s, gpu_type, problem.cluster)
+                rate = s.duration_steps / d
+                return job.priority * s.efficiency * s.gpus * rate * run_decay(problem.settings.decay_per_step,
+                                                                                start_step, d)
             decay = run_decay(problem.settings.decay_per_step, start_step, s.duration_steps)
             return job.priority * s.efficiency * s.gpus * decay
     raise KeyError(f"job {job.job_id!r} has no size of {gpus} GPUs")
@@ -63,5 +70,9 @@ def objective_value(plan: Plan, problem: Problem) -> float:
     for a in plan.assignments:
         if a.running or a.start_step is None or a.job_id not in jobs:
             continue
-        reward += job_reward(jobs[a.job_id], int(cast(int, a.gpus)), int(a.start_step), problem)
+        gpu_type = ""
+        if problem.cluster.typed and a.block_offset is not None:
+            k = problem.cluster.node_of(int(a.block_offset))
+            gpu_type = "" if k is None else problem.cluster.nodes[k].gpu_type
+        reward += job_reward(jobs[a.job_id], int(cast(int, a.gpus)), int(a.start_step), problem, gpu_type)
     return reward - problem.unmet_penalty() * unmet_gpu_steps(plan, problem)

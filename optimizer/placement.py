@@ -26,6 +26,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from optimizer.eligibility import block_options, block_type
 from optimizer.plan import JobAssignment, Plan
 from optimizer.problem import Problem
 
@@ -50,16 +51,12 @@ def batch_busy(problem: Problem, assignments: tuple[JobAssignment, ...] | list[J
 def next_use(busy: np.ndarray) -> np.ndarray:
     """(H, n_gpus) int: the first step >= t at which the GPU is busy (``busy``'s shape), H when never."""
     H = busy.shape[0]
-    out = np.full(busy.shape, H, dtype=np.int64)
-    nxt = np.full(busy.shape[1], H, dtype=np.int64)
-    for t in range(H - 1, -1, -1):
-        nxt = np.where(busy[t], t, nxt)
-        out[t] = nxt
-    return out
+    idx = np.where(busy, np.arange(H, dtype=np.int64)[:, None], H)
+    return np.minimum.accumulate(idx[::-1], axis=0)[::-1]
 
 
 def _place_step(free: np.ndarray, prev: list[np.ndarray] | None, counts: list[int],
-                later: np.ndarray, caps: list[int], horizon: int) -> list[np.ndarray]:
+                later: np.ndarray, caps: list[int], horizon: int) -> tuple[list[np.ndarray], bool]:
     """One step of the rule (module docstring): keep, add, then move ahead of a block within the swap cap.
 
     ``free``: (n_gpus,) bool, modified (the GPUs given out are cleared); ``prev``: each service's GPUs at the
@@ -69,6 +66,8 @@ def _place_step(free: np.ndarray, prev: list[np.ndarray] | None, counts: list[in
     kept GPUs a block takes later moves them, while its swap cap has room at this step, to free GPUs taken
     later still (so a block's start never has to move more replicas at once than the cap allows). A service
     gets fewer than its count only when the step has too few free GPUs (rejected on counts anyway).
+    Returns the GPUs per service and whether some service's moves ahead were cut short by its cap (the next
+    step may move more even when nothing else changes).
     """
     n = free.shape[0]
     H = horizon
@@ -89,6 +88,7 @@ def _place_step(free: np.ndarray, prev: list[np.ndarray] | None, counts: list[in
         new = rank[free[rank]][:need]
         free[new] = False
         added.append(new)
+    limited = False
     for i, a in enumerate(counts):
         if prev is None or not len(kept[i]):
             continue
@@ -101,12 +101,17 @@ def _place_step(free: np.ndarray, prev: list[np.ndarray] | None, counts: list[in
         m = 0
         while m < min(room, len(doomed), len(spare)) and later[spare[m]] > later[doomed[m]]:
             m += 1
+        limited |= m == room and m < min(len(doomed), len(spare)) and bool(later[spare[m]] > later[doomed[m]])
         if m:
             free[spare[:m]] = False
             free[doomed[:m]] = True
             kept[i] = np.setdiff1d(kept[i], doomed[:m])
             added[i] = np.concatenate([added[i], spare[:m]])
-    return [np.sort(np.concatenate([k, d])) for k, d in zip(kept, added, strict=True)]
+    return [np.sort(np.concatenate([k, d])) for k, d in zip(kept, added, strict=True)], limited
+
+
+_CACHE: list[tuple[Problem, Plan, ServicePlacement]] = []  # the last few plans placed (a plan is placed by
+# assemble_plan's check and again by the verifier): identity-keyed, both objects are immutable
 
 
 def service_placement(problem: Problem, plan: Plan) -> ServicePlacement:
@@ -114,19 +119,47 @@ def service_placement(problem: Problem, plan: Plan) -> ServicePlacement:
 
     Services missing from ``plan.service_gpus`` are left out; a step beyond a service's allocation list counts 0.
     """
+    for p_, q_, out in _CACHE:
+        if p_ is problem and (q_ is plan or (q_.service_gpus == plan.service_gpus
+                                             and q_.assignments == plan.assignments)):
+            return out
+    out = _service_placement(problem, plan)
+    _CACHE.insert(0, (problem, plan, out))
+    del _CACHE[4:]
+    return out
+
+
+def _service_placement(problem: Problem, plan: Plan) -> ServicePlacement:
     H = problem.horizon_steps
     busy = batch_busy(problem, plan.assignments)
     later = next_use(busy)
     names = [s.service for s in problem.services if s.service in plan.service_gpus]
     caps = [s.swap_cap_gpus for s in problem.services if s.service in plan.service_gpus]
     alloc = [tuple(plan.service_gpus[n]) for n in names]
-    steps: list[list[np.ndarray]] = []
+    steps: list[list[tuple[int, ...]]] = [[] for _ in names]
     prev: list[np.ndarray] | None = None
+    last_counts: list[int] = []
+    limited = True
+    same_busy = np.zeros(H, dtype=bool)
+    if H > 1:
+        same_busy[1:] = (busy[1:] == busy[:-1]).all(axis=1)
     for t in range(H):
         counts = [int(a[t]) if t < len(a) else 0 for a in alloc]
-        prev = _place_step(~busy[t], prev, counts, later[t], caps, H)
-        steps.append(prev)
-    return {n: tuple(tuple(int(g) for g in steps[t][i]) for t in range(H)) for i, n in enumerate(names)}
+        if prev is not None and not limited and counts == last_counts and same_busy[t]:
+            # nothing changed and nothing was left to move: the GPUs a free step keeps (the free GPUs' next
+            # uses are the same at t as at t - 1), so the same placement
+            for i in range(len(names)):
+                steps[i].append(steps[i][-1])
+            continue
+        new, limited = _place_step(~busy[t], prev, counts, later[t], caps, H)
+        for i in range(len(names)):
+            if prev is not None and np.array_equal(new[i], prev[i]):
+                steps[i].append(steps[i][-1])  # one tuple object while a service stays put
+            else:
+                steps[i].append(tuple(new[i].tolist()))
+        prev = new
+        last_counts = counts
+    return {n: tuple(steps[i]) for i, n in enumerate(names)}
 
 
 def gpus_swapped(before: tuple[int, ...], after: tuple[int, ...]) -> int:
@@ -141,8 +174,27 @@ def swap_excess(problem: Problem, placement: ServicePlacement) -> int:
     out = 0
     for name, steps in placement.items():
         for t in range(1, len(steps)):
-            out += max(0, gpus_swapped(steps[t - 1], steps[t]) - caps[name])
+            if steps[t] is not steps[t - 1]:  # a service that stays put keeps one tuple object
+                out += max(0, gpus_swapped(steps[t - 1], steps[t]) - caps[name])
     return out
+
+
+def _same_kind(problem: Problem, a: JobAssignment) -> np.ndarray | None:
+    """(n_gpus // gpus,) bool: the blocks of ``a``'s size the job may use on the GPU type it has, or None.
+
+    On a typed cluster a re-packed block keeps its type and so its duration; None on an untyped one (every block).
+    """
+    if not problem.cluster.typed or a.gpus is None or a.block_offset is None:
+        return None
+    job = next((j for j in problem.jobs if j.job_id == a.job_id), None)
+    size = None if job is None else next((x for x in job.sizes if x.gpus == a.gpus), None)
+    if job is None or size is None:
+        return np.zeros(problem.n_gpus // a.gpus, dtype=bool)
+    ty = block_type(problem, a.block_offset)
+    for _, mask, t in block_options(problem, job, size):
+        if t == ty and mask is not None:
+            return mask
+    return np.zeros(problem.n_gpus // a.gpus, dtype=bool)
 
 
 def _repack(problem: Problem, plan: Plan) -> tuple[JobAssignment, ...] | None:
@@ -177,7 +229,8 @@ def _repack(problem: Problem, plan: Plan) -> tuple[JobAssignment, ...] | None:
             if g < 1 or N % g:
                 return None
             window = busy[t:end].reshape(end - t, N // g, g).any(axis=(0, 2))
-            ok = np.flatnonzero(~window)
+            kind = _same_kind(problem, a)
+            ok = np.flatnonzero(~window if kind is None else ~window & kind)
             if not problem.settings.multi_node_blocks and g > gpn:
                 return None
             if ok.size == 0:
@@ -194,7 +247,7 @@ def _repack(problem: Problem, plan: Plan) -> tuple[JobAssignment, ...] | None:
             busy[t:end, o:o + g] = True
             moved[a.job_id] = replace(a, block_offset=o)
         counts = [int(x[t]) if t < len(x) else 0 for x in alloc]
-        prev = _place_step(~busy[t], prev, counts, np.full(N, H), caps, H)  # the future is not packed yet
+        prev, _ = _place_step(~busy[t], prev, counts, np.full(N, H), caps, H)  # the future is not packed yet
     return tuple(moved.get(a.job_id, a) for a in plan.assignments)
 
 
@@ -216,7 +269,9 @@ def _pack_by_size(problem: Problem, plan: Plan, best_fit: bool) -> tuple[JobAssi
         g, t, end = int(a.gpus or 0), int(a.start_step or 0), min(H, int(a.end_step or 0))
         if g < 1 or N % g or (not problem.settings.multi_node_blocks and g > gpn):
             return None
-        ok = np.flatnonzero(~busy[t:end].reshape(end - t, N // g, g).any(axis=(0, 2)))
+        window = busy[t:end].reshape(end - t, N // g, g).any(axis=(0, 2))
+        kind = _same_kind(problem, a)
+        ok = np.flatnonzero(~window if kind is None else ~window & kind)
         if ok.size == 0:
             return None
         keys: list[np.ndarray] = []
@@ -258,7 +313,6 @@ def defer_blocked_starts(problem: Problem, plan: Plan) -> Plan:
     for a in plan.service_gpus.values():
         if len(a) == H:
             rt += np.asarray(a, dtype=np.int64)
-    durations = {j.job_id: {s.gpus: s.duration_steps for s in j.sizes} for j in problem.jobs}
     cur = plan
     for _ in range(len(plan.assignments) + 1):
         placement = service_placement(problem, cur)
@@ -276,14 +330,16 @@ def defer_blocked_starts(problem: Problem, plan: Plan) -> Plan:
                                            a.job_id))
         others = tuple(a for a in cur.assignments if a.job_id != victim.job_id)
         g = int(victim.gpus or 0)
-        d = durations[victim.job_id][g]
+        d = int(victim.end_step or 0) - t  # its duration on its type, which a move keeps
+        kind = _same_kind(problem, victim)
         moved = replace(victim, start_step=None, end_step=None, block_offset=None, gpus=None)
         busy = batch_busy(problem, others)
         for t2 in range(t + 1, H):
             end = min(H, t2 + d)
             if np.any((~busy[t2:end]).sum(axis=1) - g < rt[t2:end]):
                 continue
-            ok = np.flatnonzero(~busy[t2:end].reshape(end - t2, N // g, g).any(axis=(0, 2)))
+            window = busy[t2:end].reshape(end - t2, N // g, g).any(axis=(0, 2))
+            ok = np.flatnonzero(~window if kind is None else ~window & kind)
             done = False
             for k in ok:
                 cand = replace(victim, start_step=t2, end_step=t2 + d, block_offset=int(k) * g)

@@ -19,12 +19,18 @@ from optimizer.baselines import baseline_plan
 from optimizer.capacity import Capacity
 from optimizer.diagnose import check_feasible, check_size, coverage_shortfalls
 from optimizer.errors import InputError
-from optimizer.plan import Plan
+from optimizer.plan import Plan, PlanSource
 from optimizer.problem import Problem
 from optimizer.ranking import UnverifiedPlanError, best_baseline, verified
+from optimizer.solver import SolveStatus
 from optimizer.strategy import MilpRun, deadline_status
 
 PLANNERS: tuple[str, ...] = ("milp", "fifo", "easy", "priority")
+
+#: The note of a ``milp`` plan on a typed cluster (``Cluster.nodes``): until the MILP plans (type, node-size)
+#: pools it returns the best verified baseline plan, each baseline placing jobs by first fit over eligible nodes.
+TYPED_NOTE = ("typed cluster: the MILP over (type, node-size) pools is not built yet; this is the best "
+              "baseline plan (first fit over eligible nodes)")
 
 #: The planners' public face: :func:`plan` for every planner, :func:`best_baseline` (the MILP's answer of last
 #: resort, also asked for by benchmarks and tests) and the error a plan failing verification raises.
@@ -59,7 +65,8 @@ def plan(problem: Problem, planner: str = "milp", warm_start: Plan | None = None
     t0 = time.perf_counter()
     if planner not in PLANNERS:
         raise InputError(f"planner {planner!r} is unknown; choose one of {', '.join(PLANNERS)}")
-    if planner == "milp":
+    typed = problem.cluster.typed
+    if planner == "milp" and not typed:
         check_size(problem)
     check_feasible(problem)
     notes = _notes(problem)
@@ -67,4 +74,8 @@ def plan(problem: Problem, planner: str = "milp", warm_start: Plan | None = None
     if planner != "milp":
         deadline = t0 + problem.settings.time_limit_s
         return replace(verified(baseline_plan(problem, planner, deadline, capacity), problem), notes=notes)
+    if typed:  # the MILP on (type, node-size) pools is issue 26's next stage: the best baseline meanwhile
+        best = best_baseline(problem, t0 + problem.settings.time_limit_s, capacity=capacity)
+        return replace(best, planner="milp", source=PlanSource.FALLBACK, status=SolveStatus.FEASIBLE,
+                       notes=notes + (TYPED_NOTE,), message=TYPED_NOTE)
     return deadline_status(MilpRun(problem, warm_start, notes, t0, capacity).plan(), problem)

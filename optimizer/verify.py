@@ -21,9 +21,11 @@ from __future__ import annotations
 
 from typing import cast
 
+import numpy as np
+
 from optimizer.placement import ServicePlacement, service_placement
 from optimizer.plan import Plan
-from optimizer.problem import Problem
+from optimizer.problem import Job, Problem
 
 BASELINE_PLANNERS: tuple[str, ...] = ("fifo", "easy", "priority")
 """Planners with their own queue rule (DESIGN §5.1), to which the starvation guard does not apply by default."""
@@ -95,8 +97,12 @@ def verify(plan: Plan, problem: Problem, *, guard: bool | None = None) -> list[s
         if size is None:
             v.append(f"job {jid!r}: {g} GPUs is not one of its sizes {[s.gpus for s in job.sizes]}")
             continue
-        if e - t != size.duration_steps:
-            v.append(f"job {jid!r}: runs {e - t} steps on {g} GPUs, its duration is {size.duration_steps} "
+        typed = problem.cluster.typed and 0 <= o and o + g <= N and g >= 1
+        gpu_type = _block_type(problem, jid, job, t, o, g, v) if typed else ""
+        want_d = job.duration_on(size, gpu_type, problem.cluster) if gpu_type is not None else size.duration_steps
+        if e - t != want_d:
+            on = f" of type {gpu_type!r}" if typed and gpu_type else ""
+            v.append(f"job {jid!r}: runs {e - t} steps on {g} GPUs{on}, its duration is {want_d} "
                      "(no preemption)")
         if t < job.release_step:
             v.append(f"job {jid!r}: starts at step {t} before its release step {job.release_step}")
@@ -109,7 +115,7 @@ def verify(plan: Plan, problem: Problem, *, guard: bool | None = None) -> list[s
         if o < 0 or o + g > N:
             v.append(f"job {jid!r}: block {o}..{o + g - 1} outside the cluster of {N} GPUs")
             continue
-        if (not problem.settings.multi_node_blocks and
+        if (not problem.settings.multi_node_blocks and not problem.cluster.typed and
                 o // problem.cluster.gpus_per_node != (o + g - 1) // problem.cluster.gpus_per_node):
             v.append(f"job {jid!r}: block {o}..{o + g - 1} spans nodes but multi_node_blocks is disabled")
         bad = sorted(down.intersection(range(o, o + g)))
@@ -152,6 +158,44 @@ def verify(plan: Plan, problem: Problem, *, guard: bool | None = None) -> list[s
     return v
 
 
+def _block_type(problem: Problem, jid: str, job: Job, t: int, o: int, g: int, v: list[str]) -> str | None:
+    """The GPU type of a started block on a typed cluster, appending its violations to ``v`` (issue 26).
+
+    Rules: the block lies inside one node, or covers whole nodes (a gang) all of one type, and of one
+    domain when the job asks ``same_domain``; with ``multi_node_blocks`` off it lies inside one node; its
+    type is one of the job's ``gpu_types`` (empty = any). Returns the type (None when the nodes differ in
+    type, so no duration applies). A GPU of no node (layout padding) is reported as down by :func:`verify`.
+    """
+    c = problem.cluster
+    covered: dict[int, int] = {}
+    for gpu in range(o, o + g):
+        k = c.node_of(gpu)
+        if k is not None:
+            covered[k] = covered.get(k, 0) + 1
+    if not covered:
+        return None
+    nodes = [c.nodes[k] for k in sorted(covered)]
+    if len(nodes) > 1:
+        part = [c.nodes[k].name for k in sorted(covered) if covered[k] != c.nodes[k].gpus]
+        if part:
+            v.append(f"job {jid!r}: block {o}..{o + g - 1} covers part of node(s) {part}: a block lies inside "
+                     "one node or covers whole nodes")
+        if not problem.settings.multi_node_blocks:
+            v.append(f"job {jid!r}: block {o}..{o + g - 1} spans nodes but multi_node_blocks is disabled")
+        if job.same_domain and len({n.domain for n in nodes}) > 1:
+            v.append(f"job {jid!r}: gang spans domains {sorted({n.domain for n in nodes})}, "
+                     "same_domain asks for one")
+    types = list(dict.fromkeys(n.gpu_type for n in nodes))
+    if len(types) > 1:
+        v.append(f"job {jid!r}: step {t}: gang on nodes of types {types} ({[n.name for n in nodes]}): "
+                 "a gang is whole nodes of one type")
+    for n in nodes:
+        if not job.eligible(n.gpu_type):
+            v.append(f"job {jid!r}: step {t}: node {n.name!r} is of type {n.gpu_type!r}, not one of its "
+                     f"gpu_types {list(job.gpu_types)}")
+    return types[0] if len(types) == 1 else None
+
+
 def placement_violations(plan: Plan, problem: Problem, placement: ServicePlacement) -> list[str]:
     """Violations of a GPU-level service plan ``placement`` (service -> per step its GPU indices) against ``plan``.
 
@@ -165,16 +209,22 @@ def placement_violations(plan: Plan, problem: Problem, placement: ServicePlaceme
     """
     v: list[str] = []
     H, N = problem.cluster.horizon_steps, problem.cluster.n_gpus
-    down = set(problem.down_gpus)
-    job_at: list[dict[int, str]] = [dict() for _ in range(H)]
+    down_np = np.zeros(N, dtype=bool)
+    down_np[[g for g in problem.down_gpus if 0 <= g < N]] = True
+    ids: list[str] = []
+    grid = np.full((H, N), -1, dtype=np.int64)  # the first job listed on each GPU and step (as verify's owner)
     for a in plan.assignments:
         t0, t1, o, n = a.start_step, a.end_step, a.block_offset, a.gpus
         if not (type(t0) is int and type(t1) is int and type(o) is int and type(n) is int):
             continue  # not started, or malformed (named by verify)
-        for t in range(max(0, t0), min(H, t1)):
-            for g in range(o, o + n):
-                job_at[t].setdefault(g, a.job_id)
-    holder: list[dict[int, str]] = [dict() for _ in range(H)]
+        cells = grid[max(0, t0):min(H, t1), max(0, o):max(0, o + n)]
+        cells[cells < 0] = len(ids)
+        ids.append(a.job_id)
+    free_count: list[int] = (~down_np[None, :] & (grid < 0)).sum(axis=1).tolist()
+    down: list[bool] = down_np.tolist()  # plain lists: the per-GPU lookups below are faster than on numpy
+    job_at: list[list[int]] = grid.tolist()
+    holder: list[dict[int, str]] = [{} for _ in range(H)]  # per step: GPU -> the first service on it
+    same_row = [False] + (grid[1:] == grid[:-1]).all(axis=1).tolist()
     rt_total = [sum(int(a[t]) for a in plan.service_gpus.values() if len(a) == H) for t in range(H)]
     for s in problem.services:
         if s.service not in placement or s.service not in plan.service_gpus:
@@ -185,30 +235,38 @@ def placement_violations(plan: Plan, problem: Problem, placement: ServicePlaceme
         if len(steps) != H:
             v.append(f"service {s.service!r}: GPU-level plan has {len(steps)} steps, horizon is {H}")
             continue
+        clean = False  # the step before had no GPU-level violation of this service
         for t, gs in enumerate(steps):
-            short = len(set(gs)) < int(alloc[t]) and N - len(down.union(job_at[t])) < rt_total[t]
-            if len(set(gs)) != int(alloc[t]) and not short:  # a step over capacity is reported on counts
-                v.append(f"service {s.service!r}: step {t}: holds {len(set(gs))} GPUs at GPU level, "
+            if clean and same_row[t] and gs is steps[t - 1] and holder[t].keys().isdisjoint(gs):
+                holder[t].update(dict.fromkeys(gs, s.service))  # a step equal to a clean one before it is clean
+                continue
+            n_before = len(v)
+            n_held = len(set(gs))
+            short = n_held < int(alloc[t]) and free_count[t] < rt_total[t]
+            if n_held != int(alloc[t]) and not short:  # a step over capacity is reported on counts
+                v.append(f"service {s.service!r}: step {t}: holds {n_held} GPUs at GPU level, "
                          f"its allocation is {int(alloc[t])}")
+            row = job_at[t]
             for g in gs:
                 if not 0 <= g < N:
                     v.append(f"service {s.service!r}: step {t}: GPU {g} outside the cluster of {N} GPUs")
-                elif g in down:
+                elif down[g]:
                     v.append(f"service {s.service!r}: step {t}: GPU {g} is down")
-                elif g in job_at[t]:
-                    v.append(f"step {t}: GPU {g} used by both {job_at[t][g]!r} and service {s.service!r} "
+                elif row[g] >= 0:
+                    v.append(f"step {t}: GPU {g} used by both {ids[row[g]]!r} and service {s.service!r} "
                              "(one task per GPU)")
                 elif g in holder[t]:
                     v.append(f"step {t}: GPU {g} held by both services {holder[t][g]!r} and {s.service!r}")
                 else:
                     holder[t][g] = s.service
-            if t:
+            if t and gs is not steps[t - 1]:
                 before, after = set(steps[t - 1]), set(gs)
                 added, released = len(after - before), len(before - after)
                 n = max(added, released)
-                if n > s.swap_cap_gpus and abs(len(after) - len(before)) <= s.swap_cap_gpus:  # else reported on counts
+                if n > s.swap_cap_gpus and abs(len(after) - len(before)) <= s.swap_cap_gpus:  # else on counts
                     v.append(f"service {s.service!r}: step {t}: swaps {n} GPUs at GPU level (added {added}, "
                              f"released {released}), swap cap is {s.swap_cap_gpus}")
+            clean = len(v) == n_before
     return v
 
 

@@ -21,10 +21,21 @@ from typing import Any
 from optimizer.errors import InputError
 
 #: Keys of the top-level problem object (``cluster`` is required).
-PROBLEM_KEYS: tuple[str, ...] = ("cluster", "settings", "services", "jobs", "running", "down_gpus")
+PROBLEM_KEYS: tuple[str, ...] = ("version", "cluster", "settings", "services", "jobs", "running", "down_gpus")
 
-#: Keys of ``cluster`` (``n_gpus`` required; ``gpu_type`` is accepted and ignored).
-CLUSTER_KEYS: tuple[str, ...] = ("n_gpus", "gpus_per_node", "step_minutes", "horizon_steps", "gpu_type")
+#: The problem-file version ``Problem.to_dict`` writes (``version``): 2 adds ``cluster.nodes``,
+#: ``cluster.gpu_speed`` and the jobs' ``gpu_types`` / ``durations_by_type`` / ``same_domain`` (issue 26).
+#: A file without ``version`` is version 1: one GPU type, ``n_gpus`` GPUs on ``gpus_per_node``-GPU nodes.
+PROBLEM_VERSION: int = 2
+
+#: Keys of ``cluster``: ``n_gpus`` (version 1, required) or ``nodes`` (version 2; ``n_gpus`` then derived);
+#: ``gpu_type`` (version 1's single label) is accepted and ignored.
+CLUSTER_KEYS: tuple[str, ...] = ("n_gpus", "gpus_per_node", "step_minutes", "horizon_steps", "gpu_type",
+                                 "nodes", "gpu_speed")
+
+#: Keys of one ``cluster.nodes`` entry (``name``, ``gpus`` required; ``gpu_type`` defaults to ``""``, one
+#: unnamed type; ``domain`` to ``""``, none; ``down`` to no GPU: the node's local GPU indices that are down).
+NODE_KEYS: tuple[str, ...] = ("name", "gpus", "gpu_type", "domain", "down")
 
 #: Keys of ``settings`` (all optional), in the order ``Problem.to_dict`` writes them.
 SETTINGS_KEYS: tuple[str, ...] = (
@@ -49,7 +60,8 @@ SERVICE_KEYS: tuple[str, ...] = ("service", "demand_gpus", "min_gpus", "max_gpus
 #: Keys of a ``jobs`` entry: ``job_id``, ``kind``, ``priority`` required, and either
 #: ``gpus`` + ``duration_steps`` or ``sizes``.
 JOB_KEYS: tuple[str, ...] = (
-    "job_id", "kind", "priority", "release_step", "gpus", "duration_steps", "sizes", "deadline_step"
+    "job_id", "kind", "priority", "release_step", "gpus", "duration_steps", "sizes", "deadline_step",
+    "gpu_types", "durations_by_type", "same_domain",
 )
 
 #: Keys of one ``sizes`` entry of a job (``efficiency`` optional, default 1).
@@ -154,8 +166,20 @@ def entry_name(x: Any, list_name: str, i: int, id_key: str, label: str) -> str:
 
 
 def read_problem(d: Any) -> Mapping[str, Any]:
-    """The top-level object, keys checked (``cluster`` required)."""
-    return check_keys(d, "problem", PROBLEM_KEYS, ("cluster",))
+    """The top-level object, keys checked (``cluster`` required; ``version`` 1 or 2, absent = 1).
+
+    Raises:
+        InputError: an unknown version, or version-2 fields (``cluster.nodes``, ``cluster.gpu_speed``) in a
+            version-1 file.
+    """
+    d = check_keys(d, "problem", PROBLEM_KEYS, ("cluster",))
+    v = as_int(d.get("version", 1), "problem", "version", lo=1)
+    if v > PROBLEM_VERSION:
+        raise InputError(f"problem: version = {v} is newer than this gpuplan reads ({PROBLEM_VERSION})")
+    c = d.get("cluster")
+    if v < 2 and isinstance(c, Mapping) and ("nodes" in c or "gpu_speed" in c):
+        raise InputError("problem: cluster.nodes and cluster.gpu_speed need version = 2 (version is 1 or absent)")
+    return d
 
 
 def section_list(top: Mapping[str, Any], name: str) -> list[Any]:
@@ -164,9 +188,29 @@ def section_list(top: Mapping[str, Any], name: str) -> list[Any]:
 
 
 def read_cluster(c: Any) -> dict[str, Any]:
-    """Keyword arguments of ``Cluster`` from the ``cluster`` object (``gpu_type`` dropped)."""
-    c = check_keys(c, "cluster", CLUSTER_KEYS, ("n_gpus",))
-    return {k: v for k, v in c.items() if k != "gpu_type"}
+    """Keyword arguments of ``Cluster`` from the ``cluster`` object (``gpu_type`` dropped).
+
+    With ``nodes``: a list of node dicts (keys checked, :data:`NODE_KEYS`) and ``gpu_speed`` a list of
+    ``(gpu_type, speed)`` pairs; ``n_gpus`` and ``gpus_per_node`` are derived by ``Cluster`` (given, they must
+    agree with the nodes).
+    """
+    c = check_keys(c, "cluster", CLUSTER_KEYS, () if isinstance(c, Mapping) and "nodes" in c else ("n_gpus",))
+    out = {k: v for k, v in c.items() if k not in ("gpu_type", "nodes", "gpu_speed")}
+    if "nodes" in c:
+        nodes = []
+        for i, x in enumerate(as_list(c["nodes"], "cluster", "nodes")):
+            where = entry_name(x, "cluster.nodes", i, "name", "node")
+            x = check_keys(x, where, NODE_KEYS, ("name", "gpus"))
+            nodes.append({"name": x["name"], "gpus": x["gpus"], "gpu_type": x.get("gpu_type", ""),
+                          "domain": x.get("domain", ""), "down": tuple(as_list(x.get("down", []), where, "down"))})
+        out["nodes"] = nodes
+        out.setdefault("n_gpus", 0)  # derived by Cluster from the nodes
+    if "gpu_speed" in c:
+        sp = c["gpu_speed"]
+        if not isinstance(sp, Mapping):
+            raise InputError(f"cluster: gpu_speed must be an object {{gpu_type: speed}}, got {type(sp).__name__}")
+        out["gpu_speed"] = tuple((k, as_num(v, "cluster", f"gpu_speed[{k!r}]")) for k, v in sp.items())
+    return out
 
 
 def read_settings(s: Any) -> dict[str, Any]:
@@ -212,6 +256,10 @@ def read_job(x: Any, i: int) -> dict[str, Any]:
         if missing:
             raise InputError(f"{where}: missing {' and '.join(missing)} (or give sizes)")
         sizes.append((x["gpus"], x["duration_steps"], 1.0))
+    by_type = x.get("durations_by_type", {})
+    if not isinstance(by_type, Mapping):
+        raise InputError(f"{where}: durations_by_type must be an object {{gpu_type: steps}}, "
+                         f"got {type(by_type).__name__}")
     return {
         "job_id": x["job_id"],
         "kind": x["kind"],
@@ -219,6 +267,9 @@ def read_job(x: Any, i: int) -> dict[str, Any]:
         "release_step": x.get("release_step", 0),
         "sizes": sizes,
         "deadline_step": x.get("deadline_step"),
+        "gpu_types": tuple(as_list(x.get("gpu_types", []), where, "gpu_types")),
+        "durations_by_type": tuple(by_type.items()),
+        "same_domain": x.get("same_domain", False),
     }
 
 

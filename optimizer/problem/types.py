@@ -77,20 +77,82 @@ def round_up_pow2(
 
 
 @dataclass(frozen=True)
+class Node:
+    """One node of a typed cluster (problem-file version 2, DESIGN §3.1).
+
+    ``gpus`` a power of two; ``gpu_type`` any name (the :data:`domain.gpus.GPU_TABLE` names or an operator's,
+    such as openb's ``G2``; ``""`` = the one unnamed type); ``domain`` a rack or NVLink domain (``""`` = none);
+    ``down`` the node's local GPU indices ``0..gpus-1`` that are down for the whole horizon.
+    """
+
+    name: str
+    gpus: int
+    gpu_type: str = ""
+    domain: str = ""
+    down: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        name = as_str(self.name, "cluster.nodes", "name")
+        w = f"node {name!r}"
+        g = as_int(self.gpus, w, "gpus", lo=1)
+        if not is_pow2(g):
+            raise InputError(f"{w}: gpus = {g} is not a power of two (1, 2, 4, 8, ...)")
+        for f in ("gpu_type", "domain"):
+            if not isinstance(getattr(self, f), str):
+                raise InputError(f"{w}: {f} = {getattr(self, f)!r} must be a string")
+        down = tuple(as_int(x, w, f"down[{i}]", lo=0, hi=g - 1) for i, x in enumerate(self.down))
+        if len(set(down)) != len(down):
+            raise InputError(f"{w}: down lists a GPU twice: {list(down)}")
+        object.__setattr__(self, "gpus", g)
+        object.__setattr__(self, "down", tuple(sorted(down)))
+
+
+@dataclass(frozen=True)
 class Cluster:
     """The GPUs being planned.
 
     ``n_gpus`` GPUs in topology order (a node is ``gpus_per_node`` consecutive GPUs),
     planned over ``horizon_steps`` steps of ``step_minutes`` minutes (default 48 x 30 min = 24 h).
+
+    Typed (problem-file version 2, issue 26): ``nodes`` lists the nodes, each with its size and GPU type.
+    They are laid out largest first (stable), node after node, so an aligned block no larger than a node
+    lies inside one node and a larger one covers whole nodes; the GPU index space is padded up to a power
+    of two with GPUs that are down (:attr:`layout_down`). ``n_gpus`` is then that power of two and
+    ``gpus_per_node`` the largest node. ``gpu_speed``: (gpu_type, relative speed > 0) pairs, 1 for a type not
+    listed; a job's duration on a type is its duration divided by the speed (:meth:`Job.duration_on`).
     """
 
     n_gpus: int
     gpus_per_node: int = 8
     step_minutes: int = 30
     horizon_steps: int = 48
+    nodes: tuple[Node, ...] = ()
+    gpu_speed: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         w = "cluster"
+        nodes = tuple(n if isinstance(n, Node) else Node(**n) for n in self.nodes)
+        if nodes:
+            names = [n.name for n in nodes]
+            dup = sorted({x for x in names if names.count(x) > 1})
+            if dup:
+                raise InputError(f"{w}: node name(s) {', '.join(map(repr, dup))} listed twice")
+            nodes = tuple(sorted(nodes, key=lambda n: -n.gpus))  # stable: the file's order among equals
+            total = sum(n.gpus for n in nodes)
+            n_pad = pow2_ceil(total)
+            if self.n_gpus not in (None, 0, n_pad):
+                raise InputError(f"{w}: n_gpus = {self.n_gpus!r} disagrees with the nodes' {total} GPUs "
+                                 f"(a typed cluster has n_gpus = {n_pad}, the next power of two; leave n_gpus out)")
+            object.__setattr__(self, "n_gpus", n_pad)
+            object.__setattr__(self, "gpus_per_node", nodes[0].gpus)
+        object.__setattr__(self, "nodes", nodes)
+        speed = []
+        for k, v in self.gpu_speed:
+            sp = as_num(v, w, f"gpu_speed[{k!r}]")
+            if not isinstance(k, str) or sp <= 0:
+                raise InputError(f"{w}: gpu_speed[{k!r}] = {v!r} must be a number > 0 for a GPU type name")
+            speed.append((k, sp))
+        object.__setattr__(self, "gpu_speed", tuple(speed))
         n = as_int(self.n_gpus, w, "n_gpus", lo=1)
         if not is_pow2(n):
             raise InputError(f"{w}: n_gpus = {n} is not a power of two")
@@ -105,7 +167,48 @@ class Cluster:
     @property
     def n_nodes(self) -> int:
         """Number of nodes (at least 1; a cluster smaller than a node is one partial node)."""
+        if self.nodes:
+            return len(self.nodes)
         return max(1, self.n_gpus // self.gpus_per_node)
+
+    @property
+    def typed(self) -> bool:
+        """True when the cluster lists its nodes (problem-file version 2)."""
+        return bool(self.nodes)
+
+    @property
+    def node_offsets(self) -> tuple[int, ...]:
+        """First GPU index of each node of :attr:`nodes` (layout order)."""
+        out, o = [], 0
+        for n in self.nodes:
+            out.append(o)
+            o += n.gpus
+        return tuple(out)
+
+    def node_of(self, gpu: int) -> int | None:
+        """Index into :attr:`nodes` of the node holding GPU ``gpu``; None for a padding GPU or an untyped cluster."""
+        for k, (o, n) in enumerate(zip(self.node_offsets, self.nodes, strict=True)):
+            if o <= gpu < o + n.gpus:
+                return k
+        return None
+
+    @property
+    def layout_down(self) -> tuple[int, ...]:
+        """GPU indices down by the layout: the nodes' ``down`` GPUs and the padding up to ``n_gpus`` (sorted)."""
+        if not self.nodes:
+            return ()
+        out = [o + d for o, n in zip(self.node_offsets, self.nodes, strict=True) for d in n.down]
+        out.extend(range(sum(n.gpus for n in self.nodes), self.n_gpus))
+        return tuple(sorted(out))
+
+    @property
+    def gpu_types(self) -> tuple[str, ...]:
+        """The GPU types of the nodes, in layout order of first appearance (``("",)`` when untyped)."""
+        return tuple(dict.fromkeys(n.gpu_type for n in self.nodes)) if self.nodes else ("",)
+
+    def speed(self, gpu_type: str) -> float:
+        """Relative speed of ``gpu_type`` (``gpu_speed``; 1 when not listed)."""
+        return dict(self.gpu_speed).get(gpu_type, 1.0)
 
 
 @dataclass(frozen=True)
@@ -264,11 +367,33 @@ class Job:
     release_step: int
     sizes: tuple[SizeOption, ...]
     deadline_step: int | None = None
+    gpu_types: tuple[str, ...] = ()
+    durations_by_type: tuple[tuple[str, int], ...] = ()
+    same_domain: bool = False
 
     @property
     def requested(self) -> SizeOption:
         """The requested (first) size option."""
         return self.sizes[0]
+
+    def eligible(self, gpu_type: str) -> bool:
+        """True when the job may run on ``gpu_type`` (``gpu_types`` empty = any type)."""
+        return not self.gpu_types or gpu_type in self.gpu_types
+
+    def duration_on(self, size: SizeOption, gpu_type: str, cluster: Cluster) -> int:
+        """Steps ``size`` runs on ``gpu_type``.
+
+        ``durations_by_type`` for the requested size when it names the type, else ``ceil(duration_steps /
+        speed)`` (speed of :meth:`Cluster.speed`; after rounding to 1e-6, so a speed of 1 keeps the duration).
+        """
+        if size == self.requested:
+            by = dict(self.durations_by_type)
+            if gpu_type in by:
+                return by[gpu_type]
+        sp = cluster.speed(gpu_type)
+        if sp == 1.0:
+            return size.duration_steps
+        return max(1, math.ceil(round(size.duration_steps / sp, ROUND_DIGITS)))
 
 
 @dataclass(frozen=True)
@@ -413,16 +538,16 @@ class Problem:
         return cls(cluster, settings, services, tuple(jobs), running, down, tuple(rejected))
 
     def to_dict(self) -> dict[str, Any]:
-        """The problem-file dict (JSON-serialisable); ``from_dict(p.to_dict()) == p``."""
+        """The problem-file dict (JSON-serialisable); ``from_dict(p.to_dict()) == p``.
+
+        Version :data:`~optimizer.problem.fileform.PROBLEM_VERSION`. A typed cluster is written as its
+        ``nodes`` (layout order) and ``down_gpus`` leaves out the GPUs its nodes and padding already mark down.
+        """
         st = self.settings
         settings = {k: getattr(st, k) for k in fileform.SETTINGS_KEYS}
         return {
-            "cluster": {
-                "n_gpus": self.cluster.n_gpus,
-                "gpus_per_node": self.cluster.gpus_per_node,
-                "step_minutes": self.cluster.step_minutes,
-                "horizon_steps": self.cluster.horizon_steps,
-            },
+            "version": fileform.PROBLEM_VERSION,
+            "cluster": self._cluster_dict(),
             "settings": settings,
             "services": [
                 {
@@ -447,8 +572,20 @@ class Problem:
                 }
                 for r in self.running
             ],
-            "down_gpus": list(self.down_gpus),
+            "down_gpus": sorted(set(self.down_gpus) - set(self.cluster.layout_down)),
         }
+
+    def _cluster_dict(self) -> dict[str, Any]:
+        c = self.cluster
+        out: dict[str, Any] = {"step_minutes": c.step_minutes, "horizon_steps": c.horizon_steps}
+        if not c.typed:
+            return {"n_gpus": c.n_gpus, "gpus_per_node": c.gpus_per_node} | out
+        out["nodes"] = [{"name": n.name, "gpus": n.gpus, "gpu_type": n.gpu_type}
+                        | ({"domain": n.domain} if n.domain else {}) | ({"down": list(n.down)} if n.down else {})
+                        for n in c.nodes]
+        if c.gpu_speed:
+            out["gpu_speed"] = dict(c.gpu_speed)
+        return out
 
 
 def split_valid_jobs(d: Mapping[str, Any]) -> tuple[Problem, list[RejectedJob]]:
@@ -474,6 +611,9 @@ def _job(f: Mapping[str, Any]) -> Job:
         release_step=f["release_step"],
         sizes=tuple(SizeOption(g, d, e) for g, d, e in f["sizes"]),
         deadline_step=f["deadline_step"],
+        gpu_types=f["gpu_types"],
+        durations_by_type=f["durations_by_type"],
+        same_domain=f["same_domain"],
     )
 
 
@@ -488,6 +628,12 @@ def _job_to_dict(j: Job) -> dict[str, Any]:
         ]
     if j.deadline_step is not None:
         d["deadline_step"] = j.deadline_step
+    if j.gpu_types:
+        d["gpu_types"] = list(j.gpu_types)
+    if j.durations_by_type:
+        d["durations_by_type"] = dict(j.durations_by_type)
+    if j.same_domain:
+        d["same_domain"] = True
     return d
 
 
@@ -585,6 +731,25 @@ def _check_job(j: Job, cluster: Cluster, settings: PlanSettings) -> None:
     dl = j.deadline_step
     if dl is not None:
         dl = as_int(dl, w, "deadline_step", lo=0)
+    types = tuple(as_str(x, w, f"gpu_types[{i}]") for i, x in enumerate(j.gpu_types))
+    if len(set(types)) != len(types):
+        raise InputError(f"{w}: gpu_types lists a type twice: {list(types)}")
+    known = cluster.gpu_types
+    unknown = [x for x in types if x not in known]
+    if cluster.typed and unknown:
+        raise InputError(f"{w}: gpu_types {unknown} name no node's type; the cluster has {list(known)}")
+    if types and not cluster.typed:
+        raise InputError(f"{w}: gpu_types = {list(types)} needs a typed cluster (cluster.nodes, version 2)")
+    by = []
+    for ty, steps in j.durations_by_type:
+        if (types and ty not in types) or ty not in known:
+            raise InputError(f"{w}: durations_by_type[{ty!r}] names a type it cannot run on "
+                             f"(gpu_types {list(types) or 'any'}, cluster types {list(known)})")
+        by.append((ty, as_int(steps, w, f"durations_by_type[{ty!r}]", lo=1)))
+    if not isinstance(j.same_domain, bool):
+        raise InputError(f"{w}: same_domain = {j.same_domain!r} must be true or false")
+    object.__setattr__(j, "gpu_types", types)
+    object.__setattr__(j, "durations_by_type", tuple(by))
     object.__setattr__(j, "job_id", jid)
     object.__setattr__(j, "priority", p)
     object.__setattr__(j, "release_step", rel)
@@ -642,6 +807,7 @@ def _check_problem(p: Problem) -> None:
         if g in down:
             raise InputError(f"problem: down_gpus[{i}] = {g} listed twice")
         down.add(g)
+    down.update(p.cluster.layout_down)  # a typed cluster's down and padding GPUs (issue 26)
     object.__setattr__(p, "down_gpus", tuple(sorted(down)))
     owner: dict[int, str] = {}
     for r in p.running:
