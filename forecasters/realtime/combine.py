@@ -286,10 +286,10 @@ def fit_combined(series: pd.Series, timezone: str = "UTC", exclude=None, outlier
     tgt_idx = series.index[np.concatenate([d.t for d in days])]
     day_ahead = [w @ d.mat for d in days]
     rho = correction_decay([d.o for d in days], [d.t for d in days], day_ahead, r.y, s.horizon_h)
-    # the hourly mode forecasts the next hour from the last *observed* hour inside the range guard's bounds
-    # (persistence is its baseline; an outage's zero below them never anchors it, a step inside them does)
-    lo_b, hi_b = last["bounds"]
-    obs_in = r.obs & (r.y >= lo_b) & (r.y <= hi_b)
+    # the hourly mode forecasts the next hour from the last *observed* hour, flagged or not (persistence is its
+    # baseline; keeping hours below the range guard's lower bound out lost 4.3 x persistence on openb
+    # Burstable's zero runs, so an outage's zero is persisted for its next hour, and only that hour)
+    obs_in = r.obs
     hourly = choose_hourly([d.t for d in days], day_ahead, r.y, obs_in, r.ref, s.hourly_models,
                            s.hourly_se_rule, guard_level=s.hourly_guard_level)
     p50_bt = _issued_p50(days, w, r, hourly.coef, rho, obs_in)
@@ -456,8 +456,7 @@ def reanchor(comb: Combined, actuals: pd.Series, exclude=(), outliers=()) -> Com
     r = r[usable(r.index, exclude)]
     if r.empty:
         return comb
-    lo_b, hi_b = comb.bounds
-    inside = r[(r >= lo_b) & (r <= hi_b)]  # the last observed hour inside the bounds, flagged or not
+    inside = r  # the last observed hour, flagged or not
     if comb.obs_ts is not None and (inside.index > comb.obs_ts).any():
         comb = dataclasses.replace(comb, obs_ts=inside.index[-1], obs_value=float(inside.iloc[-1]))
     if comb.anchor_ts is not None:

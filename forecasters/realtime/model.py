@@ -159,8 +159,7 @@ class Combined:
             (:func:`forecasters.realtime.hourly.guard_test`).
         day_ahead_guard: the day-ahead guard against naive 24 h (``combination_mae``, ``naive24_mae`` of the
             leave-one-day-out combination on the inner days, ``fallback`` 1.0 when naive 24 h replaced it).
-        obs_ts / obs_value: the last observed hour (flagged or not, never imputed) inside the range guard's
-            ``bounds`` (an outage's zero below them is not) and its value, moved by
+        obs_ts / obs_value: the last observed hour (flagged or not, never imputed) and its value, moved by
             :func:`forecasters.realtime.combine.reanchor`: with ``hourly_anchor = "observed"`` the P50 of the
             hour after it is that value (persistence), the hours further on the readable anchor's decayed P50.
         p90_band_coverage: per lead band (``p90_bands``), the share of the inner days' hours at or below the P90

@@ -47,10 +47,13 @@ def test_outage_zero_in_the_last_hour_does_not_pull_the_forecast_down():
     assert comb.anchor_ts == s.index[-2] and comb.anchor_value == s.iloc[-2]
     assert comb.fit.paths["ets"].level > 0.5 * truth.mean()  # ETS on the cleaned hours, not on the zero
     assert comb.fit.paths["naive24"].pattern[-1] > 0.5 * truth[-1]  # re-imputed, not 0
-    assert abs(fc["p50"].iat[0] / truth[0] - 1) < 0.1 and abs(fc["p50"].sum() / truth.sum() - 1) < 0.05
-    # the same as without the outage (within 1 % over the day)
+    # the hourly mode forecasts the next hour from the last observed hour, the zero (issue 31: what "same as last
+    # hour" means; keeping it out lost 4.3 x persistence on a real series with zero runs); only that hour
+    assert fc["p50"].iat[0] < 0.5 * truth[0]
+    assert abs(fc["p50"].iloc[1:].sum() / truth[1:].sum() - 1) < 0.05
+    # the hours after it: the same as without the outage (within 1 % over the rest of the day)
     ref = forecast_combined(fit_combined(clean_s, "UTC"), 24)
-    assert fc["p50"].sum() / ref["p50"].sum() == pytest.approx(1.0, abs=0.01)
+    assert fc["p50"].iloc[1:].sum() / ref["p50"].iloc[1:].sum() == pytest.approx(1.0, abs=0.01)
     # negative control: persistence (the zero) and the plain 1-hour level correction of the profile
     # (clipped at x0.5, "an outage's zero halved the forecast") read it
     from forecasters.realtime import recalibrate
@@ -81,8 +84,9 @@ def test_pipeline_demand_after_an_outage_hour_is_not_halved():
     fit = fit_realtime_forecasts([svc], ing.frame, start, ing.diagnostics)
     dem = demand_frame([svc], fit.profiles, ing.frame, start, step_minutes=60, horizon_steps=24)
     truth = _pattern_at(pd.DatetimeIndex(dem["ts"]))
-    assert dem["traffic_p50"].iat[0] / truth[0] == pytest.approx(1.0, abs=0.1)
-    assert dem["traffic_p50"].sum() / truth.sum() == pytest.approx(1.0, abs=0.05)
+    # the first hour is the hourly mode's persistence of the last observed hour (issue 31); the rest is not halved
+    assert dem["traffic_p50"].iat[0] < 0.5 * truth[0]
+    assert dem["traffic_p50"].iloc[1:].sum() / truth[1:].sum() == pytest.approx(1.0, abs=0.05)
     # current_gpus is the need of the last actual hour (the outage), as before: what runs now
     assert dem["current_gpus"].iat[0] == 0
 
