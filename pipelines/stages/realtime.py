@@ -196,8 +196,13 @@ def fit_realtime_forecasts(services: Sequence[ServiceSettings], traffic: pd.Data
 
 
 def profile_outlook(profile: Any, as_of: datetime) -> pd.DataFrame:
-    """The :data:`PROFILE_PLOT_H`-hour P50/P90 forecast of one fitted service from ``as_of`` (``ts, p50, p90``)."""
-    return forecast_combined(profile, PROFILE_PLOT_H, start=as_of)[["ts", "p50", "p90"]]
+    """The :data:`PROFILE_PLOT_H`-hour P50/P90 forecast of one fitted service from ``as_of`` (``ts, p50, p90``).
+
+    When the traffic runs past ``as_of`` (a live Prometheus pull newer than the queue export) the forecast
+    starts at the profile's origin instead: there is no forecast before the origin, as in :func:`demand_frame`.
+    """
+    start = max(pd.Timestamp(as_of), pd.Timestamp(profile.origin))
+    return forecast_combined(profile, PROFILE_PLOT_H, start=start.to_pydatetime())[["ts", "p50", "p90"]]
 
 
 def demand_frame(services: Sequence[ServiceSettings], profiles: Mapping[str, Any], traffic: pd.DataFrame,

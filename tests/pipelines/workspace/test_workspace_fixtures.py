@@ -9,6 +9,7 @@ admission), and ServeGen traffic as a Prometheus query_range body (2 series x 2,
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pandas as pd
@@ -72,6 +73,11 @@ def test_plan_of_the_fixture_cluster_is_verified_and_uses_its_nodes(tmp_path, na
     traffic = realtime.ingest_traffic(services, traffic_stage.hourly_traffic(data.traffic, services, "rate_per_s"))
     start = T.to_pydatetime()
     fit = realtime.fit_realtime_forecasts(services, traffic.frame, start)
+    # the profile plot of a service whose traffic runs past the plan's start (a live pull newer than the
+    # queue export) starts at the forecast origin, not before it (was: "forecast start ... before the origin")
+    prof = fit.profiles[services[0].service]
+    early = realtime.profile_outlook(prof, pd.Timestamp(prof.origin).to_pydatetime() - timedelta(hours=5))
+    assert early["ts"].iloc[0] == pd.Timestamp(prof.origin) and len(early) == realtime.PROFILE_PLOT_H
     c = ws.config.cluster
     demand = realtime.demand_frame(services, fit.profiles, traffic.frame, start, c.step_minutes, c.horizon_steps)
     jobs, notes = store_queue.forecast_cluster_queue(data.history, data.queue, ws, start, c.step_minutes)
