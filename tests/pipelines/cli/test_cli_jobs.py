@@ -83,10 +83,12 @@ def test_predict_unknown_category_is_one_line_exit_2(tmp_path):
     assert res.exit_code == 2
     assert res.stdout == ""
     lines = res.stderr.strip().splitlines()
-    # no saved model in this store: one progress line says it trains, then the error as one line
-    assert len(lines) == 2 and lines[0].startswith("training forecaster at ") and "no saved model" in lines[0]
-    assert lines[1].startswith("error: ")
-    assert "unknown training_variant 'GRPO'" in lines[1] and "known: full_finetune" in lines[1]
+    # no saved model in this store: progress lines say it trains (and its ratio to the analytic baseline, issue
+    # 33), then the error as one line
+    assert lines[0].startswith("training forecaster at ") and "no saved model" in lines[0]
+    assert any("× analytic baseline" in x for x in lines[1:-1])
+    assert [x for x in lines if x.startswith("error: ")] == [lines[-1]]
+    assert "unknown training_variant 'GRPO'" in lines[-1] and "known: full_finetune" in lines[-1]
 
 
 def test_predict_loads_the_saved_model_and_refits_only_when_asked(tmp_path, store, monkeypatch):

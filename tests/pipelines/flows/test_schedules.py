@@ -126,16 +126,17 @@ def test_nightly_flow_runs_once_per_local_day(prefect_server, iso_env, monkeypat
     assert (second["local_day"], second["skipped"]) == ("2025-10-26", True)
     assert (third["local_day"], third["skipped"]) == ("2025-10-27", False)
     runs = tracking_runs.finished_runs(load_settings(), "quantization")
-    assert len(runs) == 2 and all("metrics.mape" in r.data.metrics for r in runs)
+    # the 27th retrains on the unchanged shipped history: nothing new is logged or registered (issue 33)
+    assert len(runs) == 1 and all("metrics.mape" in r.data.metrics for r in runs)
     # issue 14: each retraining publishes its metrics beside the baselines and the champion version
     arts = prefect_api("/artifacts/filter", {"artifacts": {"key": {"any_": ["retrain-metrics-demo"]}},
                                              "sort": "CREATED_DESC"})[::-1]
     assert [a["type"] for a in arts] == ["table", "table"]  # the two runs that retrained (not the skipped one)
-    for version, art, run in zip(("1", "2"), arts, reversed(runs)):
+    m = runs[0].data.metrics
+    for art in arts:
         rows = json.loads(art["data"])
-        m = run.data.metrics
         assert [(r["forecaster"], r["model"], r["version"], r["alias"]) for r in rows] == [
-            ("quantization", "LightGBM", version, "champion"), ("quantization", "baseline: per_variant_median", None, None),
+            ("quantization", "LightGBM", "1", "champion"), ("quantization", "baseline: per_variant_median", None, None),
             ("quantization", "baseline: analytic", None, None)]
         assert [r["mae"] for r in rows] == pytest.approx([m["metrics.mae_h"], m["baselines.per_variant_median.mae_h"],
                                                           m["baselines.analytic.mae_h"]], rel=1e-5)
@@ -144,7 +145,7 @@ def test_nightly_flow_runs_once_per_local_day(prefect_server, iso_env, monkeypat
     md = prefect_api("/artifacts/filter", {"artifacts": {"key": {"any_": ["retrain-summary-demo"]}},
                                            "sort": "CREATED_DESC"})[::-1]
     assert [a["type"] for a in md] == ["markdown", "markdown"]
-    assert md[1]["data"].startswith("# Retraining 2025-10-27\n") and "- quantization: version **2**" in md[1]["data"]
+    assert md[1]["data"].startswith("# Retraining 2025-10-27\n") and "- quantization: version **1**" in md[1]["data"]
 
 
 def test_bad_setting_from_environment_is_bad_input(monkeypatch):
