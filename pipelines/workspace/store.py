@@ -111,6 +111,35 @@ def _row_hash(frame: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
     return pd.util.hash_pandas_object(frame[list(columns)].astype(str), index=False)
 
 
+class _StagedParquet:
+    """Parquet files written to temporary siblings and renamed over their targets only when all are written.
+
+    A context manager: on any exception (``KeyboardInterrupt`` too) the temporary files are removed and the
+    targets are untouched; on success each is renamed (``os.replace``, atomic per file) in write order.
+    """
+
+    def __init__(self) -> None:
+        self.staged: list[tuple[Path, Path]] = []
+
+    def write(self, path: Path, data: pa.Table, label: str) -> None:
+        """Write ``data`` to a temporary sibling of ``path`` (named with ``label``) and fsync it."""
+        tmp = temp_sibling(path, label)
+        self.staged.append((tmp, path))
+        pq.write_table(data, tmp)
+        fsync_path(tmp)
+
+    def __enter__(self) -> _StagedParquet:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            for tmp, _ in self.staged:
+                tmp.unlink(missing_ok=True)
+            return
+        for tmp, path in self.staged:
+            os.replace(tmp, path)
+
+
 class Store:
     """The record store of one workspace (module docstring)."""
 
@@ -149,26 +178,15 @@ class Store:
         The files are rewritten as :meth:`upsert` writes (temporary files, renamed when all are
         written; under the store's lock). Values are unchanged.
         """
-        staged: list[tuple[Path, Path]] = []
         if not self.exists():
             return 0
-        with file_lock(self.root / ".lock"):
-            try:
-                for table in (JOBS, TRAFFIC):
-                    for path in self._files(table):
-                        if pq.read_schema(path).remove_metadata().equals(table.schema):
-                            continue
-                        tmp = temp_sibling(path, "upgrade")
-                        staged.append((tmp, path))
-                        pq.write_table(self._read_file(path, table), tmp)
-                        fsync_path(tmp)
-            except BaseException:
-                for tmp, _ in staged:
-                    tmp.unlink(missing_ok=True)
-                raise
-            for tmp, path in staged:
-                os.replace(tmp, path)
-        return len(staged)
+        with file_lock(self.root / ".lock"), _StagedParquet() as staged:
+            for table in (JOBS, TRAFFIC):
+                for path in self._files(table):
+                    if pq.read_schema(path).remove_metadata().equals(table.schema):
+                        continue
+                    staged.write(path, self._read_file(path, table), "upgrade")
+        return len(staged.staged)
 
     def jobs(self) -> pd.DataFrame:
         """All job records."""
@@ -227,39 +245,28 @@ class Store:
             [records[table.part_by].astype(str), records[table.time_col].dt.strftime("%Y-%m")], sort=True)}
         for p, m in zip(stale[table.part_by].astype(str), stale[table.time_col].dt.strftime("%Y-%m")):
             parts.setdefault((p, m), records.iloc[0:0])
-        staged: list[tuple[Path, Path]] = []
-        with file_lock(self.root / ".lock"):
-            try:
-                for (part, month), new in sorted(parts.items()):
-                    path = self._dir(table) / f"{table.part_by}={_partition_value(part)}" / f"month={month}" / PART_FILE
-                    old = (_typed(self._read_file(path, table).to_pandas(), table) if path.exists()
-                           else _empty(table))
-                    gone = old.merge(stale.assign(_gone=True), on=key, how="left")["_gone"].notna().to_numpy()
-                    old = old[~gone]
-                    merged_new, is_new, changed = self._merge(table, new, old)
-                    for lab, a, u, k in zip(merged_new["_origin"], is_new, changed,
-                                            merged_new[key].itertuples(index=False)):
-                        again = tuple(k) in rekeyed
-                        counts[lab][0] += int(a and not again)
-                        counts[lab][1] += int(u or (a and again))
-                    if not (is_new.any() or changed.any() or gone.any()):
-                        continue
-                    take = merged_new[is_new | changed][list(table.columns)]
-                    replaced = old.merge(take[key].assign(_gone=True), on=key, how="left")
-                    kept = old[replaced["_gone"].isna().to_numpy()][list(table.columns)]
-                    merged = pd.concat([kept, take], ignore_index=True)
-                    merged = merged.sort_values(key, kind="stable").reset_index(drop=True)
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    tmp = temp_sibling(path, "ingest")
-                    staged.append((tmp, path))
-                    pq.write_table(_to_arrow(merged, table), tmp)
-                    fsync_path(tmp)
-            except BaseException:
-                for tmp, _ in staged:
-                    tmp.unlink(missing_ok=True)
-                raise
-            for tmp, path in staged:
-                os.replace(tmp, path)
+        with file_lock(self.root / ".lock"), _StagedParquet() as staged:
+            for (part, month), new in sorted(parts.items()):
+                path = self._dir(table) / f"{table.part_by}={_partition_value(part)}" / f"month={month}" / PART_FILE
+                old = (_typed(self._read_file(path, table).to_pandas(), table) if path.exists()
+                       else _empty(table))
+                gone = old.merge(stale.assign(_gone=True), on=key, how="left")["_gone"].notna().to_numpy()
+                old = old[~gone]
+                merged_new, is_new, changed = self._merge(table, new, old)
+                for lab, a, u, k in zip(merged_new["_origin"], is_new, changed,
+                                        merged_new[key].itertuples(index=False)):
+                    again = tuple(k) in rekeyed
+                    counts[lab][0] += int(a and not again)
+                    counts[lab][1] += int(u or (a and again))
+                if not (is_new.any() or changed.any() or gone.any()):
+                    continue
+                take = merged_new[is_new | changed][list(table.columns)]
+                replaced = old.merge(take[key].assign(_gone=True), on=key, how="left")
+                kept = old[replaced["_gone"].isna().to_numpy()][list(table.columns)]
+                merged = pd.concat([kept, take], ignore_index=True)
+                merged = merged.sort_values(key, kind="stable").reset_index(drop=True)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                staged.write(path, _to_arrow(merged, table), "ingest")
         return {k: UpsertCount(*v) for k, v in counts.items()}
 
     def _rekeyed(self, records: pd.DataFrame) -> pd.DataFrame:
