@@ -65,6 +65,10 @@ def plan_tables(problem: Problem, plan: Plan, start: datetime, node_names: Seque
             rows.append({"row_type": "gpu_step", "step": t, "ts": t0 + t * step, "gpu": g, "owner": owner,
                          "owner_type": otype, "node": nodes[g]})
     df = pd.DataFrame(rows)
+    for col in ("job_id", "kind", "start_step", "end_step", "block_offset", "gpus", "running", "service", "owner",
+                "owner_type", "node"):
+        if col not in df:  # a plan with no job (or no service) rows still has every column
+            df[col] = None
     for col in ("start_step", "end_step", "block_offset", "gpus", "step", "gpu"):
         df[col] = df[col].astype("Int64")
     df["running"] = df["running"].astype("boolean")

@@ -41,6 +41,7 @@ from domain.units import Horizon
 from forecasters.realtime import backtest, ingest, to_gpus
 from forecasters.realtime.combine import fit_combined, forecast_combined
 from pipelines.io import schemas
+from pipelines.io.errors import InputError
 from pipelines.stages.traffic import planned_forecast
 from pipelines.workspace.config import ServiceSettings
 
@@ -161,6 +162,9 @@ def fit_realtime_forecasts(services: Sequence[ServiceSettings], traffic: pd.Data
 
     Returns:
         :class:`RealtimeForecastFit`.
+
+    Raises:
+        pipelines.io.errors.InputError: a service has no traffic hour before ``as_of``.
     """
     schemas.check_columns(traffic, schemas.TRAFFIC, "traffic")
     as_of_ts = pd.Timestamp(as_of).tz_convert("UTC")
@@ -171,6 +175,10 @@ def fit_realtime_forecasts(services: Sequence[ServiceSettings], traffic: pd.Data
         outl = (diagnostics or {}).get(name, {}).get("outliers", [])
         flagged = set(pd.DatetimeIndex(pd.to_datetime(list(outl), utc=True))) if outl else set()
         hist = s[s.index < as_of_ts]
+        if hist.empty:  # e.g. a queue export older than every traffic hour: the plan would forecast from nothing
+            first = f", its first hour is {s.index[0]:%Y-%m-%dT%H:%MZ}" if len(s) else ""
+            raise InputError(f"traffic of service {name!r}: no hour before the plan start {as_of_ts:%Y-%m-%dT%H:%MZ} "
+                             f"(the queue export's time){first}: export traffic that covers the hours before it")
         memo: dict = {}
         comb = _fit(hist, excl, flagged, as_of_ts, svc.timezone, memo)
         profiles[name] = comb

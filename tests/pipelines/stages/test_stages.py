@@ -139,3 +139,38 @@ def test_summary_is_strict_json_when_the_bound_is_infinite():
     assert back["bound"] is None and back["mip_gap"] is None
     assert back["objective"] == pytest.approx(base.objective)
     assert back["status"] == "feasible" and back["source"] == "fifo" and back["fallback"] is False
+
+
+def test_plan_table_of_a_problem_without_jobs_has_every_column():
+    """A queue with no GPU job (an operator's CPU-only export) plans services only: plan.parquet still has its
+    job columns (was: KeyError 'start_step' in plan_tables, found by an operator trial)."""
+    from optimizer.planners import plan as make_plan
+    from pipelines.stages.outputs import plan_tables
+
+    demand = pd.DataFrame({"service": "m-small", "step": range(4), "demand_gpus_p50": [1, 1, 2, 2],
+                           "demand_gpus_p90": [2, 2, 3, 3], "current_gpus": 2})
+    s = load_settings(n_gpus=8, horizon_steps=4)
+    no_jobs = pd.DataFrame({
+        "job_id": ["q1"], "kind": ["training"], "priority": [2.0], "state": ["queued"],
+        "submitted_at": [pd.Timestamp(T0)], "started_at": [pd.NaT], "deadline_at": [pd.NaT],
+        "gpus_requested": [2], "gpus_pred": [4], "duration_p10_h": [0.5], "duration_p50_h": [1.2],
+        "duration_p90_h": [2.0]}).iloc[0:0]
+    d = P.problem_document(cluster_shape(s), SERVICES, no_jobs, demand, T0, time_limit_s=s.solve_time_limit_s)
+    problem = Problem.from_dict(d)
+    assert (len(problem.jobs), len(problem.running)) == (0, 0)
+    df = plan_tables(problem, make_plan(problem, "fifo"), T0)
+    assert df["row_type"].value_counts().to_dict() == {"gpu_step": 32, "service_step": 4}
+    assert {"job_id", "start_step", "end_step", "block_offset", "running"} <= set(df.columns)
+    assert str(df["start_step"].dtype) == "Int64"
+
+
+def test_traffic_that_starts_after_the_plan_start_is_one_line():
+    """A queue export older than every traffic hour: an InputError naming the service and both times (was: a
+    ValueError traceback from an empty reduction in the range guard)."""
+    from pipelines.stages.realtime import fit_realtime_forecasts
+
+    ts = pd.date_range("2025-03-02", periods=72, freq="h", tz="UTC")
+    traffic = pd.DataFrame({"service": "m-small", "ts": ts, "value": 100.0, "excluded": False})
+    with pytest.raises(InputError, match=r"traffic of service 'm-small': no hour before the plan start "
+                                         r"2024-07-29T12:00Z .*its first hour is 2025-03-02T00:00Z"):
+        fit_realtime_forecasts(SERVICES, traffic, datetime(2024, 7, 29, 12, tzinfo=UTC))
