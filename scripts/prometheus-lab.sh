@@ -22,19 +22,8 @@ EXP_PORT=$((PORT + 1))
 HERE="$(cd "$(dirname "$0")" && pwd)"
 
 die() { echo "prometheus-lab: $*" >&2; exit 2; }
-pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
-stop_pid() {
-  local f=$1 p
-  [ -f "$f" ] || return 0
-  p="$(cat "$f")"
-  if kill -0 "$p" 2>/dev/null; then
-    kill -TERM "$p" 2>/dev/null || true
-    local end=$((SECONDS + 10))
-    while kill -0 "$p" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.2; done
-    kill -0 "$p" 2>/dev/null && kill -KILL "$p" 2>/dev/null || true
-  fi
-  rm -f "$f"
-}
+# shellcheck source=scripts/lab-common.sh
+. "$HERE/lab-common.sh"
 
 case "$cmd" in
   start)

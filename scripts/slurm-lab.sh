@@ -25,6 +25,8 @@ DB_PORT=$((BASE + 6)); CTLD_PORT=$((BASE + 17)); DBD_PORT=$((BASE + 19)); NODE_P
 NODES=(h100-0 h100-1 h100-2 h100-3 a100-0 a100-1)
 
 die() { echo "slurm-lab: $*" >&2; exit 2; }
+# shellcheck source=scripts/lab-common.sh
+. "$(cd "$(dirname "$0")" && pwd)/lab-common.sh"
 
 install_packages() {
   local missing=()
@@ -38,8 +40,6 @@ install_packages() {
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >&2
 }
-
-pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
   local t=$1 what=$2; shift 2
@@ -214,19 +214,6 @@ start_slurmd() {
   wait_for 90 "the ${#NODES[@]} nodes (idle)" nodes_idle
 }
 
-stop_pid() {  # stop_pid NAME PIDFILE
-  local f=$2 p
-  [ -f "$f" ] || return 0
-  p="$(cat "$f")"
-  if kill -0 "$p" 2>/dev/null; then
-    kill -TERM "$p" 2>/dev/null || true
-    local end=$((SECONDS + 10))
-    while kill -0 "$p" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.2; done
-    kill -0 "$p" 2>/dev/null && kill -KILL "$p" 2>/dev/null || true
-  fi
-  rm -f "$f"
-}
-
 case "$cmd" in
   start)
     install_packages
@@ -256,7 +243,7 @@ case "$cmd" in
         sleep 0.5
       done
     fi
-    for n in "${NODES[@]}"; do stop_pid "slurmd $n" "$S/run/slurmd-$n.pid" & done
+    for n in "${NODES[@]}"; do stop_pid "$S/run/slurmd-$n.pid" & done
     wait
     # a step daemon or job process left over (its job did not end in time): killed by its PID, found by this
     # lab's SLURM_CONF in its environment and being a slurmstepd or a job's process (SLURM_JOB_ID set)
@@ -268,10 +255,10 @@ case "$cmd" in
         kill -KILL "$p" 2>/dev/null || true
       fi
     done
-    stop_pid slurmctld "$S/run/slurmctld.pid"
-    stop_pid slurmdbd "$S/run/slurmdbd.pid"
-    stop_pid mariadb "$S/run/mariadb.pid"
-    stop_pid munged "$S/run/munged.pid"
+    stop_pid "$S/run/slurmctld.pid"
+    stop_pid "$S/run/slurmdbd.pid"
+    stop_pid "$S/run/mariadb.pid"
+    stop_pid "$S/run/munged.pid"
     echo "slurm-lab: stopped ($S)" >&2
     ;;
   status)
