@@ -308,3 +308,44 @@ def _openers(path: Path) -> list[str]:
         except OSError:
             continue
     return out
+
+
+def test_two_workspaces_on_one_prefect_server_keep_their_deployments_and_an_old_replan_is_paused_once(
+        prefect_on_postgres, tmp_path, monkeypatch):
+    # issue 32: the deployments of two clusters whose folders are both named 'gpuplan', applied to one server as
+    # `gpuplan serve` applies them, stay two (each with its own workspace parameter); a plain `plan/replan` left by
+    # the code before workspace ids for cluster A is paused by A's serve (said once), B's never touches it.
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from pipelines.config.settings import Settings
+    from pipelines.flows import deployments
+    from pipelines.flows.plan import plan_flow
+    from pipelines.workspace.load import read_or_create_workspace_id
+
+    roots = [tmp_path / "clusterA" / "gpuplan", tmp_path / "clusterB" / "gpuplan"]
+    for root in roots:
+        root.mkdir(parents=True)
+    sa, sb = (Settings(workspace_dir=r) for r in roots)
+    ids = [read_or_create_workspace_id(r)[:12] for r in roots]
+
+    # built outside the event loop (in one, Prefect's to_deployment returns a coroutine), as `gpuplan serve` builds them
+    old = plan_flow.to_deployment(name="replan", parameters={"workspace": str(roots[0])})
+    built = [dep for s in (sa, sb) for dep in deployments.build_deployments(s, with_schedules=False)]
+
+    async def body():
+        for dep in [old, *built]:
+            await dep.aapply()
+        paused = [await deployments._pause_old_deployments(s) for s in (sa, sb, sa)]
+        async with get_client() as client:
+            found = await client.read_deployments()
+        return paused, sorted((d.name, (d.parameters or {}).get("workspace"), d.paused) for d in found
+                              if d.name.startswith("replan"))
+
+    with temporary_settings({PREFECT_API_URL: prefect_on_postgres["url"]}):
+        paused, replans = asyncio.run(body())
+    assert paused == [["plan/replan"], [], []]  # A's old deployment, paused once; B has none
+    assert replans == sorted([("replan", str(roots[0]), True), (f"replan-gpuplan-{ids[0]}", str(roots[0]), False),
+                              (f"replan-gpuplan-{ids[1]}", str(roots[1]), False)])
