@@ -78,8 +78,54 @@ def require_persistent_server(api_url: str | None = None, timeout_s: float = 5.0
     return url
 
 
+#: The deployments ``gpuplan serve`` serves: deployment's old (plain) name -> its flow's name.
+DEPLOYMENT_FLOWS = {"nightly-retrain": "train_forecasters", "replan": "plan", "benchmark": "benchmark",
+                    "whatif": "whatif"}
+
+
+def deployment_name(base: str, settings: Settings) -> str:
+    """The Prefect deployment name of ``base`` (a key of :data:`DEPLOYMENT_FLOWS`) for ``settings.workspace_dir``.
+
+    ``<base>-<workspace key>`` (:func:`pipelines.tracking.store.workspace_key`: folder name and the first 12
+    hex digits of the workspace id), e.g. ``replan-gpuplan-1a2b3c4d5e6f``: two workspaces served on one Prefect
+    server keep their own deployments (a deployment is upserted by ``flow/name``: one shared name would make
+    the last ``gpuplan serve`` overwrite the other's workspace parameter and schedules). Every worker of one
+    workspace gets the same name (Prefect gives each run to one of them). The shipped demo keeps ``base``.
+    """
+    key = tracking_store.workspace_key(settings.workspace_dir)
+    return base if key is None else f"{base}-{key}"
+
+
+async def _pause_old_deployments(settings: Settings) -> list[str]:
+    """Pause this workspace's deployments still registered under their old plain names; returns ``flow/name`` of each.
+
+    An old deployment is this workspace's when its ``workspace`` parameter is the workspace's folder (the
+    nightly-retrain and replan deployments carry it); its schedules would otherwise keep creating runs that
+    no worker of this version polls. Paused, not deleted: its run history stays in the UI.
+    """
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    paused: list[str] = []
+    async with get_client() as client:
+        for base, flow in DEPLOYMENT_FLOWS.items():
+            if deployment_name(base, settings) == base:
+                continue
+            try:
+                dep = await client.read_deployment_by_name(f"{flow}/{base}")
+            except ObjectNotFound:
+                continue
+            if (dep.parameters or {}).get("workspace") != str(settings.workspace_dir) or dep.paused:
+                continue
+            await client.pause_deployment(dep.id)
+            paused.append(f"{flow}/{base}")
+    return paused
+
+
 def build_deployments(settings: Settings, with_schedules: bool = True) -> list[Any]:
     """The runner deployments (nightly-retrain, replan, benchmark, whatif), module entrypoints.
+
+    Named by :func:`deployment_name` (keyed by the workspace id; the plain names for the shipped demo).
 
     The scheduled ones carry their schedule's zone as a tag (``tz:Europe/London``, ``tz:UTC``): the
     Prefect 3.9 UI prints a cron as "At 02:00 AM every day" without its zone, and shows "Scheduled for"
@@ -89,20 +135,20 @@ def build_deployments(settings: Settings, with_schedules: bool = True) -> list[A
     """
     ep = EntrypointType.MODULE_PATH
     nightly = train_forecasters.to_deployment(
-        name="nightly-retrain", schedules=[nightly_schedule(settings)] if with_schedules else None,
+        name=deployment_name("nightly-retrain", settings), schedules=[nightly_schedule(settings)] if with_schedules else None,
         description=f"Refit the job forecasters nightly at {settings.nightly_cron} "
                     f"({settings.nightly_timezone}); one run per local day.",
         tags=["gpuplan", "training", f"tz:{settings.nightly_timezone}"], entrypoint_type=ep,
         parameters={"workspace": str(settings.workspace_dir)})
     replan = plan_flow.to_deployment(
-        name="replan", schedules=[replan_schedule(settings)] if with_schedules else None,
+        name=deployment_name("replan", settings), schedules=[replan_schedule(settings)] if with_schedules else None,
         description=f"Re-plan the 24 h horizon every {settings.replan_every_min} min (UTC slots).",
         tags=["gpuplan", "plan", "tz:UTC"], entrypoint_type=ep, parameters={"workspace": str(settings.workspace_dir)})
     bench = benchmark.to_deployment(
-        name="benchmark", description="Rolling-horizon benchmark of the planners (on demand).",
+        name=deployment_name("benchmark", settings), description="Rolling-horizon benchmark of the planners (on demand).",
         tags=["gpuplan", "benchmark"], entrypoint_type=ep)
     whatif = whatif_flow.to_deployment(
-        name="whatif", description="What-if on a published plan: re-plan it with more GPUs, a drained node, "
+        name=deployment_name("whatif", settings), description="What-if on a published plan: re-plan it with more GPUs, a drained node, "
         "failed GPUs, added or cancelled jobs, new priorities or scaled demand (Custom run), and see which jobs "
         "move and why (artifacts 'whatif' and 'whatif-jobs').",
         tags=["gpuplan", "whatif"], entrypoint_type=ep)
@@ -146,6 +192,10 @@ def serve(settings: Settings, limit: int | None = 2) -> None:
     """
     require_persistent_server()
     tracking_store.init_store(settings)  # once, before any run can fan out
+    for old in asyncio.run(_pause_old_deployments(settings)):  # paused once: said once
+        print(f"gpuplan serve: Prefect deployment {old} (its name before workspace ids) of {settings.workspace_dir} "
+              f"paused; served now as {old.split('/')[0]}/{deployment_name(old.split('/')[1], settings)}",
+              file=sys.stderr, flush=True)
     runner = _ServeRunner(pause_on_shutdown=True, limit=limit)
     for deployment in build_deployments(settings, with_schedules=settings.serve_schedules):
         runner.add_deployment(deployment)

@@ -89,7 +89,7 @@ def log_realtime_forecasts(settings: Settings, run: RunCatalog, fit: RealtimeFor
                      as_of, png)
         ids.append(forecast_runs.log_realtime_forecast_run(settings, name, prof, fit.metrics[name], as_of, png,
                                             selection=fit.selection.get(name)))
-        log().info("real-time %s: MLflow run %s (experiment %s)", name, ids[-1], tracking_store.EXPERIMENTS["realtime"])
+        log().info("real-time %s: MLflow run %s (experiment %s)", name, ids[-1], tracking_store.experiment_name(settings, "realtime"))
     return ids
 
 

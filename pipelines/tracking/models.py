@@ -9,6 +9,7 @@ and gated by holdout metrics (:func:`holdout_tags`).
 from __future__ import annotations
 
 import json
+import logging
 import pickle
 import tempfile
 from collections.abc import Mapping
@@ -301,7 +302,9 @@ def log_scheduler_model_run(settings: Settings, ws: Any, model: Any, doc: Mappin
     Run in the ``scheduler`` experiment: params (workspace, cut-off, promoted, reason, the champion
     version before), metrics (history/train/holdout rows, the candidate's and the champion's holdout
     evaluations, flattened), the model as a pyfunc (:mod:`pipelines.models.scheduler`) registered as a
-    new version of :func:`scheduler_model_name` with ``alias`` (``champion`` or ``challenger``).
+    new version of :func:`scheduler_model_name` with ``alias`` (``champion`` or ``challenger``). A store
+    whose versions of this workspace sit under the old folder name (:func:`find_scheduler_model_name`) gets
+    one WARNING naming both, before the id-keyed model's first version; the old versions are kept.
 
     Returns the registered version (text).
     """
@@ -323,6 +326,11 @@ def log_scheduler_model_run(settings: Settings, ws: Any, model: Any, doc: Mappin
     mlflow.set_tracking_uri(settings.tracking_uri)
     mlflow.set_registry_uri(settings.tracking_uri)
     name = scheduler_model_name(ws)
+    found = find_scheduler_model_name(settings, ws)
+    if found is not None and found != name:  # only before the id-keyed model's first version: said once
+        logging.getLogger("gpuplan").warning(
+            "registered model %r (its name before workspace ids) keeps %s's earlier versions; new versions and the "
+            "champion alias go to %r", found, ws.root, name)
     with tempfile.TemporaryDirectory() as td, quiet_mlflow(), mlflow.start_run(run_id=rid):
         pkl = Path(td) / scheduler_models.MODEL_FILE
         pkl.write_bytes(pickle.dumps(model))

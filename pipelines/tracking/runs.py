@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from pipelines.config.settings import Settings
-from pipelines.tracking.store import EXPERIMENTS, init_store, mlflow_client
+from pipelines.tracking.store import EXPERIMENTS, experiment_name, init_store, mlflow_client, workspace_key
 
 
 def clean_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
@@ -73,10 +73,13 @@ def log_run(
     metric_steps: Mapping[str, Sequence[float]] | None = None,
     status: str = "FINISHED",
 ) -> str:
-    """Create one finished MLflow run in ``EXPERIMENTS[experiment]`` and return its run id.
+    """Create one finished MLflow run in the experiment ``experiment_name(settings, experiment)`` and return its run id.
+
+    The experiment is keyed by the workspace (:func:`pipelines.tracking.store.experiment_name`); every run of
+    an operator's workspace also carries the tags ``gpuplan.workspace`` (its folder) and ``gpuplan.workspace_id``.
 
     Args:
-        settings: where the store is (``tracking_uri``).
+        settings: where the store is (``tracking_uri``) and which workspace (``workspace_dir``).
         experiment: a key of :data:`EXPERIMENTS`.
         run_name: the run's name (:func:`run_name`).
         params: logged as strings; None values skipped; a list longer than :data:`MAX_PARAM_ITEMS` goes to
@@ -96,9 +99,9 @@ def log_run(
     from mlflow.entities import Metric, Param  # lazily: import cost, see pipelines.tracking.store
 
     client = mlflow_client(settings)
-    exp = client.get_experiment_by_name(EXPERIMENTS[experiment])
+    exp = client.get_experiment_by_name(experiment_name(settings, experiment))
     exp_id = exp.experiment_id if exp is not None else init_store(settings)[experiment]
-    run = client.create_run(exp_id, run_name=run_name, tags=dict(tags or {}))
+    run = client.create_run(exp_id, run_name=run_name, tags={**workspace_tags(settings), **(tags or {})})
     rid = run.info.run_id
     try:
         now_ms = int(time.time() * 1000)
@@ -162,14 +165,42 @@ def tag_values(tags: Mapping[str, Any]) -> dict[str, str]:
     return {k: (f"{v:.6g}" if isinstance(v, float) else str(v)) for k, v in tags.items() if v is not None}
 
 
+def workspace_tags(settings: Settings) -> dict[str, str]:
+    """``{"gpuplan.workspace": folder, "gpuplan.workspace_id": id}`` of an operator's workspace; empty for the demo."""
+    key = workspace_key(settings.workspace_dir)
+    if key is None:
+        return {}
+    from pipelines.workspace.load import read_or_create_workspace_id
+
+    root = Path(settings.workspace_dir).resolve()
+    return {"gpuplan.workspace": str(root), "gpuplan.workspace_id": read_or_create_workspace_id(root)}
+
+
+def _ran_in(run: Any, root: str) -> bool:
+    """True when an MLflow run names the workspace folder ``root`` (tag ``gpuplan.workspace`` or param ``workspace``)."""
+    return root in (run.data.tags.get("gpuplan.workspace"), run.data.params.get("workspace"))
+
+
 def finished_runs(settings: Settings, experiment: str) -> list[Any]:
-    """Finished runs of one experiment (newest first)."""
+    """Finished runs of one experiment of ``settings``' workspace (newest first).
+
+    Read from :func:`pipelines.tracking.store.experiment_name`, and also from the experiment's old plain name
+    (a store written before workspace ids): there only the runs naming this workspace's folder
+    (:func:`_ran_in`), since same-named folders of other clusters shared it.
+    """
     client = mlflow_client(settings)
-    exp = client.get_experiment_by_name(EXPERIMENTS[experiment])
-    if exp is None:
-        return []
-    return [r for r in client.search_runs([exp.experiment_id], order_by=["attributes.start_time DESC"])
-            if r.info.status == "FINISHED"]
+    name = experiment_name(settings, experiment)
+    runs: list[Any] = []
+    for exp_name in dict.fromkeys([name, EXPERIMENTS[experiment]]):
+        exp = client.get_experiment_by_name(exp_name)
+        if exp is None:
+            continue
+        found = [r for r in client.search_runs([exp.experiment_id], order_by=["attributes.start_time DESC"])
+                 if r.info.status == "FINISHED"]
+        if exp_name != name:
+            found = [r for r in found if _ran_in(r, str(Path(settings.workspace_dir).resolve()))]
+        runs += found
+    return sorted(runs, key=lambda r: r.info.start_time, reverse=True)
 
 
 def run_metrics(settings: Settings, run_id: str) -> dict[str, float]:

@@ -43,6 +43,49 @@ EXPERIMENTS: dict[str, str] = {
     "benchmarks": "gpuplan-benchmarks",
 }
 
+#: Experiments about no one cluster (the planners' benchmark on generated scenarios): never keyed by a workspace.
+UNKEYED_EXPERIMENTS = frozenset({"benchmarks"})
+
+_LOG = logging.getLogger("gpuplan")
+
+
+def _slug(text: str) -> str:
+    """``text`` with every character but letters, digits, ``-`` and ``_`` replaced by ``-`` (``workspace`` if empty)."""
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in text) or "workspace"
+
+
+def workspace_key(workspace_dir: Path) -> str | None:
+    """``<folder name slug>-<first 12 hex digits of the workspace id>``; None for the shipped demo folder.
+
+    The id is :func:`pipelines.workspace.load.read_or_create_workspace_id` (``<ws>/.gpuplan-workspace-id``):
+    stable when the folder moves and unique per cluster, so two workspaces whose folders share a name keep
+    their own MLflow experiments, registered models and Prefect deployments (issue 32, case 023). The folder
+    name is kept for people reading the lists. The shipped demo (``data/demo``) keeps the names it always
+    had: it is one per clone, planned from shipped data, and its store is the clone's own ``mlruns/``.
+    """
+    from pipelines.workspace.config import DEMO_WORKSPACE
+    from pipelines.workspace.load import read_or_create_workspace_id
+
+    root = Path(workspace_dir).resolve()
+    if root == DEMO_WORKSPACE.resolve():
+        return None
+    return f"{_slug(root.name)}-{read_or_create_workspace_id(root)[:12]}"
+
+
+def experiment_name(settings: Settings, experiment: str) -> str:
+    """The MLflow experiment of key ``experiment`` for ``settings.workspace_dir``: ``<EXPERIMENTS name>-<workspace_key>``.
+
+    ``experiment_name(s, "plans")`` -> ``"gpuplan-plans-gpuplan-1a2b3c4d5e6f"``; the plain
+    :data:`EXPERIMENTS` name for the shipped demo and for :data:`UNKEYED_EXPERIMENTS`.
+
+    Raises:
+        KeyError: unknown experiment key.
+    """
+    plain = EXPERIMENTS[experiment]
+    key = None if experiment in UNKEYED_EXPERIMENTS else workspace_key(settings.workspace_dir)
+    return plain if key is None else f"{plain}-{key}"
+
+
 def sqlite_path(tracking_uri: str) -> Path | None:
     """The database file of a ``sqlite:///`` URI, or None for any other scheme (:func:`pipelines.config.settings.sqlite_file`)."""
     return sqlite_file(tracking_uri)
@@ -121,7 +164,10 @@ def store_error(settings: Settings, exc: BaseException) -> StoreError:
 
 
 def init_store(settings: Settings) -> dict[str, str]:
-    """Create the tracking database (schema), WAL mode and every experiment; idempotent.
+    """Create the tracking database (schema), WAL mode and every experiment (:func:`experiment_name`); idempotent.
+
+    A keyed experiment created beside an existing one of the old plain name logs one WARNING naming both
+    (the old one is kept: :func:`pipelines.tracking.runs.finished_runs` still reads this workspace's runs there).
 
     Call once per process tree before starting concurrent work. Also sets the process-wide
     tracking and registry URIs to ``settings.tracking_uri``.
@@ -182,13 +228,18 @@ def _init_store(settings: Settings) -> dict[str, str]:
     with _init_lock(settings):
         client = mlflow_client(settings)  # creates/migrates the schema for a new SQLite file
         ids: dict[str, str] = {}
-        for key, name in EXPERIMENTS.items():
+        for key in EXPERIMENTS:
+            name = experiment_name(settings, key)
             exp = client.get_experiment_by_name(name)
             if exp is None:
                 location = (settings.artifact_root / name).resolve()
                 location.mkdir(parents=True, exist_ok=True)
                 ids[key] = client.create_experiment(name, artifact_location=location.as_uri(),
                                                     tags=dict(EXPERIMENT_TAGS))
+                if name != EXPERIMENTS[key] and client.get_experiment_by_name(EXPERIMENTS[key]) is not None:
+                    # created once per store: this is said once
+                    _LOG.warning("MLflow experiment %r (its name before workspace ids) is kept and still read for "
+                                 "%s's runs; its new runs go to %r", EXPERIMENTS[key], settings.workspace_dir, name)
             else:
                 ids[key] = exp.experiment_id
                 if (exp.tags or {}).get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:  # a store made before the tag

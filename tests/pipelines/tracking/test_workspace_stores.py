@@ -6,6 +6,8 @@
   that folder (SQLAlchemy URL-decodes ``%20``; the URI carries it as ``%2520``), and no stray folder is left.
 - 023: two workspaces whose folders are both named ``gpuplan`` keep two registered models and two champions
   in one MLflow store (names keyed by the workspace id); the old folder-named model is still found.
+- issue 32: they also keep their own experiments (``gpuplan-plans-gpuplan-<id12>``); runs of a store written
+  before workspace ids (plain experiment names) are still read, for their own workspace only.
 """
 
 from __future__ import annotations
@@ -102,8 +104,9 @@ def test_a_workspace_path_with_space_hash_percent20_and_colon_keeps_its_store_in
     loc = c.get_experiment(ids["plans"]).artifact_location
     from urllib.parse import unquote, urlparse
 
-    assert Path(unquote(urlparse(loc).path)) == folder / "artifacts" / "gpuplan-plans"
-    assert (folder / "artifacts" / "gpuplan-plans").is_dir()
+    plans = f"gpuplan-plans-ws-{ws.workspace_id[:12]}"  # the experiment keyed by the workspace id
+    assert Path(unquote(urlparse(loc).path)) == folder / "artifacts" / plans
+    assert (folder / "artifacts" / plans).is_dir()
     assert [m.name for m in c.search_registered_models()] == ["m"]
 
 
@@ -182,3 +185,86 @@ def test_the_old_folder_named_model_is_still_found_for_its_own_workspace_only(tm
     mlflow_client(s).create_model_version(old, f"runs:/{rid}/forecaster", run_id=rid)
     assert tracking_models.find_scheduler_model_name(s, a) == old
     assert tracking_models.find_scheduler_model_name(s, b) is None
+
+
+def test_two_workspaces_named_alike_keep_their_own_experiments_and_runs(tmp_path, no_env_store, caplog):
+    shared = f"sqlite:///{tmp_path}/shared-mlflow.db"
+    a = _ws(tmp_path / "clusterA" / "gpuplan", shared)
+    b = _ws(tmp_path / "clusterB" / "gpuplan", shared)
+    from pipelines.tracking import runs as tracking_runs
+    from pipelines.tracking.store import EXPERIMENTS, experiment_name, init_store, mlflow_client
+
+    sa, sb = load_settings(a), load_settings(b)
+    assert experiment_name(sa, "plans") == f"gpuplan-plans-gpuplan-{a.workspace_id[:12]}"
+    assert experiment_name(sb, "plans") == f"gpuplan-plans-gpuplan-{b.workspace_id[:12]}"
+    assert experiment_name(sa, "benchmarks") == "gpuplan-benchmarks"  # about no one cluster
+    init_store(sa)
+    init_store(sb)
+    ra = tracking_runs.log_run(sa, "plans", "plan A")
+    rb = tracking_runs.log_run(sb, "plans", "plan B")
+    assert [r.info.run_id for r in tracking_runs.finished_runs(sa, "plans")] == [ra]
+    assert [r.info.run_id for r in tracking_runs.finished_runs(sb, "plans")] == [rb]
+    c = mlflow_client(sa)
+    names = sorted(e.name for e in c.search_experiments())
+    keyed = sorted(f"{v}-gpuplan-{ws.workspace_id[:12]}" for v in EXPERIMENTS.values() if v != "gpuplan-benchmarks"
+                   for ws in (a, b))
+    assert names == sorted(["Default", "gpuplan-benchmarks", *keyed])  # 6 keyed experiments each, no plain one
+    run = c.get_run(ra)
+    assert (run.data.tags["gpuplan.workspace"], run.data.tags["gpuplan.workspace_id"]) == (str(a.root), a.workspace_id)
+    assert not [r for r in caplog.records if "its name before workspace ids" in r.getMessage()]
+
+
+def test_an_old_store_with_plain_experiment_names_is_still_read_for_its_own_workspace(tmp_path, no_env_store, caplog):
+    shared = f"sqlite:///{tmp_path}/shared-mlflow.db"
+    a = _ws(tmp_path / "clusterA" / "gpuplan", shared)
+    b = _ws(tmp_path / "clusterB" / "gpuplan", shared)
+    from pipelines.tracking import runs as tracking_runs
+    from pipelines.tracking.store import init_store, mlflow_client
+
+    sa, sb = load_settings(a), load_settings(b)
+    # the store as the code before workspace ids left it: one plain 'gpuplan-plans' with a run of each cluster
+    c = mlflow_client(sa)
+    old = c.create_experiment("gpuplan-plans", artifact_location=(tmp_path / "old").as_uri())
+    old_runs = {}
+    for ws in (a, b):
+        r = c.create_run(old, run_name="old plan")
+        c.log_param(r.info.run_id, "workspace", str(ws.root))
+        c.set_terminated(r.info.run_id)
+        old_runs[ws.root] = r.info.run_id
+    with caplog.at_level("WARNING", logger="gpuplan"):
+        init_store(sa)
+        init_store(sa)  # idempotent: the keyed experiment exists now, nothing more is said
+    said = [r.getMessage() for r in caplog.records if "its name before workspace ids" in r.getMessage()]
+    assert said == [f"MLflow experiment 'gpuplan-plans' (its name before workspace ids) is kept and still read for "
+                    f"{a.root}'s runs; its new runs go to 'gpuplan-plans-gpuplan-{a.workspace_id[:12]}'"]
+    new = tracking_runs.log_run(sa, "plans", "new plan")
+    assert [r.info.run_id for r in tracking_runs.finished_runs(sa, "plans")] == [new, old_runs[a.root]]
+    assert [r.info.run_id for r in tracking_runs.finished_runs(sb, "plans")] == [old_runs[b.root]]  # B's only
+    assert c.get_experiment(old).lifecycle_stage == "active"  # kept
+
+
+def test_a_registration_under_the_old_model_name_is_said_once_and_new_versions_go_to_the_keyed_name(
+        tmp_path, no_env_store, caplog):
+    shared = f"sqlite:///{tmp_path}/shared-mlflow.db"
+    a = _ws(tmp_path / "clusterA" / "gpuplan", shared)
+    from pipelines.tracking import models as tracking_models
+    from pipelines.tracking.runs import log_run
+    from pipelines.tracking.store import init_store, mlflow_client
+
+    s = load_settings(a)
+    init_store(s)
+    old = tracking_models.legacy_scheduler_model_name(a.root)
+    rid = log_run(s, "scheduler", "old", params={"workspace": str(a.root)})
+    mlflow_client(s).create_registered_model(old)
+    mlflow_client(s).create_model_version(old, f"runs:/{rid}/forecaster", run_id=rid)
+    doc = {"cutoff": "2025-03-01T00:00:00+00:00", "promoted": True, "reason": "first", "history_rows": 3}
+    with caplog.at_level("WARNING", logger="gpuplan"):
+        assert _register(s, a, doc) == "1"
+        assert _register(s, a, doc) == "2"
+    said = [r.getMessage() for r in caplog.records if "its name before workspace ids" in r.getMessage()]
+    name = tracking_models.scheduler_model_name(a)
+    assert said == [f"registered model 'gpuplan-scheduler-gpuplan' (its name before workspace ids) keeps {a.root}'s "
+                    f"earlier versions; new versions and the champion alias go to '{name}'"]
+    c = mlflow_client(s)
+    assert str(c.get_model_version_by_alias(name, "champion").version) == "2"
+    assert [str(v.version) for v in c.search_model_versions(f"name='{old}'")] == ["1"]  # kept
