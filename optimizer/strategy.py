@@ -8,7 +8,12 @@ plan, the packing of its starts onto aligned blocks, and when they cannot be pac
 otherwise, or when the repair leaves the full model to decide, the full x[j, s, o, t] model
 (:mod:`optimizer.milp`). Every answer passes the verifier; a plan below the best baseline is never returned.
 
-Budget (DESIGN §5, case F05, issue 17): work decides what is done, the clock is only a safety stop.
+Budget (DESIGN §5, issue 29): ``settings.budget`` ``"time"`` (default) gives the master MILP (every master
+size: no scale path) the wall clock left before its kill time, with no work limit; the plan then depends on
+load and a clock stop is its normal end (status ``time_limit``, no ``deadline`` warning). An answer with a gap
+above ``mip_rel_gap`` while more than :data:`EARLY_STOP_SHARE` of the limit is left carries an ``early stop:`` note.
+
+``budget="work"`` (case F05, issue 17): work decides what is done, the clock is only a safety stop.
 Every MILP solve stops at its deterministic work limit (``settings.mip_work_limit`` HiGHS limit checks,
 or by default :func:`optimizer.solver.auto_work_limit` of the model's columns and ``time_limit_s``,
 sized so that the plan ends inside ``time_limit_s`` on the loaded 2-core bench machine); the
@@ -91,6 +96,14 @@ AFTER_SOLVE_FRACTION = 0.05
 #: 1.3 % within 30 s.
 SCALE_MIN_MASTER_COLUMNS = 20_000
 
+#: An answer with a gap above ``mip_rel_gap`` returned while more than this share of ``time_limit_s`` is left
+#: carries an ``early stop:`` note saying why (:meth:`MilpRun.early_stop_note`; issue 29's rule).
+EARLY_STOP_SHARE = 0.2
+
+#: With ``budget="time"``, the master MILP's HiGHS time limit is at most this share of the seconds left
+#: before the kill time: the rest is for the block packing (its MILP when first fit fails) and the repair.
+MASTER_CLOCK_SHARE = 0.85
+
 #: How far past ``time_limit_s`` the baselines inside a MILP plan may run before they stop placing
 #: jobs (seconds). They normally take milliseconds to a few seconds (0.5–2 s each at 4,096 GPUs x
 #: 1,600 jobs, CPU), but on the loaded 2-core machine the three took 10.2 s of wall clock there, so a
@@ -122,6 +135,7 @@ class Budget:
     t0: float
     time_limit_s: float
     mip_work_limit: int | None = None
+    mode: str = "work"
     spent: dict[str, float] = field(default_factory=dict)
     stopped: list[str] = field(default_factory=list)
     solves: list[SolveOutcome] = field(default_factory=list)
@@ -160,11 +174,21 @@ class Budget:
         if time.perf_counter() > at:
             self.stopped.append(step)
 
-    def work_limit(self, n_cols: int) -> int:
-        """HiGHS limit checks for a MILP solve of ``n_cols`` columns: the setting, else :func:`auto_work_limit`."""
+    def work_limit(self, n_cols: int) -> int | None:
+        """HiGHS limit checks for a MILP solve of ``n_cols`` columns (None: no work limit, DESIGN §5).
+
+        The setting, else in ``mode`` ``"work"`` :func:`auto_work_limit`, else (``"time"``) None: the clock decides.
+        """
         if self.mip_work_limit is not None:
             return self.mip_work_limit
+        if self.mode == "time":
+            return None
         return auto_work_limit(n_cols, self.time_limit_s)
+
+    @property
+    def on_clock(self) -> bool:
+        """True in ``mode`` ``"time"`` without an explicit work limit: the clock is the budget, not a safety stop."""
+        return self.mode == "time" and self.mip_work_limit is None
 
     def limits(self) -> tuple[float, float]:
         """(HiGHS time limit, kill after) in seconds for a solve given what is left before :attr:`kill_at`."""
@@ -201,7 +225,7 @@ class MilpRun:
         self.settings = st = problem.settings
         self.scale = problem.max_priority()  # the models' objective unit (DESIGN §5, case F01)
         self.warm_start = warm_start
-        self.budget = Budget(t0, st.time_limit_s, st.mip_work_limit)
+        self.budget = Budget(t0, st.time_limit_s, st.mip_work_limit, st.budget)
         self.notes = list(notes)
         if st.max_wait_steps is not None:
             self.notes.append(f"max_wait_steps={st.max_wait_steps}: a job that has waited that long gets EASY's "
@@ -211,6 +235,25 @@ class MilpRun:
         self.bound: float | None = None
 
     def plan(self) -> Plan:
+        """:meth:`stages`, with :meth:`early_stop_note` on the answer (DESIGN §5, issue 29)."""
+        return self.early_stop_note(self.stages())
+
+    def early_stop_note(self, p: Plan) -> Plan:
+        """``p`` with an ``early stop:`` note saying why it returned early with a gap above ``mip_rel_gap``.
+
+        Added with ``budget="time"`` when the gap is above ``mip_rel_gap`` (or there is no bound) while more than
+        :data:`EARLY_STOP_SHARE` of ``time_limit_s`` is left (rule of issue 29: an early return always says why).
+        """
+        st, b = self.settings, self.budget
+        left = b.left()
+        if not b.on_clock or (p.gap is not None and p.gap <= st.mip_rel_gap) or left <= EARLY_STOP_SHARE * st.time_limit_s:
+            return p  # with a work limit the message names it (a note with the clock would break reproducibility)
+        gap = "no proven bound" if p.gap is None else f"proven gap {p.gap:.3%} > mip_rel_gap {st.mip_rel_gap:g}"
+        note = (f"early stop: returned with {gap} and {left:.1f} s of time_limit_s={st.time_limit_s:g} s left "
+                f"(budget=time): {p.message}")
+        return replace(p, notes=(*p.notes, note))
+
+    def stages(self) -> Plan:
         """Baselines, greedy starts; then the master path (LP, rounding, master, packing, repair) or the full model."""
         self.baselines()
         self.greedy_starts()
@@ -272,7 +315,8 @@ class MilpRun:
         self.size = dict(self.cm.size, method="decomposed")  # the work counters travel with the size
         b.took("master build")
         b.kill_at = b.deadline - finish_reserve_s(self.cm.model.n_cols)
-        self.at_scale = self.cm.model.n_cols > SCALE_MIN_MASTER_COLUMNS
+        # the scale path (no branch-and-bound) is a work-budget rule; on the clock the master MILP gets the time left
+        self.at_scale = self.cm.model.n_cols > SCALE_MIN_MASTER_COLUMNS and not b.on_clock
         self.w_master = b.work_limit(self.cm.model.n_cols)
         self.size["mip_work_limit"] = self.w_master
 
@@ -334,6 +378,8 @@ class MilpRun:
         assert self.size is not None
         start = next((x for x in (count_vector(cm, s) for s in self.seeds) if x is not None), None)
         hl, kill = b.limits()
+        if b.on_clock:  # on the clock the master leaves MASTER_CLOCK_SHARE of the room to packing and repair
+            hl = max(0.05, min(hl, MASTER_CLOCK_SHARE * b.room()))
         out = solve(cm.model, time_limit_s=hl, mip_rel_gap=st.mip_rel_gap, threads=st.threads,
                     random_seed=st.random_seed, start=start, mip_work_limit=self.w_master, kill_after_s=kill,
                     allow_restart=False)
@@ -344,7 +390,7 @@ class MilpRun:
         master_bound = None if out.bound is None else out.bound * self.scale
         self.bound = min_bound(self.lp_bound, master_bound)
         if out.x is None or out.status not in (SolveStatus.OPTIMAL, SolveStatus.TIME_LIMIT):
-            if self.bound is not None:
+            if self.bound is not None or (b.on_clock and self.best is not self.base):
                 return self.bounded(self.best, self.bound, "LP relaxation",
                                     f"the master MILP gave no plan ({out.status})")
             return self.fallback(out.status, out.message or out.status)
@@ -433,7 +479,7 @@ class MilpRun:
         reserve = finish_reserve_s(bm.model.n_cols)
         out = solve(bm.model, time_limit_s=max(0.05, b.left() - reserve - AFTER_SOLVE_S),
                     mip_rel_gap=st.mip_rel_gap, threads=st.threads, random_seed=st.random_seed, start=start,
-                    mip_work_limit=max(WORK_MIN_CHECKS, b.work_limit(bm.model.n_cols)),
+                    mip_work_limit=self.full_work_limit(bm.model.n_cols),
                     kill_after_s=max(0.05, b.left() - reserve))
         b.solves.append(out)
         if out.x is None or out.status not in (SolveStatus.OPTIMAL, SolveStatus.TIME_LIMIT):
@@ -444,12 +490,17 @@ class MilpRun:
             return plan_
         return self.fallback(out.status, why)
 
+    def full_work_limit(self, n_cols: int) -> int | None:
+        """The full model's work limit: :meth:`Budget.work_limit`, at least :data:`WORK_MIN_CHECKS` when there is one."""
+        w = self.budget.work_limit(n_cols)
+        return None if w is None else max(WORK_MIN_CHECKS, w)
+
     # ------------------------------------------------------------------ the answers
 
     def clocked(self) -> bool:
         """:meth:`Budget.clock_hit`, adding the wall-clock note once when it did."""
         hit = self.budget.clock_hit()
-        if hit and not any(n.startswith("a solve reached the wall-clock") for n in self.notes):
+        if hit and not self.budget.on_clock and not any(n.startswith("a solve reached the wall-clock") for n in self.notes):
             what = ", ".join(self.budget.stopped) or "a HiGHS solve"
             self.notes.append(f"a solve reached the wall-clock limit of {self.settings.time_limit_s:g} s for the "
                               f"whole plan before its work budget was done ({what}): this plan may not reproduce")
@@ -518,8 +569,9 @@ class MilpRun:
 
 def deadline_status(p: Plan, problem: Problem) -> Plan:
     """A MILP plan the wall-clock safety stop cut short (``wall_clock_limited``, not proven optimal) gets status ``deadline`` and a warning note, logged on the ``gpuplan`` logger: its result depended on machine load (DESIGN §5)."""
-    if not p.wall_clock_limited or p.status == SolveStatus.OPTIMAL:
-        return p
+    st = problem.settings
+    if not p.wall_clock_limited or p.status == SolveStatus.OPTIMAL or (st.budget == "time" and st.mip_work_limit is None):
+        return p  # with budget="time" the clock is the budget: stopping on it is the normal end (status time_limit)
     warn = (f"warning: the wall-clock deadline (time_limit_s={problem.settings.time_limit_s:g} s) stopped this plan "
             "before its work budget was done: the plan depends on machine load and may not reproduce")
     logging.getLogger("gpuplan").warning(warn)

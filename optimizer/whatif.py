@@ -36,14 +36,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from domain.units import ROUND_DIGITS, pow2_ceil
 from optimizer.errors import InputError
+from optimizer.objective import objective_value
 from optimizer.occupancy import Occupancy
 from optimizer.plan import JobAssignment, Plan
 from optimizer.problem import Problem
+from optimizer.solver import mip_gap
+from optimizer.verify import verify
 
 
 @dataclass(frozen=True)
@@ -496,3 +499,155 @@ def explain(base_problem: Problem, base_plan: Plan, applied: Applied, new_plan: 
         return (rank, gain, c.job_id)
 
     return sorted(out, key=key)
+
+
+def prefer_base(new: Plan, carried: Plan, problem: Problem, max_passes: int = 3) -> tuple[Plan, tuple[str, ...]]:
+    """``new`` with every job put back on its base start and block where that costs nothing: the what-if's tie-break.
+
+    ``new``: the what-if's plan of ``problem``; ``carried``: the base plan carried onto ``problem``
+    (:func:`warm_start`). A solver stopped inside its gap, or one of several equally good plans, moves
+    jobs the change did not need to move (issue 29: +16 idle GPUs listed 4 jobs later and 11 re-packed).
+    The jobs whose base assignment started and whose ``new`` one starts later, not at all, or on another
+    block are put back on their base assignments, first all together, then (what is left) one at a
+    time in plan order, each step kept when the plan still verifies (:func:`optimizer.verify.verify`)
+    and its objective does not drop (1e-9 relative); the single-job passes repeat up to ``max_passes``
+    times while a pass keeps one. Returns the plan (objective
+    recomputed, gap against ``new``'s bound) and the job ids put back, sorted.
+    """
+    base_of = {a.job_id: a for a in carried.assignments if a.started and not a.running}
+
+    def moved(a: JobAssignment) -> bool:  # started in the base, and now later, not at all or on another block
+        b = base_of.get(a.job_id)
+        return b is not None and not a.running and a != b and not (
+            a.start_step is not None and b.start_step is not None and a.start_step < b.start_step)
+
+    cur = new
+    cur_obj = objective_value(cur, problem)
+    back: set[str] = set()
+    # first all at once (two jobs that swapped blocks only go back together), then one job at a time
+    joint = replace(cur, assignments=tuple(base_of[a.job_id] if moved(a) else a for a in cur.assignments))
+    joint_obj = objective_value(joint, problem)
+    if joint_obj >= cur_obj - 1e-9 * max(1.0, abs(cur_obj)) and not verify(joint, problem):
+        back = {a.job_id for a in cur.assignments if moved(a)}
+        cur, cur_obj = joint, joint_obj
+    for _ in range(max_passes):
+        kept = False
+        for i, a in enumerate(cur.assignments):
+            if not moved(a):
+                continue  # unchanged, or the change let it start earlier: what the what-if buys
+            b = base_of[a.job_id]
+            cand = replace(cur, assignments=cur.assignments[:i] + (b,) + cur.assignments[i + 1:])
+            obj = objective_value(cand, problem)
+            if obj < cur_obj - 1e-9 * max(1.0, abs(cur_obj)) or verify(cand, problem):
+                continue
+            cur, cur_obj, kept = cand, obj, True
+            back.add(a.job_id)
+        if not kept:
+            break
+    if not back:
+        return new, ()
+    gap = mip_gap(cur_obj, new.bound) if new.bound is not None and new.bound >= cur_obj else new.gap
+    return replace(cur, objective=cur_obj, gap=gap), tuple(sorted(back))
+
+
+def why_waiting(problem: Problem, plan: Plan, job_id: str) -> str:
+    """Why the queued job ``job_id`` is not started in ``plan`` of ``problem``: one phrase, from the plan's free GPUs.
+
+    Free GPUs at step t = GPUs up - real-time GPUs - batch GPUs of ``plan``. For each allowed size
+    (gpus g, duration d) and start t from its release: the job fits by count when every step of
+    [t, min(t + d, horizon)) has g free; it fits in place when, besides, one aligned g-GPU block has
+    no job and no down GPU over those steps. The phrase names the first reason that holds: more GPUs
+    than are up; no d-step window with g free (with the most free in any such window); free by count
+    but never as one aligned block (fragmentation); or the step where it would fit (the plan, not
+    proven optimal, left it there). Raises KeyError when ``job_id`` is not a queued job of ``problem``.
+    """
+    job = next((j for j in problem.jobs if j.job_id == job_id), None)
+    if job is None:
+        raise KeyError(job_id)
+    h, n = problem.horizon_steps, problem.n_gpus
+    down = set(problem.down_gpus)
+    up = n - len(down)
+    rt, bu = _rt_used(plan, h), _batch_used(plan, h)
+    free = [up - rt[t] - bu[t] for t in range(h)]
+    grid = plan.owner_grid(n, h)
+    options = sorted(job.sizes, key=lambda o: o.gpus)
+    if all(o.gpus > up for o in options):
+        return f"needs {options[0].gpus} GPUs; only {up} are up"
+    best_free, by_count = 0, None
+    for o in options:
+        g, d = o.gpus, o.duration_steps
+        for t in range(job.release_step, h):
+            span = range(t, min(h, t + d))
+            m = min(free[s] for s in span)
+            best_free = max(best_free, m)
+            if m < g:
+                continue
+            by_count = by_count or (t, g)
+            for off in range(0, n - g + 1, g):
+                blk = range(off, off + g)
+                if not down.intersection(blk) and all(grid[s][x] == "" for s in span for x in blk):
+                    return (f"an aligned {g}-GPU block is free from step {t}: the plan (not proven optimal) left it "
+                            "waiting")
+    if by_count is not None:
+        t, g = by_count
+        return f"{g} GPUs are free at once from step {t} but never as one aligned {g}-GPU block (fragmentation)"
+    o = options[0]
+    return (f"no {o.duration_steps}-step window from its release (step {job.release_step}) has {o.gpus} GPUs free "
+            f"(at most {best_free} free in any window for a size it allows; real-time and other jobs hold the rest)")
+
+
+#: Most jobs whose assignment differs between the what-if's plan and the base carried over for which
+#: :func:`tie_break` builds the plan up from the base (each move is one verification).
+TIE_BREAK_MAX_MOVES = 300
+
+
+def tie_break(new: Plan, carried: Plan, problem: Problem) -> tuple[Plan, tuple[str, ...]]:
+    """The what-if's answer: the plan closest to the base among those as good as ``new`` to the solve's standard.
+
+    ``new``: the what-if's plan of ``problem`` (solved to ``settings.mip_rel_gap``); ``carried``: the base plan
+    carried onto ``problem`` (:func:`warm_start`). When ``carried`` verifies on ``problem``, it is the start:
+    ``new``'s service allocation and then, one job at a time in plan order, ``new``'s assignment of a job
+    that differs are taken when the plan still verifies and its objective rises (up to 3 passes; at most
+    :data:`TIE_BREAK_MAX_MOVES` differing jobs). If that plan's objective is within ``mip_rel_gap`` of
+    ``new``'s (the difference is inside the tolerance both plans were solved to) it is the answer: every
+    other move of ``new`` was solver slack, not needed by the change. Otherwise :func:`prefer_base` puts
+    back what it can into ``new``. Returns the plan (objective recomputed, gap against ``new``'s bound, ``new``'s
+    status) and the ids of the jobs kept on their base assignment
+    that ``new`` had moved, sorted.
+    """
+    gap_tol = problem.settings.mip_rel_gap
+    new_obj = objective_value(new, problem)
+    by_job = {a.job_id: a for a in carried.assignments}
+    diff = [a for a in new.assignments if by_job.get(a.job_id) != a]
+    if not diff or len(diff) > TIE_BREAK_MAX_MOVES or verify(carried, problem):
+        return prefer_base(new, carried, problem)
+    cur = replace(carried, planner=new.planner, status=new.status, source=new.source, model=new.model,
+                  bound=new.bound, solve_s=new.solve_s, message=new.message, notes=new.notes,
+                  solver_status=new.solver_status, wall_clock_limited=new.wall_clock_limited)
+    cur_obj = objective_value(cur, problem)
+
+    def better(cand: Plan) -> float | None:
+        obj = objective_value(cand, problem)
+        return obj if obj > cur_obj + 1e-9 * max(1.0, abs(cur_obj)) and not verify(cand, problem) else None
+
+    if dict(new.service_gpus) != dict(cur.service_gpus):
+        cand = replace(cur, service_gpus=dict(new.service_gpus))
+        if (obj := better(cand)) is not None:
+            cur, cur_obj = cand, obj
+    for _ in range(3):
+        took = False
+        for a in diff:
+            idx = next(i for i, x in enumerate(cur.assignments) if x.job_id == a.job_id)
+            if cur.assignments[idx] == a:
+                continue
+            cand = replace(cur, assignments=cur.assignments[:idx] + (a,) + cur.assignments[idx + 1:])
+            if (obj := better(cand)) is not None:
+                cur, cur_obj, took = cand, obj, True
+        if not took:
+            break
+    if cur_obj < new_obj - gap_tol * max(1.0, abs(new_obj)):
+        return prefer_base(new, carried, problem)
+    gap = mip_gap(cur_obj, new.bound) if new.bound is not None and new.bound >= cur_obj else None
+    now = {a.job_id: a for a in cur.assignments}
+    back = tuple(sorted(a.job_id for a in diff if now.get(a.job_id) != a and a.job_id in by_job))
+    return replace(cur, objective=cur_obj, gap=gap), back

@@ -52,6 +52,7 @@ SETTINGS_KEYS: tuple[str, ...] = (
     "milp_method",
     "mip_work_limit",
     "full_model_max_binaries",
+    "budget",
 )
 
 #: Keys of a ``services`` entry (all but ``min_gpus`` required).

@@ -211,6 +211,10 @@ class Cluster:
         return dict(self.gpu_speed).get(gpu_type, 1.0)
 
 
+#: The two budget modes of :attr:`PlanSettings.budget` (DESIGN §5).
+BUDGET_MODES: tuple[str, ...] = ("time", "work")
+
+
 @dataclass(frozen=True)
 class PlanSettings:
     """Planner settings: the ``settings`` block of a problem file (DESIGN §5).
@@ -250,6 +254,13 @@ class PlanSettings:
       verified placement (master-guided repair, the warm starts) under the master's bound. Measured
       on the 2-core machine (``big_gangs``): full models of 5,400–8,800 binaries spent 10–60 s, up to
       22 s in presolve alone, before a first improvement.
+    - ``budget``: ``"time"`` (default) or ``"work"`` (DESIGN §5 "Budget", issue 29). ``"time"``: the
+      wall-clock ``time_limit_s`` is the budget: the master MILP (and, above
+      ``SCALE_MIN_MASTER_COLUMNS`` columns, too) runs branch-and-bound until it proves ``mip_rel_gap``
+      or its share of the clock ends; the plan depends on machine load. ``"work"``: the deterministic
+      work budget (``mip_work_limit``, else :func:`optimizer.solver.auto_work_limit`), the clock only a
+      safety stop: identical plans under any load (``gpuplan bench --reproducible``, tests). An explicit
+      ``mip_work_limit`` caps every MILP solve in both modes.
     """
 
     decay_per_step: float = 0.995
@@ -265,11 +276,14 @@ class PlanSettings:
     milp_method: str = "decomposed"
     mip_work_limit: int | None = None
     full_model_max_binaries: int = 4_000
+    budget: str = "time"
 
     def __post_init__(self) -> None:
         w = "settings"
         if self.milp_method not in ("decomposed", "full"):
             raise InputError(f"{w}: milp_method = {self.milp_method!r} must be 'decomposed' or 'full'")
+        if self.budget not in BUDGET_MODES:
+            raise InputError(f"{w}: budget = {self.budget!r} must be 'time' or 'work'")
         g = as_num(self.decay_per_step, w, "decay_per_step")
         if not 0.0 < g <= 1.0:
             raise InputError(f"{w}: decay_per_step = {g} must be in (0, 1]")

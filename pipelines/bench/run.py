@@ -157,7 +157,8 @@ def build_scenario(name: str, cfg: BenchConfig, trace=None):
     if cfg.quick:
         sc = _quick(sc, cfg)
     settings = replace(sc.settings, time_limit_s=cfg.time_limit_s, mip_rel_gap=cfg.mip_rel_gap, threads=1,
-                       mip_work_limit=cfg.mip_work_limit)
+                       mip_work_limit=cfg.mip_work_limit,
+                       budget="work" if cfg.mip_work_limit is not None else "time")  # DESIGN §5: the bench's mode
     return replace(sc, settings=settings)
 
 

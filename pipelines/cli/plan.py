@@ -20,6 +20,9 @@ def plan(
     out: Annotated[Path | None, typer.Option("--out", help="Write the plan parquet here.")] = None,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
     workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
+    budget: Annotated[str | None, typer.Option(
+        "--budget", help="time | work: the wall clock as the budget, or the deterministic work budget (identical "
+        "plans under any load); default: the problem file's settings.budget ('time'). DESIGN §5.")] = None,
 ) -> None:
     """Plan one problem file with a planner, verify it, and write/print the plan."""
 
@@ -41,7 +44,13 @@ def plan(
             check_out_parent(out)
             if out.is_dir():
                 raise InputError(f"--out {out} is a folder; give a file path such as {out / 'plan.parquet'}")
+        if budget is not None and budget not in ("time", "work"):
+            raise InputError(f"--budget {budget!r} is unknown; choose time or work")
         prob = read_problem_file(problem)
+        if budget is not None:
+            import dataclasses
+
+            prob = dataclasses.replace(prob, settings=dataclasses.replace(prob.settings, budget=budget))
         result = run_planner(prob, planner)
         violations = verify(result, prob)  # the independent verifier, stated in the output
         if violations:  # never printed or written as a plan (the planners verify too: this is a bug)

@@ -64,7 +64,8 @@ def change_counts_text(jobs: list[dict[str, Any]]) -> str:
 
 def render_text(doc: dict[str, Any]) -> str:
     """The command's human output: the comparison table, then one line per job that changed."""
-    L = [f"what-if on run {doc['run']} (plan from {doc['plan_start']}, planner {doc['planner']}, "
+    L = list(doc.get("summary", []))
+    L += [f"what-if on run {doc['run']} (plan from {doc['plan_start']}, planner {doc['planner']}, "
          f"{doc['time_limit_s']:g} s budget): {', '.join(doc['changes']) or 'no change'}"]
     L.append(f"  {'':34s}{'base':>16s}{'what-if':>16s}{'change':>14s}")
     for label, key, spec in TABLE_ROWS:

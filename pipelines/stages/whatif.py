@@ -40,7 +40,7 @@ from domain.units import ROUND_DIGITS, hours_to_steps
 from optimizer.plan import Plan
 from optimizer.problem import Problem
 from optimizer.verify import verify
-from optimizer.whatif import WhatIf, apply_whatif, explain, warm_start
+from optimizer.whatif import WhatIf, apply_whatif, explain, tie_break, warm_start, why_waiting
 from pipelines.catalog import RunCatalog
 from pipelines.io.errors import InputError
 from pipelines.report.basics import ReportInputs
@@ -254,14 +254,40 @@ def side(problem: Problem, plan: Plan, demand: pd.DataFrame) -> dict[str, Any]:
             "gpus_up": problem.n_gpus - len(problem.down_gpus), "solve_s": plan.solve_s}
 
 
+def buys_lines(problem: Problem, plan: Plan, b: dict[str, Any], n: dict[str, Any], delta: dict[str, Any],
+               k: int = 3) -> list[str]:
+    """The what-if's first lines: what the change buys (value, jobs started, idle GPU-h) and why waiting jobs wait.
+
+    ``b``/``n``: the base and what-if sides (:func:`side`), ``delta`` their difference; the waiting jobs of
+    ``plan`` (queued in ``problem``, not started) are explained by :func:`optimizer.whatif.why_waiting`, the
+    first ``k`` by job id, then a count of the rest.
+    """
+    dv = delta.get("planned_value") or 0.0
+    pct = "" if not b.get("planned_value") else f" ({dv / b['planned_value']:+.1%})"
+    L = [f"the change buys: plan value {dv:+,.1f}{pct}, jobs started {delta.get('jobs_started', 0):+d}, "
+         f"idle GPU-h {delta.get('idle_gpu_h') or 0.0:+,.1f}" + (" (nothing: the plan is the base's)"
+                                                                   if abs(dv) < 1e-6 else "")]
+    queued = {j.job_id for j in problem.jobs}
+    waiting = sorted(a.job_id for a in plan.assignments if not a.started and a.job_id in queued)
+    for jid in waiting[:k]:
+        L.append(f"{jid} still waits: {why_waiting(problem, plan, jid)}")
+    if len(waiting) > k:
+        L.append(f"... and {len(waiting) - k} more jobs wait")
+    return L
+
+
 def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> dict[str, Any]:
     """Apply ``w`` to the base run, re-plan (same planner and settings), verify and compare.
 
     ``time_limit_s`` (``gpuplan whatif --time-limit``): re-plan with this limit instead of the run's, and so
     with the deterministic work budget it gives (DESIGN §5); the base plan stays the published one. A
-    what-if plan that is not proven optimal gets a note saying so with the planner's reason.
+    what-if plan that is not proven optimal gets a note saying so with the planner's reason. The re-plan's
+    answer goes through :func:`optimizer.whatif.tie_break`: every job whose move the change did not need (the
+    difference is within ``mip_rel_gap``, the standard both plans are solved to) keeps its base start and
+    block, and a note counts them. ``summary`` (the first lines, :func:`buys_lines`): what the change buys in
+    value, jobs started and idle GPU-h, and why each waiting job still waits.
 
-    Returns ``{"run", "run_folder", "plan_start", "planner", "time_limit_s", "changes", "base",
+    Returns ``{"summary", "run", "run_folder", "plan_start", "planner", "time_limit_s", "changes", "base",
     "whatif", "delta", "jobs", "notes"}``: ``base``/``whatif`` as :func:`side`; ``delta`` = what-if
     minus base for every numeric key of a side; ``jobs`` one row per job whose start, size or block
     changed or that an edit touched: ``{"job_id", "start_ts_base", "start_ts_whatif", "reason",
@@ -280,7 +306,10 @@ def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> d
         if not (math.isfinite(float(time_limit_s)) and float(time_limit_s) > 0):
             raise InputError(f"--time-limit must be a positive number of seconds; got {time_limit_s}")
         p = dataclasses.replace(p, settings=dataclasses.replace(p.settings, time_limit_s=float(time_limit_s)))
-    plan = solve_stage.solve(p, base.planner, warm_start=warm_start(base.plan, applied))
+    carried = warm_start(base.plan, applied)
+    plan = solve_stage.solve(p, base.planner, warm_start=carried)
+    # tie-break (issue 29): every job the change did not need to move keeps its base start and block
+    plan, kept_base = tie_break(plan, carried, p)
     solve_stage.check_plan(p, plan)  # the independent verifier, as for every plan
     step = timedelta(minutes=p.cluster.step_minutes)
     gpn = p.cluster.gpus_per_node
@@ -324,10 +353,13 @@ def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> d
                      "misses_deadline_base": c.job_id in miss_b, "misses_deadline_whatif": c.job_id in miss_n,
                      "p90_finish_whatif": (miss_n.get(c.job_id) or {}).get("p90_finish_at")})
     notes = list(plan.notes)
+    if kept_base:
+        notes.append(f"tie-break: {len(kept_base)} jobs the re-plan had moved at no gain keep their base start and "
+                     f"block ({_list(list(kept_base))})")
     if str(plan.status) != "optimal":
         notes.append(f"the what-if plan is not proven optimal (status {plan.status}"
                      + (f": {plan.message}" if plan.message else "") + "); a job it leaves waiting or starts late may "
-                     "still fit earlier: ask again with a larger --time-limit (a larger deterministic work budget)")
+                     "still fit earlier: ask again with a larger --time-limit")
     listed = {j["job_id"] for j in jobs}
     for jid in sorted(set(miss_n) - set(miss_b)):
         m = miss_n[jid]
@@ -340,6 +372,8 @@ def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> d
     if applied.requeued:
         notes.append("running jobs on lost GPUs are requeued to restart from scratch with their full P50 duration "
                      "(no checkpoint assumed): " + ", ".join(applied.requeued))
-    return {"run": base.name, "run_folder": str(base.folder), "plan_start": ts(0), "planner": base.planner,
+    summary = buys_lines(p, plan, b, n, delta)
+    return {"summary": summary, "run": base.name, "run_folder": str(base.folder), "plan_start": ts(0),
+            "planner": base.planner,
             "time_limit_s": p.settings.time_limit_s, "step_minutes": p.cluster.step_minutes,
             "changes": w.describe(), "base": b, "whatif": n, "delta": delta, "jobs": jobs, "notes": notes}

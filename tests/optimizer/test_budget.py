@@ -61,7 +61,8 @@ def test_day_of_one_minute_steps_gives_a_verified_milp_plan_within_its_budget():
     plan is the best warm start, status ``deadline`` (it depended on the clock), and the call ends by
     the deadline whatever HiGHS does."""
     exe = Path(sys.executable).with_name("gpuplan")
-    proc = subprocess.run([str(exe), "plan", "--problem", str(EXAMPLES / "day_1min_steps.json"), "--json"],
+    proc = subprocess.run([str(exe), "plan", "--problem", str(EXAMPLES / "day_1min_steps.json"), "--json",
+                           "--budget", "work"],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)  # sanity cap only
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
@@ -171,7 +172,7 @@ def test_budget_spent_by_the_baselines_returns_the_best_baseline_marked_deadline
     status deadline (the wall-clock safety stop fired: the plan depends on load, DESIGN §5), source
     fallback, and the message says where the time went."""
     p = Problem.from_dict(json.loads((EXAMPLES / "gpu64.json").read_text()))
-    p = replace(p, settings=replace(p.settings, time_limit_s=0.2))
+    p = replace(p, settings=replace(p.settings, time_limit_s=0.2, budget="work"))  # the deadline status is work mode's
     r = plan(p)
     base = best_baseline(p)
     assert r.status == "deadline" and r.fallback and r.solver_status == "time_limit" and r.wall_clock_limited

@@ -130,7 +130,7 @@ def test_scale_path_reports_the_lp_bound(monkeypatch):
     """Above SCALE_MIN_MASTER_COLUMNS the plan is the best rounding under the LP bound (no
     branch-and-bound); gap = (bound - objective) / objective."""
     monkeypatch.setattr(strategy, "SCALE_MIN_MASTER_COLUMNS", 100)
-    p = _problem(64, 30, time_limit_s=30.0)
+    p = _problem(64, 30, time_limit_s=30.0, budget="work")  # the scale path is the work budget's rule
     pl = plan(p, "milp")
     assert verify(pl, p) == []
     assert pl.bound is not None and pl.gap == pytest.approx((pl.bound - pl.objective) / pl.objective)

@@ -24,7 +24,7 @@ from optimizer.verify import verify
 
 #: A master (1,222 columns) that HiGHS needs 625 limit checks and 169 nodes to prove optimal at
 #: ``mip_rel_gap`` 0 (12 s at load 9 on the 2-core machine): any budget below that stops it early.
-PROBLEM = random_problem(32, 24, 32, seed=1, settings=PlanSettings(time_limit_s=240.0, mip_rel_gap=0.0))
+PROBLEM = random_problem(32, 24, 32, seed=1, settings=PlanSettings(time_limit_s=240.0, mip_rel_gap=0.0, budget="work"))
 
 #: The default budget of this test (instead of :func:`auto_work_limit`'s 20,000 checks at 240 s)
 #: so that the solve stops on work after about a second.

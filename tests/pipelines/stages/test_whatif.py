@@ -223,5 +223,5 @@ def test_a_what_if_plan_that_is_not_proven_optimal_says_so_with_the_planners_rea
                         lambda *a, **k: dc_replace(real(*a, **k), status="time_limit", message=why))
     doc = _json(hand, "--add-gpus", "8")
     assert (f"the what-if plan is not proven optimal (status time_limit: {why}); a job it leaves waiting or starts "
-            "late may still fit earlier: ask again with a larger --time-limit (a larger deterministic work budget)"
+            "late may still fit earlier: ask again with a larger --time-limit"
             ) in doc["notes"]
