@@ -5,15 +5,64 @@ SQLite file, :func:`pipelines.config.settings.load_settings`) and ``GPUPLAN_MODE
 a test that forgets its own store logs there, not into ``mlruns/``. A test's own fixture (``iso_env``,
 ``monkeypatch.setenv``) still wins for that test. At the end of the session the entries of ``mlruns/``
 are compared with those at its start: anything new fails the session, naming what appeared.
+
+Parallel runs (pytest-xdist, ``scripts/test.sh`` runs ``-n 2 --dist loadgroup``): a test that uses one of the
+session daemons in :data:`DAEMON_GROUPS` (fixed ports, or a server whose start is too dear to pay once per worker)
+gets ``@pytest.mark.xdist_group(<group>)``, so all its users run in one worker and the daemon starts once.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+#: Every Hypothesis test runs without a per-example deadline (Hypothesis' default 200 ms races real time at load
+#: 4-8: "Unreliable test timings"), on fixed seeded examples (derandomize: a failure reproduces), and without the
+#: example database (no ``.hypothesis/`` written into the clone by parallel workers). A test's own ``@settings``
+#: still wins for what it sets.
+settings.register_profile("gpuplan", deadline=None, derandomize=True, database=None)
+settings.load_profile("gpuplan")
 
 MLRUNS = Path(__file__).resolve().parents[1] / "mlruns"
+
+#: Session fixture -> xdist group of every test that uses it (directly or through another fixture). The Slurm lab
+#: (tests/pipelines/lab/conftest.py) and the lab Prometheus (test_prometheus_lab.py) listen on fixed ports of
+#: 16800-16899 (scripts/slurm-lab.sh, scripts/prometheus-lab.sh); the PostgreSQL server (tests/pipelines/prod) takes
+#: a free port, but its start and MLflow's schema migration cost ~30 s, paid once in one worker.
+DAEMON_GROUPS = {"slurm_lab": "slurm-lab", "prom_lab": "prometheus-lab", "postgres": "postgres"}
+
+
+_PREFECT_HOME: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give this test process (each xdist worker: its own) a temporary ``PREFECT_HOME``, before any test module
+    imports ``pipelines.flows`` (whose ``apply_env_defaults`` would default it to the clone's ``.prefect/``, where two
+    workers' temporary Prefect servers would share one SQLite file ``gpuplan-ephemeral.db``)."""
+    home = tempfile.mkdtemp(prefix="gpuplan-test-prefect-home-")
+    _PREFECT_HOME.append(home)
+    os.environ["PREFECT_HOME"] = home
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the temporary ``PREFECT_HOME`` of :func:`pytest_configure`."""
+    while _PREFECT_HOME:
+        shutil.rmtree(_PREFECT_HOME.pop(), ignore_errors=True)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the users of a :data:`DAEMON_GROUPS` fixture with its ``xdist_group`` (before xdist reads the marks)."""
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for fixture, group in DAEMON_GROUPS.items():
+            if fixture in used:
+                item.add_marker(pytest.mark.xdist_group(group))
 
 
 def mlruns_entries(root: Path = MLRUNS) -> set[str]:

@@ -4,7 +4,20 @@ from __future__ import annotations
 
 import os
 
-from pipelines.config.settings import PROJECT_ROOT, apply_env_defaults
+import pytest
+
+from pipelines.config.settings import ENV_DEFAULTS, PREFECT_DB_MARK, PREFECT_DB_VAR, PROJECT_ROOT, apply_env_defaults
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored(monkeypatch):
+    """Every variable :func:`apply_env_defaults` may set or drop is put back after the test (as it was, or
+    absent): a test here must not leave this worker's process on the clone's ``.prefect/`` database."""
+    for var in ("PREFECT_HOME", PREFECT_DB_VAR, PREFECT_DB_MARK, "PREFECT_API_URL", *ENV_DEFAULTS):
+        was = os.environ.get(var)
+        monkeypatch.setenv(var, was if was is not None else "")  # records the original for monkeypatch's undo
+        if was is None:
+            monkeypatch.delenv(var)
 
 
 def test_prefect_home_defaults_to_project_folder(monkeypatch):
