@@ -390,7 +390,7 @@ class MilpRun:
         master_bound = None if out.bound is None else out.bound * self.scale
         self.bound = min_bound(self.lp_bound, master_bound)
         if out.x is None or out.status not in (SolveStatus.OPTIMAL, SolveStatus.TIME_LIMIT):
-            if self.bound is not None or (b.on_clock and self.best is not self.base):
+            if self.bound is not None:
                 return self.bounded(self.best, self.bound, "LP relaxation",
                                     f"the master MILP gave no plan ({out.status})")
             return self.fallback(out.status, out.message or out.status)

@@ -255,18 +255,22 @@ def side(problem: Problem, plan: Plan, demand: pd.DataFrame) -> dict[str, Any]:
 
 
 def buys_lines(problem: Problem, plan: Plan, b: dict[str, Any], n: dict[str, Any], delta: dict[str, Any],
-               k: int = 3) -> list[str]:
+               changed: int = 0, k: int = 3) -> list[str]:
     """The what-if's first lines: what the change buys (value, jobs started, idle GPU-h) and why waiting jobs wait.
 
-    ``b``/``n``: the base and what-if sides (:func:`side`), ``delta`` their difference; the waiting jobs of
+    ``b``/``n``: the base and what-if sides (:func:`side`), ``delta`` their difference, ``changed`` the jobs
+    listed as changed (with none and no value change the line says the change buys nothing); the waiting jobs of
     ``plan`` (queued in ``problem``, not started) are explained by :func:`optimizer.whatif.why_waiting`, the
     first ``k`` by job id, then a count of the rest.
     """
     dv = delta.get("planned_value") or 0.0
     pct = "" if not b.get("planned_value") else f" ({dv / b['planned_value']:+.1%})"
+    same = abs(dv) < 0.05
+    tail = (" (nothing: the plan is the base's)" if same and not changed else
+            f" (no planned value: {changed} jobs change, e.g. start earlier, for the same priority x GPU-h)"
+            if same else "")
     L = [f"the change buys: plan value {dv:+,.1f}{pct}, jobs started {delta.get('jobs_started', 0):+d}, "
-         f"idle GPU-h {delta.get('idle_gpu_h') or 0.0:+,.1f}" + (" (nothing: the plan is the base's)"
-                                                                   if abs(dv) < 1e-6 else "")]
+         f"idle GPU-h {delta.get('idle_gpu_h') or 0.0:+,.1f}" + tail]
     queued = {j.job_id for j in problem.jobs}
     waiting = sorted(a.job_id for a in plan.assignments if not a.started and a.job_id in queued)
     for jid in waiting[:k]:
@@ -372,7 +376,7 @@ def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> d
     if applied.requeued:
         notes.append("running jobs on lost GPUs are requeued to restart from scratch with their full P50 duration "
                      "(no checkpoint assumed): " + ", ".join(applied.requeued))
-    summary = buys_lines(p, plan, b, n, delta)
+    summary = buys_lines(p, plan, b, n, delta, changed=len(jobs))
     return {"summary": summary, "run": base.name, "run_folder": str(base.folder), "plan_start": ts(0),
             "planner": base.planner,
             "time_limit_s": p.settings.time_limit_s, "step_minutes": p.cluster.step_minutes,

@@ -225,3 +225,14 @@ def test_a_what_if_plan_that_is_not_proven_optimal_says_so_with_the_planners_rea
     assert (f"the what-if plan is not proven optimal (status time_limit: {why}); a job it leaves waiting or starts "
             "late may still fit earlier: ask again with a larger --time-limit"
             ) in doc["notes"]
+
+
+def test_the_first_lines_say_what_the_change_buys_and_no_job_moves_for_nothing(hand):
+    """+8 GPUs on the hand case: A starts 1.5 h earlier on the added GPUs (the same planned GPU-h, so the
+    same value) and every other job keeps its base start and block (issue 29's tie-break)."""
+    doc = _json(hand, "--add-gpus", "8")
+    assert [j["change"] for j in doc["jobs"]] == ["earlier"]
+    assert doc["summary"] == ["the change buys: plan value +0.0 (+0.0%), jobs started +0, idle GPU-h +32.0 (no planned "
+                              "value: 1 jobs change, e.g. start earlier, for the same priority x GPU-h)"]
+    text = CliRunner().invoke(app, ["whatif", str(hand), "--add-gpus", "8"]).stdout.splitlines()
+    assert text[0] == doc["summary"][0] and text[1].startswith("what-if on run ")
