@@ -26,6 +26,7 @@ def run(
 
         from pipelines.cli.support import check_out_parent, check_prefect_api_url, check_writable_folder
         from pipelines.config.settings import job_side, load_settings, open_workspace, shipped_workspace
+        from pipelines.flows import early_server
         from pipelines.flows.preflight import ingest_and_check
         from pipelines.flows.progress import PLAN_STAGES
         from pipelines.io.errors import InputError
@@ -38,6 +39,10 @@ def run(
             raise InputError(f"--out {out} is a file; give a folder for the run folders")
         check_writable_folder(out)  # a read-only runs folder: refused now, not after the whole job (case 015)
         check_prefect_api_url()  # a PREFECT_API_URL nobody answers: one line in ~3 s, not 37 s of retries (018)
+        # no server configured: the temporary Prefect server starts now, beside the MLflow check, the ingest
+        # checks and the heavy imports below, not when the flow is called (issue 29; pipelines.flows.early_server)
+        # it is stopped by its id at exit (atexit), after Prefect's log and event workers drained into it
+        server = early_server.start_if_wanted()
         out_dir = out.resolve()  # environment defaults: applied once for every command in pipelines.cli.app
         settings = load_settings(ws, runs_dir=out_dir)
         from pipelines.tracking import store as tracking_store
@@ -46,16 +51,18 @@ def run(
         for line in ingest_and_check(ws):  # an operator's exports: checked outside Prefect, bad input is one line
             sys.stderr.write(line + "\n")
         t0 = time.monotonic()
-        res = run_with_progress(stages, out_dir, ws.root)
+        res = run_with_progress(stages, out_dir, ws.root, server)
         sys.stdout.write("\n".join(result_lines(res, settings, time.monotonic() - t0)) + "\n")
         return 0
 
     run_guarded(body)
 
 
-def run_with_progress(stages: tuple[str, ...], out_dir: Path, workspace: Path) -> dict[str, Any]:
+def run_with_progress(stages: tuple[str, ...], out_dir: Path, workspace: Path, server: Any = None) -> dict[str, Any]:
     """Run the flow :func:`pipelines.flows.plan.run_all` with a progress bar per stage on standard error.
 
+    ``server``: the :class:`pipelines.flows.early_server.EarlyServer` started by ``gpuplan run`` (waited for
+    just before the flow is called), or None (a configured server, or Prefect's own temporary one).
     Returns the flow's result document.
     """
     import os
@@ -64,7 +71,8 @@ def run_with_progress(stages: tuple[str, ...], out_dir: Path, workspace: Path) -
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
-    mode = "server " + os.environ["PREFECT_API_URL"] if os.environ.get("PREFECT_API_URL") else "ephemeral"
+    mode = ("ephemeral" if server is not None or not os.environ.get("PREFECT_API_URL")
+            else "server " + os.environ["PREFECT_API_URL"])
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                   console=console, transient=False) as prog:
         overall = prog.add_task("gpuplan run", total=len(stages) + 1)
@@ -87,6 +95,8 @@ def run_with_progress(stages: tuple[str, ...], out_dir: Path, workspace: Path) -
         from pipelines.flows.plan import run_all
         from pipelines.flows.progress import set_progress
 
+        if server is not None:
+            server.wait_ready()  # started before the imports; usually healthy by now
         set_progress(hook)
         try:
             res = run_all(out_dir=str(out_dir), workspace=str(workspace), ingested=True)
