@@ -30,9 +30,10 @@ def serve(
 
         tracking_store.init_store(settings)  # an unusable MLflow store fails here in one line
         url = deployments.require_persistent_server()
-        typer.echo(f"serving nightly-retrain ({settings.nightly_cron} {settings.nightly_timezone}), replan "
-                   f"(every {settings.replan_every_min} min, UTC slots), benchmark and whatif (on demand) against {url}",
-                   err=True)
+        name = {base: deployments.deployment_name(base, settings) for base in deployments.DEPLOYMENT_FLOWS}
+        typer.echo(f"serving {name['nightly-retrain']} ({settings.nightly_cron} {settings.nightly_timezone}), "
+                   f"{name['replan']} (every {settings.replan_every_min} min, UTC slots), {name['benchmark']} and "
+                   f"{name['whatif']} (on demand) against {url}", err=True)
         deployments.serve(settings)
         return 0
 

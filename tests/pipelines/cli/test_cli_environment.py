@@ -68,19 +68,20 @@ def test_an_unreachable_prefect_api_url_is_named_in_one_line(tmp_path):
 
 def test_a_full_disk_names_the_path_exit_2(capsys):
     exc = OSError(errno.ENOSPC, "No space left on device", "/srv/ws/runs/20250316T1600Z/plan.parquet")
-    assert environment_error_line(exc) == (
-        "cannot write /srv/ws/runs/20250316T1600Z/plan.parquet: no space left on the device (No space left on "
-        "device); free space or fix the folder, then run again")
 
     def body() -> int:
         raise exc
 
     with pytest.raises(typer.Exit) as got:
         run_guarded(body)
-    assert got.value.exit_code == 2
+    # the command's behaviour first (the code before the fix: exit 1 "internal error: OSError: [Errno 28] ...")
     assert capsys.readouterr().err.splitlines() == [
         "error: cannot write /srv/ws/runs/20250316T1600Z/plan.parquet: no space left on the device (No space left "
         "on device); free space or fix the folder, then run again"]
+    assert got.value.exit_code == 2
+    assert environment_error_line(exc) == (
+        "cannot write /srv/ws/runs/20250316T1600Z/plan.parquet: no space left on the device (No space left on "
+        "device); free space or fix the folder, then run again")
 
 
 def test_other_os_errors_stay_internal(capsys):

@@ -122,7 +122,10 @@ def test_each_nightly_version_carries_a_description_and_its_holdout_metrics(repl
         if "holdout.mae_h" in v.tags:  # a holdout with finished runs was scored
             assert float(v.tags["holdout.mae_h"]) >= 0 and "holdout.pinball_p90_h" in v.tags
     assert sum("holdout.mae_h" in v.tags for v in versions) >= 4
-    exp = c.get_experiment_by_name("gpuplan-forecaster-scheduler")
+    from pipelines.workspace.load import read_or_create_workspace_id
+
+    ws_id = read_or_create_workspace_id(Path(replayed["ws"]))
+    exp = c.get_experiment_by_name(f"gpuplan-forecaster-scheduler-ws-{ws_id[:12]}")  # keyed by the workspace id
     names = sorted(r.info.run_name for r in c.search_runs([exp.experiment_id]))
     today = pd.Timestamp.now(tz="UTC").strftime("%Y-%m-%d")
     assert names == [f"scheduler ws cutoff={pd.Timestamp(d['T']):%Y-%m-%d %H:%M}Z {today}" for d in days]

@@ -143,7 +143,6 @@ def test_two_workspaces_named_alike_keep_their_own_registered_model_and_champion
     shared = f"sqlite:///{tmp_path}/shared-mlflow.db"
     a = _ws(tmp_path / "clusterA" / "gpuplan", shared)
     b = _ws(tmp_path / "clusterB" / "gpuplan", shared)
-    assert a.workspace_id != b.workspace_id
     from pipelines.tracking import models as tracking_models
     from pipelines.tracking.store import init_store, mlflow_client
 
@@ -151,8 +150,12 @@ def test_two_workspaces_named_alike_keep_their_own_registered_model_and_champion
     init_store(sa)
     doc = {"cutoff": "2025-03-01T00:00:00+00:00", "promoted": True, "reason": "first", "history_rows": 3}
     assert _register(sa, a, doc) == "1"
-    assert _register(sb, b, doc) == "1"  # B's first version of its own model, not version 2 of A's
+    # the expected value first: B's first version of its own model (the code before the fix: version 2 of the
+    # one model 'gpuplan-scheduler-gpuplan', and the champion alias moved to B's model)
+    assert _register(sb, b, doc) == "1"
     c = mlflow_client(sa)
+    assert len(c.search_registered_models()) == 2
+    assert a.workspace_id != b.workspace_id
     names = sorted(m.name for m in c.search_registered_models())
     assert names == sorted([f"gpuplan-scheduler-gpuplan-{a.workspace_id[:12]}",
                             f"gpuplan-scheduler-gpuplan-{b.workspace_id[:12]}"])

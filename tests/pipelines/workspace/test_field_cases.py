@@ -82,13 +82,14 @@ def test_case_001_pending_squeue_array_is_8_pending_tasks_of_1_gpu(tmp_path):
     (tmp_path / "squeue.json").write_text(json.dumps(doc))
     ws = _workspace(tmp_path, queue=str(tmp_path / "squeue.json"))
     queue = ingest(ws)["sources"]["queue"]
+    q = workspace_data(ws).queue.set_index("job_id")
+    tasks = q[q.index.str.startswith("800000")]
+    # the expected value first (the code before the fix stored one record '800000_[0-7]' of 1 GPU)
+    assert sorted(tasks.index) == [f"800000_{t}" for t in range(8)]
+    assert set(tasks["state"]) == {"pending"} and tasks["gpus"].sum() == 8
     # 9 items read, the array record became 8 task records: 7 running + 1 pending + 8 tasks = 16 added
     assert {k: queue[k] for k in ("unit", "read", "added", "rejected", "array_records_expanded", "array_tasks")} == {
         "unit": "jobs", "read": 9, "added": 16, "rejected": 0, "array_records_expanded": 1, "array_tasks": 8}
-    q = workspace_data(ws).queue.set_index("job_id")
-    tasks = q[q.index.str.startswith("800000")]
-    assert sorted(tasks.index) == [f"800000_{t}" for t in range(8)]
-    assert set(tasks["state"]) == {"pending"} and tasks["gpus"].sum() == 8
 
 
 def test_squeue_array_limit_and_step_become_tasks_with_their_limit():
@@ -224,11 +225,11 @@ def test_case_019_negative_prometheus_samples_are_refused_and_counted_in_samples
     (tmp_path / "prom.json").write_text(json.dumps(doc))
     ws = _workspace(tmp_path, traffic=str(tmp_path / "prom.json"))
     traffic = ingest(ws)["sources"]["traffic"]
+    assert (Store(ws.store_dir).traffic()["value"] < 0).sum() == 0  # the code before the fix stored all 12
     assert {k: traffic[k] for k in ("unit", "read", "added", "rejected", "error_lines")} == {
         "unit": "samples", "read": 4032, "added": 4020, "rejected": 12, "error_lines": 1}
     assert traffic["errors"][0].startswith('prom.json: series {service="m-small"}: 12 negative sample(s) refused, '
                                            'the first -3.5 at ')
-    assert (Store(ws.store_dir).traffic()["value"] < 0).sum() == 0
 
 
 def test_negative_csv_traffic_rows_are_refused():
