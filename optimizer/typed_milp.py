@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from optimizer.baselines import Board
+from optimizer.baselines import Board, demand_following_target, greedy_place, reserved_service_gpus
 from optimizer.capacity import Capacity
 from optimizer.eligibility import block_options
 from optimizer.milp import (
@@ -64,7 +64,8 @@ from optimizer.milp import (
 from optimizer.objective import run_decay
 from optimizer.plan import Plan, PlanSource
 from optimizer.problem import Problem
-from optimizer.solver import SolveStatus, SparseModel, mip_gap, solve
+from optimizer.ranking import min_bound
+from optimizer.solver import WORK_MIN_CHECKS, SolveStatus, SparseModel, mip_gap, solve
 from optimizer.strategy import MIN_SOLVE_S, MilpRun, finish_reserve_s
 from optimizer.verify import verify
 
@@ -304,6 +305,16 @@ def build_typed_full_model(problem: Problem, u_star: np.ndarray, capacity: Capac
     return BuiltModel(ctx, b.model(), xs, a_cols, u_cols, time.perf_counter() - t0, dict(b.row_families), None)
 
 
+def block_model_binaries(problem: Problem) -> int:
+    """An upper bound on the block-level model's start binaries, from the problem alone (before building it).
+
+    Eligible aligned blocks × starts from release to the horizon, per job, size and type.
+    """
+    H = problem.horizon_steps
+    return sum(int(mask.sum()) * max(0, H - j.release_step) for j in problem.jobs for s in j.sizes
+               for _d, mask, _t in block_options(problem, j, s) if mask is not None)
+
+
 class TypedMilpRun(MilpRun):
     """One ``milp`` plan of a typed problem (module docstring).
 
@@ -324,17 +335,26 @@ class TypedMilpRun(MilpRun):
         b.kill_at = b.deadline - finish_reserve_s(pm.model.n_cols)
         if b.room() < MIN_SOLVE_S:
             return self.out_of_time("the pool master solve")
+        self.lp_stage(pm)
+        self.best = self.seeds[0]
+        lp_gap = mip_gap(self.best.objective, self.lp_bound) if self.rt_first(self.best) else None
+        w_auto = b.work_limit(pm.model.n_cols)
+        if lp_gap is not None and (lp_gap <= st.mip_rel_gap or w_auto == 0):
+            why = ("within mip_rel_gap" if lp_gap <= st.mip_rel_gap else
+                   f"the work budget for time_limit_s={st.time_limit_s:g} does not cover the root node of a pool "
+                   f"master of {pm.model.n_cols:,} columns (auto_work_limit 0: no branch-and-bound)")
+            return self.bounded(self.best, self.lp_bound, "pool master LP relaxation", why)
         start = next((x for x in (master_vector(pm, self.problem, s) for s in self.seeds) if x is not None), None)
         hl, kill = b.limits()
-        work = b.work_limit(pm.model.n_cols)
+        work = max(WORK_MIN_CHECKS, w_auto)
         self.size["mip_work_limit"] = work
         out = solve(pm.model, time_limit_s=hl, mip_rel_gap=st.mip_rel_gap, threads=st.threads,
-                    random_seed=st.random_seed, start=start, mip_work_limit=max(1, work), kill_after_s=kill,
+                    random_seed=st.random_seed, start=start, mip_work_limit=work, kill_after_s=kill,
                     allow_restart=False)
         b.solves.append(out)
         self.size.update(mip_checks=out.work, mip_nodes=out.nodes)
         b.took("pool master solve")
-        self.bound = None if out.bound is None else out.bound * self.scale
+        self.bound = min_bound(self.lp_bound, None if out.bound is None else out.bound * self.scale)
         self.best = self.seeds[0]
         if out.x is not None and out.status in (SolveStatus.OPTIMAL, SolveStatus.TIME_LIMIT):
             svc = np.rint(out.x[pm.a_cols]).astype(np.int64) if pm.a_cols.size else \
@@ -360,15 +380,42 @@ class TypedMilpRun(MilpRun):
             return self._gap_status(self.best)
         return self.bounded(self.best, self.bound, "pool master", "the best verified plan under the pool master")
 
+    def lp_stage(self, pm: PoolMaster) -> None:
+        """The master's LP relaxation (a proven bound) and the plan rounded from it (a start), to their end."""
+        b, st, problem = self.budget, self.settings, self.problem
+        hl, kill = b.limits()
+        lp = solve(replace(pm.model, integer=np.zeros(pm.model.n_cols, dtype=bool)), time_limit_s=hl,
+                   mip_rel_gap=0.0, threads=st.threads, random_seed=st.random_seed, kill_after_s=kill)
+        b.solves.append(lp)
+        b.took("pool master LP")
+        if lp.status != SolveStatus.OPTIMAL or lp.objective is None or lp.x is None:
+            return
+        self.lp_bound = lp.objective * self.scale
+        frac = np.zeros(len(problem.jobs))
+        mean = np.zeros(len(problem.jobs))
+        for v in pm.xs:
+            f = lp.x[v.cols]
+            frac[v.job] += f.sum()
+            mean[v.job] += (f * v.starts).sum()
+        order = sorted(range(len(problem.jobs)),
+                       key=lambda j: (-round(frac[j], 6), mean[j] / max(frac[j], 1e-9), problem.jobs[j].job_id))
+        svc = reserved_service_gpus(problem, demand_following_target(problem), self.capacity)
+        g = greedy_place(problem, svc, [problem.jobs[j] for j in order if frac[j] > 1e-6], "lp_guided",
+                         deadline=b.kill_at, capacity=self.capacity)
+        if not verify(g, problem):
+            self.seeds.append(g)
+            self.rank_seeds()
+        b.took("LP rounding")
+
     def typed_full_model(self) -> Plan | None:
         """The block-level model when at most ``full_model_max_binaries`` binaries; its plan or None."""
         st, b = self.settings, self.budget
-        bm = build_typed_full_model(self.problem, self.u_star, self.capacity)
-        n_bin = bm.size["binaries"]
+        n_bin = block_model_binaries(self.problem)
         if n_bin > st.full_model_max_binaries:
             self.notes.append(f"pools: the block-level model ({n_bin} binaries) is above full_model_max_binaries="
                               f"{st.full_model_max_binaries}: kept the best verified plan under the pool master's bound")
             return None
+        bm = build_typed_full_model(self.problem, self.u_star, self.capacity)
         b.took("block model build")
         if b.left() < MIN_SOLVE_S:
             return None
