@@ -18,7 +18,7 @@ def main(argv: list[str]) -> None:
     n_gpus = int(argv[0]) if argv else 256
     n_jobs = int(argv[1]) if len(argv) > 1 else 100
     seeds = [int(s) for s in argv[2:]] or [0, 1, 2]
-    print("n_gpus n_jobs seed milp/priority milp/best_baseline gap wall_s source status master_cols")
+    print("gpus n_jobs seed milp/priority milp/best_baseline gap wall_s source status master_cols")
     for seed in seeds:
         p = typed_problem(seed, n_gpus, n_jobs)
         pr = plan(p, "priority").objective
@@ -28,7 +28,7 @@ def main(argv: list[str]) -> None:
         wall = time.perf_counter() - t0
         gap = "-" if m.gap is None else f"{m.gap:.3%}"
         cols = (m.model or {}).get("cols", "-")
-        print(p.n_gpus, n_jobs, seed, f"{m.objective / pr:.4f}", f"{m.objective / best:.4f}", gap, f"{wall:.1f}",
+        print(sum(n.gpus for n in p.cluster.nodes), n_jobs, seed, f"{m.objective / pr:.4f}", f"{m.objective / best:.4f}", gap, f"{wall:.1f}",
               m.source, m.status, cols, flush=True)
 
 
