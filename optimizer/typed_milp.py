@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -63,7 +64,7 @@ from optimizer.milp import (
 )
 from optimizer.objective import run_decay
 from optimizer.plan import Plan, PlanSource
-from optimizer.problem import Problem
+from optimizer.problem import Cluster, Problem
 from optimizer.ranking import min_bound
 from optimizer.solver import WORK_MIN_CHECKS, SolveStatus, SparseModel, mip_gap, solve
 from optimizer.strategy import MIN_SOLVE_S, MilpRun, finish_reserve_s
@@ -122,20 +123,30 @@ class PoolMaster:
         return model_size(self.model)
 
 
-def _classes(problem: Problem, job_index: int, gpu_pool: np.ndarray, n_pools: int):
+@lru_cache(maxsize=64)
+def _composition(cluster: Cluster, gpus: int) -> np.ndarray:
+    """(n_gpus // gpus, n_pools) int: the GPUs each aligned block of ``gpus`` GPUs takes from each pool."""
+    ps = {p: k for k, p in enumerate(dict.fromkeys((n.gpu_type, n.gpus) for n in cluster.nodes))}
+    gpu_pool = np.full(cluster.n_gpus, len(ps), dtype=np.int64)  # padding: an extra column, dropped
+    for o, n in zip(cluster.node_offsets, cluster.nodes, strict=True):
+        gpu_pool[o:o + n.gpus] = ps[(n.gpu_type, n.gpus)]
+    blocks = gpu_pool.reshape(-1, gpus)
+    return np.stack([(blocks == k).sum(axis=1) for k in range(len(ps))], axis=1)
+
+
+def _classes(problem: Problem, job_index: int):
     """Yield (size, duration, gpu_type, blocks mask, pool use) per block class of a job (module docstring)."""
     job = problem.jobs[job_index]
     for s in job.sizes:
+        comp = _composition(problem.cluster, s.gpus)
         for d, mask, ty in block_options(problem, job, s):
             assert mask is not None
-            comp: dict[tuple[int, ...], list[int]] = {}
-            for b in np.flatnonzero(mask).tolist():
-                use = np.bincount(gpu_pool[b * s.gpus:(b + 1) * s.gpus], minlength=n_pools)
-                comp.setdefault(tuple(use.tolist()), []).append(b)
-            for use_t, bs in comp.items():
+            idx = np.flatnonzero(mask)
+            uniq, inv = np.unique(comp[idx], axis=0, return_inverse=True)
+            for c in range(len(uniq)):
                 m = np.zeros(len(mask), dtype=bool)
-                m[bs] = True
-                yield s, d, ty, m, np.array(use_t, dtype=np.int64)
+                m[idx[inv.ravel() == c]] = True
+                yield s, d, ty, m, uniq[c].astype(np.int64)
 
 
 def build_pool_master(problem: Problem, u_star: np.ndarray, capacity: Capacity) -> PoolMaster:
@@ -153,7 +164,7 @@ def build_pool_master(problem: Problem, u_star: np.ndarray, capacity: Capacity) 
     for j, job in enumerate(problem.jobs):
         if job.release_step >= H:
             continue
-        for s, d, ty, mask, use in _classes(problem, j, gpu_pool, n_pools):
+        for s, d, ty, mask, use in _classes(problem, j):
             ts = np.arange(job.release_step, H)
             ok = np.ones(len(ts), dtype=bool)
             for dt in range(d):  # room at every in-horizon step of the run: the pools' and the batch room
@@ -397,8 +408,9 @@ class TypedMilpRun(MilpRun):
             f = lp.x[v.cols]
             frac[v.job] += f.sum()
             mean[v.job] += (f * v.starts).sum()
-        order = sorted(range(len(problem.jobs)),
-                       key=lambda j: (-round(frac[j], 6), mean[j] / max(frac[j], 1e-9), problem.jobs[j].job_id))
+        fr = [float(x) for x in frac]
+        ms = [float(m) / max(f, 1e-9) for m, f in zip(mean, fr, strict=True)]
+        order = sorted(range(len(problem.jobs)), key=lambda j: (-round(fr[j], 6), ms[j], problem.jobs[j].job_id))
         svc = reserved_service_gpus(problem, demand_following_target(problem), self.capacity)
         g = greedy_place(problem, svc, [problem.jobs[j] for j in order if frac[j] > 1e-6], "lp_guided",
                          deadline=b.kill_at, capacity=self.capacity)
