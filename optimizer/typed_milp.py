@@ -64,7 +64,7 @@ from optimizer.milp import (
 )
 from optimizer.objective import run_decay
 from optimizer.plan import Plan, PlanSource
-from optimizer.problem import Cluster, Problem
+from optimizer.problem import Cluster, Job, Problem, SizeOption
 from optimizer.ranking import min_bound
 from optimizer.solver import WORK_MIN_CHECKS, SolveStatus, SparseModel, mip_gap, solve
 from optimizer.strategy import MIN_SOLVE_S, MilpRun, finish_reserve_s
@@ -134,19 +134,38 @@ def _composition(cluster: Cluster, gpus: int) -> np.ndarray:
     return np.stack([(blocks == k).sum(axis=1) for k in range(len(ps))], axis=1)
 
 
-def _classes(problem: Problem, job_index: int):
-    """Yield (size, duration, gpu_type, blocks mask, pool use) per block class of a job (module docstring)."""
+def _class_table(problem: Problem, gpus: int, gpu_types: tuple[str, ...], same_domain: bool
+                 ) -> tuple[tuple[str, np.ndarray, np.ndarray], ...]:
+    """(gpu_type, blocks mask, pool use) per block class of a job of ``gpus`` GPUs with these eligibility fields.
+
+    It depends on nothing else of the job, so jobs alike share it (:func:`_classes`' ``memo``).
+    """
+    probe = Job("_", "training", 1.0, 0, (SizeOption(gpus, 1),), gpu_types=gpu_types, same_domain=same_domain)
+    comp = _composition(problem.cluster, gpus)
+    out = []
+    for _d, mask, ty in block_options(problem, probe, probe.sizes[0]):
+        assert mask is not None
+        idx = np.flatnonzero(mask)
+        uniq, inv = np.unique(comp[idx], axis=0, return_inverse=True)
+        for c in range(len(uniq)):
+            m = np.zeros(len(mask), dtype=bool)
+            m[idx[inv.ravel() == c]] = True
+            out.append((ty, m, uniq[c].astype(np.int64)))
+    return tuple(out)
+
+
+def _classes(problem: Problem, job_index: int, memo: dict):
+    """Yield (size, duration, gpu_type, blocks mask, pool use) per block class of a job (module docstring).
+
+    ``memo``: the :func:`_class_table` of each (gpus, gpu_types, same_domain) already seen in this build.
+    """
     job = problem.jobs[job_index]
     for s in job.sizes:
-        comp = _composition(problem.cluster, s.gpus)
-        for d, mask, ty in block_options(problem, job, s):
-            assert mask is not None
-            idx = np.flatnonzero(mask)
-            uniq, inv = np.unique(comp[idx], axis=0, return_inverse=True)
-            for c in range(len(uniq)):
-                m = np.zeros(len(mask), dtype=bool)
-                m[idx[inv.ravel() == c]] = True
-                yield s, d, ty, m, uniq[c].astype(np.int64)
+        key = (s.gpus, job.gpu_types, job.same_domain)
+        if key not in memo:
+            memo[key] = _class_table(problem, *key)
+        for ty, m, use in memo[key]:
+            yield s, job.duration_on(s, ty, problem.cluster), ty, m, use
 
 
 def build_pool_master(problem: Problem, u_star: np.ndarray, capacity: Capacity) -> PoolMaster:
@@ -161,19 +180,16 @@ def build_pool_master(problem: Problem, u_star: np.ndarray, capacity: Capacity) 
     gamma = problem.settings.decay_per_step
     b = ModelBuilder()
     xs: list[MasterVars] = []
+    memo: dict = {}
     for j, job in enumerate(problem.jobs):
         if job.release_step >= H:
             continue
-        for s, d, ty, mask, use in _classes(problem, j):
+        for s, d, ty, mask, use in _classes(problem, j, memo):
             ts = np.arange(job.release_step, H)
-            ok = np.ones(len(ts), dtype=bool)
-            for dt in range(d):  # room at every in-horizon step of the run: the pools' and the batch room
-                step = ts + dt
-                inh = step < H
-                st = step[inh]
-                fit = (pool_free[:, st] >= use[:, None]).all(axis=0) & (ctx.batch_room[st] >= s.gpus)
-                ok[inh] &= fit
-            ts = ts[ok]
+            # room at every in-horizon step of the run (the pools' and the batch room): no bad step in [t, t + d)
+            bad = ~((pool_free >= use[:, None]).all(axis=0) & (ctx.batch_room >= s.gpus))
+            nbad = np.concatenate([[0], np.cumsum(bad)])
+            ts = ts[nbad[np.minimum(ts + d, H)] - nbad[ts] == 0]
             if not len(ts):
                 continue
             q = job.priority / ctx.priority_scale
