@@ -6,7 +6,9 @@ anything is allocated, from the problem alone), the infeasibility diagnosis
 :class:`optimizer.strategy.MilpRun`: the three baselines (each verified), the greedy and LP-guided warm
 starts, the master (or full) model solved under the work budget, with the best baseline plan as the answer
 of last resort (``source="fallback"``). Its objective is never below the best baseline's
-(:func:`best_baseline`); an unverified plan is never returned. The baselines ``fifo``, ``easy`` and
+(:func:`best_baseline`); an unverified plan is never returned. On a typed cluster (``Cluster.nodes``) ``milp`` runs
+:class:`optimizer.typed_milp.TypedMilpRun` (a master on (GPU type, node size) pools, then packing on nodes;
+DESIGN §5 "Typed clusters"), except with ``max_wait_steps`` set (the best baseline, :data:`TYPED_NOTE`). The baselines ``fifo``, ``easy`` and
 ``priority`` are :func:`optimizer.baselines.baseline_plan`, stopped at ``time_limit_s``.
 """
 
@@ -24,12 +26,13 @@ from optimizer.problem import Problem
 from optimizer.ranking import UnverifiedPlanError, best_baseline, verified
 from optimizer.solver import SolveStatus
 from optimizer.strategy import MilpRun, deadline_status
+from optimizer.typed_milp import TypedMilpRun
 
 PLANNERS: tuple[str, ...] = ("milp", "fifo", "easy", "priority")
 
-#: The note of a ``milp`` plan on a typed cluster (``Cluster.nodes``): until the MILP plans (type, node-size)
-#: pools it returns the best verified baseline plan, each baseline placing jobs by first fit over eligible nodes.
-TYPED_NOTE = ("typed cluster: the MILP over (type, node-size) pools is not built yet; this is the best "
+#: The note of a ``milp`` plan on a typed cluster (``Cluster.nodes``) with ``max_wait_steps`` set: the pool MILP
+#: (:mod:`optimizer.typed_milp`) has no starvation guard, so the plan is the best verified baseline plan.
+TYPED_NOTE = ("typed cluster with max_wait_steps: the pool MILP has no starvation guard yet; this is the best "
               "baseline plan (first fit over eligible nodes)")
 
 #: The planners' public face: :func:`plan` for every planner, :func:`best_baseline` (the MILP's answer of last
@@ -74,7 +77,9 @@ def plan(problem: Problem, planner: str = "milp", warm_start: Plan | None = None
     if planner != "milp":
         deadline = t0 + problem.settings.time_limit_s
         return replace(verified(baseline_plan(problem, planner, deadline, capacity), problem), notes=notes)
-    if typed:  # the MILP on (type, node-size) pools is issue 26's next stage: the best baseline meanwhile
+    if typed and problem.settings.max_wait_steps is None:  # the pool master and packing (issue 26)
+        return deadline_status(TypedMilpRun(problem, warm_start, notes, t0, capacity).plan(), problem)
+    if typed:  # no starvation guard on the pool master yet: the best baseline
         best = best_baseline(problem, t0 + problem.settings.time_limit_s, capacity=capacity)
         return replace(best, planner="milp", source=PlanSource.FALLBACK, status=SolveStatus.FEASIBLE,
                        notes=notes + (TYPED_NOTE,), message=TYPED_NOTE)
