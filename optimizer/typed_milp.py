@@ -66,7 +66,7 @@ from optimizer.objective import run_decay
 from optimizer.plan import Plan, PlanSource
 from optimizer.problem import Cluster, Job, Problem, SizeOption
 from optimizer.ranking import min_bound
-from optimizer.solver import WORK_MIN_CHECKS, SolveStatus, SparseModel, mip_gap, solve
+from optimizer.solver import SolveStatus, SparseModel, mip_gap, solve
 from optimizer.strategy import MIN_SOLVE_S, MilpRun, finish_reserve_s
 from optimizer.verify import verify
 
@@ -369,11 +369,11 @@ class TypedMilpRun(MilpRun):
         if lp_gap is not None and (lp_gap <= st.mip_rel_gap or w_auto == 0):
             why = ("within mip_rel_gap" if lp_gap <= st.mip_rel_gap else
                    f"the work budget for time_limit_s={st.time_limit_s:g} does not cover the root node of a pool "
-                   f"master of {pm.model.n_cols:,} columns (auto_work_limit 0: no branch-and-bound)")
+                   f"master of {pm.model.n_cols:,} columns (auto_work_limit 0: no branch-and-bound)")  # work mode only
             return self.bounded(self.best, self.lp_bound, "pool master LP relaxation", why)
         start = next((x for x in (master_vector(pm, self.problem, s) for s in self.seeds) if x is not None), None)
         hl, kill = b.limits()
-        work = max(WORK_MIN_CHECKS, w_auto)
+        work = self.full_work_limit(pm.model.n_cols)  # None in budget "time": the clock decides (DESIGN §5)
         self.size["mip_work_limit"] = work
         out = solve(pm.model, time_limit_s=hl, mip_rel_gap=st.mip_rel_gap, threads=st.threads,
                     random_seed=st.random_seed, start=start, mip_work_limit=work, kill_after_s=kill,
@@ -451,7 +451,7 @@ class TypedMilpRun(MilpRun):
         reserve = finish_reserve_s(bm.model.n_cols)
         out = solve(bm.model, time_limit_s=max(0.05, b.left() - reserve - 0.5), mip_rel_gap=st.mip_rel_gap,
                     threads=st.threads, random_seed=st.random_seed, start=start,
-                    mip_work_limit=max(1, b.work_limit(bm.model.n_cols)), kill_after_s=max(0.05, b.left() - reserve))
+                    mip_work_limit=self.full_work_limit(bm.model.n_cols), kill_after_s=max(0.05, b.left() - reserve))
         b.solves.append(out)
         b.took("block model solve")
         if out.x is None or out.status not in (SolveStatus.OPTIMAL, SolveStatus.TIME_LIMIT):
