@@ -96,7 +96,7 @@ def build_problem(src: Path, day: int, time_limit_s: float) -> tuple[Problem, di
         rel = max(0, (int(r.creation_time) - t) // STEP_S)
         jobs.append(Job(str(r.name), kind_of(gp, run_s), QOS_PRIORITY.get(r.qos, 1.0), int(rel),
                         (SizeOption(gp, max(1, math.ceil(run_s / STEP_S))),),
-                        gpu_types=tuple(x for x in str(r.gpu_spec).split("|") if x)))
+                        gpu_types=tuple(dict.fromkeys(x for x in str(r.gpu_spec).split("|") if x))))
     settings = PlanSettings(time_limit_s=time_limit_s, threads=1)
     problem = Problem(cluster, settings, (), tuple(jobs), tuple(running), ())
     held = sum(r.gpus for r in running)

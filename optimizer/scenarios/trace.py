@@ -48,8 +48,11 @@ class TracePod:
 
     @property
     def gpu_types(self) -> tuple[str, ...]:
-        """The GPU types the pod may run on: ``gpu_spec`` split on ``|`` (``()`` = any type)."""
-        return tuple(x for x in self.gpu_spec.split("|") if x)
+        """The GPU types the pod may run on: ``gpu_spec`` split on ``|``, each once, in order (``()`` = any type).
+
+        The trace repeats a type in a few specs (``openb-pod-1915``: ``V100M16|V100M32|V100M32``).
+        """
+        return tuple(dict.fromkeys(x for x in self.gpu_spec.split("|") if x))
 
     @property
     def gpu_share(self) -> float:
