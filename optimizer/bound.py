@@ -62,17 +62,25 @@ class OfflineBound:
     rt_gpu_h: float
 
 
+def usable_gpus(sc: Scenario) -> int:
+    """GPUs the bound may use: ``n_gpus``, or on a typed cluster its nodes' healthy GPUs (not the padding).
+
+    The bound ignores GPU types (a relaxation: still an upper bound on a typed scenario).
+    """
+    return sc.cluster.n_gpus - len(sc.cluster.layout_down)
+
+
 def servable_rt(sc: Scenario) -> np.ndarray:
     """Real-time GPUs the bound serves per window step: ``min(n_gpus, sum_s min(demand_true_s[t], max_gpus_s))``; shape (n_steps,), ints."""
     rt = np.zeros(sc.n_steps, dtype=int)
     for s in sc.services:
         rt += np.minimum(np.asarray(s.demand_true[: sc.n_steps], dtype=int), int(s.max_gpus))
-    return np.minimum(rt, sc.cluster.n_gpus)
+    return np.minimum(rt, usable_gpus(sc))
 
 
 def _model(sc: Scenario):
     """(cost, A (csc), row upper bounds, n_jobs) of the time-indexed LP; see the module docstring."""
-    W, N = sc.n_steps, sc.cluster.n_gpus
+    W, N = sc.n_steps, usable_gpus(sc)
     h = sc.cluster.step_minutes / 60.0
     free = N - servable_rt(sc)
     jobs = [j for j in sc.jobs if j.arrival_step < W]

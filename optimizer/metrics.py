@@ -175,3 +175,26 @@ def _r(x: float | None, nd: int = 4) -> float | None: ...
 def _r(x: float | None, nd: int = 4) -> float | None:
     """Round for stable output (4 decimals; None passes through)."""
     return None if x is None else round(float(x), nd)
+
+
+def type_utilization(res: SimResult) -> dict[str, float]:
+    """Utilisation per GPU type of a typed scenario (issue 26), percent; ``{}`` for an untyped one.
+
+    ``100 x (batch GPU-hours on type + real-time GPU-hours served on type) / (GPUs of type x window
+    hours)``, where a service's served GPUs of a step (``min(allocated, actual)``, as in
+    ``utilization_pct``) are shared among types in proportion to where its replicas sat
+    (:attr:`SimResult.type_service_gpus`). Summed over types, weighted by each type's GPUs, it gives
+    ``utilization_pct``.
+    """
+    if not res.type_gpus:
+        return {}
+    h = res.step_h
+    out = {}
+    for ty, n in res.type_gpus.items():
+        busy = sum(res.type_batch_gpus[ty]) * h
+        for s, by_type in res.type_service_gpus.items():
+            for t, (a, d) in enumerate(zip(res.service_gpus[s], res.service_demand[s], strict=True)):
+                if a > 0:
+                    busy += min(a, d) * by_type[ty][t] / a * h
+        out[ty] = _r(100.0 * busy / (n * res.n_steps * h)) if n else 0.0
+    return out

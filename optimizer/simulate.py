@@ -136,7 +136,10 @@ class SimResult:
 
     Per-step series have shape (n_steps,): ``batch_gpus[kind][t]`` GPUs running batch work of
     that kind; ``service_gpus[s][t]`` GPUs allocated; ``service_demand[s][t]`` actual demand;
-    ``down_gpus[t]`` GPUs down. ``verified_plans``: committed plans, each checked by the verifier
+    ``down_gpus[t]`` GPUs down. Typed cluster only (issue 26; empty otherwise): ``type_gpus[ty]`` the
+    GPUs of type ``ty``; ``type_batch_gpus[ty][t]`` GPUs of that type running batch work;
+    ``type_service_gpus[s][ty][t]`` GPUs of that type holding replicas of service ``s`` (the simulator's
+    own replica placement, :meth:`_State.place_services`). ``verified_plans``: committed plans, each checked by the verifier
     (one per step); ``violations``: their findings (always 0 — a violation raises);
     ``stale_plans``: previous plans that no longer verified when followed (k > 1) and were replaced
     by a fresh plan instead of being committed. ``surge_replans``: plans made inside a step because
@@ -162,6 +165,9 @@ class SimResult:
     plans_at: dict[int, Plan] = field(default_factory=dict)
     problems_at: dict[int, Problem] = field(default_factory=dict)
     wall_s: float = 0.0
+    type_gpus: dict[str, int] = field(default_factory=dict)
+    type_batch_gpus: dict[str, list[int]] = field(default_factory=dict)
+    type_service_gpus: dict[str, dict[str, list[int]]] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- planners
@@ -271,6 +277,12 @@ class _State:
         self.sc = sc
         self.N = sc.cluster.n_gpus
         self.gpn = sc.cluster.gpus_per_node
+        #: GPUs a typed cluster's layout keeps down (its nodes' down GPUs and the padding); empty when untyped
+        self.layout_down: set[int] = set(sc.cluster.layout_down)
+        #: GPU type per GPU index of a typed cluster ("" for padding); empty when untyped
+        self.gpu_type: list[str] = [""] * self.N if sc.cluster.typed else []
+        for o, n in zip(sc.cluster.node_offsets, sc.cluster.nodes, strict=True):
+            self.gpu_type[o:o + n.gpus] = [n.gpu_type] * n.gpus
         self.jobs_by_id = {j.job_id: j for j in sc.jobs}
         self.arrivals: dict[int, list[SimJob]] = {}
         for j in sc.jobs:
@@ -296,7 +308,7 @@ class _State:
 
     def place_services(self, initial: bool = False) -> None:
         """Put each service's replicas on concrete GPUs: keep GPUs it held that are still free, add the highest-indexed free GPUs (batch blocks are packed from offset 0)."""
-        free = set(range(self.N)) - self.down - self.batch_owned()
+        free = set(range(self.N)) - self.down - self.layout_down - self.batch_owned()
         for s in self.sc.services:
             want = self.alloc[s.service]
             if initial and s.initial_gpu_ids is not None:
@@ -348,13 +360,14 @@ def _problem_at(st: _State, t: int, current: dict[str, int], lookahead: bool = F
     )
     jobs = tuple(
         Job(j.job_id, j.kind, aged_priority(j.priority, t - j.arrival_step, sc.settings.max_wait_steps), 0,
-            (SizeOption(j.gpus, j.forecast_steps),))
+            (SizeOption(j.gpus, j.forecast_steps),), gpu_types=j.gpu_types)
         for j in sorted(st.queue.values(), key=lambda j: (j.arrival_step, j.job_id))
     )
     if lookahead:
         future = [j for u in range(t + 1, t + H) for j in st.arrivals.get(u, [])]
         jobs += tuple(
-            Job(j.job_id, j.kind, j.priority, j.arrival_step - t, (SizeOption(j.gpus, j.forecast_steps),))
+            Job(j.job_id, j.kind, j.priority, j.arrival_step - t, (SizeOption(j.gpus, j.forecast_steps),),
+                gpu_types=j.gpu_types)
             for j in sorted(future, key=lambda j: (j.arrival_step, j.job_id))
         )
     q = _upper_ratio(st)
@@ -564,10 +577,11 @@ def _empty_result(sc: Scenario, st: _State, name: str) -> SimResult:
     """A :class:`SimResult` with zeroed per-step series of the window's length."""
     T = sc.n_steps
     kinds = sorted({j.kind for j in sc.jobs} | set(JOB_KINDS))
+    types = sc.cluster.gpu_types if sc.cluster.typed else ()
     return SimResult(
         scenario=sc.name,
         planner=name,
-        n_gpus=st.N,
+        n_gpus=st.N - len(st.layout_down),
         n_steps=T,
         step_h=sc.step_h,
         jobs=st.records,
@@ -575,6 +589,9 @@ def _empty_result(sc: Scenario, st: _State, name: str) -> SimResult:
         service_gpus={s.service: [0] * T for s in sc.services},
         service_demand={s.service: list(s.demand_true[:T]) for s in sc.services},
         down_gpus=[0] * T,
+        type_gpus={ty: st.gpu_type.count(ty) for ty in types},
+        type_batch_gpus={ty: [0] * T for ty in types},
+        type_service_gpus={s.service: {ty: [0] * T for ty in types} for s in sc.services} if types else {},
     )
 
 
@@ -792,8 +809,13 @@ def _advance(loop: _Loop, t: int) -> None:
     for r in st.running.values():
         res.batch_gpus[r.job.kind][t] += r.job.gpus
         st.records[r.job.job_id].run_gpu_steps += r.job.gpus
+        if st.gpu_type:
+            res.type_batch_gpus[st.gpu_type[r.offset]][t] += r.job.gpus
     for s in st.sc.services:
         res.service_gpus[s.service][t] = st.alloc[s.service]
+        if st.gpu_type:
+            for g in st.place.get(s.service, []):
+                res.type_service_gpus[s.service][st.gpu_type[g]][t] += 1
         if loop.margin is not None:
             loop.margin.observe(t, s.service, s.demand_true[t])  # seen during step t: used from t + 1
     res.down_gpus[t] = len(st.down)
@@ -825,12 +847,13 @@ def _check_state(st: _State, t: int) -> None:
         for g in range(r.offset, r.offset + r.job.gpus):
             if g in owner:
                 raise SimulationError(f"step {t}: GPU {g} holds {owner[g]!r} and {r.job.job_id!r}")
-            if g in st.down or g >= st.N:
+            if g in st.down or g in st.layout_down or g >= st.N:
                 raise SimulationError(f"step {t}: job {r.job.job_id!r} on unavailable GPU {g}")
             owner[g] = r.job.job_id
     used = len(owner) + sum(st.alloc.values())
-    if used > st.N - len(st.down):
-        raise SimulationError(f"step {t}: {used} GPUs in use; {st.N - len(st.down)} healthy")
+    healthy = st.N - len(st.down | st.layout_down)
+    if used > healthy:
+        raise SimulationError(f"step {t}: {used} GPUs in use; {healthy} healthy")
 
 
 # ----------------------------------------------------------------------------- clairvoyant

@@ -29,6 +29,12 @@ Edits, applied in this order (so GPUs added can be failed, and a requeued job ca
    P90 GPUs the plan used, scaled; its committed ``current_gpus`` stays).
 6. ``add_jobs``: problem-file job entries (DESIGN §3.1) joining the queue.
 
+On a typed cluster (``cluster.nodes``, issue 26) GPUs are added as typed nodes instead (``add_nodes``,
+``--add-gpus TYPE:N``; :func:`typed_nodes_to_add` sizes them): they join the node list, the layout is laid
+out again largest node first (:func:`grown_cluster`), and every running job, down GPU and failed or drained
+GPU keeps its node and local GPU (its index is moved to the new layout by :func:`layout_map`); the
+fail and drain groups are given in the new layout. Plain ``add_gpus`` is refused on a typed cluster.
+
 Every refusal is an :class:`optimizer.errors.InputError` naming the option and the value.
 """
 
@@ -44,7 +50,7 @@ from optimizer.errors import InputError
 from optimizer.objective import objective_value
 from optimizer.occupancy import Occupancy
 from optimizer.plan import JobAssignment, Plan
-from optimizer.problem import Problem
+from optimizer.problem import Cluster, Node, Problem
 from optimizer.solver import mip_gap
 from optimizer.verify import verify
 
@@ -74,10 +80,16 @@ class WhatIf:
     add_jobs: tuple[Mapping[str, Any], ...] = ()
     restart_steps: Mapping[str, int] = field(default_factory=dict)
     drain_groups: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    add_nodes: tuple[Node, ...] = ()
 
     def describe(self) -> list[str]:
         """One phrase per edit, in the order applied (``"+16 GPUs"``, ``"node-03 drained"``, ...)."""
         out = [f"+{self.add_gpus} GPUs"] if self.add_gpus else []
+        if self.add_nodes:
+            by: dict[str, int] = {}
+            for n in self.add_nodes:
+                by[n.gpu_type] = by.get(n.gpu_type, 0) + n.gpus
+            out += [f"+{g} {t} GPUs" for t, g in by.items()]
         out += [label for label, _ in self.drain_groups]
         out += [label for label, _ in self.fail_groups]
         out += [f"cancel {j}" for j in self.cancel]
@@ -98,6 +110,7 @@ class Applied:
         requeued: job id -> why it was requeued (``"was running on GPUs [8, 16); node-01 drained"``).
         down_label: GPU index -> label of the group that took it down (failed or drained GPUs only).
         cancelled / added: job ids; priority: job id -> (old, new); scaled: service -> factor.
+        added_gpu_ids: the GPUs of the typed nodes added (indices of the new layout; ``()`` otherwise).
     """
 
     problem: Problem
@@ -108,11 +121,55 @@ class Applied:
     added: tuple[str, ...]
     priority: dict[str, tuple[float, float]]
     scaled: dict[str, float]
+    added_gpu_ids: tuple[int, ...] = ()
 
 
 def gpu_range(offset: int, gpus: int) -> str:
     """A block as a half-open GPU range, ``GPUs [8, 16)`` (the convention of every plan text)."""
     return f"GPUs [{offset}, {offset + gpus})"
+
+
+def typed_nodes_to_add(cluster: Cluster, gpu_type: str, n_gpus: int, name: str = "added-{i:02d}",
+                       first: int = 0) -> tuple[Node, ...]:
+    """Nodes for ``--add-gpus TYPE:N`` on a typed cluster: N GPUs of ``gpu_type``.
+
+    The type's usual node size in ``cluster`` is its most common one (ties: the larger); N that size
+    divides gives N / size such nodes, otherwise a power-of-two N gives one node of N GPUs. Nodes are
+    named ``name.format(i=first + k)``.
+
+    Raises:
+        InputError: an untyped cluster, a type no node has (the types are listed), N below 1, or an N that
+            is neither a multiple of the usual size nor a power of two.
+    """
+    w = f"--add-gpus {gpu_type}:{n_gpus}"
+    if not cluster.typed:
+        raise InputError(f"{w}: the run's cluster has no GPU types; give --add-gpus N")
+    sizes = [nd.gpus for nd in cluster.nodes if nd.gpu_type == gpu_type]
+    if not sizes:
+        raise InputError(f"{w}: no node of type {gpu_type!r} in the run (types: {', '.join(cluster.gpu_types)})")
+    if isinstance(n_gpus, bool) or not isinstance(n_gpus, int) or n_gpus < 1:
+        raise InputError(f"{w}: expected a whole number of GPUs >= 1")
+    usual = max(set(sizes), key=lambda g: (sizes.count(g), g))
+    if n_gpus % usual == 0:
+        return tuple(Node(name.format(i=first + k), usual, gpu_type) for k in range(n_gpus // usual))
+    if n_gpus & (n_gpus - 1) == 0:
+        return (Node(name.format(i=first), n_gpus, gpu_type),)
+    raise InputError(f"{w}: {gpu_type} nodes have {usual} GPUs; give a multiple of {usual} "
+                     "or a power of two (one node of that many GPUs)")
+
+
+def grown_cluster(cluster: Cluster, add_nodes: Sequence[Node]) -> Cluster:
+    """The typed ``cluster`` with ``add_nodes`` added (laid out again largest first; names must be new)."""
+    if not add_nodes:
+        return cluster
+    return Cluster(n_gpus=0, step_minutes=cluster.step_minutes, horizon_steps=cluster.horizon_steps,
+                   nodes=(*cluster.nodes, *add_nodes), gpu_speed=cluster.gpu_speed)
+
+
+def layout_map(old: Cluster, new: Cluster) -> dict[int, int]:
+    """Old GPU index -> new GPU index of every node GPU of ``old`` (same node name, same local GPU)."""
+    at = {n.name: o for o, n in zip(new.node_offsets, new.nodes, strict=True)}
+    return {o + i: at[n.name] + i for o, n in zip(old.node_offsets, old.nodes, strict=True) for i in range(n.gpus)}
 
 
 def apply_whatif(problem: Problem, w: WhatIf) -> Applied:
@@ -130,7 +187,22 @@ def apply_whatif(problem: Problem, w: WhatIf) -> Applied:
         raise InputError(f"--add-gpus {w.add_gpus!r}: expected a whole number of GPUs >= 0")
     physical = n0 + w.add_gpus
     down = set(problem.down_gpus)
-    if w.add_gpus:
+    if problem.cluster.typed and w.add_gpus:
+        raise InputError(f"--add-gpus {w.add_gpus}: the run's cluster has GPU types "
+                         f"({', '.join(problem.cluster.gpu_types)}); give --add-gpus TYPE:N")
+    if w.add_nodes:
+        if not problem.cluster.typed:
+            raise InputError("--add-gpus TYPE:N: the run's cluster has no GPU types; give --add-gpus N")
+        new = grown_cluster(problem.cluster, w.add_nodes)
+        m = layout_map(problem.cluster, new)
+        physical = sum(n.gpus for n in new.nodes)
+        down = {m[g] for g in problem.down_gpus if g in m}
+        d["cluster"]["nodes"] = [{"name": n.name, "gpus": n.gpus, "gpu_type": n.gpu_type}
+                                 | ({"domain": n.domain} if n.domain else {}) | ({"down": list(n.down)} if n.down else {})
+                                 for n in new.nodes]
+        for r in d["running"]:
+            r["block_offset"] = m[r["block_offset"]]
+    elif w.add_gpus:
         size = pow2_ceil(physical)
         d["cluster"]["n_gpus"] = size
         down |= set(range(physical, size))
@@ -201,7 +273,12 @@ def apply_whatif(problem: Problem, w: WhatIf) -> Applied:
         d["jobs"].append(dict(e))
         added.append(new_id)
         known.add(new_id)
-    return Applied(Problem.from_dict(d), physical, requeued, down_label, tuple(w.cancel), tuple(added), prio, scaled)
+    added_ids: tuple[int, ...] = ()
+    if w.add_nodes:
+        at = {n.name: o for o, n in zip(new.node_offsets, new.nodes, strict=True)}
+        added_ids = tuple(sorted(at[n.name] + i for n in w.add_nodes for i in range(n.gpus)))
+    return Applied(Problem.from_dict(d), physical, requeued, down_label, tuple(w.cancel), tuple(added), prio, scaled,
+                   added_ids)
 
 
 def _some(ids: set[str], k: int = 4) -> str:
@@ -343,7 +420,8 @@ def explain(base_problem: Problem, base_plan: Plan, applied: Applied, new_plan: 
     free_new = [up_new - b - r for b, r in zip(_batch_used(new_plan, H), _rt_used(new_plan, H))]
     rt_base, rt_new = _rt_used(base_plan, H), _rt_used(new_plan, H)
     new_down = set(p_new.down_gpus) - set(base_problem.down_gpus)
-    added_gpus = set(range(base_problem.n_gpus, applied.physical_gpus))
+    added_gpus = (set(applied.added_gpu_ids) if applied.added_gpu_ids
+                  else set(range(base_problem.n_gpus, applied.physical_gpus)))
 
     def start(a: JobAssignment | None) -> int | None:
         return None if a is None else a.start_step

@@ -15,6 +15,7 @@
 from optimizer.scenarios.catalogue import (
     BIG_GANG_MIX,
     GENERATED,
+    HET_TRACES,
     REAL_TRACES,
     SCENARIOS,
     big_gangs,
@@ -57,6 +58,7 @@ __all__ = [
     "DEFAULT_MIX",
     "DEFAULT_PRIORITIES",
     "GENERATED",
+    "HET_TRACES",
     "REAL_TRACES",
     "GPUS_PER_NODE",
     "HORIZON_STEPS",

@@ -17,6 +17,7 @@ import numpy as np
 from domain.kinds import QOS_PRIORITY
 from domain.units import pow2_ceil
 from optimizer.errors import InputError
+from optimizer.problem import Cluster, Node
 from optimizer.scenarios.types import HORIZON_STEPS, STEP_MINUTES, WINDOW_STEPS, Scenario, SimJob
 from optimizer.scenarios.workload import (
     make_service,
@@ -43,6 +44,15 @@ class TracePod:
     creation_s: int
     scheduled_s: int | None
     deletion_s: int
+    gpu_spec: str = ""
+
+    @property
+    def gpu_types(self) -> tuple[str, ...]:
+        """The GPU types the pod may run on: ``gpu_spec`` split on ``|``, each once, in order (``()`` = any type).
+
+        The trace repeats a type in a few specs (``openb-pod-1915``: ``V100M16|V100M32|V100M32``).
+        """
+        return tuple(dict.fromkeys(x for x in self.gpu_spec.split("|") if x))
 
     @property
     def gpu_share(self) -> float:
@@ -61,6 +71,9 @@ class TracePod:
 class RealTraceData:
     """The shipped real-trace slice (read by :func:`pipelines.catalog.load_real_trace`).
 
+    ``nodes``: the typed cluster slice of a heterogeneous window (``openb-het-*``; empty = the
+    homogeneous windows, planned on ``n_gpus`` GPUs of one type).
+
     ``pods``: LS pods alive around the window and non-LS GPU pods created in it.
     ``serve_rates``: (t_s, rate_rps or None for a collection gap) every 30 min, t_s relative to
     the window start, covering [-24 h, +72 h).
@@ -69,6 +82,7 @@ class RealTraceData:
     pods: tuple[TracePod, ...]
     serve_rates: tuple[tuple[int, float | None], ...]
     source: str = ""
+    nodes: tuple[Node, ...] = ()
 
 
 def _interpolate_missing(values: Sequence[float | None]) -> np.ndarray:
@@ -148,8 +162,20 @@ def real_trace(
       Priority by QoS: :data:`domain.kinds.QOS_PRIORITY`. The forecast duration is true x exp(N(0,
       ``duration_error_sigma``)). Kind (not in the trace; used only for the stacked plot):
       >= 2 GPUs -> training, 1 GPU running >= 1 h -> batch_inference, else quantization.
+    - Typed (``data.nodes`` given: the heterogeneous ``openb-het-*`` windows, issue 26): the cluster is
+      those nodes (:class:`~optimizer.problem.Cluster` with ``nodes``; ``n_gpus`` is then ignored and the
+      bands and the offered load use the nodes' GPU count); each batch job may run only on its pod's
+      ``gpu_spec`` types (empty = any); a pod that no eligible node is large enough for is dropped
+      (counted in ``params["dropped_no_eligible_node"]``). Every type runs at speed 1 (the trace gives
+      no per-type speed). The services are not typed (service types are a later step).
     """
     rng = scenario_rng(seed, name)
+    typed = bool(data.nodes)
+    if typed:
+        n_gpus = sum(n.gpus for n in data.nodes)
+        largest: dict[str, int] = {}
+        for nd in data.nodes:
+            largest[nd.gpu_type] = max(largest.get(nd.gpu_type, 0), nd.gpus)
     H, W = HORIZON_STEPS, WINDOW_STEPS
     step_s = STEP_MINUTES * 60
     total = W + H
@@ -184,11 +210,19 @@ def real_trace(
     batch = [p for p in batch if 0 <= p.creation_s < W * step_s]
     batch.sort(key=lambda p: (p.creation_s, p.name))
     n_seen = len(batch)
+    dropped = 0
     for p in batch:
         keep = rng.random() < batch_sample
         err = math.exp(rng.normal(0.0, duration_error_sigma)) if duration_error_sigma > 0 else 1.0
         if not keep:
             continue
+        types: tuple[str, ...] = ()
+        if typed:
+            types = p.gpu_types
+            room = [g for t, g in largest.items() if not types or t in types]
+            if not room or max(room) < pow2_ceil(p.num_gpu):
+                dropped += 1
+                continue
         run_s = max(0, p.run_s)
         true_steps = max(1, math.ceil(run_s / step_s))
         fc_steps = max(1, math.ceil(round(run_s * err / step_s, 6)))
@@ -208,6 +242,7 @@ def real_trace(
                 gpus=min(gpus, n_gpus),
                 true_steps=true_steps,
                 forecast_steps=fc_steps,
+                gpu_types=types,
             )
         )
     true_gpu_h = sum(
@@ -225,6 +260,9 @@ def real_trace(
         "duration_error_sigma": duration_error_sigma,
         "margin": margin,
         "recalibrate_steps": recalibrate_steps,
+        **({"dropped_no_eligible_node": dropped,
+            "typed_jobs": sum(1 for j in jobs if j.gpu_types),
+            "nodes": len(data.nodes)} if typed else {}),
         "batch_gpu_h_true": round(true_gpu_h, 1),
         "batch_gpu_h_after_step_rounding": sum(j.gpus * j.true_steps for j in jobs) * STEP_MINUTES / 60,
         "ls_demand_mean_gpus": round(float(np.mean(services[0].demand_true[:W])), 2),
@@ -235,7 +273,8 @@ def real_trace(
     return Scenario(
         name=name,
         seed=seed,
-        cluster=scenario_cluster(n_gpus),
+        cluster=(Cluster(n_gpus=0, step_minutes=STEP_MINUTES, horizon_steps=HORIZON_STEPS, nodes=data.nodes)
+                 if typed else scenario_cluster(n_gpus)),
         settings=scenario_settings(),
         n_steps=W,
         services=tuple(services),

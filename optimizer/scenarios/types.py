@@ -39,7 +39,8 @@ class SimJob:
 
     ``arrival_step``: step at which it joins the queue (>= 0). ``gpus``: requested power-of-two
     block. ``true_steps``: how long it actually runs (>= 1); ``forecast_steps``: what the planner
-    is told (>= 1). ``priority`` > 0.
+    is told (>= 1). ``priority`` > 0. ``gpu_types``: the GPU types it may run on (a typed cluster
+    only; ``()`` = any type).
     """
 
     job_id: str
@@ -49,6 +50,7 @@ class SimJob:
     gpus: int
     true_steps: int
     forecast_steps: int
+    gpu_types: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         w = f"scenario job {self.job_id!r}"

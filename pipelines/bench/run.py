@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from optimizer.bound import OfflineBound, offline_bound
-from optimizer.metrics import compute
+from optimizer.metrics import compute, type_utilization
 from optimizer.planners import PLANNERS
-from optimizer.scenarios import REAL_TRACES, SCENARIOS, build
+from optimizer.scenarios import HET_TRACES, REAL_TRACES, SCENARIOS, build
 from optimizer.simulate import planner_fn, simulate, simulate_clairvoyant
 from pipelines.catalog import TRACE_DIR, load_real_trace
 from pipelines.io.errors import InputError
@@ -110,6 +110,10 @@ class BenchResult:
     wall_s: float = 0.0
     load_before: tuple[float, float, float] | None = None
     load_after: tuple[float, float, float] | None = None
+    #: (scenario, planner) -> {gpu_type: utilisation %} of a typed scenario (issue 26; ``bench_types.csv``)
+    type_util: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
+    #: scenario -> {gpu_type: GPUs} of a typed scenario
+    type_gpus: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def verified_plans(self) -> int:
@@ -134,13 +138,18 @@ def parse_planners(text: str) -> tuple[str, ...]:
 
 
 def parse_scenarios(text: str) -> tuple[str, ...]:
-    """``all`` or comma-separated scenario names. Raises :class:`InputError`."""
+    """``all`` or comma-separated scenario names. Raises :class:`InputError`.
+
+    ``all`` is :data:`optimizer.scenarios.SCENARIOS`; the heterogeneous openb windows
+    (:data:`optimizer.scenarios.HET_TRACES`) run only when named.
+    """
     if text.strip() == "all":
         return SCENARIOS
     names = tuple(x.strip() for x in text.split(",") if x.strip())
-    bad = [n for n in names if n not in SCENARIOS]
+    known = (*SCENARIOS, *HET_TRACES)
+    bad = [n for n in names if n not in known]
     if bad or not names:
-        raise InputError(f"--scenario: unknown scenario {bad[0] if bad else text!r}; expected all or one of {', '.join(SCENARIOS)}")
+        raise InputError(f"--scenario: unknown scenario {bad[0] if bad else text!r}; expected all or one of {', '.join(known)}")
     return names
 
 
@@ -152,7 +161,7 @@ def _quick(sc, cfg: BenchConfig):
 
 def build_scenario(name: str, cfg: BenchConfig, trace=None):
     """Build one scenario (reduced under ``--quick``) with the bench's solver settings."""
-    sizes = {} if name in REAL_TRACES else {"n_gpus": cfg.n_gpus, "n_jobs": cfg.n_jobs}
+    sizes = {} if name in REAL_TRACES or name in HET_TRACES else {"n_gpus": cfg.n_gpus, "n_jobs": cfg.n_jobs}
     sc = build(name, cfg.seed, trace=trace, **sizes)
     if cfg.quick:
         sc = _quick(sc, cfg)
@@ -228,7 +237,7 @@ def run_item(item: BenchItem, cfg: BenchConfig, trace_dir: Path | None = None) -
     """
     ts = time.perf_counter()
     trace = None
-    if item.scenario in REAL_TRACES:
+    if item.scenario in REAL_TRACES or item.scenario in HET_TRACES:
         key = (trace_dir or TRACE_DIR, item.scenario)
         if key not in _TRACES:
             _TRACES[key] = load_real_trace(*key)
@@ -260,7 +269,7 @@ def run_bench(
     res = BenchResult(config=cfg, load_before=_loadavg())
     t0 = time.perf_counter()
     items = bench_items(cfg)
-    for name in REAL_TRACES:
+    for name in (*REAL_TRACES, *HET_TRACES):
         if name in cfg.scenarios:
             load_real_trace(trace_dir or TRACE_DIR, name)  # a missing trace fails here, before any simulation
     if cfg.dask:
@@ -284,6 +293,9 @@ def _record(res: BenchResult, out: ItemResult, log) -> None:
     if out.bound is not None:
         res.bounds[sim.scenario] = out.bound
     res.metrics.append(m)
+    if sim.type_gpus:
+        res.type_util[(sim.scenario, sim.planner)] = type_utilization(sim)
+        res.type_gpus.setdefault(sim.scenario, dict(sim.type_gpus))
     log(
         f"{sim.scenario:>16} {sim.planner:>11}: util {m.utilization_pct:6.2f} %  value {m.value:9.1f}  "
         f"jobs {m.jobs_completed}/{m.jobs_total}  RT {m.rt_sla_pct:7.3f} %  solves {m.replans} "

@@ -297,6 +297,41 @@ def bench_json(res: BenchResult, out_dir: Path, files: Sequence[str]) -> dict[st
     }
 
 
+#: ``bench_types.csv`` columns (issue 26): per typed scenario, planner and GPU type, that type's GPUs and utilisation.
+TYPE_CSV_COLUMNS: tuple[str, ...] = ("scenario", "planner", "gpu_type", "gpus", "utilization_pct")
+
+
+def bench_types_csv(res: BenchResult) -> str:
+    """``bench_types.csv`` text: one row per typed scenario x planner x GPU type (:func:`optimizer.metrics.type_utilization`); ``""`` with no typed scenario."""
+    if not res.type_util:
+        return ""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(TYPE_CSV_COLUMNS)
+    for (sc, planner), by_type in res.type_util.items():
+        for ty, u in by_type.items():
+            w.writerow([sc, planner, ty, res.type_gpus[sc][ty], _fmt(u)])
+    return buf.getvalue()
+
+
+def bench_types_md(res: BenchResult) -> list[str]:
+    """The bench.md lines of the per-type utilisation table (empty with no typed scenario)."""
+    if not res.type_util:
+        return []
+    L = ["", "## Utilisation per GPU type (typed scenarios, %)", ""]
+    for sc in dict.fromkeys(k[0] for k in res.type_util):
+        types = list(res.type_gpus[sc])
+        L.append(f"**{sc}** — " + ", ".join(f"{t} {res.type_gpus[sc][t]}" for t in types) + " GPUs")
+        L.append("")
+        L.append("| planner | " + " | ".join(types) + " |")
+        L.append("|---|" + "---:|" * len(types))
+        for (s2, planner), by_type in res.type_util.items():
+            if s2 == sc:
+                L.append(f"| {planner} | " + " | ".join(f"{by_type[t]:.1f}" for t in types) + " |")
+        L.append("")
+    return L
+
+
 def write_outputs(res: BenchResult, out_dir: Path) -> list[str]:
     """Write bench.csv, bench.md, bench.json and the plots under ``out_dir`` (each atomically).
 
@@ -305,7 +340,13 @@ def write_outputs(res: BenchResult, out_dir: Path) -> list[str]:
     out_dir = Path(out_dir)
     files = ["bench.csv", "bench.md"]
     atomic_write_bytes(out_dir / "bench.csv", bench_csv(res).encode(), make_parents=True)
-    atomic_write_bytes(out_dir / "bench.md", bench_md(res).encode(), make_parents=True)
+    md = bench_md(res)
+    types_csv = bench_types_csv(res)
+    if types_csv:
+        md = md.rstrip("\n") + "\n" + "\n".join(bench_types_md(res)) + "\n"
+        atomic_write_bytes(out_dir / "bench_types.csv", types_csv.encode(), make_parents=True)
+        files.append("bench_types.csv")
+    atomic_write_bytes(out_dir / "bench.md", md.encode(), make_parents=True)
     files += write_plots(res, out_dir)
     files.append("bench.json")
     atomic_write_bytes(out_dir / "bench.json", json.dumps(bench_json(res, out_dir, files), indent=1).encode(), make_parents=True)

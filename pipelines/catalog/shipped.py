@@ -30,12 +30,18 @@ SHIPPED_FILES: dict[str, str] = {
     "trace_pods": "traces/alibaba_openb_window.csv",
     "trace_pods_b": "traces/alibaba_openb_window_b.csv",
     "trace_serve": "traces/servegen_m-small_30min.csv",
+    "het_nodes": "traces/openb_het_nodes.csv",
+    "het_pods_a": "traces/openb_het_window_a.csv",
+    "het_pods_b": "traces/openb_het_window_b.csv",
 }
 
 #: The public traces the shipped slices are derived from, relative to the shared data folder.
 PUBLIC_TRACE_SOURCES: dict[str, str] = {
     "openb_pods": "alibaba-openb-gpu-2023/openb_pod_list_default.csv",
     "servegen_aggregate": "servegen-bailian-llm-2025/aggregate_10min.csv",
+    "openb_pods_gpuspec": "alibaba-openb-gpu-2023/openb_pod_list_gpuspec20.csv",
+    "openb_pods_multigpu": "alibaba-openb-gpu-2023/openb_pod_list_multigpu20.csv",
+    "openb_nodes": "alibaba-openb-gpu-2023/openb_node_list_gpu_node.csv",
 }
 
 #: Shipped data folder of this checkout.
@@ -66,18 +72,30 @@ def shipped_history(kind: str, data_dir: Path = DATA_DIR) -> pd.DataFrame:
 
 #: Real-trace scenario -> key of its pod window in :data:`SHIPPED_FILES` (``data/traces/README.md``).
 TRACE_WINDOWS: dict[str, str] = {"real_trace": "trace_pods", "real_trace_b": "trace_pods_b"}
+#: Heterogeneous openb scenario (issue 26) -> key of its pod window; both use :data:`SHIPPED_FILES` ``het_nodes``.
+HET_TRACE_WINDOWS: dict[str, str] = {"openb-het-a": "het_pods_a", "openb-het-b": "het_pods_b"}
+#: The heterogeneous windows' node slice: every HET_EVERY_K-th node of each (type, size) kind; 549 = the
+#: largest kind's count (G2 x 8), so every kind keeps exactly one node (``data/traces/README.md``).
+HET_EVERY_K = 549
 
 
 def load_real_trace(trace_dir: Path = TRACE_DIR, scenario: str = "real_trace") -> RealTraceData:
     """The shipped real-trace slices of ``trace_dir`` for ``scenario`` as :class:`optimizer.scenarios.RealTraceData`.
 
     ``scenario``: ``real_trace`` (openb window of trace days 122-123) or ``real_trace_b`` (days
-    116-117); both use the same ServeGen file. Parsed by :func:`pipelines.io.trace_io.parse_real_trace`.
+    116-117); both use the same ServeGen file. ``openb-het-a`` / ``openb-het-b`` (issue 26): the same days
+    from the gpuspec20 + multigpu20 pod lists with ``gpu_spec``, and the node slice
+    (:func:`pipelines.io.trace_io.parse_het_trace`). Parsed by :func:`pipelines.io.trace_io.parse_real_trace`.
     Raises :class:`InputError` for another scenario name or a missing/malformed file.
     """
-    if scenario not in TRACE_WINDOWS:
-        raise InputError(f"real-trace scenario {scenario!r}: expected one of {', '.join(TRACE_WINDOWS)}")
     trace_dir = Path(trace_dir)
+    if scenario in HET_TRACE_WINDOWS:
+        return trace_io.parse_het_trace(trace_dir / Path(SHIPPED_FILES[HET_TRACE_WINDOWS[scenario]]).name,
+                                        trace_dir / Path(SHIPPED_FILES["trace_serve"]).name,
+                                        trace_dir / Path(SHIPPED_FILES["het_nodes"]).name)
+    if scenario not in TRACE_WINDOWS:
+        raise InputError(f"real-trace scenario {scenario!r}: expected one of "
+                         f"{', '.join((*TRACE_WINDOWS, *HET_TRACE_WINDOWS))}")
     return trace_io.parse_real_trace(trace_dir / Path(SHIPPED_FILES[TRACE_WINDOWS[scenario]]).name,
                                      trace_dir / Path(SHIPPED_FILES["trace_serve"]).name)
 
@@ -97,6 +115,32 @@ def derive_traces(shared_data: Path, data_dir: Path = DATA_DIR) -> dict:
     b = trace_io.derive_trace_slice(pods_src, serve_src, Path(data_dir) / SHIPPED_FILES["trace_pods_b"], serve_out,
                                     day=trace_io.choose_second_window_day(a["window_day"]))
     return {"real_trace": a, "real_trace_b": b}
+
+
+def derive_het_traces(shared_data: Path, data_dir: Path = DATA_DIR) -> dict:
+    """Re-derive the heterogeneous openb windows (issue 26) from the public traces under ``shared_data``.
+
+    The node slice (:func:`pipelines.io.trace_io.slice_nodes` with :data:`HET_EVERY_K`), the pod list
+    (:func:`pipelines.io.trace_io.het_pod_list`: gpuspec20 plus multigpu20's added pods) and its two
+    windows on the days of ``real_trace`` and ``real_trace_b`` (the same rules, applied to the gpuspec20
+    list). Returns ``{"nodes": summary, "openb-het-a": summary, "openb-het-b": summary}``. Raises
+    :class:`InputError` for a missing source file.
+    """
+    src = {k: Path(shared_data) / PUBLIC_TRACE_SOURCES[k]
+           for k in ("openb_pods_gpuspec", "openb_pods_multigpu", "openb_nodes")}
+    for p in src.values():
+        if not p.is_file():
+            raise InputError(f"trace source file not found: {p}")
+    gpuspec = pd.read_csv(src["openb_pods_gpuspec"])
+    nodes = trace_io.slice_nodes(pd.read_csv(src["openb_nodes"]), HET_EVERY_K)
+    trace_io.write_csv(nodes, Path(data_dir) / SHIPPED_FILES["het_nodes"])
+    pods = trace_io.het_pod_list(gpuspec, pd.read_csv(src["openb_pods_multigpu"]))
+    day_a = trace_io.choose_window_day(gpuspec)
+    day_b = trace_io.choose_second_window_day(day_a)
+    out: dict[str, Any] = {"nodes": {"nodes": int(len(nodes)), "gpus": int(nodes["gpus"].sum())}}
+    for name, day in (("openb-het-a", day_a), ("openb-het-b", day_b)):
+        out[name] = trace_io.derive_het_window(pods, day, Path(data_dir) / SHIPPED_FILES[HET_TRACE_WINDOWS[name]])
+    return out
 
 
 # ---------------------------------------------------------------- files a user names

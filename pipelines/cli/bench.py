@@ -21,7 +21,8 @@ SCENARIO_NAMES = ("mixed", "diurnal_peak", "big_gangs", "priority_skew", "unifor
 
 def bench(
     scenario: str = typer.Option("all", "--scenario", metavar="NAME",
-                                 help=f"'all' or comma-separated scenario names: {', '.join(SCENARIO_NAMES)}."),
+                                 help=f"'all' or comma-separated scenario names: {', '.join(SCENARIO_NAMES)}; also "
+                                      "openb-het-a, openb-het-b (the typed openb windows, only when named)."),
     planners: str = typer.Option("milp,fifo,easy,priority", "--planners", metavar="LIST",
                                  help="Comma-separated planners (milp, fifo, easy, priority); the clairvoyant "
                                       "reference row is always added."),

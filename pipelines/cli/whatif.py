@@ -13,8 +13,10 @@ from pipelines.cli.support import WORKSPACE_HELP, run_guarded, use_workspace
 def whatif(
     run_folder: Annotated[Path, typer.Argument(metavar="RUN_FOLDER", help="A run folder of 'gpuplan run', e.g. "
                                                "runs/latest.")],
-    add_gpus: Annotated[int, typer.Option("--add-gpus", metavar="N", help="Add N GPUs (new nodes added-00, "
-                                          "added-01, ... of the cluster's node size).")] = 0,
+    add_gpus: Annotated[str, typer.Option("--add-gpus", metavar="N|TYPE:N", help="Add N GPUs (new nodes added-00, "
+                                          "added-01, ... of the cluster's node size); on a cluster with GPU types, "
+                                          "TYPE:N adds N GPUs of TYPE as nodes of that type's usual size (or one "
+                                          "node of N GPUs).")] = "0",
     drain_node: Annotated[list[str] | None, typer.Option(
         "--drain-node", metavar="NAME", help="Drain node NAME as Slurm drains (repeatable): jobs running on it "
         "finish there, nothing new starts on it for the whole horizon.")] = None,
@@ -57,6 +59,7 @@ def whatif(
         from pipelines.stages import whatif as wi
         from pipelines.stages import whatif_inputs as wi_inputs
 
+        wi_inputs.parse_add_gpus(add_gpus)  # a malformed N or TYPE:N fails before the run folder is read
         base = wi.load_base(run_folder)
         jobs = [e for f in add_job or [] for e in wi_inputs.read_job_file(f, base.problem.cluster.step_minutes)]
         w = wi.build_whatif(base, add_gpus=add_gpus, drain_nodes=drain_node or [], fail_gpus=fail_gpus or [],

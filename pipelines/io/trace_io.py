@@ -23,11 +23,13 @@ public traces downloaded as described in ``data/traces/README.md``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from optimizer.problem import Node
 from optimizer.scenarios import RealTraceData, TracePod
 from pipelines.io.atomic import atomic_path
 from pipelines.io.errors import InputError
@@ -187,3 +189,133 @@ def read_pod_window(path: Path, columns: Sequence[str]) -> pd.DataFrame:
         if col not in pods.columns:
             raise InputError(f"{path}: missing column {col!r}")
     return pods
+
+
+# ---------------------------------------------------------------- heterogeneous openb windows (issue 26)
+
+#: Columns of the heterogeneous pod windows: :data:`POD_COLUMNS`, the pod's ``gpu_spec`` and which list it is from.
+HET_POD_COLUMNS = (*POD_COLUMNS, "gpu_spec", "source")
+#: Seed of the draw that gives the multigpu20 list's added pods (no times in that file) their times.
+HET_EXTRA_SEED = 26
+#: Trace days over which the added multigpu20 pods are spread (99.7 % of pods are created in days 115-149).
+HET_EXTRA_DAYS = (115, 150)
+
+
+def write_csv(frame: pd.DataFrame, path: Path) -> None:
+    """Write ``frame`` to ``path`` atomically (no index, Unix line ends)."""
+    _atomic_write_csv(frame, Path(path))
+
+
+def slice_nodes(nodes: pd.DataFrame, every_k: int) -> pd.DataFrame:
+    """The cluster slice of the heterogeneous windows: every ``every_k``-th node of each (model, gpu) kind.
+
+    Nodes of a kind are taken in file order and the ones at positions 0, k, 2k, ... kept, so each kind
+    keeps ``ceil(n / k)`` nodes (a kind smaller than k keeps its first node). Returns ``name, gpus,
+    gpu_type`` in file order. Raises :class:`InputError` for ``every_k`` below 1 or a missing column.
+    """
+    if every_k < 1:
+        raise InputError(f"every_k = {every_k}: expected at least 1")
+    for c in ("sn", "gpu", "model"):
+        if c not in nodes.columns:
+            raise InputError(f"node list: missing column {c!r}")
+    pos = nodes.groupby(["model", "gpu"]).cumcount()
+    keep = nodes[(pos % every_k) == 0]
+    return pd.DataFrame({"name": keep["sn"].astype(str), "gpus": keep["gpu"].astype(int),
+                         "gpu_type": keep["model"].astype(str)})
+
+
+def het_pod_list(gpuspec: pd.DataFrame, multigpu: pd.DataFrame) -> pd.DataFrame:
+    """The openb pods of the heterogeneous windows: the ``gpuspec20`` list plus the pods only ``multigpu20`` has.
+
+    ``multigpu20`` is the default list (its first 8,152 rows are the same pods) plus 172 added multi-GPU pods
+    without times, QoS or ``gpu_spec``. Each added pod gets, by a draw seeded with :data:`HET_EXTRA_SEED` (in
+    file order): a creation time uniform over trace days :data:`HET_EXTRA_DAYS`, scheduled at creation, and
+    the QoS, phase and run time (``deletion - scheduled``) of a donor drawn uniformly among the scheduled
+    non-LS pods of ``gpuspec20`` with the same ``num_gpu``. Returns the ``gpuspec20`` columns plus ``source``
+    (``gpuspec20`` or ``multigpu20``).
+    """
+    base = gpuspec.copy()
+    base["source"] = "gpuspec20"
+    extra = multigpu[~multigpu["name"].isin(set(base["name"]))]
+    donors = base[(base["qos"] != "LS") & base["scheduled_time"].notna() & (base["num_gpu"] > 0)]
+    rng = np.random.default_rng(HET_EXTRA_SEED)
+    rows = []
+    for r in extra.itertuples(index=False):
+        pool = donors[donors["num_gpu"] == r.num_gpu]
+        t = int(rng.uniform(HET_EXTRA_DAYS[0] * DAY_S, HET_EXTRA_DAYS[1] * DAY_S))
+        if pool.empty:
+            raise InputError(f"multigpu20 pod {r.name}: no gpuspec20 pod with num_gpu = {r.num_gpu} to take times from")
+        d = pool.iloc[int(rng.integers(len(pool)))]
+        run = int(d["deletion_time"] - d["scheduled_time"])
+        rows.append({"name": r.name, "cpu_milli": r.cpu_milli, "memory_mib": r.memory_mib, "num_gpu": r.num_gpu,
+                     "gpu_milli": r.gpu_milli, "gpu_spec": "", "qos": d["qos"], "pod_phase": d["pod_phase"],
+                     "creation_time": t, "deletion_time": t + run, "scheduled_time": t, "source": "multigpu20"})
+    out = pd.concat([base, pd.DataFrame(rows, columns=base.columns)], ignore_index=True)
+    out["scheduled_time"] = out["scheduled_time"].astype("Int64")
+    out["gpu_spec"] = out["gpu_spec"].fillna("").astype(str)
+    return out
+
+
+def derive_het_window(pods: pd.DataFrame, day: int, pods_out: Path) -> dict:
+    """Write one heterogeneous pod window (the rules of :func:`derive_trace_slice`, plus ``gpu_spec`` and ``source``).
+
+    LS pods alive in [window start - 24 h, window end + 24 h) and the other GPU pods created in the 48 h
+    window starting at trace day ``day``; times relative to the window start. Returns a summary dict.
+    """
+    t0 = day * DAY_S
+    lo, hi = t0 - DAY_S, t0 + 3 * DAY_S
+    g = pods[pods["num_gpu"] > 0]
+    ls = g[(g["qos"] == "LS") & g["scheduled_time"].notna()]
+    ls = ls[(ls["scheduled_time"] < hi) & (ls["deletion_time"] > lo)]
+    batch = g[(g["qos"] != "LS") & (g["creation_time"] >= t0) & (g["creation_time"] < t0 + 2 * DAY_S)]
+    keep = pd.concat([ls, batch]).sort_values(["creation_time", "name"])
+    out = pd.DataFrame(
+        {
+            "name": keep["name"].astype(str),
+            "qos": keep["qos"].astype(str),
+            "num_gpu": keep["num_gpu"].astype(int),
+            "gpu_milli": keep["gpu_milli"].astype(int),
+            "pod_phase": keep["pod_phase"].astype(str),
+            "creation_s": (keep["creation_time"] - t0).astype(int),
+            "scheduled_s": (keep["scheduled_time"] - t0).astype("Int64"),
+            "deletion_s": (keep["deletion_time"] - t0).astype(int),
+            "gpu_spec": keep["gpu_spec"].astype(str),
+            "source": keep["source"].astype(str),
+        }
+    )
+    _atomic_write_csv(out, Path(pods_out))
+    return {"window_day": day, "ls_pods": int(len(ls)), "batch_pods": int(len(batch)),
+            "typed_batch_pods": int((batch["gpu_spec"] != "").sum()),
+            "multigpu20_batch_pods": int((batch["source"] == "multigpu20").sum())}
+
+
+def read_het_nodes(path: Path) -> tuple[Node, ...]:
+    """The shipped node slice (``name, gpus, gpu_type``) as :class:`optimizer.problem.Node` s.
+
+    Raises :class:`InputError` naming the file and row for a missing file, column or a bad value.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"node slice not found: {path}")
+    frame = pd.read_csv(path, dtype={"name": str, "gpu_type": str})
+    for c in ("name", "gpus", "gpu_type"):
+        if c not in frame.columns:
+            raise InputError(f"{path}: missing column {c!r}")
+    out = []
+    for i, r in enumerate(frame.itertuples(index=False)):
+        try:
+            out.append(Node(name=str(r.name), gpus=int(r.gpus), gpu_type=str(r.gpu_type)))
+        except (ValueError, InputError) as e:
+            raise InputError(f"{path}: row {i + 2}: {e}") from None
+    return tuple(out)
+
+
+def parse_het_trace(pod_path: Path, serve_path: Path, nodes_path: Path) -> RealTraceData:
+    """A heterogeneous window: :func:`parse_real_trace` plus each pod's ``gpu_spec`` and the node slice."""
+    data = parse_real_trace(pod_path, serve_path)
+    pods = pd.read_csv(pod_path, dtype={"gpu_spec": str})
+    if "gpu_spec" not in pods.columns:
+        raise InputError(f"{pod_path}: missing column 'gpu_spec'")
+    spec = dict(zip(pods["name"].astype(str), pods["gpu_spec"].fillna(""), strict=True))
+    recs = tuple(replace(p, gpu_spec=spec[p.name]) for p in data.pods)
+    return replace(data, pods=recs, nodes=read_het_nodes(nodes_path))

@@ -38,9 +38,18 @@ import pandas as pd
 
 from domain.units import ROUND_DIGITS, hours_to_steps
 from optimizer.plan import Plan
-from optimizer.problem import Problem
+from optimizer.problem import Node, Problem
 from optimizer.verify import verify
-from optimizer.whatif import WhatIf, apply_whatif, explain, tie_break, warm_start, why_waiting
+from optimizer.whatif import (
+    WhatIf,
+    apply_whatif,
+    explain,
+    grown_cluster,
+    tie_break,
+    typed_nodes_to_add,
+    warm_start,
+    why_waiting,
+)
 from pipelines.catalog import RunCatalog
 from pipelines.io.errors import InputError
 from pipelines.report.basics import ReportInputs
@@ -48,7 +57,7 @@ from pipelines.report.risks import deadline_miss
 from pipelines.stages import solve as solve_stage
 from pipelines.stages.models import DURATION_QUANTILE
 from pipelines.stages.outputs import demand_from_problem, node_of_gpu, planned_metrics
-from pipelines.stages.whatif_inputs import job_entry, parse_assignment, parse_gpu_ranges
+from pipelines.stages.whatif_inputs import job_entry, parse_add_gpus, parse_assignment, parse_gpu_ranges
 
 #: Keys of each side (``base``, ``whatif``) of the document; ``delta`` holds the numeric ones.
 SIDE_KEYS = ("status", "source", "verified", "objective", "planned_value", "planned_utilization_pct",
@@ -139,7 +148,7 @@ def _base_demand(run: RunCatalog, problem: Problem) -> pd.DataFrame:
 
 
 
-def build_whatif(base: BaseRun, *, add_gpus: int = 0, drain_nodes: Sequence[str] = (),
+def build_whatif(base: BaseRun, *, add_gpus: int | str = 0, drain_nodes: Sequence[str] = (),
                  fail_gpus: Sequence[str] = (), cancel: Sequence[str] = (), priority: Sequence[str] = (),
                  demand_scale: Sequence[str] = (), add_jobs: Iterable[Mapping[str, Any]] = (),
                  fail_nodes: Sequence[str] = ()) -> WhatIf:
@@ -154,21 +163,42 @@ def build_whatif(base: BaseRun, *, add_gpus: int = 0, drain_nodes: Sequence[str]
     Raises:
         InputError: an unknown node, a malformed range or assignment, a negative ``add_gpus``, or
             a job listed twice in one option.
+
+    ``add_gpus``: N, or ``"TYPE:N"`` on a typed cluster (issue 26): N GPUs of TYPE as nodes of that type's
+    usual size (:func:`optimizer.whatif.typed_nodes_to_add`), named ``added-00``...; the node names of
+    ``drain_nodes`` and ``fail_nodes`` are then resolved in the cluster with those nodes added.
     """
-    if isinstance(add_gpus, bool) or not isinstance(add_gpus, int) or add_gpus < 0:
+    if isinstance(add_gpus, bool):
         raise InputError(f"--add-gpus {add_gpus!r}: expected a whole number of GPUs >= 0")
-    gpn = base.problem.cluster.gpus_per_node
-    nodes = list(base.nodes) + [ADDED_NODE.format(i=i) for i in range(math.ceil(add_gpus / gpn))]
+    gpu_type, n_add = parse_add_gpus(add_gpus)
+    cluster = base.problem.cluster
+    add_nodes: tuple[Node, ...] = ()
+    if gpu_type is not None:
+        add_nodes = typed_nodes_to_add(cluster, gpu_type, n_add, ADDED_NODE)
+        n_add = 0
+    elif cluster.typed and n_add:
+        raise InputError(f"--add-gpus {n_add}: the run's cluster has GPU types ({', '.join(cluster.gpu_types)}); "
+                         "give --add-gpus TYPE:N")
+    gpn = cluster.gpus_per_node
+    spans: dict[str, tuple[int, ...]] = {}
+    if cluster.typed:
+        grown = grown_cluster(cluster, add_nodes)
+        for o, nd in zip(grown.node_offsets, grown.nodes, strict=True):
+            spans[nd.name] = tuple(range(o, o + nd.gpus))
+    else:
+        names = list(base.nodes) + [ADDED_NODE.format(i=i) for i in range(math.ceil(n_add / gpn))]
+        for i, name in enumerate(names):
+            spans.setdefault(name, tuple(range(i * gpn, (i + 1) * gpn)))
+    nodes = list(spans)
     groups: list[tuple[str, tuple[int, ...]]] = []
     drains: list[tuple[str, tuple[int, ...]]] = []
-    for option, names, verb, into in (("--drain-node", drain_nodes, "drained", drains),
-                                      ("--fail-node", fail_nodes, "failed", groups)):
-        for name in names:
-            if name not in nodes:
+    for option, names_given, verb, into in (("--drain-node", drain_nodes, "drained", drains),
+                                            ("--fail-node", fail_nodes, "failed", groups)):
+        for name in names_given:
+            if name not in spans:
                 raise InputError(f"{option} {name}: no node {name!r} in the run (nodes: {_list(nodes)})")
-            i = nodes.index(name)
-            into.append((f"{name} {verb}", tuple(range(i * gpn, (i + 1) * gpn))))
-    physical = base.problem.n_gpus + add_gpus
+            into.append((f"{name} {verb}", spans[name]))
+    physical = (sum(len(v) for v in spans.values()) if add_nodes else base.problem.n_gpus + n_add)
     for text in fail_gpus:
         gpus = parse_gpu_ranges(text)
         bad = next((g for g in gpus if g >= physical), None)
@@ -185,7 +215,7 @@ def build_whatif(base: BaseRun, *, add_gpus: int = 0, drain_nodes: Sequence[str]
             raise InputError(f"{label}: {dup} is given twice")
     step = base.problem.cluster.step_minutes
     jobs = tuple(job_entry(e, step, "--add-job") for e in add_jobs)
-    return WhatIf(add_gpus=add_gpus, fail_groups=tuple(groups), drain_groups=tuple(drains), cancel=tuple(dict.fromkeys(cancel)),
+    return WhatIf(add_gpus=n_add, add_nodes=add_nodes, fail_groups=tuple(groups), drain_groups=tuple(drains), cancel=tuple(dict.fromkeys(cancel)),
                   priority=tuple(prio), demand_scale=tuple(scale), add_jobs=jobs, restart_steps=dict(base.full_steps))
 
 
@@ -310,10 +340,14 @@ def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> d
         if not (math.isfinite(float(time_limit_s)) and float(time_limit_s) > 0):
             raise InputError(f"--time-limit must be a positive number of seconds; got {time_limit_s}")
         p = dataclasses.replace(p, settings=dataclasses.replace(p.settings, time_limit_s=float(time_limit_s)))
-    carried = warm_start(base.plan, applied)
+    # typed nodes added re-lay the GPUs out (largest node first): the base plan's blocks are not the new ones, so
+    # there is neither a warm start nor a tie-break towards them
+    carried = None if w.add_nodes else warm_start(base.plan, applied)
     plan = solve_stage.solve(p, base.planner, warm_start=carried)
     # tie-break (issue 29): every job the change did not need to move keeps its base start and block
-    plan, kept_base = tie_break(plan, carried, p)
+    kept_base: tuple[str, ...] = ()
+    if carried is not None:
+        plan, kept_base = tie_break(plan, carried, p)
     solve_stage.check_plan(p, plan)  # the independent verifier, as for every plan
     step = timedelta(minutes=p.cluster.step_minutes)
     gpn = p.cluster.gpus_per_node
@@ -325,7 +359,12 @@ def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> d
     def clock(t: int) -> str:
         return (base.start + t * step).strftime("%m-%d %H:%MZ")
 
-    def node_names(offset: int, gpus: int) -> str:
+    def node_names(offset: int, gpus: int, layout: Problem = p) -> str:
+        if layout.cluster.typed:
+            c = layout.cluster
+            ks = list(dict.fromkeys(k for g in range(offset, offset + gpus) if (k := c.node_of(g)) is not None))
+            typed_names = [c.nodes[k].name for k in ks]
+            return ",".join(typed_names) if len(typed_names) <= 2 else f"{typed_names[0]}..{typed_names[-1]}"
         first, last = offset // gpn, (offset + gpus - 1) // gpn
         names = [nodes[i] if i < len(nodes) else f"node-{i:02d}" for i in range(first, last + 1)]
         return ",".join(names) if len(names) <= 2 else f"{names[0]}..{names[-1]}"
@@ -351,7 +390,7 @@ def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> d
                      "start_step_base": c.start_base, "start_step_whatif": c.start_whatif,
                      "gpus_base": None if c.block_base is None else c.block_base[1],
                      "gpus_whatif": None if c.block_whatif is None else c.block_whatif[1],
-                     "nodes_base": None if c.block_base is None else node_names(*c.block_base),
+                     "nodes_base": None if c.block_base is None else node_names(*c.block_base, layout=base.problem),
                      "nodes_whatif": None if c.block_whatif is None else node_names(*c.block_whatif),
                      "deadline_at": (miss_n.get(c.job_id) or miss_b.get(c.job_id) or {}).get("deadline_at"),
                      "misses_deadline_base": c.job_id in miss_b, "misses_deadline_whatif": c.job_id in miss_n,

@@ -25,6 +25,26 @@ _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
 
 
 
+_ADD_GPUS = re.compile(r"^\s*(?:([A-Za-z0-9_.\-]+)\s*:\s*)?(\d+)\s*$")
+
+
+def parse_add_gpus(text: str | int) -> tuple[str | None, int]:
+    """``--add-gpus N`` or ``--add-gpus TYPE:N`` as ``(TYPE or None, N)``.
+
+    Raises:
+        InputError: neither form (e.g. ``V100M32:x``, ``:8``, ``-4``), named with the option and the text.
+    """
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text < 0:
+            raise InputError(f"--add-gpus {text}: expected a whole number of GPUs >= 0")
+        return None, text
+    m = _ADD_GPUS.match(str(text))
+    if not m:
+        raise InputError(f"--add-gpus {text!r}: expected N (whole GPUs) or TYPE:N (N GPUs of a GPU type of the "
+                         "run's cluster, e.g. V100M32:8)")
+    return m.group(1), int(m.group(2))
+
+
 def parse_gpu_ranges(text: str, option: str = "--fail-gpus") -> tuple[int, ...]:
     """GPU indices from ``8-15``, ``3`` or ``8-11,20-23`` (inclusive ranges, as Slurm and cpusets write them).
 

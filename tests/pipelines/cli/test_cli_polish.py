@@ -45,7 +45,8 @@ def test_bench_help_lists_the_scenarios():
 
     assert SCENARIO_NAMES == SCENARIOS
     out = " ".join(_help("bench").split())
-    assert "--scenario NAME 'all' or comma-separated scenario names: " + ", ".join(SCENARIOS) + "." in out
+    assert ("--scenario NAME 'all' or comma-separated scenario names: " + ", ".join(SCENARIOS)
+            + "; also openb-het-a, openb-het-b (the typed openb windows, only when named)." in out)
 
 
 def test_bench_prints_its_table_on_stdout(tmp_path):
