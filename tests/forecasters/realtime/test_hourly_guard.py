@@ -89,3 +89,25 @@ def test_lad_fit_cannot_overflow_on_huge_units_and_honours_its_bound():
     z = 0.5 * x[:, 0]
     assert lad_fit(x, z)[0] == pytest.approx(0.5, rel=1e-9)
     assert lad_fit(x, 10 * z, bound=2.0)[0] == pytest.approx(2.0)
+
+
+def test_persistence_after_masked_hours_is_the_last_observed_value_exactly():
+    # the last 2 hours are masked (ingest imputes them): the first hour forecast is the last observed hour
+    y = white_noise_changes()
+    series, _ = _fit(y)
+    masked = list(series.index[-2:])
+    comb = fit_combined(series, "UTC", exclude=masked)
+    assert comb.hourly_model == "persistence" and comb.hourly_anchor == "observed"
+    assert comb.obs_ts == series.index[-3]
+    assert forecast_combined(comb, 1)["p50"].iat[0] == y[-3]
+
+
+def test_anchored_carries_the_anchor_along_the_reference_shape_from_the_second_hour():
+    # C = 100 everywhere, anchor 50 (r(a) = 200), rho 0.5, persistence (coef 0); r(t) = 200, 100, 400 at k = 1, 2, 3:
+    # k = 1: 100 + 1 x (50 - 100) = 50; k = 2: 100 + 0.5 x (50 x 100/200 - 100) = 62.5;
+    # k = 3: 100 + 0.25 x (50 x 400/200 - 100) = 100
+    from forecasters.realtime.hourly import anchored
+
+    p = anchored(np.full(3, 100.0), np.array([1, 2, 3]), 50.0, 0.0, np.array([200.0, 100.0, 400.0]), 200.0,
+                 np.zeros(3), 0.5)
+    assert p.tolist() == [50.0, 62.5, 100.0]
