@@ -171,29 +171,12 @@ def anchored(day: np.ndarray, k: np.ndarray, anchor_value: float, anchor_change:
              ref_a: float, coef: np.ndarray, rho: float) -> np.ndarray:
     """P50 with the hourly model: ``C(t) + rho ** (k - 1) (H(t) - C(t))`` at ``k >= 1`` hours after the anchor.
 
-    ``H(t) = y_a + x(t) coef`` (:func:`hourly_features`) at ``k = 1`` (the hourly mode); from ``k = 2`` on the
-    anchor's value is carried along the same-hour reference's shape, ``H(t) = y_a r(t) / r(a) + x(t) coef``
-    (the ratio where both references are finite and ``r(a) > 0``, clipped to ``[0, SHAPE_RATIO_MAX]``, else 1):
-    a flat ``y_a`` decayed slowly over a day with a daily pattern forecast the anchor's hour for every hour
-    (issue 31: m-mid client 73, ``rho`` 0.97, 4.3 x naive 24 h on the day after a step). ``day`` = ``C``;
-    ``k < 1``: ``C``. Shapes ``(n,)``.
+    ``H(t) = y_a + x(t) coef`` (:func:`hourly_features`); ``day`` = ``C``; ``k < 1``: ``C``. Shapes ``(n,)``.
     """
     x = hourly_features(day, anchor_value, ref_t, ref_a, anchor_change)
-    rt = np.asarray(ref_t, dtype=float) * np.ones(np.shape(day))
-    ra = float(ref_a) if np.ndim(ref_a) == 0 else np.asarray(ref_a, dtype=float)
-    ok = np.isfinite(rt) & np.isfinite(ra) & (np.asarray(ra) > 0) & (rt >= 0)
-    shape = np.ones(np.shape(day))
-    np.divide(rt, ra, out=shape, where=ok)
-    shape = np.where(np.asarray(k) >= 2, np.clip(shape, 0.0, SHAPE_RATIO_MAX), 1.0)
-    h1 = anchor_value * shape + x @ coef
+    h1 = anchor_value + x @ coef
     wk = np.where(k >= 1, rho ** np.maximum(k - 1, 0), 0.0)
     return day + wk * (h1 - day)
-
-
-#: Largest ratio ``r(t) / r(a)`` the anchored P50 carries the anchor by (:func:`anchored`): the range guard's
-#: multiple (×2 of the history's max) squared, so the shape alone never takes a forecast beyond it from a
-#: typical anchor.
-SHAPE_RATIO_MAX = 4.0
 
 
 def _lag1(e: np.ndarray, ok: np.ndarray) -> float:

@@ -101,13 +101,3 @@ def test_persistence_after_masked_hours_is_the_last_observed_value_exactly():
     assert comb.obs_ts == series.index[-3]
     assert forecast_combined(comb, 1)["p50"].iat[0] == y[-3]
 
-
-def test_anchored_carries_the_anchor_along_the_reference_shape_from_the_second_hour():
-    # C = 100 everywhere, anchor 50 (r(a) = 200), rho 0.5, persistence (coef 0); r(t) = 200, 100, 400 at k = 1, 2, 3:
-    # k = 1: 100 + 1 x (50 - 100) = 50; k = 2: 100 + 0.5 x (50 x 100/200 - 100) = 62.5;
-    # k = 3: 100 + 0.25 x (50 x 400/200 - 100) = 100
-    from forecasters.realtime.hourly import anchored
-
-    p = anchored(np.full(3, 100.0), np.array([1, 2, 3]), 50.0, 0.0, np.array([200.0, 100.0, 400.0]), 200.0,
-                 np.zeros(3), 0.5)
-    assert p.tolist() == [50.0, 62.5, 100.0]
