@@ -100,12 +100,36 @@ def _fit_profile(series: pd.Series, timezone: str, exclude, s: ProfileSettings) 
         messages.append(shift_msg)
     transform, z = _transformed(vals, use, s, messages)
 
+    s_fallback = s
     if weekly and s.order_candidates:
         s = _select_orders(series.index, timezone, t0, z, use, s, shift_since)
     X = features(series.index, timezone, t0, s, weekly, shift_since)
+    if np.linalg.matrix_rank(X[use]) < X.shape[1] and s != s_fallback:
+        # BIC's orders with every hour of the day a term need every hour observed: the fallback orders
+        X_try = features(series.index, timezone, t0, s_fallback, weekly, shift_since)
+        if np.linalg.matrix_rank(X_try[use]) == X_try.shape[1]:
+            messages.append(f"{int(use.sum())} usable hours cannot identify the {X.shape[1]} terms of the orders "
+                            f"chosen by BIC: the fallback orders ({s_fallback.daily_order}, "
+                            f"{s_fallback.weekly_order})")
+            s, X = s_fallback, X_try
     if np.linalg.matrix_rank(X[use]) < X.shape[1]:
-        raise InputError(f"series: {int(use.sum())} usable hours cannot identify {X.shape[1]} profile terms "
-                         "(too many masked hours); give a longer history")
+        # masked hours leave terms unidentified (issue 31: m-mid client 73, a step with its new level's hours
+        # flagged, 4 of 7 origins refused): the fallback orders above, then drop the step term, then the weekly part, each a degraded status
+        for drop_step, drop_weekly in ((True, False), (False, True), (True, True)):
+            if (drop_step and shift_since is None) or (drop_weekly and not weekly):
+                continue
+            wk, since = weekly and not drop_weekly, None if drop_step else shift_since
+            X_try = features(series.index, timezone, t0, s, wk, since)
+            if np.linalg.matrix_rank(X_try[use]) == X_try.shape[1]:
+                dropped = [w for w, d in (("step term", drop_step), ("weekly component", drop_weekly)) if d]
+                messages.append(f"{int(use.sum())} usable hours cannot identify {X.shape[1]} profile terms: "
+                                f"{' and '.join(dropped)} dropped")
+                status, shift_status = "degraded", ("degraded" if drop_step else shift_status)
+                weekly, shift_since, X = wk, since, X_try
+                break
+        else:
+            raise InputError(f"series: {int(use.sum())} usable hours cannot identify {X.shape[1]} profile terms "
+                             "(too many masked hours); give a longer history")
     params, warn_msgs = _ols(X[use], z[use])
     if warn_msgs:
         messages += warn_msgs

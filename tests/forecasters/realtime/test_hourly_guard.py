@@ -89,3 +89,15 @@ def test_lad_fit_cannot_overflow_on_huge_units_and_honours_its_bound():
     z = 0.5 * x[:, 0]
     assert lad_fit(x, z)[0] == pytest.approx(0.5, rel=1e-9)
     assert lad_fit(x, 10 * z, bound=2.0)[0] == pytest.approx(2.0)
+
+
+def test_persistence_after_masked_hours_is_the_last_observed_value_exactly():
+    # the last 2 hours are masked (ingest imputes them): the first hour forecast is the last observed hour
+    y = white_noise_changes()
+    series, _ = _fit(y)
+    masked = list(series.index[-2:])
+    comb = fit_combined(series, "UTC", exclude=masked)
+    assert comb.hourly_model == "persistence" and comb.hourly_anchor == "observed"
+    assert comb.obs_ts == series.index[-3]
+    assert forecast_combined(comb, 1)["p50"].iat[0] == y[-3]
+

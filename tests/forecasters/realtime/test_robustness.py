@@ -196,3 +196,14 @@ def test_pipeline_demand_at_a_half_hour_start_uses_the_first_forecast_hour():
     assert dem["traffic_p50"].iat[0] == on_hour["traffic_p50"].iat[0]
     assert list(dem["traffic_p50"].iloc[1:]) == list(on_hour["traffic_p50"])
     assert list(dem["demand_gpus_p90"].iloc[1:]) == list(on_hour["demand_gpus_p90"])
+
+
+def test_profile_falls_back_to_the_default_orders_when_bic_orders_are_not_identified():
+    # a daily pattern with 3 p.m. masked on every day: order 12 (every hour of the day a term) cannot be
+    # identified; the fit uses the fallback orders (4, 10) with a message instead of refusing the history
+    idx = pd.date_range("2025-06-02T00:00Z", periods=24 * 14, freq="h")
+    h = idx.hour.to_numpy()
+    y = pd.Series(100.0 + 50.0 * (h >= 8) * (h < 20) + 5.0 * np.sin(np.arange(len(idx))), index=idx)
+    prof = fit_profile(y, "UTC", exclude=list(idx[h == 15]))
+    assert any("fallback orders (4, 10)" in m for m in prof.messages)
+    assert prof.settings.daily_order == 4
