@@ -55,14 +55,36 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(_PREFECT_HOME.pop(), ignore_errors=True)
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the users of a :data:`DAEMON_GROUPS` fixture with its ``xdist_group`` (before xdist reads the marks)."""
+    """Mark the users of a :data:`DAEMON_GROUPS` fixture with its ``xdist_group``; under ``--dist loadgroup`` give
+    every test with an ``xdist_group`` mark the ``<nodeid>@<group>`` id the xdist scheduler groups by.
+
+    pytest-xdist 3.8 sets that suffix through ``item._nodeid``, which pytest 9.2 no longer reads (a node's id is
+    ``item._id``, a ``NodeId``): its own suffix is lost and grouped tests were spread over both workers (two Slurm
+    labs on the same ports). Here the id is set through pytest's own ``coerce_node_id``, once (an id already ending
+    in ``@<group>`` is kept)."""
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
         for fixture, group in DAEMON_GROUPS.items():
             if fixture in used:
                 item.add_marker(pytest.mark.xdist_group(group))
+    if not getattr(config.option, "loadgroup", False):  # set in xdist's workers only
+        return
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        nodeid = item.nodeid
+        if not names or nodeid.rfind("@") > nodeid.rfind("]"):
+            continue
+        grouped = f"{nodeid}@{'_'.join(names)}"
+        if hasattr(item, "_id"):
+            item._id = coerce_node_id(grouped)
+        else:  # pytest < 9.2
+            item._nodeid = grouped
+        assert item.nodeid == grouped, (item.nodeid, grouped)
 
 
 def mlruns_entries(root: Path = MLRUNS) -> set[str]:

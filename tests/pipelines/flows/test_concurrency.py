@@ -41,7 +41,9 @@ def _plan_flow_runs(url: str) -> list:
 
 
 def test_four_concurrent_replans_one_hangs(prefect_server, srv_env, make_problem, tmp_path):
-    env = {**srv_env, "GPUPLAN_SOLVE_TIMEOUT_S": "15"}
+    # the hung run's solve task is stopped by its 15-s timeout (what is tested); the three real solves get 600 s, a
+    # safety stop: with 15 s each, four solves at once at load 10+ could be timed out too (a race with real time)
+    env = {**srv_env, "GPUPLAN_SOLVE_TIMEOUT_S": "600"}
     settings = load_settings()
     assert settings.tracking_uri == f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"
     assert not (tmp_path / "mlruns" / "mlflow.db").exists()  # brand-new store
@@ -53,7 +55,8 @@ def test_four_concurrent_replans_one_hangs(prefect_server, srv_env, make_problem
         args = [sys.executable, str(DRIVER), str(prob), str(tmp_path / "replan"), f"2025-09-01T0{i}:00:00+00:00"]
         if i == 2:
             args.append("--hang")
-        procs.append(subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        run_env = {**env, "GPUPLAN_SOLVE_TIMEOUT_S": "15"} if i == 2 else env
+        procs.append(subprocess.Popen(args, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = []
     try:
         for p in procs:
