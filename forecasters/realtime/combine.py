@@ -384,10 +384,12 @@ def _raw(comb: Combined, idx: pd.DatetimeIndex) -> tuple[np.ndarray, np.ndarray]
                        comb.hourly_coef, comb.rho)
         q = np.where(k == 1, comb.hourly_q90, q)
     if comb.hourly_anchor == "observed" and comb.obs_ts is not None:  # the hourly mode: 1 h after the last observed
-        # and the first hour forecast when the hours between it and the last observed were masked: persistence
-        # (the guard's fallback) is then the last observed value exactly, as "same as last hour" reads it
-        first = ((((idx - comb.obs_ts) / pd.Timedelta(hours=1)).to_numpy() == 1)
-                 | ((np.arange(len(idx)) == 0) & (idx > comb.obs_ts)))
+        # and, when the guard fell back to persistence, the first hour forecast after masked hours too: persistence
+        # is then the last observed value exactly, as "same as last hour" reads it (a model of the change keeps
+        # its own path there: carried over masked hours it lost to persistence on the shipped m-mid, 1.002 x)
+        first = ((idx - comb.obs_ts) / pd.Timedelta(hours=1)).to_numpy() == 1
+        if comb.hourly_model == "persistence":
+            first = first | ((np.arange(len(idx)) == 0) & (idx > comb.obs_ts))
         ref_o = float(_ref_at(comb, pd.DatetimeIndex([comb.obs_ts]))[0])
         h1 = anchored(day, np.ones(len(idx)), float(comb.obs_value or 0.0), 0.0, _ref_at(comb, idx), ref_o,
                       comb.hourly_coef, comb.rho)

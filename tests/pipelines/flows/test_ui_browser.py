@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -221,6 +222,8 @@ def test_prefect_ui_quick_run_of_the_replan_shows_state_stale_warning_and_artifa
             if line.strip() == READY_LINE:
                 break
         assert seen and seen[-1].strip() == READY_LINE, "".join(seen)[-3000:]
+        # serve's (and its flow runs') further output is read on, so a full pipe never blocks them
+        threading.Thread(target=lambda: seen.extend(serve.stderr), daemon=True).start()
         dep = _get(f"{api}/deployments/name/plan/replan")
         assert "tz:UTC" in dep["tags"]
         # the operator's two clicks: the deployment's page, Run -> Quick run
@@ -244,6 +247,11 @@ def test_prefect_ui_quick_run_of_the_replan_shows_state_stale_warning_and_artifa
                 break
             assert serve.poll() is None, "gpuplan serve exited"
             time.sleep(2)
+        if run is not None and run["state_type"] != "COMPLETED":  # say why: the state's message and the run's logs
+            logs = _post(f"{api}/logs/filter", {"logs": {"flow_run_id": {"any_": [run["id"]]}}, "limit": 50})
+            raise AssertionError(f"flow run {run['state_type']}: {(run.get('state') or {}).get('message')}\n"
+                                 + "\n".join(str(x.get("message"))[:400] for x in logs)
+                                 + "\nserve stderr (tail):\n" + "".join(seen)[-3000:])
         assert run is not None and run["state_type"] == "COMPLETED", run
         # the run's page: its state and the WARNING about stale inputs, as the operator reads them
         browser.goto(f"http://127.0.0.1:{port}/runs/flow-run/{run['id']}")
