@@ -38,8 +38,9 @@ def whatif(
         "--demand-scale", metavar="SERVICE=F", help="Scale a real-time service's GPU demand by F >= 0 (rounded "
         "up; repeatable).")] = None,
     time_limit: Annotated[float | None, typer.Option(
-        "--time-limit", metavar="S", help="Re-plan the what-if with this time limit (seconds) instead of the run's, "
-        "and so with the larger deterministic work budget it gives; the base plan stays the published one.")] = None,
+        "--time-limit", metavar="S", help="Re-plan the what-if with this time limit (seconds) instead of the run's: the wall clock under the run's "
+        "budget 'time' (the default), the deterministic work budget it gives under 'work'; the base plan stays the "
+        "published one.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document {base, whatif, delta, jobs} on "
                                            "stdout.")] = False,
     workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
