@@ -4,8 +4,8 @@ Usage:
     nice -n 10 .venv/bin/python benchmarks/bench_het.py PLANNERS OUT SEEDS SCENARIOS [FIRST_SEED]
     nice -n 10 .venv/bin/python benchmarks/bench_het.py priority,fifo,easy,milp /tmp/het 5 openb-het-a,openb-het-b
 
-The bench's defaults (:class:`pipelines.bench.BenchConfig`) with ``clairvoyant=False`` (the reference is the MILP,
-which falls back to the best baseline on a typed cluster until the pool MILP lands) and ``bound_mip_nodes=None``
+The bench's defaults (:class:`pipelines.bench.BenchConfig`) with ``clairvoyant=False`` (the reference would be the
+typed pool MILP again, doubling the time) and ``bound_mip_nodes=None``
 (the LP-relaxation bound, seconds instead of minutes); ``--reproducible``. Writes bench.csv, bench_types.csv
 (per-type utilisation), bench.md under OUT. ``gpuplan bench --scenario openb-het-a,openb-het-b`` gives the same
 rows plus the clairvoyant row and the root-node bound.

@@ -43,7 +43,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from optimizer.baselines import Board, demand_following_target, greedy_place, reserved_service_gpus
+from optimizer.baselines import Board, demand_following_target, greedy_place, greedy_plans, reserved_service_gpus
 from optimizer.capacity import Capacity
 from optimizer.eligibility import block_options
 from optimizer.milp import (
@@ -62,7 +62,7 @@ from optimizer.milp import (
     set_service_values,
     solution_starts,
 )
-from optimizer.objective import run_decay
+from optimizer.objective import objective_value, run_decay
 from optimizer.plan import Plan, PlanSource
 from optimizer.problem import Cluster, Job, Problem, SizeOption
 from optimizer.ranking import min_bound
@@ -72,6 +72,12 @@ from optimizer.verify import verify
 
 Pool = tuple[str, int]
 """(gpu_type, node GPUs): the nodes of one type and size."""
+
+#: Share of the time left after the baselines that the greedy warm starts of a typed plan may take. On the whole
+#: openb cluster (6,212 GPUs, 1,213 nodes) each greedy order takes seconds; run to ``deadline - MIN_SOLVE_S`` as
+#: the homogeneous path does, they spent 31 s of the 60 s (load 10) and left no time for the pool master, whose LP
+#: bound is what proves a gap (benchmarks/replan_openb_full.py, docs/benchmark.md "Issue 26").
+GREEDY_SHARE = 0.25
 
 
 def pools(problem: Problem) -> list[Pool]:
@@ -406,6 +412,24 @@ class TypedMilpRun(MilpRun):
         if self.best.planner == "milp":
             return self._gap_status(self.best)
         return self.bounded(self.best, self.bound, "pool master", "the best verified plan under the pool master")
+
+    def greedy_deadline(self) -> float:
+        """The ``perf_counter`` time after which no greedy order is started or job placed (:data:`GREEDY_SHARE`)."""
+        b = self.budget
+        return min(b.deadline - MIN_SOLVE_S, time.perf_counter() + GREEDY_SHARE * max(0.0, b.left()))
+
+    def greedy_starts(self) -> None:
+        """:meth:`MilpRun.greedy_starts` with the greedy plans cut at :meth:`greedy_deadline` (the pool master's time)."""
+        b, problem = self.budget, self.problem
+        until = self.greedy_deadline()
+        greedy = greedy_plans(problem, until, self.capacity)
+        self.seeds = [self.base] + [g for g in greedy if not verify(g, problem)]
+        b.past("greedy warm starts", until)
+        ws = self.warm_start
+        if ws is not None and not verify(ws, problem):  # valued again on this problem, as MilpRun does
+            self.seeds.append(replace(ws, objective=objective_value(ws, problem)))
+        self.rank_seeds()
+        b.took("greedy warm starts")
 
     def lp_stage(self, pm: PoolMaster) -> None:
         """The master's LP relaxation (a proven bound) and the plan rounded from it (a start), to their end."""

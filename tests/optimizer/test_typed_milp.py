@@ -184,3 +184,24 @@ def test_milp_optimum_equals_an_independent_enumeration_on_tiny_typed_instances(
     assert verify(got, p) == []
     assert got.status == "optimal"
     assert got.objective == pytest.approx(best, rel=1e-7, abs=1e-7)
+
+
+def test_typed_greedy_warm_starts_leave_the_pool_master_most_of_the_time(monkeypatch):
+    # the greedy orders may start only within GREEDY_SHARE (1/4) of the time left, not up to deadline - 1 s as on
+    # the homogeneous path (the whole-cluster openb replan spent 31 of its 60 s there and never built a bound)
+    import time
+
+    import optimizer.typed_milp as tm
+    from optimizer.baselines import greedy_plans
+
+    seen = []
+
+    def spy(problem, deadline=None, capacity=None):
+        seen.append(deadline - time.perf_counter())
+        return greedy_plans(problem, deadline, capacity)
+
+    monkeypatch.setattr(tm, "greedy_plans", spy)
+    p = _typed((Job("J", "training", 1.0, 0, (SizeOption(2, 4),)),), settings=PlanSettings(time_limit_s=60.0))
+    got = plan(p, "milp")
+    assert len(seen) == 1 and seen[0] <= tm.GREEDY_SHARE * 60.0
+    assert not verify(got, p) and got.status == "optimal"
