@@ -152,6 +152,11 @@ class Cluster:
             if not isinstance(k, str) or sp <= 0:
                 raise InputError(f"{w}: gpu_speed[{k!r}] = {v!r} must be a number > 0 for a GPU type name")
             speed.append((k, sp))
+        node_types = list(dict.fromkeys(n.gpu_type for n in nodes))
+        unknown = [k for k, _ in speed if nodes and k not in node_types]
+        if unknown:  # a typo would silently plan that type at speed 1 (operator trial)
+            raise InputError(f"{w}: gpu_speed names GPU type {unknown[0]!r}, which no node has; "
+                             f"the cluster's types are {node_types}")
         object.__setattr__(self, "gpu_speed", tuple(speed))
         n = as_int(self.n_gpus, w, "n_gpus", lo=1)
         if not is_pow2(n):

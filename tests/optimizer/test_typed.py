@@ -57,6 +57,9 @@ def test_bad_typed_input_names_the_field():
         Node("x", 3, "h100")
     with pytest.raises(InputError, match=r"cluster.nodes and cluster.gpu_speed need version = 2"):
         Problem.from_dict({"cluster": {"nodes": [{"name": "n", "gpus": 2}]}})
+    with pytest.raises(InputError, match=r"gpu_speed names GPU type 'H100', which no node has; "
+                                         r"the cluster's types are \['h100', 'a100', 't4'\]"):
+        _typed((), speed=(("H100", 2.0),))  # a typo would plan h100 at speed 1
     with pytest.raises(InputError, match=r"job 'J': gpu_types \['b200'\] name no node's type"):
         _typed((Job("J", "training", 1.0, 0, (SizeOption(1, 1),), gpu_types=("b200",)),))
     with pytest.raises(InputError, match=r"job 'J': durations_by_type\['t4'\] names a type it cannot run on"):
