@@ -79,21 +79,13 @@ def choose_second_window_day(first_day: int) -> int:
     raise InputError(f"no candidate day in {CANDIDATE_DAYS.start}-{CANDIDATE_DAYS.stop - 1} is disjoint from day {first_day}")
 
 
-def derive_trace_slice(pod_src: Path, serve_src: Path, pods_out: Path, serve_out: Path, day: int | None = None) -> dict:
-    """Extract the shipped slices from the public traces; returns a summary dict.
+def _window_pods(pods: pd.DataFrame, day: int,
+                 extra: tuple[str, ...] = ()) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The pods of the window starting at trace day ``day``: (the window's rows, its LS pods, its other pods).
 
-    Reads the openb pod list ``pod_src`` (``openb_pod_list_default.csv``) and the ServeGen
-    ``serve_src`` (``aggregate_10min.csv``). Keeps GPU pods (``num_gpu > 0``): latency-sensitive (LS)
-    pods alive at any time in [window start - 24 h, window end + 24 h) and the other pods created
-    inside the window. ``day``: the trace day starting the window (None = :func:`choose_window_day`).
-    Writes ``pods_out`` and ``serve_out`` atomically. Raises :class:`InputError` when a source file
-    is missing.
+    LS pods alive in [start - 24 h, end + 24 h) and the other GPU pods created in the 48 h window; times in s from
+    the start; the string columns ``extra`` kept as they are.
     """
-    for p in (pod_src, serve_src):
-        if not p.is_file():
-            raise InputError(f"trace source file not found: {p}")
-    pods = pd.read_csv(pod_src)
-    day = choose_window_day(pods) if day is None else int(day)
     t0 = day * DAY_S
     lo, hi = t0 - DAY_S, t0 + 3 * DAY_S
     g = pods[pods["num_gpu"] > 0]
@@ -111,8 +103,28 @@ def derive_trace_slice(pod_src: Path, serve_src: Path, pods_out: Path, serve_out
             "creation_s": (keep["creation_time"] - t0).astype(int),
             "scheduled_s": (keep["scheduled_time"] - t0).astype("Int64"),
             "deletion_s": (keep["deletion_time"] - t0).astype(int),
+            **{c: keep[c].astype(str) for c in extra},
         }
     )
+    return out, ls, batch
+
+
+def derive_trace_slice(pod_src: Path, serve_src: Path, pods_out: Path, serve_out: Path, day: int | None = None) -> dict:
+    """Extract the shipped slices from the public traces; returns a summary dict.
+
+    Reads the openb pod list ``pod_src`` (``openb_pod_list_default.csv``) and the ServeGen
+    ``serve_src`` (``aggregate_10min.csv``). Keeps GPU pods (``num_gpu > 0``): latency-sensitive (LS)
+    pods alive at any time in [window start - 24 h, window end + 24 h) and the other pods created
+    inside the window. ``day``: the trace day starting the window (None = :func:`choose_window_day`).
+    Writes ``pods_out`` and ``serve_out`` atomically. Raises :class:`InputError` when a source file
+    is missing.
+    """
+    for p in (pod_src, serve_src):
+        if not p.is_file():
+            raise InputError(f"trace source file not found: {p}")
+    pods = pd.read_csv(pod_src)
+    day = choose_window_day(pods) if day is None else int(day)
+    out, ls, batch = _window_pods(pods, day)
     _atomic_write_csv(out, Path(pods_out))
 
     agg = pd.read_csv(serve_src)
@@ -262,27 +274,7 @@ def derive_het_window(pods: pd.DataFrame, day: int, pods_out: Path) -> dict:
     LS pods alive in [window start - 24 h, window end + 24 h) and the other GPU pods created in the 48 h
     window starting at trace day ``day``; times relative to the window start. Returns a summary dict.
     """
-    t0 = day * DAY_S
-    lo, hi = t0 - DAY_S, t0 + 3 * DAY_S
-    g = pods[pods["num_gpu"] > 0]
-    ls = g[(g["qos"] == "LS") & g["scheduled_time"].notna()]
-    ls = ls[(ls["scheduled_time"] < hi) & (ls["deletion_time"] > lo)]
-    batch = g[(g["qos"] != "LS") & (g["creation_time"] >= t0) & (g["creation_time"] < t0 + 2 * DAY_S)]
-    keep = pd.concat([ls, batch]).sort_values(["creation_time", "name"])
-    out = pd.DataFrame(
-        {
-            "name": keep["name"].astype(str),
-            "qos": keep["qos"].astype(str),
-            "num_gpu": keep["num_gpu"].astype(int),
-            "gpu_milli": keep["gpu_milli"].astype(int),
-            "pod_phase": keep["pod_phase"].astype(str),
-            "creation_s": (keep["creation_time"] - t0).astype(int),
-            "scheduled_s": (keep["scheduled_time"] - t0).astype("Int64"),
-            "deletion_s": (keep["deletion_time"] - t0).astype(int),
-            "gpu_spec": keep["gpu_spec"].astype(str),
-            "source": keep["source"].astype(str),
-        }
-    )
+    out, ls, batch = _window_pods(pods, day, ("gpu_spec", "source"))
     _atomic_write_csv(out, Path(pods_out))
     return {"window_day": day, "ls_pods": int(len(ls)), "batch_pods": int(len(batch)),
             "typed_batch_pods": int((batch["gpu_spec"] != "").sum()),
