@@ -8,7 +8,9 @@ are compared with those at its start: anything new fails the session, naming wha
 
 Parallel runs (pytest-xdist, ``scripts/test.sh`` runs ``-n 2 --dist loadgroup``): a test that uses one of the
 session daemons in :data:`DAEMON_GROUPS` (fixed ports, or a server whose start is too dear to pay once per worker)
-gets ``@pytest.mark.xdist_group(<group>)``, so all its users run in one worker and the daemon starts once.
+gets ``@pytest.mark.xdist_group(<group>)``, so all its users run in one worker and the daemon starts once; a test
+that uses a module-scoped fixture (a replay, a trained model) is grouped with the module's other users
+(``module:<path>``), so the fixture is built once; tests marked ``heavy`` are handed out first.
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ MLRUNS = Path(__file__).resolve().parents[1] / "mlruns"
 #: a free port, but its start and MLflow's schema migration cost ~30 s, paid once in one worker.
 DAEMON_GROUPS = {"slurm_lab": "slurm-lab", "prom_lab": "prometheus-lab", "postgres": "postgres"}
 
+#: The marker (pyproject.toml) of a test that takes about half a minute or more alone (measured with
+#: ``--durations``): under xdist it is handed out first, so that no long test starts when the other worker has
+#: nothing left to run.
+HEAVY_MARK = "heavy"
+
 
 _PREFECT_HOME: list[str] = []
 
@@ -55,20 +62,38 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(_PREFECT_HOME.pop(), ignore_errors=True)
 
 
+
+def _group_of(item: pytest.Item) -> str | None:
+    """The xdist group of ``item``: the :data:`DAEMON_GROUPS` group of a session daemon it uses, else
+    ``module:<path>`` when it uses a module-scoped fixture (built once, in one worker, for all of the module's
+    users: a 2-min replay or a trained model is not paid twice), else None (any worker)."""
+    used = set(getattr(item, "fixturenames", ()))
+    for fixture, group in DAEMON_GROUPS.items():
+        if fixture in used:
+            return group
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info is not None else ()):
+        if defs and defs[-1].scope == "module":
+            return f"module:{item.nodeid.split('::', 1)[0]}"
+    return None
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the users of a :data:`DAEMON_GROUPS` fixture with its ``xdist_group``; under ``--dist loadgroup`` give
-    every test with an ``xdist_group`` mark the ``<nodeid>@<group>`` id the xdist scheduler groups by.
+    """Mark each test with the xdist group of :func:`_group_of`, move :data:`HEAVY_MARK` tests first (stable: the
+    rest keep their order), and under ``--dist loadgroup`` give every test with an ``xdist_group`` mark the
+    ``<nodeid>@<group>`` id the xdist scheduler groups by.
 
     pytest-xdist 3.8 sets that suffix through ``item._nodeid``, which pytest 9.2 no longer reads (a node's id is
     ``item._id``, a ``NodeId``): its own suffix is lost and grouped tests were spread over both workers (two Slurm
     labs on the same ports). Here the id is set through pytest's own ``coerce_node_id``, once (an id already ending
-    in ``@<group>`` is kept)."""
+    in ``@<group>`` is kept). xdist hands out groups with more tests first (``--loadscope-reorder``, its default),
+    then single tests in collection order."""
     for item in items:
-        used = set(getattr(item, "fixturenames", ()))
-        for fixture, group in DAEMON_GROUPS.items():
-            if fixture in used:
-                item.add_marker(pytest.mark.xdist_group(group))
+        group = _group_of(item)
+        if group is not None and not any(True for _ in item.iter_markers("xdist_group")):
+            item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda it: it.get_closest_marker(HEAVY_MARK) is None)
     if not getattr(config.option, "loadgroup", False):  # set in xdist's workers only
         return
     from _pytest.nodeid import coerce_node_id

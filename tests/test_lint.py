@@ -33,6 +33,7 @@ def test_ruff_is_clean() -> None:
         pytest.fail(f"ruff check . exited {res.returncode}:\n{res.stdout}{res.stderr}", pytrace=False)
 
 
+@pytest.mark.heavy
 def test_mypy_is_clean_on_the_pure_packages() -> None:
     res = _run("mypy", "--no-incremental", "--cache-dir", os.devnull, *PURE, timeout=600)
     if res.returncode != 0:

@@ -53,6 +53,7 @@ def _refusal(path: Path) -> str:
 # ----------------------------------------------------------------------------- the field instances
 
 
+@pytest.mark.heavy
 def test_day_of_one_minute_steps_gives_a_verified_milp_plan_within_its_budget():
     """day_1min_steps.json (1,440 steps, 30 jobs, time_limit_s 30), through the real command: the
     MILP gets the budget (today's heuristics left it 0.05 s) and its plan verifies. Its master

@@ -84,6 +84,7 @@ def fast(n: int) -> settings:
                                            HealthCheck.filter_too_much])
 
 
+@pytest.mark.heavy
 @fast(450)
 @given(problems())
 def test_every_planner_verified_and_milp_dominates_baselines(p):
@@ -108,6 +109,7 @@ def test_every_planner_verified_and_milp_dominates_baselines(p):
         assert m.objective >= plans[name].objective - 1e-7 * max(1.0, abs(plans[name].objective)), name
 
 
+@pytest.mark.heavy
 @fast(150)
 @given(problems(max_gpus=8, max_steps=6, max_jobs=6))
 def test_decomposed_equals_full_model(p):
@@ -211,6 +213,7 @@ def brute_force(p: Problem) -> float | None:
     return None if best is None else best[1]
 
 
+@pytest.mark.heavy
 @fast(420)
 @given(problems(max_gpus=4, max_steps=4, max_jobs=3, max_services=2, max_running=1))
 def test_milp_equals_brute_force_on_tiny_instances(p):

@@ -26,6 +26,7 @@ def _run(tmp_path, name, *extra):
     return out, json.loads(r.stdout)
 
 
+@pytest.mark.heavy
 def test_bench_quick_writes_the_contract_and_is_deterministic(tmp_path):
     out1, doc1 = _run(tmp_path, "a")
     out2, doc2 = _run(tmp_path, "b", "--reproducible")

@@ -22,6 +22,7 @@ def _forecast(path: Path, *extra: str) -> dict:
     return json.loads(res.stdout)
 
 
+@pytest.mark.heavy
 def test_forecast_equals_the_demand_forecast_of_a_gpuplan_run_hour_for_hour(tmp_path, iso_env):
     res = CliRunner().invoke(app, ["run", "--out", str(tmp_path / "runs")])
     assert res.exit_code == 0, res.output

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pipelines.config.settings import load_settings
 from pipelines.tracking import runs as tracking_runs
 from pipelines.tracking import store as tracking_store
@@ -40,6 +42,7 @@ def _plan_flow_runs(url: str) -> list:
         return asyncio.run(go())
 
 
+@pytest.mark.heavy
 def test_four_concurrent_replans_one_hangs(prefect_server, srv_env, make_problem, tmp_path):
     # the hung run's solve task is stopped by its 15-s timeout (what is tested); the three real solves get 600 s, a
     # safety stop: with 15 s each, four solves at once at load 10+ could be timed out too (a race with real time)

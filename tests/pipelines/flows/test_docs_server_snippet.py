@@ -18,6 +18,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 VENV = Path(sys.executable).parent.parent
 
@@ -44,6 +46,7 @@ def _healthy(url: str) -> bool:
         return False
 
 
+@pytest.mark.heavy
 def test_docs_server_snippet_starts_on_a_fresh_clone(tmp_path):
     lines = server_snippet()
     assert lines[-1] == ".venv/bin/prefect server start --host 127.0.0.1 --port 4200", lines

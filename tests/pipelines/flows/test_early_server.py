@@ -14,6 +14,8 @@ import sqlite3
 import subprocess
 import sys
 
+import pytest
+
 DRIVER = r"""
 import json, os, sys
 from pipelines.flows import early_server
@@ -38,6 +40,7 @@ print(json.dumps(doc))
 """
 
 
+@pytest.mark.heavy
 def test_gpuplan_run_server_starts_before_prefect_import_and_gets_the_flow_run(iso_env, tmp_path):
     env = {**os.environ, **iso_env, "PREFECT_HOME": str(tmp_path / "prefect-home")}
     for var in ("PREFECT_API_URL", "PREFECT_API_DATABASE_CONNECTION_URL", "PREFECT_SERVER_DATABASE_CONNECTION_URL",

@@ -10,11 +10,14 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from pipelines.io.run_folder import LATEST, LOCK_PREFIX, STALE_AFTER_S, RunFolder, latest_run, list_runs
 
 VENV_BIN = Path(sys.executable).parent
 
 
+@pytest.mark.heavy
 def test_kill_9_mid_run_keeps_previous_run_and_latest(srv_env, tmp_path):
     out = tmp_path / "runs"
     prev = RunFolder.begin(out, datetime(2025, 3, 16, 15, tzinfo=UTC), "previous")

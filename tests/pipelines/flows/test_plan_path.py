@@ -5,6 +5,8 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from pipelines.config.settings import job_side, shipped_workspace, workspace_defaults
 from pipelines.workspace.config import DEMO_WORKSPACE
 from pipelines.workspace.load import init_text, load_workspace
@@ -50,6 +52,7 @@ def count_workspace_parses(monkeypatch) -> list[str]:
     return parses
 
 
+@pytest.mark.heavy
 def test_gpuplan_toml_is_parsed_once_per_gpuplan_run(tmp_path, iso_env, monkeypatch):
     """One ``gpuplan run`` (the command's checks, then the flow run and all its tasks): one parse."""
     from typer.testing import CliRunner
@@ -64,6 +67,7 @@ def test_gpuplan_toml_is_parsed_once_per_gpuplan_run(tmp_path, iso_env, monkeypa
     assert (tmp_path / "runs" / "latest" / "plan.parquet").is_file()
 
 
+@pytest.mark.heavy
 def test_gpuplan_toml_is_parsed_once_per_run_of_the_flow(tmp_path, iso_env, monkeypatch):
     """The flow called on its own (a served deployment's run): one parse, though every task uses the workspace."""
     from pipelines.flows.plan import run_all

@@ -16,6 +16,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 DRIVER = """
 import json, sys
 from pipelines.flows.plan import plan_flow
@@ -24,6 +26,7 @@ print(json.dumps({"flow_run_id": str(state.state_details.flow_run_id), "ok": sta
 """
 
 
+@pytest.mark.heavy
 def test_ephemeral_run_beside_a_server_uses_its_own_database_and_stays_quiet(prefect_server, iso_env, make_problem,
                                                                               tmp_path):
     home = Path(prefect_server["home"])  # the running server's PREFECT_HOME: its database is home/prefect.db

@@ -106,6 +106,7 @@ def test_gpuplan_serve_exits_2_without_a_persistent_server(monkeypatch):
     assert "prefect server start --host 127.0.0.1" in res.output
 
 
+@pytest.mark.heavy
 def test_nightly_flow_runs_once_per_local_day(prefect_server, iso_env, monkeypatch, prefect_api):
     # C25 (c) at flow level: 01:30 BST and 01:30 GMT on 2025-10-26 are one London day
     from prefect.settings import PREFECT_API_URL, temporary_settings

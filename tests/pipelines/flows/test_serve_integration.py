@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from pipelines.config.settings import load_settings
 from pipelines.tracking import runs as tracking_runs
@@ -45,6 +46,7 @@ def _wait_deployment(url: str, name: str, proc: subprocess.Popen, timeout_s: flo
     raise AssertionError(f"deployment {name} not registered after {timeout_s} s")
 
 
+@pytest.mark.heavy
 def test_serve_trigger_complete_and_c28(prefect_server, srv_env, make_problem, stop_group, tmp_path, prefect_api):
     work, home = tmp_path / "cwd", tmp_path / "home"
     work.mkdir()

@@ -17,6 +17,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from pipelines.flows.deployments import READY_LINE
 
 VENV_BIN = Path(sys.executable).parent
@@ -27,6 +29,7 @@ def _deployment(url: str, name: str) -> dict:
         return json.loads(r.read())
 
 
+@pytest.mark.heavy
 def test_serve_exits_on_sigterm_and_pauses_schedules(prefect_server, srv_env, tmp_path):
     (tmp_path / "tmp").mkdir()
     env = {**srv_env, "TMPDIR": str(tmp_path / "tmp"), "GPUPLAN_SERVE_SCHEDULES": "1"}

@@ -198,6 +198,7 @@ def _iso(tmp_path: Path) -> dict[str, str]:
             "TMPDIR": str(tmp_path)}
 
 
+@pytest.mark.heavy
 def test_prefect_ui_quick_run_of_the_replan_shows_state_stale_warning_and_artifact(tmp_path, browser):
     port = _free_port()
     api = f"http://127.0.0.1:{port}/api"
@@ -276,6 +277,7 @@ def test_prefect_ui_quick_run_of_the_replan_shows_state_stale_warning_and_artifa
         _stop(server)
 
 
+@pytest.mark.heavy
 def test_mlflow_forecaster_run_description_gives_the_analytic_ratio(tmp_path, browser, monkeypatch):
     env = _iso(tmp_path)
     for k in ("GPUPLAN_TRACKING_URI", "GPUPLAN_ARTIFACT_ROOT", "GPUPLAN_MODELS_DIR", "GPUPLAN_RUNS_DIR"):

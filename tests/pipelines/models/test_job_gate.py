@@ -8,6 +8,7 @@ fitted on durations 3 times too long (worse than the analytic baseline on the sa
 
 from __future__ import annotations
 
+import pytest
 from mlflow import MlflowClient
 
 from forecasters import jobs as J
@@ -38,6 +39,7 @@ def test_gate_rule_by_hand():
         False, "holdout MAE 1.5000 h > champion 1.4000 h on 100 jobs (0.7500 × analytic baseline): kept as challenger")
 
 
+@pytest.mark.heavy
 def test_worse_candidate_not_promoted_and_unchanged_retrain_registers_nothing(iso_env, monkeypatch):
     settings = load_settings()
     tracking_store.init_store(settings)
