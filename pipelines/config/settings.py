@@ -263,7 +263,7 @@ def workspace_defaults(ws: Workspace) -> dict[str, object]:
     ``<store>/models`` and ``tracking_uri`` from ``[tracking] uri``. Environment variables and explicit
     overrides still win.
     """
-    c = ws.config.cluster
+    c = ws.cluster
     out: dict[str, object] = {"workspace_dir": ws.root, "n_gpus": c.n_gpus, "gpus_per_node": c.node_gpus,
                               "step_minutes": c.step_minutes, "horizon_steps": c.horizon_steps}
     if not shipped_workspace(ws):

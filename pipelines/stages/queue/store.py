@@ -155,7 +155,7 @@ def forecast_cluster_queue(history: pd.DataFrame, queue: pd.DataFrame, ws: Works
     """
     from forecasters.scheduler import fit_scheduler_model, predict_runtime, refresh_recent
 
-    cluster = ws.config.cluster
+    cluster = ws.cluster
     queue, outside = on_this_cluster(queue, cluster.node_names, cluster.partitions)
     if model is None:
         model = fit_scheduler_model(history, timezone=cluster.timezone, seed=seed)
