@@ -102,7 +102,7 @@ def build_from_inputs(settings: Settings, jobs_side: ShippedJobs | StoreJobs, ru
         if queue.notes is not None:
             run.save("queue_notes", queue.notes)
         dem = demand(settings, services, fit, ingested.frame, start)
-        problem = build_problem(settings, services, queue.jobs, dem, start)
+        problem = build_problem(settings, services, queue.jobs, dem, start, getattr(jobs_side, "ws", None))
         forecasts_files(run, queue.jobs, dem, problem, queue.queue)
     return problem, queue, dem, fit, logged
 

@@ -128,30 +128,31 @@ class Workspace:
         return c.model_copy(update={"nodes": nodes, "n_nodes": None, "gpus_per_node": None})
 
     def check_plannable(self) -> None:
-        """Refuse, in one line, a cluster the workspace plan cannot plan yet: several GPU types or node sizes, or a node down.
+        """Refuse, in one line, a cluster the workspace plan cannot plan: a node whose GPUs are not a power of two.
 
-        The workspace builds the untyped (version 1) problem: nodes of one type and one power-of-two size,
-        all up. A typed cluster (``[cluster] nodes`` with types, or an inventory of several types, sizes
-        or with drained nodes) is read, validated and reported by ``gpuplan ingest``, but its typed plan is
-        not built from a workspace yet (the typed problem file, version 2, is planned by ``gpuplan plan``).
+        An untyped cluster is planned as the version-1 problem (one power-of-two node size and total, as
+        ``[cluster]`` validates); a typed one (:attr:`ClusterConfig.typed`: types per node, or the node
+        inventory) as a version-2 problem, whose nodes must each have a power-of-two number of GPUs
+        (:class:`optimizer.problem.Node`; the planner's aligned blocks).
 
         Raises:
-            InputError: the cluster is not homogeneous (its types, sizes and down nodes named).
+            InputError: a node of another size (the cluster's types, sizes and down nodes named).
         """
         from domain.units import is_pow2
 
         c = self.cluster
         if c.homogeneous and is_pow2(c.node_gpus) and is_pow2(c.n_gpus):
             return
+        if c.typed and all(is_pow2(spec.gpus) for spec in c.node_specs.values()):
+            return  # planned as a typed (version 2) problem: nodes of power-of-two sizes
         shape: dict[tuple[str, int], int] = {}
         for spec in c.node_specs.values():
             shape[(str(spec.gpu_type), spec.gpus)] = shape.get((str(spec.gpu_type), spec.gpus), 0) + 1
         down = [n for n, spec in c.node_specs.items() if spec.down]
         parts = ", ".join(f"{n} x {g}-GPU {t}" for (t, g), n in sorted(shape.items()))
         raise InputError(f"{self.config_path}: cluster: {parts}" + (f"; down: {', '.join(down[:5])}" if down else "")
-                         + f" ({c.n_gpus} GPUs): the workspace plan needs nodes of one GPU type and one power-of-two "
-                         "size, all up (a typed workspace plan is not built yet; plan a version-2 problem file "
-                         "with gpuplan plan)")
+                         + f" ({c.n_gpus} GPUs): every node needs a power-of-two number of GPUs (1, 2, 4, 8, ...) "
+                         "for the planner's aligned blocks")
 
     def source_timezone(self, role: str) -> str:
         """The zone of ``[sources.<role>]``'s naive times: its ``timezone``, else ``[cluster] timezone``."""

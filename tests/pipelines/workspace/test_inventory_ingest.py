@@ -133,14 +133,14 @@ def test_unknown_types_stop_the_ingest_in_one_line(tmp_path):
     assert rep["sources"]["queue"]["eligible_jobs_by_type"] == {"g2": 1, "t4_16gb": 1}
 
 
-def test_the_workspace_plan_refuses_a_typed_or_partly_down_cluster_in_one_line(tmp_path):
+def test_the_workspace_plan_refuses_a_node_of_another_size_in_one_line(tmp_path):
     _ws(tmp_path, '[cluster]\nnodes = { a1 = 4, a2 = 4 }\n').check_plannable()  # untyped: planned as before
-    _ws(tmp_path, '[cluster]\nnodes = { a1 = {gpus = 4, gpu_type = "h100"}, a2 = {gpus = 4, gpu_type = "h100"} }\n'
-        ).check_plannable()  # typed, one type and size, all up: planned as before
-    ws = _ws(tmp_path, '[cluster]\nnodes = { a1 = {gpus = 8, gpu_type = "h100"}, a2 = {gpus = 4, gpu_type = "a100", '
+    _ws(tmp_path, '[cluster]\nnodes = { a1 = {gpus = 8, gpu_type = "h100"}, a2 = {gpus = 4, gpu_type = "a100", '
+        'down = true} }\n').check_plannable()  # typed: the version-2 problem
+    ws = _ws(tmp_path, '[cluster]\nnodes = { a1 = {gpus = 8, gpu_type = "h100"}, a2 = {gpus = 6, gpu_type = "a100", '
                        'down = true} }\n')
     with pytest.raises(InputError) as err:
         ws.check_plannable()
-    assert str(err.value) == (f"{tmp_path / 'gpuplan.toml'}: cluster: 1 x 4-GPU a100, 1 x 8-GPU h100; down: a2 (12 GPUs): "
-                              "the workspace plan needs nodes of one GPU type and one power-of-two size, all up (a "
-                              "typed workspace plan is not built yet; plan a version-2 problem file with gpuplan plan)")
+    assert str(err.value) == (f"{tmp_path / 'gpuplan.toml'}: cluster: 1 x 6-GPU a100, 1 x 8-GPU h100; down: a2 (14 GPUs): "
+                              "every node needs a power-of-two number of GPUs (1, 2, 4, 8, ...) for the planner's "
+                              "aligned blocks")
