@@ -144,3 +144,24 @@ def test_the_workspace_plan_refuses_a_node_of_another_size_in_one_line(tmp_path)
     assert str(err.value) == (f"{tmp_path / 'gpuplan.toml'}: cluster: 1 x 6-GPU a100, 1 x 8-GPU h100; down: a2 (14 GPUs): "
                               "every node needs a power-of-two number of GPUs (1, 2, 4, 8, ...) for the planner's "
                               "aligned blocks")
+
+
+def test_gpuplan_ingest_prints_nodes_per_type_and_exits_2_on_an_unknown_type(tmp_path):
+    from typer.testing import CliRunner
+
+    from pipelines.cli.app import app
+
+    (tmp_path / "exports").mkdir()
+    shutil.copy(INV / "sinfo-22.05-drained.json", tmp_path / "exports" / "sinfo-1.json")
+    _sources(tmp_path)
+    _ws(tmp_path, SINFO_WS, NODES_SRC)
+    res = CliRunner().invoke(app, ["ingest", "--workspace", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert "nodes    sinfo-1.json: read 6 nodes, 6 with GPUs, rejected 0" in lines
+    assert "         a100_40gb        2 nodes      8 GPUs" in lines
+    assert "         h100_80gb        4 nodes     32 GPUs  (1 nodes / 8 GPUs down)" in lines
+    _sources(tmp_path, ("h100", "G9"))
+    res = CliRunner().invoke(app, ["ingest", "--workspace", str(tmp_path)])
+    assert res.exit_code == 2
+    assert "job 10: GPU type 'G9' is not a known type (known: a100_40gb, h100_80gb)" in res.output
