@@ -165,3 +165,15 @@ def test_gpuplan_ingest_prints_nodes_per_type_and_exits_2_on_an_unknown_type(tmp
     res = CliRunner().invoke(app, ["ingest", "--workspace", str(tmp_path)])
     assert res.exit_code == 2
     assert "job 10: GPU type 'G9' is not a known type (known: a100_40gb, h100_80gb)" in res.output
+
+
+def test_the_inventory_pulled_by_a_command_each_ingest(tmp_path):
+    _sources(tmp_path)
+    src = INV / "kubectl-nodes.json"
+    ws = _ws(tmp_path, SINFO_WS, f'\n[sources.nodes]\nformat = "kubernetes-nodes-json"\ncommand = "cat {src}"\n')
+    nodes = ingest(ws)["sources"]["nodes"]
+    assert nodes["file"].startswith("nodes-") and nodes["file"].endswith(".json")
+    assert nodes["by_type"] == {"a100_80gb": {"nodes": 2, "gpus": 16, "down_nodes": 1, "down_gpus": 8},
+                                "h100_80gb": {"nodes": 1, "gpus": 8, "down_nodes": 1, "down_gpus": 8},
+                                "t4_16gb": {"nodes": 1, "gpus": 4, "down_nodes": 0, "down_gpus": 0}}
+    assert (tmp_path / "store" / "raw" / nodes["file"]).is_file()
