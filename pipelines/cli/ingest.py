@@ -14,7 +14,7 @@ def ingest(
     workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON document.")] = False,
 ) -> None:
-    """Append new records of every source to the store; update changed ones; report per source."""
+    """Append new records of every source to the store; update changed ones; report per source (nodes: per GPU type)."""
 
     def body() -> int:
         ws = use_workspace(workspace)
@@ -33,6 +33,19 @@ def ingest(
         for role, r in report["sources"].items():
             if r.get("demo"):
                 lines.append(f"{role:8s} demo source (read at plan time from the shipped files)")
+                continue
+            if role == "nodes":  # the inventory: nodes per matched type, what changed since the last export
+                lines.append(f"nodes    {r['file']}: read {r['read']} nodes, {r['gpu_nodes']} with GPUs, rejected "
+                             f"{r['rejected']}")
+                lines.extend(f"         {t:12s} {v['nodes']:>5} nodes {v['gpus']:>6} GPUs"
+                             + (f"  ({v['down_nodes']} nodes / {v['down_gpus']} GPUs down)" if v["down_nodes"] else "")
+                             for t, v in r["by_type"].items())
+                changed = {k: v for k, v in r.get("changed", {}).items() if v}
+                if changed:
+                    lines.append("         changed: " + "; ".join(f"{k} {', '.join(v[:5])}"
+                                                                 + (f" (+{len(v) - 5})" if len(v) > 5 else "")
+                                                                 for k, v in changed.items()))
+                lines.extend(f"         {e}" for e in r["errors"][:10])
                 continue
             lines.append(f"{role:8s} {r.get('unit', 'records')}: read {r['read']:>7}  added {r['added']:>7}  "
                          f"updated {r['updated']:>6}  rejected {r['rejected']:>5}"

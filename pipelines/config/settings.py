@@ -263,8 +263,12 @@ def workspace_defaults(ws: Workspace) -> dict[str, object]:
     ``<store>/models`` and ``tracking_uri`` from ``[tracking] uri``. Environment variables and explicit
     overrides still win.
     """
-    c = ws.config.cluster
-    out: dict[str, object] = {"workspace_dir": ws.root, "n_gpus": c.n_gpus, "gpus_per_node": c.node_gpus,
+    c = ws.cluster
+    from domain.units import pow2_ceil
+
+    # a typed cluster is planned in its padded layout (optimizer.problem.Cluster: the next power of two)
+    n_gpus, per_node = (pow2_ceil(c.n_gpus), pow2_ceil(c.node_gpus)) if c.typed else (c.n_gpus, c.node_gpus)
+    out: dict[str, object] = {"workspace_dir": ws.root, "n_gpus": n_gpus, "gpus_per_node": per_node,
                               "step_minutes": c.step_minutes, "horizon_steps": c.horizon_steps}
     if not shipped_workspace(ws):
         out.update(runs_dir=ws.root / "runs", models_dir=ws.store_dir / "models")

@@ -102,7 +102,7 @@ def build_from_inputs(settings: Settings, jobs_side: ShippedJobs | StoreJobs, ru
         if queue.notes is not None:
             run.save("queue_notes", queue.notes)
         dem = demand(settings, services, fit, ingested.frame, start)
-        problem = build_problem(settings, services, queue.jobs, dem, start)
+        problem = build_problem(settings, services, queue.jobs, dem, start, getattr(jobs_side, "ws", None))
         forecasts_files(run, queue.jobs, dem, problem, queue.queue)
     return problem, queue, dem, fit, logged
 
@@ -121,6 +121,7 @@ def plan_once(settings: Settings, ws: Workspace, out: Path, when: datetime, plan
     jobs_side = job_source(settings, ws)
     if problem_path is None:
         inp = jobs_side.inputs(when, replan=replan, ingest=ingest)
+        ws.check_plannable()  # after the ingest: the newest node inventory is the cluster
         log_inputs(inp, datetime.now(UTC))
         folder_time = inp.start if not replan else when
     else:
@@ -217,11 +218,11 @@ def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "m
     tracking_store.init_store(s)
     out = Path(out_dir) if out_dir else s.runs_dir
     log().info("gpuplan run of workspace %s (%d GPUs, %d nodes) into %s", ws.root, s.n_gpus,
-               len(ws.config.cluster.node_names), out)
+               len(ws.cluster.node_names), out)
     res = plan_once(s, ws, out, datetime.now(UTC), planner, replan=False, retrain=retrain, ingest=not ingested)
     return {"run_dir": str(res.path), "latest": str(out / LATEST), "latest_moved": res.latest_moved,
             "status": res.status, "source": res.source, "fallback": res.fallback, "mlflow_run_id": res.mlflow_run_id,
             "tracking_uri": s.tracking_uri, "workspace": str(ws.root), "n_gpus": s.n_gpus,
-            "nodes": ws.config.cluster.node_names,
+            "nodes": ws.cluster.node_names,
             "outputs": {k: str(res.path / Path(v).name) for k, v in res.outputs.items()},
             "wall_s": round(time.monotonic() - t0, 1)}

@@ -34,7 +34,7 @@ def _report_inputs(ws: Workspace, problem: Problem, plan: Plan, start: datetime,
         return outputs.report_inputs(problem, plan, start)
     return outputs.report_inputs(problem, plan, start, queue.jobs, demand, fit.bands, fit.status,
                                  services=ws.services(), rt_selection=fit.selection, models=queue.models,
-                                 node_names=ws.config.cluster.node_names)
+                                 node_names=ws.cluster.node_names)
 
 
 @task(name="write-outputs", cache_policy=NO_CACHE)
@@ -47,7 +47,7 @@ def write_outputs(settings: Settings, ws: Workspace, run: RunCatalog, run_name: 
     problem's own demand and jobs (:func:`pipelines.stages.outputs.report_inputs`).
     """
     with Stage("plan + risk report"):
-        cluster = ws.config.cluster
+        cluster = ws.cluster
         tables = run.save("plan_tables", outputs.plan_tables(problem, plan, start, cluster.node_names))
         paths = {tables.name: tables}
         inp = _report_inputs(ws, problem, plan, start, queue, demand, fit)

@@ -102,10 +102,34 @@ def demand(settings: Settings, services: list[ServiceSettings], fit: RealtimeFor
 
 @task(name="build-problem", cache_policy=NO_CACHE)
 def build_problem(settings: Settings, services: list[ServiceSettings], jobs: pd.DataFrame, demand_: pd.DataFrame,
-                  start: datetime) -> Problem:
-    """:func:`pipelines.stages.problem.build_problem`: the validated optimizer problem."""
-    return problem_stage.build_problem(cluster_shape(settings), services, jobs, demand_, start,
-                                       time_limit_s=settings.solve_time_limit_s)
+                  start: datetime, ws: Workspace | None = None) -> Problem:
+    """:func:`pipelines.stages.problem.build_problem`: the validated optimizer problem.
+
+    With ``ws`` whose cluster is typed (:attr:`pipelines.workspace.config.ClusterConfig.typed`), the typed
+    cluster (:func:`typed_cluster`) instead of the settings' shape.
+    """
+    cluster = cluster_shape(settings)
+    names: list[str] = []
+    if ws is not None and ws.cluster.typed:
+        cluster, names = typed_cluster(settings, ws), ws.cluster.node_names
+    return problem_stage.build_problem(cluster, services, jobs, demand_, start,
+                                       time_limit_s=settings.solve_time_limit_s, node_names=names)
+
+
+def typed_cluster(s: Settings, ws: Workspace) -> Cluster:
+    """The workspace's typed cluster (every node with its matched type, domain and down GPUs) and the settings' clock.
+
+    Types are the names :mod:`pipelines.workspace.gpu_types` matches (the inventory's are matched at
+    ingest); a down node has all its GPUs down.
+    """
+    from optimizer.problem import Node
+    from pipelines.workspace.gpu_types import GpuTypeTable
+
+    table = GpuTypeTable(ws.config.gpu_types)
+    nodes = [Node(name=name, gpus=spec.gpus, gpu_type=table.resolve(spec.gpu_type) or str(spec.gpu_type),
+                  domain=spec.domain or "", down=tuple(range(spec.gpus)) if spec.down else ())
+             for name, spec in ws.cluster.node_specs.items()]
+    return Cluster(n_gpus=0, step_minutes=s.step_minutes, horizon_steps=s.horizon_steps, nodes=tuple(nodes))
 
 
 @task(name="solve", cache_policy=NO_CACHE)

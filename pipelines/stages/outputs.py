@@ -42,9 +42,18 @@ def plan_tables(problem: Problem, plan: Plan, start: datetime, node_names: Seque
 
     ``ts`` is the UTC start of the step, step 0 at ``start``. ``node`` (job and gpu_step rows) names
     the node of the GPU (a job: of its block's GPUs, ``,``-joined when the block spans nodes), from
-    ``node_names`` (the workspace's ``[cluster]``).
+    ``node_names`` (the workspace's ``[cluster]``). On a typed cluster (problem version 2) ``node`` is the
+    node of the problem's layout (``padding`` for a GPU past the last node) and ``gpu_type`` (job and
+    gpu_step rows) its type.
     """
-    nodes = node_of_gpu(problem.cluster.n_gpus, problem.cluster.gpus_per_node, node_names)
+    c = problem.cluster
+    types: list[str] | None = None
+    if c.typed:  # the typed layout (largest node first, padded to a power of two): its node and type per GPU
+        at = [c.node_of(g) for g in range(c.n_gpus)]
+        nodes = [c.nodes[k].name if k is not None else "padding" for k in at]
+        types = [c.nodes[k].gpu_type if k is not None else "" for k in at]
+    else:
+        nodes = node_of_gpu(c.n_gpus, c.gpus_per_node, node_names)
     step = pd.Timedelta(minutes=problem.cluster.step_minutes)
     t0 = pd.Timestamp(start)
     kinds = {j.job_id: j.kind for j in problem.jobs} | {r.job_id: r.kind for r in problem.running}
@@ -54,7 +63,9 @@ def plan_tables(problem: Problem, plan: Plan, start: datetime, node_names: Seque
                      "start_step": a.start_step, "end_step": a.end_step, "block_offset": a.block_offset,
                      "gpus": a.gpus, "running": a.running,
                      "node": None if a.block_offset is None else
-                     ",".join(dict.fromkeys(nodes[a.block_offset:a.block_offset + a.gpus]))})
+                     ",".join(dict.fromkeys(nodes[a.block_offset:a.block_offset + a.gpus])),
+                     **({} if types is None else {"gpu_type": None if a.block_offset is None else
+                                                  ",".join(dict.fromkeys(types[a.block_offset:a.block_offset + a.gpus]))})})
     for svc, gpus in plan.service_gpus.items():
         for t, g in enumerate(gpus):
             rows.append({"row_type": "service_step", "service": svc, "step": t, "ts": t0 + t * step, "gpus": int(g)})
@@ -63,7 +74,7 @@ def plan_tables(problem: Problem, plan: Plan, start: datetime, node_names: Seque
             otype = ("idle" if not owner else "service" if owner.startswith("service:")
                      else "down" if owner == "down" else "job")
             rows.append({"row_type": "gpu_step", "step": t, "ts": t0 + t * step, "gpu": g, "owner": owner,
-                         "owner_type": otype, "node": nodes[g]})
+                         "owner_type": otype, "node": nodes[g], **({} if types is None else {"gpu_type": types[g]})})
     df = pd.DataFrame(rows)
     for col in ("job_id", "kind", "start_step", "end_step", "block_offset", "gpus", "running", "service", "owner",
                 "owner_type", "node"):
@@ -73,7 +84,7 @@ def plan_tables(problem: Problem, plan: Plan, start: datetime, node_names: Seque
         df[col] = df[col].astype("Int64")
     df["running"] = df["running"].astype("boolean")
     df["ts"] = pd.to_datetime(df["ts"], utc=True)
-    for col in ("job_id", "kind", "service", "owner", "owner_type", "node"):
+    for col in ("job_id", "kind", "service", "owner", "owner_type", "node") + (("gpu_type",) if types else ()):
         df[col] = df[col].astype("str").where(df[col].notna(), None)
     return df
 

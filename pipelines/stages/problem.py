@@ -11,6 +11,10 @@ to the solve, the verifier and the outputs; ``problem.json`` is its file form (`
 - Running jobs: aligned blocks, first fit, largest first, on the node the scheduler reports when
   the jobs frame has a ``node_hint`` (node index) and a block is free there
   (:func:`assign_running_blocks`); remaining steps from the P50 duration minus the time already run.
+- A typed cluster (:attr:`optimizer.problem.Cluster.typed`, the workspace's typed ``[cluster] nodes`` or
+  node inventory): the problem is version 2 (``cluster.nodes`` with types, domains, down GPUs); a queued
+  job's ``gpu_types`` column (``|``-joined) becomes its ``gpu_types``; running jobs are placed on nodes of
+  their type (:func:`assign_running_typed`; ``node_hint`` indexes ``node_names``).
 """
 
 from __future__ import annotations
@@ -61,17 +65,58 @@ def assign_running_blocks(gpus: list[int], n_gpus: int, preferred_node: Sequence
     return offsets
 
 
+def assign_running_typed(gpus: list[int], cluster: Cluster, types: Sequence[str | None],
+                         preferred: Sequence[str | None]) -> list[int]:
+    """First-fit aligned offsets for running jobs on a typed cluster (layout of :class:`optimizer.problem.Cluster`).
+
+    Largest first; a job with a ``preferred`` node name is placed on that node when an aligned block of it
+    is free, else on the first free aligned block of its type (``types``; None = any), never on a down or
+    padding GPU.
+
+    Raises:
+        pipelines.io.errors.InputError: a running job does not fit a node of its type.
+    """
+    n = cluster.n_gpus
+    used = np.zeros(n, dtype=bool)
+    used[list(cluster.layout_down)] = True
+    gpu_type = np.array([""] * n, dtype=object)
+    where: dict[str, tuple[int, int]] = {}
+    for o, node in zip(cluster.node_offsets, cluster.nodes, strict=True):
+        gpu_type[o:o + node.gpus] = node.gpu_type
+        where[node.name] = (o, node.gpus)
+    offsets = [0] * len(gpus)
+    for i in sorted(range(len(gpus)), key=lambda k: (-gpus[k], preferred[k] is None)):
+        g, want, node = gpus[i], types[i], preferred[i]
+        first: list[int] = []
+        if node in where and g <= where[node][1]:
+            o0, size = where[node]
+            first = list(range(o0, o0 + size - g + 1, g))
+        for o in first + list(range(0, n - g + 1, g)):
+            block = slice(o, o + g)
+            if not used[block].any() and (want is None or all(t == want for t in gpu_type[block])):
+                used[block] = True
+                offsets[i] = o
+                break
+        else:
+            raise InputError(f"running jobs do not fit the typed cluster (no free aligned block of {g} "
+                             f"{want or 'any type'} GPUs)")
+    return offsets
+
+
 def problem_document(cluster: Cluster, services: Sequence[ServiceSettings], jobs: pd.DataFrame,
-                     demand: pd.DataFrame, start: datetime, *, time_limit_s: float) -> dict[str, Any]:
+                     demand: pd.DataFrame, start: datetime, *, time_limit_s: float,
+                     node_names: Sequence[str] = ()) -> dict[str, Any]:
     """The problem-file document (DESIGN §3.1) from job forecasts and service demand (module docstring).
 
     Args:
         cluster: the planned cluster and clock (:class:`optimizer.problem.Cluster`, the one cluster shape).
         services: the service settings (GPU bounds, swap cap).
-        jobs: :data:`pipelines.io.schemas.JOB_FORECASTS` rows (``size_options`` optional).
+        jobs: :data:`pipelines.io.schemas.JOB_FORECASTS` rows (``size_options`` optional; on a typed
+            cluster ``gpu_types``, the eligible types ``|``-joined, optional).
         demand: :data:`pipelines.io.schemas.DEMAND` rows.
         start: the plan start (step 0).
         time_limit_s: HiGHS time limit per plan (s).
+        node_names: the workspace's node names, the order ``node_hint`` indexes (typed clusters).
 
     Raises:
         pipelines.io.errors.InputError: the running jobs do not fit the cluster.
@@ -109,21 +154,39 @@ def problem_document(cluster: Cluster, services: Sequence[ServiceSettings], jobs
             job.update({"gpus": gpus, "duration_steps": steps})
         if pd.notna(r.deadline_at):
             job["deadline_step"] = max(1, int(math.ceil((pd.Timestamp(r.deadline_at) - now) / pd.Timedelta(hours=step_h))))
+        if cluster.typed and isinstance(getattr(r, "gpu_types", None), str) and r.gpu_types:
+            job["gpu_types"] = r.gpu_types.split("|")
         out_jobs.append(job)
     running = jobs[jobs["state"] == "running"].sort_values("job_id")
     gpus_run = [int(max(a, b)) for a, b in zip(running["gpus_requested"], running["gpus_pred"])]
     hints = ([None if pd.isna(h) else int(h) for h in running["node_hint"]] if "node_hint" in running.columns
              else None)
-    offsets = assign_running_blocks(gpus_run, cluster.n_gpus, hints, cluster.gpus_per_node)
+    if cluster.typed:
+        run_types = [t if isinstance(t, str) and t else None for t in running.get("gpu_types", [None] * len(running))]
+        names = [None if h is None or h >= len(node_names) else node_names[h] for h in (hints or [None] * len(running))]
+        offsets = assign_running_typed(gpus_run, cluster, run_types, names)
+    else:
+        offsets = assign_running_blocks(gpus_run, cluster.n_gpus, hints, cluster.gpus_per_node)
     out_running = []
     for r, g, o in zip(running.itertuples(index=False), gpus_run, offsets):
         elapsed_h = (now - pd.Timestamp(r.started_at)) / pd.Timedelta(hours=1)
         remaining_h = float(getattr(r, f"duration_{DURATION_QUANTILE}_h")) - elapsed_h
         out_running.append({"job_id": r.job_id, "kind": r.kind, "priority": float(r.priority), "gpus": g,
                             "block_offset": int(o), "remaining_steps": max(1, int(math.ceil(remaining_h / step_h)))})
+    if cluster.typed:  # problem-file version 2 (DESIGN §5 "Typed clusters"): the nodes with their types
+        shape: dict[str, Any] = {"nodes": [{"name": nd.name, "gpus": nd.gpus, "gpu_type": nd.gpu_type,
+                                            "domain": nd.domain, "down": list(nd.down)} for nd in cluster.nodes],
+                                 "step_minutes": cluster.step_minutes, "horizon_steps": cluster.horizon_steps}
+        if cluster.gpu_speed:
+            shape["gpu_speed"] = dict(cluster.gpu_speed)
+        version: dict[str, Any] = {"version": 2}
+    else:
+        shape = {"n_gpus": cluster.n_gpus, "gpus_per_node": cluster.gpus_per_node,
+                 "step_minutes": cluster.step_minutes, "horizon_steps": cluster.horizon_steps}
+        version = {}
     return {
-        "cluster": {"n_gpus": cluster.n_gpus, "gpus_per_node": cluster.gpus_per_node,
-                    "step_minutes": cluster.step_minutes, "horizon_steps": cluster.horizon_steps},
+        **version,
+        "cluster": shape,
         "settings": {"time_limit_s": time_limit_s},
         "services": out_services,
         "jobs": out_jobs,
@@ -132,7 +195,8 @@ def problem_document(cluster: Cluster, services: Sequence[ServiceSettings], jobs
 
 
 def build_problem(cluster: Cluster, services: Sequence[ServiceSettings], jobs: pd.DataFrame,
-                  demand: pd.DataFrame, start: datetime, *, time_limit_s: float) -> Problem:
+                  demand: pd.DataFrame, start: datetime, *, time_limit_s: float,
+                  node_names: Sequence[str] = ()) -> Problem:
     """The validated :class:`optimizer.problem.Problem` of :func:`problem_document`.
 
     Raises:
@@ -141,4 +205,5 @@ def build_problem(cluster: Cluster, services: Sequence[ServiceSettings], jobs: p
     """
     schemas.check_columns(jobs, schemas.JOB_FORECASTS, "job forecasts")
     schemas.check_columns(demand, schemas.DEMAND, "demand")
-    return Problem.from_dict(problem_document(cluster, services, jobs, demand, start, time_limit_s=time_limit_s))
+    return Problem.from_dict(problem_document(cluster, services, jobs, demand, start, time_limit_s=time_limit_s,
+                                              node_names=node_names))

@@ -3,7 +3,8 @@
 ``gpuplan.toml`` is read with :mod:`tomllib` and validated with pydantic (every error names the key
 and the file, one line). Keys (``docs/operations.md``, "Connect your cluster"):
 
-- ``[cluster]``: ``nodes = {name = gpus, ...}`` or ``n_nodes`` × ``gpus_per_node``; ``gpu_type``;
+- ``[cluster]``: ``nodes = {name = gpus, ...}`` (or typed, ``{name = {gpus = 8, gpu_type = "h100"}, ...}``,
+  :class:`NodeSpec`) or ``n_nodes`` × ``gpus_per_node``; ``gpu_type``;
   ``partitions`` (the partitions/queues planned; default all);
   ``timezone`` (IANA zone of the scheduler's clock: sacct prints local times without an offset);
   ``step_minutes`` (default 30); ``horizon_steps`` (default 48).
@@ -21,6 +22,11 @@ and the file, one line). Keys (``docs/operations.md``, "Connect your cluster"):
 - ``[priorities]``: ``qos = {name = weight}``, ``default`` — the planner's priority weight.
 - ``[replan]``: ``max_input_age_min`` (90) — older queue exports or traffic fail a re-plan.
 - ``[retrain]``: ``holdout_days`` (2), ``min_holdout_runs`` (10) — the nightly promotion gate.
+- ``[sources.nodes]`` (optional): the cluster's inventory, ``format`` ``slurm-sinfo-json``,
+  ``kubernetes-nodes-json``, ``csv`` or ``parquet`` (:mod:`pipelines.workspace.sources.nodes`); the newest
+  ingested export is the cluster (it replaces ``[cluster] nodes``).
+- ``[gpu_types]``: export name -> planned type name (``"NVIDIA-A100-SXM4-80GB" = "a100_80gb"``, ``G2 = "g2"``),
+  over :mod:`domain.gpus`'s names (:mod:`pipelines.workspace.gpu_types`).
 
 The shipped demo workspace is ``data/demo`` (:data:`DEMO_WORKSPACE`); its history and queue have the
 format ``demo`` (the shipped generated LLM histories and the queue built from the Alibaba openb
@@ -50,16 +56,17 @@ CONFIG_FILE = "gpuplan.toml"
 DEMO_WORKSPACE: Path = PROJECT_ROOT / "data" / "demo"
 #: Source formats (``demo``: the shipped demo's history and queue).
 FORMATS: tuple[str, ...] = ("csv", "parquet", "slurm-sacct", "slurm-squeue-json", "kueue-json", "prometheus-json",
-                            "prometheus-http", "demo")
+                            "prometheus-http", "demo", "slurm-sinfo-json", "kubernetes-nodes-json")
 #: Formats each source role accepts.
 ROLE_FORMATS: dict[str, tuple[str, ...]] = {
     "history": ("csv", "parquet", "slurm-sacct", "kueue-json", "demo"),
     "queue": ("csv", "parquet", "slurm-squeue-json", "slurm-sacct", "kueue-json", "demo"),
     "traffic": ("csv", "parquet", "prometheus-json", "prometheus-http"),
+    "nodes": ("slurm-sinfo-json", "kubernetes-nodes-json", "csv", "parquet"),
 }
 
 Format = Literal["csv", "parquet", "slurm-sacct", "slurm-squeue-json", "kueue-json", "prometheus-json",
-                 "prometheus-http", "demo"]
+                 "prometheus-http", "demo", "slurm-sinfo-json", "kubernetes-nodes-json"]
 
 
 def _check_zone(v: str) -> str:
@@ -74,17 +81,38 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class NodeSpec(_Strict):
+    """One node of a typed ``[cluster] nodes`` table: ``gpu-001 = {gpus = 8, gpu_type = "h100"}``.
+
+    Attributes:
+        gpus: GPUs of the node (>= 1).
+        gpu_type: its GPU type as the operator names it (matched through ``[gpu_types]`` and
+            :mod:`domain.gpus`, :mod:`pipelines.workspace.gpu_types`); None: the cluster's ``gpu_type``.
+        domain: placement domain (a network block a gang stays inside); None.
+        down: no job starts there (drained, down).
+    """
+
+    gpus: int = Field(ge=1)
+    gpu_type: str | None = None
+    domain: str | None = None
+    down: bool = False
+
+
 class ClusterConfig(_Strict):
     """``[cluster]``: the planned GPUs, the scheduler's clock and the planning clock.
 
-    Give ``nodes`` (name -> GPUs per node; all nodes one power-of-two size, as the planner's
-    contiguous blocks assume) or ``n_nodes`` and ``gpus_per_node`` (nodes named ``node-00`` ...).
-    ``partitions``: the scheduler partitions (Kueue: queue names) these nodes serve; only their jobs
-    are planned (all jobs still teach the forecaster). Running jobs on nodes outside ``nodes`` are
-    never planned on this cluster.
+    Give ``nodes`` (name -> GPUs per node, ``gpu-001 = 8``; or typed, name -> :class:`NodeSpec`,
+    ``gpu-001 = {gpus = 8, gpu_type = "h100"}``; both forms may be mixed) or ``n_nodes`` and
+    ``gpus_per_node`` (nodes named ``node-00`` ...). An untyped cluster (every node a bare count, one
+    ``gpu_type`` label) has nodes of one power-of-two size and a power-of-two total, as the planner's
+    contiguous blocks assume; a typed one (:attr:`typed`: a node with its own type) may have nodes of
+    different sizes and types. ``partitions``: the scheduler partitions (Kueue: queue names) these nodes
+    serve; only their jobs are planned (all jobs still teach the forecaster). Running jobs on nodes
+    outside ``nodes`` are never planned on this cluster. With ``[sources.nodes]`` the newest ingested
+    inventory replaces ``nodes`` (:attr:`pipelines.workspace.load.Workspace.cluster`).
     """
 
-    nodes: dict[str, int] | None = None
+    nodes: dict[str, int | NodeSpec] | None = None
     n_nodes: int | None = Field(default=None, ge=1)
     gpus_per_node: int | None = Field(default=None, ge=1)
     gpu_type: str = "unknown"
@@ -95,6 +123,27 @@ class ClusterConfig(_Strict):
 
     _zone = field_validator("timezone")(_check_zone)
 
+    @field_validator("nodes", mode="before")
+    @classmethod
+    def _node_values(cls, v: Any) -> Any:
+        """Each node a whole GPU count or a :class:`NodeSpec` table; errors name the node and the key."""
+        if not isinstance(v, dict):
+            return v
+        out: dict[str, int | NodeSpec] = {}
+        for name, spec in v.items():
+            if isinstance(spec, bool) or not isinstance(spec, int | dict | NodeSpec):
+                raise ValueError(f"nodes.{name} = {spec!r}: expected GPUs (8) or {{gpus = 8, gpu_type = \"h100\"}}")
+            if isinstance(spec, dict):
+                try:
+                    spec = NodeSpec.model_validate(spec)
+                except ValidationError as exc:
+                    first = exc.errors()[0]
+                    key = ".".join(str(x) for x in first.get("loc", ()))
+                    msg = "unknown key" if first.get("type") == "extra_forbidden" else first.get("msg", "")
+                    raise ValueError(f"nodes.{name}.{key}: {msg}") from None
+            out[str(name)] = spec
+        return out
+
     @model_validator(mode="after")
     def _shape(self) -> ClusterConfig:
         if self.nodes is not None:
@@ -102,10 +151,16 @@ class ClusterConfig(_Strict):
                 raise ValueError("give either nodes or n_nodes and gpus_per_node, not both")
             if not self.nodes:
                 raise ValueError("nodes is empty")
-            sizes = set(self.nodes.values())
+            for name, spec in self.nodes.items():
+                if isinstance(spec, int) and spec < 1:
+                    raise ValueError(f"nodes.{name} = {spec}: expected GPUs >= 1")
+            if self.typed:
+                return self
+            sizes = set(self.node_sizes.values())
             if len(sizes) > 1:
-                raise ValueError(f"nodes have different GPU counts {sorted(sizes)}; gpuplan plans nodes of one size "
-                                 f"(list each size's nodes in its own workspace)")
+                raise ValueError(f"nodes have different GPU counts {sorted(sizes)}; give each node its type "
+                                 f"(nodes = {{ name = {{gpus = 8, gpu_type = \"h100\"}}, ... }}) to plan nodes of "
+                                 f"different sizes")
         elif self.n_nodes is None or self.gpus_per_node is None:
             raise ValueError("give nodes = {name = gpus, ...} or both n_nodes and gpus_per_node")
         g = self.node_gpus
@@ -114,6 +169,25 @@ class ClusterConfig(_Strict):
         if not is_pow2(self.n_gpus):
             raise ValueError(f"{len(self.node_names)} nodes x {g} GPUs = {self.n_gpus} GPUs is not a power of two")
         return self
+
+    @property
+    def typed(self) -> bool:
+        """Whether a node names its own type, domain or down state (``{gpus = 8, gpu_type = "h100"}``)."""
+        return any(isinstance(v, NodeSpec) for v in (self.nodes or {}).values())
+
+    @property
+    def node_specs(self) -> dict[str, NodeSpec]:
+        """Every node as a :class:`NodeSpec` (a bare count gets the cluster's ``gpu_type``), in GPU order."""
+        if self.nodes is None:
+            return {n: NodeSpec(gpus=int(self.gpus_per_node or 0), gpu_type=self.gpu_type) for n in self.node_names}
+        return {n: (v if isinstance(v, NodeSpec) else NodeSpec(gpus=v)).model_copy(
+            update={"gpu_type": (v.gpu_type if isinstance(v, NodeSpec) and v.gpu_type else self.gpu_type)})
+            for n, v in self.nodes.items()}
+
+    @property
+    def node_sizes(self) -> dict[str, int]:
+        """Node name -> GPUs."""
+        return {n: s.gpus for n, s in self.node_specs.items()}
 
     @property
     def node_names(self) -> list[str]:
@@ -125,13 +199,29 @@ class ClusterConfig(_Strict):
 
     @property
     def node_gpus(self) -> int:
-        """GPUs per node."""
-        return next(iter(self.nodes.values())) if self.nodes else int(self.gpus_per_node or 0)
+        """GPUs per node (the largest node's on a typed cluster of several sizes)."""
+        if self.nodes:
+            return max(self.node_sizes.values())
+        return int(self.gpus_per_node or 0)
 
     @property
     def n_gpus(self) -> int:
-        """GPUs of the cluster."""
+        """GPUs of the cluster (the sum over its nodes)."""
+        if self.nodes:
+            return sum(self.node_sizes.values())
         return self.node_gpus * len(self.node_names)
+
+    @property
+    def gpu_types(self) -> list[str]:
+        """The nodes' type names as given, first appearance order."""
+        return list(dict.fromkeys(str(s.gpu_type) for s in self.node_specs.values()))
+
+    @property
+    def homogeneous(self) -> bool:
+        """One node size, one type, no node down: the shape the untyped (version 1) problem plans."""
+        specs = list(self.node_specs.values())
+        return len({s.gpus for s in specs}) == 1 and len({s.gpu_type for s in specs}) == 1 and \
+            not any(s.down for s in specs)
 
 
 #: Fields every entry of a ``services.json`` must have (``data/traffic/README.md``).
@@ -228,6 +318,9 @@ class SourceConfig(_Strict):
         timeout_s: seconds a ``command`` (default 120) or one Prometheus request (default 30) may take.
         url, query, step, lookback_h: ``prometheus-http`` only — the server (``http://host:9090``), the PromQL
             range query, its resolution (seconds or ``"10m"``) and the window pulled (hours before now, 360).
+        product_label, tolerated_taints: ``kubernetes-nodes-json`` only — the node label naming the GPU
+            product (``nvidia.com/gpu.product``) and the taint keys that do not make a node down
+            (:mod:`pipelines.workspace.sources.nodes`).
     """
 
     format: Format
@@ -242,6 +335,8 @@ class SourceConfig(_Strict):
     query: str | None = None
     step: int | str = 600
     lookback_h: float = Field(default=360.0, gt=0)
+    product_label: str = "nvidia.com/gpu.product"
+    tolerated_taints: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu", "amd.com/gpu"])
 
     @field_validator("timezone")
     @classmethod
@@ -284,15 +379,18 @@ class SourceConfig(_Strict):
 
 
 class SourcesConfig(_Strict):
-    """``[sources]``: history, queue and traffic."""
+    """``[sources]``: history, queue and traffic; optionally ``nodes``, the cluster's own inventory export."""
 
     history: SourceConfig
     queue: SourceConfig
     traffic: SourceConfig
+    nodes: SourceConfig | None = None
 
     @model_validator(mode="after")
     def _formats(self) -> SourcesConfig:
         for role, allowed in ROLE_FORMATS.items():
+            if getattr(self, role) is None:
+                continue
             fmt = getattr(self, role).format
             if fmt not in allowed:
                 raise ValueError(f"{role}.format = {fmt!r} is not a {role} format (expected one of {', '.join(allowed)})")
@@ -410,6 +508,7 @@ class WorkspaceConfig(_Strict):
     priorities: PrioritiesConfig = Field(default_factory=PrioritiesConfig)
     replan: ReplanConfig = Field(default_factory=ReplanConfig)
     retrain: RetrainConfig = Field(default_factory=RetrainConfig)
+    gpu_types: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _services(self) -> WorkspaceConfig:

@@ -24,6 +24,14 @@ clock went back), the queue's ``clock_note`` says so in one line (:func:`export_
 kept with the snapshot and a plan copies it to its ``queue_notes.json`` (``export_clock``).
 ``demo`` sources are read at plan time from the shipped files and report ``"demo": true``.
 
+``[sources.nodes]`` (the cluster's inventory, :func:`read_nodes`): its newest export is kept as the next
+plan's cluster (:attr:`pipelines.workspace.load.Workspace.cluster`); the report's ``nodes`` says ``file``,
+``read``, ``gpu_nodes``, ``without_gpus``, ``rejected``, ``by_type`` (per planned type: ``nodes``, ``gpus``,
+``down_nodes``, ``down_gpus``) and ``changed`` since the stored inventory (``added``, ``removed``,
+``down``, ``up`` node names). The queue's ``eligible_jobs_by_type`` counts its pending and running jobs by
+the types they may run on (``any``: untyped). A node's or a queued job's type that matches no known
+type stops the ingest with one line naming it (exit 2; the store is left as it was).
+
 A job in both the history and the queue export (a pending or running job sacct lists too) is one
 record: the one furthest along its life, the queue's among equals; ``added``/``updated`` count it
 under the source whose record was kept. A stored record is never replaced by an earlier stage of
@@ -41,7 +49,9 @@ import pandas as pd
 
 from pipelines.io.csv_sniff import read_operator_csv
 from pipelines.io.errors import InputError
+from pipelines.workspace.gpu_types import GpuTypeTable, eligible_types
 from pipelines.workspace.load import Workspace
+from pipelines.workspace.sources.nodes import NodeParse
 from pipelines.workspace.sources.records import ParseResult, job_frame, traffic_frame
 from pipelines.workspace.store import JOBS, TRAFFIC, Store, UpsertCount
 
@@ -112,6 +122,94 @@ def parse_traffic_file(ws: Workspace, path: Path) -> ParseResult:
 
     frame, is_csv = _table(path)
     return tabular.parse_traffic(frame, path.name, services, ws.source_timezone("traffic"), csv=is_csv)
+
+
+def parse_node_file(ws: Workspace, path: Path) -> NodeParse:
+    """One export of ``[sources.nodes]`` -> node records (:mod:`pipelines.workspace.sources.nodes`).
+
+    Raises:
+        InputError: the file cannot be read at all (not JSON, no nodes list, no name/gpus column).
+    """
+    from pipelines.workspace.sources import nodes
+
+    src = ws.source("nodes")
+    if src.format in ("csv", "parquet"):
+        frame, is_csv = (_table(path) if path.suffix.lower() == ".parquet"
+                         else (read_operator_csv(path, str(path), text_columns=("name", "sn", "gpu_type", "model",
+                                                                                 "domain")), True))
+        return nodes.parse_node_table(frame, csv=is_csv)
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if src.format == "slurm-sinfo-json":
+        return nodes.parse_slurm_nodes_json(text)
+    return nodes.parse_kubernetes_nodes_json(text, src.product_label, src.tolerated_taints)
+
+
+def gpu_type_table(ws: Workspace) -> GpuTypeTable:
+    """The workspace's type matching: ``[gpu_types]`` over :mod:`domain.gpus` (:mod:`pipelines.workspace.gpu_types`)."""
+    return GpuTypeTable(ws.config.gpu_types)
+
+
+def read_nodes(ws: Workspace) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The newest ``[sources.nodes]`` export as the planned inventory, and its report (module docstring).
+
+    The newest export (its own ``last_update``, else its file's modification time) is the inventory; a
+    node's type is matched through :func:`gpu_type_table` (an untyped GRES ``gpu:8``: ``[cluster] gpu_type``);
+    the frame keeps the export's name in ``export_gpu_type``.
+
+    Raises:
+        InputError: no file matches; the newest export cannot be read or holds no GPU node; a node's
+            type matches no known type (one line naming the node, the type and the known ones).
+    """
+    files = ws.source_files("nodes")
+    best: tuple[pd.Timestamp, str, Path, NodeParse] | None = None
+    errors: list[str] = []
+    for path in files:
+        try:
+            got = parse_node_file(ws, path)
+        except InputError as exc:
+            errors.append(f"{path.name}: {exc}")
+            continue
+        taken = (pd.Timestamp(got.exported_at) if got.exported_at is not None
+                 else pd.Timestamp(path.stat().st_mtime, unit="s", tz="UTC").floor("s"))
+        if best is None or (taken, path.name) >= (best[0], best[1]):
+            best = (taken, path.name, path, got)
+    if best is None:
+        raise InputError(f"sources.nodes: no export could be read ({'; '.join(errors)[:300]})")
+    taken, name, _, got = best
+    if got.frame.empty:
+        raise InputError(f"sources.nodes: {name}: no GPU node ({got.read} nodes read, {got.rejected} rejected"
+                         f"{': ' + got.errors[0] if got.errors else ''})")
+    table = gpu_type_table(ws)
+    from domain.gpus import GPU_TABLE
+
+    known = table.known(GPU_TABLE)
+    frame = got.frame.copy()
+    frame["export_gpu_type"] = frame["gpu_type"]
+    default = ws.config.cluster.gpu_type
+    frame["gpu_type"] = [table.require(t, f"sources.nodes: {name}: node {n}", known) if t is not None
+                         else (table.resolve(default) or default)
+                         for n, t in zip(frame["name"], frame["gpu_type"])]
+    by_type: dict[str, dict[str, int]] = {}
+    for t, part in frame.groupby("gpu_type", sort=True):
+        by_type[str(t)] = {"nodes": int(len(part)), "gpus": int(part["gpus"].sum()),
+                           "down_nodes": int(part["down"].sum()), "down_gpus": int(part.loc[part["down"], "gpus"].sum())}
+    report = {"unit": "nodes", "file": name, "exported_at": taken.isoformat(), "read": got.read,
+              "gpu_nodes": int(len(frame)), "without_gpus": got.without_gpus, "rejected": got.rejected,
+              "error_lines": len(got.errors) + len(errors), "errors": (errors + got.errors)[:MAX_ERRORS],
+              "by_type": by_type}
+    return frame, report
+
+
+def _inventory_change(before: pd.DataFrame | None, after: pd.DataFrame) -> dict[str, list[str]]:
+    """Nodes added, removed, newly down and back up since the stored inventory (names, sorted)."""
+    if before is None:
+        return {"added": sorted(after["name"]), "removed": [], "down": sorted(after.loc[after["down"], "name"]),
+                "up": []}
+    old = dict(zip(before["name"], before["down"]))
+    new = dict(zip(after["name"], after["down"]))
+    return {"added": sorted(set(new) - set(old)), "removed": sorted(set(old) - set(new)),
+            "down": sorted(n for n in new if new[n] and not old.get(n, False)),
+            "up": sorted(n for n in new if n in old and old[n] and not new[n])}
 
 
 @dataclass
@@ -189,6 +287,8 @@ def ingest(ws: Workspace) -> dict[str, Any]:
         InputError: a source path matches no file.
     """
     store = Store(ws.store_dir)
+    # the inventory first: its unknown type, or a queued job's, stops the ingest before the store is written
+    inventory, nodes_report = read_nodes(ws) if ws.config.sources.nodes is not None else (None, None)
     upgraded = store.upgrade()  # files an older version wrote, rewritten in the store's schema
     report: dict[str, Any] = {}
     reads: dict[str, SourceRead] = {}
@@ -198,6 +298,15 @@ def ingest(ws: Workspace) -> dict[str, Any]:
                             "updated": 0, "rejected": 0, "errors": []}
         else:
             reads[role] = read_source(ws, role)
+    typed_jobs: dict[str, int] = {}
+    if "queue" in reads and reads["queue"].newest is not None:
+        cluster_types = (list(dict.fromkeys(inventory["gpu_type"])) if inventory is not None
+                         else [gpu_type_table(ws).resolve(t) or t for t in ws.config.cluster.gpu_types])
+        q = reads["queue"].newest
+        active = q[q["state"].isin(("pending", "running"))]
+        for types in eligible_types(active, gpu_type_table(ws), cluster_types):  # unknown type: InputError
+            for t in types or ("any",):
+                typed_jobs[t] = typed_jobs.get(t, 0) + 1
     # one upsert of both job sources: a job in the history and the queue exports is one record (the
     # one furthest along its life; the queue's among equals), so a re-ingest changes nothing
     job_roles = [r for r in ("history", "queue") if r in reads]
@@ -227,7 +336,12 @@ def ingest(ws: Workspace) -> dict[str, Any]:
             report[role].update(array_records_expanded=got.arrays_expanded, array_tasks=got.array_tasks)
     if "queue" in report and not report["queue"].get("demo"):
         report["queue"]["clock_note"] = clock_note
+        report["queue"]["eligible_jobs_by_type"] = dict(sorted(typed_jobs.items()))
     report = {r: report[r] for r in ("history", "queue", "traffic")}
+    if inventory is not None and nodes_report is not None:
+        nodes_report["changed"] = _inventory_change(store.node_inventory(), inventory)
+        store.set_node_inventory(inventory, pd.Timestamp(nodes_report["exported_at"]), nodes_report["file"])
+        report["nodes"] = nodes_report
     return {"workspace": str(ws.root), "store": str(store.root), "store_files_upgraded": upgraded, "sources": report}
 
 

@@ -21,6 +21,8 @@ from pipelines.io.paths import PROJECT_ROOT
 from pipelines.workspace.config import (
     CONFIG_FILE,
     DEMO_WORKSPACE,
+    ClusterConfig,
+    NodeSpec,
     ServiceSettings,
     SourceConfig,
     WorkspaceConfig,
@@ -99,8 +101,58 @@ class Workspace:
         return p if p.is_absolute() else self.root / p
 
     def source(self, role: str) -> SourceConfig:
-        """``[sources.<role>]``."""
+        """``[sources.<role>]`` (``nodes``: None when the workspace has no inventory source)."""
         return getattr(self.config.sources, role)
+
+    @property
+    def cluster(self) -> ClusterConfig:
+        """The cluster the next plan plans: ``[cluster]`` with its ``nodes`` replaced by the newest ingested inventory.
+
+        Without ``[sources.nodes]``, or before its first ingest, ``[cluster]`` as written. With it, every
+        node of the inventory (``gpuplan ingest`` keeps the newest export, :meth:`Store.set_node_inventory`)
+        with its planned type, domain and down state; ``partitions``, clocks and horizon stay ``[cluster]``'s.
+        A node list that changed between exports (a node drained, a type added) is this plan's cluster.
+        """
+        c = self.config.cluster
+        if self.config.sources.nodes is None:
+            return c
+        from pipelines.workspace.store import Store
+
+        inventory = Store(self.store_dir).node_inventory()
+        if inventory is None or inventory.empty:
+            return c
+        nodes: dict[str, int | NodeSpec] = {
+            str(r.name): NodeSpec(gpus=int(r.gpus), gpu_type=None if r.gpu_type is None else str(r.gpu_type),
+                                  domain=None if r.domain is None else str(r.domain), down=bool(r.down))
+            for r in inventory.itertuples(index=False)}
+        return c.model_copy(update={"nodes": nodes, "n_nodes": None, "gpus_per_node": None})
+
+    def check_plannable(self) -> None:
+        """Refuse, in one line, a cluster the workspace plan cannot plan: a node whose GPUs are not a power of two.
+
+        An untyped cluster is planned as the version-1 problem (one power-of-two node size and total, as
+        ``[cluster]`` validates); a typed one (:attr:`ClusterConfig.typed`: types per node, or the node
+        inventory) as a version-2 problem, whose nodes must each have a power-of-two number of GPUs
+        (:class:`optimizer.problem.Node`; the planner's aligned blocks).
+
+        Raises:
+            InputError: a node of another size (the cluster's types, sizes and down nodes named).
+        """
+        from domain.units import is_pow2
+
+        c = self.cluster
+        if c.homogeneous and is_pow2(c.node_gpus) and is_pow2(c.n_gpus):
+            return
+        if c.typed and all(is_pow2(spec.gpus) for spec in c.node_specs.values()):
+            return  # planned as a typed (version 2) problem: nodes of power-of-two sizes
+        shape: dict[tuple[str, int], int] = {}
+        for spec in c.node_specs.values():
+            shape[(str(spec.gpu_type), spec.gpus)] = shape.get((str(spec.gpu_type), spec.gpus), 0) + 1
+        down = [n for n, spec in c.node_specs.items() if spec.down]
+        parts = ", ".join(f"{n} x {g}-GPU {t}" for (t, g), n in sorted(shape.items()))
+        raise InputError(f"{self.config_path}: cluster: {parts}" + (f"; down: {', '.join(down[:5])}" if down else "")
+                         + f" ({c.n_gpus} GPUs): every node needs a power-of-two number of GPUs (1, 2, 4, 8, ...) "
+                         "for the planner's aligned blocks")
 
     def source_timezone(self, role: str) -> str:
         """The zone of ``[sources.<role>]``'s naive times: its ``timezone``, else ``[cluster] timezone``."""
@@ -254,6 +306,8 @@ swap_cap_gpus = 4       # most GPUs it may gain or lose per step
 replica_gpus = 1
 ''',
         cluster_block='nodes = { gpu-001 = 8, gpu-002 = 8 }   # or: n_nodes = 8 and gpus_per_node = 8\ngpu_type = "H100"\n'
+                      '# typed: nodes = { gpu-001 = {gpus = 8, gpu_type = "h100"}, gpu-002 = {gpus = 4, gpu_type = "a100"} }\n'
+                      '# or the inventory: [sources.nodes] format = "slurm-sinfo-json", path = "exports/sinfo-*.json"\n'
                       '# partitions = ["gpu"]   # plan only these partitions (Kueue: queue names); default all',
         timezone="UTC",
         history_block='format = "slurm-sacct"   # or kueue-json, csv, parquet\npath = "exports/sacct-*.txt"',

@@ -45,6 +45,9 @@ from pipelines.workspace.sources.records import JOB_ARROW_SCHEMA, TRAFFIC_ARROW_
 PART_FILE = "part.parquet"
 SNAPSHOT_FILE = "queue_snapshot.parquet"
 SNAPSHOT_INFO_FILE = "queue_snapshot.json"
+#: The newest ingested node inventory (``[sources.nodes]``): node records with the planned ``gpu_type``.
+NODES_FILE = "nodes.parquet"
+NODES_INFO_FILE = "nodes.json"
 #: A job id seen again with a submit time at most this many hours away is the same job read in another
 #: time zone (UTC offsets span -12 h .. +14 h).
 REKEY_WINDOW_H = 26
@@ -322,6 +325,26 @@ class Store:
                 "jobs": int(len(keys)), "note": note}
         atomic_write_text(self.root / SNAPSHOT_INFO_FILE, json.dumps(info, indent=1))
         os.replace(tmp, path)
+
+    def set_node_inventory(self, nodes: pd.DataFrame, exported_at: pd.Timestamp | None = None, file: str = "") -> None:
+        """Keep the newest node inventory as the next plan's cluster; ``nodes.json`` says its file and time.
+
+        ``nodes``: :data:`pipelines.workspace.sources.nodes.NODE_RECORD` columns (``gpu_type`` the planned
+        name) plus ``export_gpu_type``, the name the export gave.
+        """
+        path = self.root / NODES_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = temp_sibling(path, "ingest")
+        nodes.reset_index(drop=True).to_parquet(tmp, index=False)
+        info = {"file": file, "exported_at": None if exported_at is None else pd.Timestamp(exported_at).isoformat(),
+                "nodes": int(len(nodes))}
+        atomic_write_text(self.root / NODES_INFO_FILE, json.dumps(info, indent=1))
+        os.replace(tmp, path)
+
+    def node_inventory(self) -> pd.DataFrame | None:
+        """The newest ingested node inventory (:meth:`set_node_inventory`), None before any."""
+        path = self.root / NODES_FILE
+        return pd.read_parquet(path) if path.exists() else None
 
     def queue_snapshot_info(self) -> dict | None:
         """``{"file", "exported_at" (ISO UTC or None), "jobs", "note"}`` of the newest queue export, None before any."""

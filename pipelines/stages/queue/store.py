@@ -155,7 +155,7 @@ def forecast_cluster_queue(history: pd.DataFrame, queue: pd.DataFrame, ws: Works
     """
     from forecasters.scheduler import fit_scheduler_model, predict_runtime, refresh_recent
 
-    cluster = ws.config.cluster
+    cluster = ws.cluster
     queue, outside = on_this_cluster(queue, cluster.node_names, cluster.partitions)
     if model is None:
         model = fit_scheduler_model(history, timezone=cluster.timezone, seed=seed)
@@ -169,8 +169,47 @@ def forecast_cluster_queue(history: pd.DataFrame, queue: pd.DataFrame, ws: Works
     kinds = queue_kinds(queue, k.qos, k.partition, k.default)
     prios = queue_priorities(queue, ws.config.priorities.qos, ws.config.priorities.default)
     jobs, notes = queue_forecasts(pred, queue, kinds, prios, step_minutes, start, cluster.node_names)
+    if cluster.typed:
+        jobs["gpu_types"] = typed_eligibility(queue, ws)
+        never = jobs["gpu_types"] == ""  # asked only for types no node of this cluster has
+        notes["typed_jobs"] = int(jobs["gpu_types"].notna().sum())
+        notes["dropped_no_eligible_type"] = sorted(jobs.loc[never, "job_id"].astype(str))
+        jobs = jobs[~never].reset_index(drop=True)
     notes.update(history_records=len(history), queue_records=len(queue), **outside)
     return jobs, notes
+
+
+def typed_eligibility(queue: pd.DataFrame, ws: Workspace) -> list[str | None]:
+    """Per job of :func:`queue_forecasts`' rows (the queue's GPU jobs, in order): its eligible planned types, ``|``-joined.
+
+    A pending job: the types it asked for (:func:`pipelines.workspace.gpu_types.eligible_types`); a running
+    job: the type it runs on (its node's type, else its record's ``gpu_type`` matched); None = any type;
+    ``""`` = it asked only for types no node of the cluster has (never planned here).
+
+    Raises:
+        pipelines.io.errors.InputError: a type that matches no known one (one line naming the job).
+    """
+    from pipelines.workspace.gpu_types import GpuTypeTable, eligible_types
+
+    cluster = ws.cluster
+    table = GpuTypeTable(ws.config.gpu_types)
+    known = [str(s.gpu_type) for s in cluster.node_specs.values()]
+    q = queue.reset_index(drop=True)
+    q = q[q["gpus"].to_numpy(int) > 0].reset_index(drop=True)
+    asked = eligible_types(q, table, known)
+    node_type = {n: str(s.gpu_type) for n, s in cluster.node_specs.items()}
+    hints = node_hints(q["nodes"], cluster.node_names)
+    out: list[str | None] = []
+    for i, types in enumerate(asked):
+        if q["state"].iloc[i] == "running":
+            ran = table.resolve(q["gpu_type"].iloc[i]) if isinstance(q["gpu_type"].iloc[i], str) else None
+            hint = hints[i]
+            if hint is not None:
+                ran = node_type[cluster.node_names[hint]]
+            out.append(ran if ran in known else None)
+            continue
+        out.append(None if types is None else "|".join(t for t in types if t in known))
+    return out
 
 
 def on_this_cluster(queue: pd.DataFrame, node_names: Sequence[str],

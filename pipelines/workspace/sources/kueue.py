@@ -12,6 +12,7 @@ and ``apis/kueue/v1beta2/workload_types.go`` in kubernetes-sigs/kueue): the expo
 | ``ended_at`` | ``lastTransitionTime`` of ``Finished=True``, or of ``Evicted=True`` for an evicted workload |
 | ``gpus`` | sum over ``spec.podSets`` of pod count x per-pod ``nvidia.com/gpu`` (below) |
 | ``gpu_type`` | ResourceFlavor name assigned to ``nvidia.com/gpu`` in ``status.admission.podSetAssignments[].flavors`` |
+| annotation ``gpu_types`` | GPU products the pods select: ``nodeSelector`` / required node affinity ``In`` on ``nvidia.com/gpu.product`` (:func:`product_selector`), alternatives joined by a vertical bar |
 | ``time_limit_s`` | ``spec.maximumExecutionTimeSeconds``, else the ``gpuplan.time_limit_s`` label/annotation |
 | ``user`` | the ``gpuplan.user`` label/annotation, else None (Kueue records no submitting user) |
 | ``account`` / ``partition`` | namespace / ``spec.queueName`` (the LocalQueue) |
@@ -201,6 +202,9 @@ def _record(item: Any, source: str) -> dict[str, Any]:
     conditions = _conditions(status.get("conditions"))
     assignments = _assignments(status.get("admission"))
     gpus, gpu_type = workload_gpus(podsets, assignments)
+    wanted = product_selector(podsets)
+    if wanted and "gpu_types" not in annotations:
+        annotations = {**annotations, "gpu_types": "|".join(wanted)}
     requeued = spec.get("active", True) is not False  # an active evicted workload is requeued by Kueue
     state, started, ended, elapsed_s, ran = _lifecycle(conditions, status, requeued)
     held = _quota_held(conditions, status)
@@ -218,6 +222,38 @@ def _record(item: Any, source: str) -> dict[str, Any]:
         "priority": _priority(spec), "job_name": owner if isinstance(owner, str) and owner else name,
         "kind": kind if kind in KINDS else None, "annotations": annotations,
     }
+
+
+#: The node label naming a node's GPU product (NVIDIA GPU Feature Discovery).
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+
+def product_selector(podsets: list[Any], label: str = PRODUCT_LABEL) -> list[str]:
+    """GPU products the pods may run on: ``nodeSelector[label]`` and required node affinity ``label In [...]``.
+
+    Read from each podSet's ``template.spec``: ``nodeSelector`` (one value) and
+    ``affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[].matchExpressions``
+    with ``key == label`` and ``operator == "In"`` (the terms are ORed: their values are alternatives).
+    ``[]`` when no podSet constrains the product (any type).
+    """
+    out: list[str] = []
+    for podset in podsets:
+        template = podset.get("template") if isinstance(podset, dict) else None
+        spec = template.get("spec") if isinstance(template, dict) else None
+        if not isinstance(spec, dict):
+            continue
+        selector = spec.get("nodeSelector")
+        if isinstance(selector, dict) and isinstance(selector.get(label), str):
+            out.append(selector[label])
+        affinity = spec.get("affinity") if isinstance(spec.get("affinity"), dict) else {}
+        node_affinity = affinity.get("nodeAffinity") if isinstance(affinity.get("nodeAffinity"), dict) else {}
+        required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+        terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+        for term in terms if isinstance(terms, list) else []:
+            for expr in (term.get("matchExpressions") or []) if isinstance(term, dict) else []:
+                if isinstance(expr, dict) and expr.get("key") == label and expr.get("operator") == "In":
+                    out.extend(str(v) for v in expr.get("values") or [])
+    return list(dict.fromkeys(out))
 
 
 def _text(value: Any, field: str) -> str:

@@ -44,7 +44,7 @@ RETRIES = 3
 COMMAND_TIMEOUT_S = 120.0
 #: Extension of the raw file of each format.
 RAW_EXT = {"slurm-sacct": "txt", "slurm-squeue-json": "json", "kueue-json": "json", "prometheus-json": "json",
-           "prometheus-http": "json", "csv": "csv"}
+           "prometheus-http": "json", "csv": "csv", "slurm-sinfo-json": "json", "kubernetes-nodes-json": "json"}
 
 
 def raw_path(raw_dir: Path, role: str, fmt: str, at: pd.Timestamp) -> Path:

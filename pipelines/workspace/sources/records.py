@@ -30,6 +30,12 @@ component are):
 | ``kind`` | str or None | ``training`` / ``quantization`` / ``batch_inference`` when the job says so (annotation ``gpuplan.kind``) |
 | ``annotations`` | str | JSON object of the job's ``gpuplan.*`` fields (key without the prefix -> text value), ``{}`` when none |
 
+Typed requests ride in ``annotations``: ``gpu_types`` (the GPU types the job may run on, as the export names
+them, joined by a vertical bar: a typed ``gres/gpu:TYPE`` request of sacct ``ReqTRES`` or squeue
+``tres_per_*``, a Kueue podSet's ``nvidia.com/gpu.product`` node selector or affinity, a CSV ``gpu_types``
+column) and ``constraint`` (Slurm ``--constraint``: sacct ``Constraints``, squeue ``features``).
+:mod:`pipelines.workspace.gpu_types` matches them to the cluster's types.
+
 Traffic records: ``service`` (str), ``ts`` (datetime64[us, UTC], the sample time), ``value``
 (float, NaN for a missing or non-finite sample), in the source's units.
 """

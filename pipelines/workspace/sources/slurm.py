@@ -34,7 +34,9 @@ Every one of :data:`SACCT_FIELDS` is in the ``--helpformat`` list of sacct(1) fo
 (SchedMD/slurm ``doc/man/man1/sacct.1``) and in ``sacct --helpformat`` listings printed by older
 (20.x-22.x) installations, so in 23.x/24.x too; ``Priority`` ("Slurm priority", the job's
 priority as stored by slurmdbd) included. Only JobID, Submit and State (and one of ReqTRES/AllocTRES)
-are required; a missing optional column gives None/NaN. ``Comment`` is filled only when slurm.conf
+are required; a missing optional column gives None/NaN. ``Constraints`` (the job's ``--constraint``,
+a ``sacct --helpformat`` field since before 22.05) is read when the export has it: append
+``,Constraints`` to ``--format`` to plan constrained jobs on their GPU types (annotation ``constraint``). ``Comment`` is filled only when slurm.conf
 ``AccountingStoreFlags`` contains ``job_comment``; otherwise it prints empty and jobs get no
 annotations. A ``|`` inside JobName or Comment splits the line into too many fields: the line is
 read when exactly one free-text column (:data:`FREE_TEXT_COLUMNS`) can hold the extra fields, else
@@ -201,6 +203,9 @@ def parse_sacct(text: str, timezone: str, source: str = "slurm") -> ParseResult:
           pending jobs): ``gres/gpu=N`` is the total; without it the typed ``gres/gpu:<type>=N``
           entries are summed. ``gpu_type`` is the typed entries' type (several: joined with
           ``,`` in sorted order), None without one. No GPU entry -> 0.
+          A typed ``ReqTRES`` (``gres/gpu:a100=4``, MIG ``gres/gpu:a100_3g.20gb=1``) is the request's
+          type: annotation ``gpu_types``; an untyped one (``gres/gpu=8``) leaves the job any type.
+          ``Constraints`` (when exported) -> annotation ``constraint``.
         * ``nodes``: ``NodeList``; ``None assigned`` or empty -> None. ``priority``: float, empty -> NaN.
         * ``annotations``/``kind``: ``gpuplan.*`` fields of ``Comment``
           (:func:`~pipelines.workspace.sources.records.parse_annotations`); ``kind`` is the ``kind``
@@ -335,14 +340,21 @@ def _sacct_line(line: str, fields: list[str], columns: dict[str, int], width: in
     free = sorted((index, canonical[name]) for name, index in columns.items() if name in canonical)
     names = [name for _, name in free]
     valid: list[tuple[str, list[dict[str, Any]]]] = []
+    whole: list[tuple[str, list[dict[str, Any]]]] = []  # readings whose joined text has no empty '|' segment
     for index, name in free:
-        joined = fields[:index] + ["|".join(fields[index:index + extra + 1])] + fields[index + extra + 1:]
+        pieces = fields[index:index + extra + 1]
+        joined = fields[:index] + ["|".join(pieces)] + fields[index + extra + 1:]
         try:
-            valid.append((name, _sacct_records(joined, columns, source)))
+            reading = (name, _sacct_records(joined, columns, source))
         except BadField:
             continue
+        valid.append(reading)
+        if all(pieces):
+            whole.append(reading)
     if len(valid) == 1:
         return valid[0][1]
+    if len(whole) == 1:  # e.g. Constraints 'a100|h100' beside an empty Comment: '|a100' is no one's text
+        return whole[0][1]
     shown = ", ".join(names) or "none in the header"
     cause = ("a '|' inside one of them could be in either; rename the job or export with a --delimiter "
              "that no job name holds" if valid else "no free-text column can hold the extra fields")
@@ -393,7 +405,8 @@ def _sacct_row(fields: list[str], columns: dict[str, int], source: str) -> dict[
         started=started, elapsed_s=elapsed if started else math.nan, time_limit_s=time_limit, gpus=gpus,
         nodes=nodes, user=get("User"),
         account=get("Account"), partition=get("Partition"), qos=get("QOS"), priority=priority,
-        job_name=get("JobName"), comment=get("Comment"))
+        job_name=get("JobName"), comment=get("Comment"), requested_types=requested_gpu_types("ReqTRES", get("ReqTRES")),
+        constraint=get("Constraints") or get("Constraint"))
 
 
 def _local_time(field: str, value: str) -> datetime | None:
@@ -471,6 +484,15 @@ def tres_gpus(field: str, text: str) -> GpuRequest | None:
     return GpuRequest(total, ",".join(types) if types else None)
 
 
+def requested_gpu_types(field: str, text: str) -> str | None:
+    """The GPU types a TRES request names, ``|``-joined; None for an untyped request (``gres/gpu=8``) or none.
+
+    ``gres/gpu:a100=4`` -> ``a100``; MIG ``gres/gpu:a100_3g.20gb=1`` -> ``a100_3g.20gb``.
+    """
+    got = tres_gpus(field, text) if text else None
+    return got.gpu_type.replace(",", "|") if got is not None and got.gpu_type else None
+
+
 def _sacct_gpus(alloc: str, req: str) -> GpuRequest:
     if alloc:
         return tres_gpus("AllocTRES", alloc) or GpuRequest(0, None)
@@ -479,8 +501,19 @@ def _sacct_gpus(alloc: str, req: str) -> GpuRequest:
 
 def job_record(*, source: str, job_id: str, submitted: Any, eligible: Any, start: Any, end: Any, state: str,
             started: bool, elapsed_s: float, time_limit_s: float, gpus: GpuRequest, nodes: str | None, user: str,
-            account: str, partition: str, qos: str, priority: float, job_name: str, comment: str) -> dict[str, Any]:
+            account: str, partition: str, qos: str, priority: float, job_name: str, comment: str,
+            requested_types: str | None = None, constraint: str = "") -> dict[str, Any]:
+    """One job record (:data:`~pipelines.workspace.sources.records.JOB_RECORD` keys) of a sacct line or squeue item.
+
+    ``requested_types``: the GPU types the job asked for (``|``-joined, from a typed ``gres/gpu:TYPE``
+    request) -> annotation ``gpu_types``; ``constraint``: its ``--constraint`` text -> annotation
+    ``constraint``. A ``gpuplan.gpu_types`` / ``gpuplan.constraint`` field of the comment wins.
+    """
     annotations = parse_annotations(comment)
+    if requested_types and "gpu_types" not in annotations:
+        annotations["gpu_types"] = requested_types
+    if constraint and constraint.lower() not in ("(null)", "none") and "constraint" not in annotations:
+        annotations["constraint"] = constraint
     kind = annotations.get("kind")
     return {
         "source": source, "job_id": job_id, "submitted_at": submitted, "eligible_at": eligible,

@@ -69,6 +69,8 @@ def parse_squeue_json(text: str, source: str = "slurm", *, now: pd.Timestamp | N
           resources; TRES rules as in :func:`parse_sacct`); otherwise the first of
           ``tres_req_str``, ``tres_per_job``, ``tres_per_node`` * ``node_count`` that names a GPU
           (``gres/gpu:4``, ``gres:gpu:a100:2``, ``gpu:2``); else 0.
+        * requested GPU types (a typed ``tres_req_str``/``tres_per_*`` entry, :func:`_requested_types`)
+          -> annotation ``gpu_types``; ``features`` (the job's ``--constraint``) -> annotation ``constraint``.
         * ``comment`` -> annotations and kind as in :func:`parse_sacct`; ``priority``, ``nodes``,
           ``user_name``, ``account``, ``partition``, ``qos``, ``name`` copied ("" -> None).
 
@@ -255,6 +257,22 @@ def _squeue_gpus(job: dict[str, Any]) -> GpuRequest:
     return GpuRequest(0, None)
 
 
+def _requested_types(job: dict[str, Any]) -> str | None:
+    """The GPU types a job asked for, ``|``-joined (``gres:gpu:h100:4`` -> ``h100``); None when untyped.
+
+    The first typed GPU entry of ``tres_req_str``, ``tres_per_job``, ``tres_per_node``, ``tres_per_socket``,
+    ``tres_per_task``.
+    """
+    got = tres_gpus("tres_req_str", _text(job, "tres_req_str"))
+    if got is not None and got.gpu_type:
+        return got.gpu_type.replace(",", "|")
+    for key in ("tres_per_job", "tres_per_node", "tres_per_socket", "tres_per_task"):
+        per = _per_gpus(key, _text(job, key))
+        if per is not None and per.gpu_type:
+            return per.gpu_type.replace(",", "|")
+    return None
+
+
 def _squeue_row(job: Any, source: str, now: pd.Timestamp | None) -> dict[str, Any]:
     if not isinstance(job, dict):
         raise BadField(f"item {str(job)[:40]!r} is not an object (expected a job object)")
@@ -287,4 +305,4 @@ def _squeue_row(job: Any, source: str, now: pd.Timestamp | None) -> dict[str, An
         gpus=_squeue_gpus(job), nodes=_text(job, "nodes") or None, user=_text(job, "user_name"),
         account=_text(job, "account"), partition=_text(job, "partition"), qos=_text(job, "qos"),
         priority=math.nan if priority is None else priority, job_name=_text(job, "name"),
-        comment=_text(job, "comment"))
+        comment=_text(job, "comment"), requested_types=_requested_types(job), constraint=_text(job, "features"))
