@@ -197,8 +197,8 @@ def action_lines(inp: ReportInputs, view: PlanView, actions: list[JobAction]) ->
             dl = "" if x.deadline is None else (
                 f", {'before' if sm.p90_end <= x.deadline else 'still after'} its deadline {instant(x.deadline)}")
             out.append(f"  - Smaller size: **{plural(sm.gpus, 'GPU')}** fit the plan as it is from "
-                       f"{clock(step_ts(inp, sm.start_step))} ({block_text(inp, view, sm.offset, sm.gpus)} stays free "
-                       f"for its {hours_text(sm.duration_steps * inp.step_h)}"
+                       f"{clock(step_ts(inp, sm.start_step))} ({block_text(inp, view, sm.offset, sm.gpus)} free of batch work "
+                       f"and {sm.gpus} GPUs idle for its {hours_text(sm.duration_steps * inp.step_h)}"
                        f"{', same GPU-hours (linear scaling)' if sm.scaled else ''}); P90 finish "
                        f"{clock(sm.p90_end)}{dl}.")
         else:

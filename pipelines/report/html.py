@@ -9,7 +9,7 @@ style is an inline ``<style>``: the file loads no external resource (no scripts,
 images), so it renders the same when opened from disk, from an MLflow artifact or in a mail.
 
 Read on one screen (issue 27): the ``<h2>`` sections named in ``folded`` become ``<details>`` (closed, the
-heading as summary), the ``Plots`` section is a two-column grid, and every job id of ``nowrap`` and every
+heading as summary), the ``Plots`` section is a two-column grid (the Gantt chart full width), and every job id of ``nowrap`` and every
 UTC time (``2025-03-16 19:00Z``, ``... 19:44:23Z``) in the text is a ``<span class="nw">`` that never wraps.
 """
 
@@ -37,7 +37,7 @@ blockquote { border-left: 4px solid #d62728; margin: 0.6em 0; padding: 0.2em 0.8
 details { margin: 0.2em 0; } summary { cursor: pointer; }
 summary h2 { display: inline-block; margin: 0.3em 0; border: none; font-size: 1.1em; }
 .plots { display: grid; grid-template-columns: 1fr 1fr; gap: 0.4em 1em; align-items: start; }
-.plots p { margin: 0; }
+.plots p { margin: 0; } .plots p:has(#plot-gantt) { grid-column: 1 / -1; }
 """
 
 #: A UTC time as the page prints it (:func:`pipelines.report.basics.clock` / :func:`~pipelines.report.basics.instant`).

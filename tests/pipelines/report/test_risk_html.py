@@ -216,7 +216,7 @@ def test_demo_page_reads_on_one_screen(tmp_path, page_browser):
     assert "Real-time minimum: 13 GPUs at every step, leaving at most 51 for batch work: this is what blocks it" in text
     assert f"gpuplan whatif {folder} --add-gpus 16" in text
     assert ("Smaller size: 16 GPUs fit the plan as it is from 2025-03-17 00:30Z (GPUs 32-47 on node-04..node-05 "
-            "stays free for its 4 h, same GPU-hours (linear scaling))") in text
+            "free of batch work and 16 GPUs idle for its 4 h, same GPU-hours (linear scaling))") in text
     resize = folder / "whatif-qtrn-00006-16gpus.json"
     assert f"gpuplan whatif {folder} --cancel qtrn-00006 --add-job {resize}" in text
     assert json.loads(resize.read_text()) == {"job_id": "qtrn-00006-16gpus", "kind": "training", "priority": 2.0,
