@@ -32,7 +32,7 @@ from pipelines.report.planview import PlanView, plan_view
 from pipelines.report.plots import plot_bands, plot_demand, plot_gantt, plot_outlook
 from pipelines.report.risks import IDLE_MIN_H, build_report_table
 from pipelines.report.status import explain_rt_status, model_text, not_proven_text, pct_text, status_flag, status_text
-from pipelines.report.waits import LONG_HOLD_H, WAIT_GROUPS, holder_text, wait_group
+from pipelines.report.waits import LONG_HOLD_H, WAIT_GROUPS, holder_text, type_utilization, wait_group
 
 #: The plots of the page: key -> (file name, caption). Each is linked from the headline and shown in its section.
 PLOTS: dict[str, tuple[str, str]] = {
@@ -154,6 +154,12 @@ def headline_rows(inp: ReportInputs, head: Mapping[str, Any], cal: Sequence[Serv
     rows.append(("Idle", f"{head['idle_gpu_h']:g} GPU-h ({100 * head['idle_gpu_h'] / up_h if up_h else 0:.0f} %); "
                          f"{plural(head['idle_windows'], 'window')} of ≥ {IDLE_MIN_H:g} h with ≥ "
                          f"{problem.cluster.gpus_per_node} GPUs idle: {head['idle_window_gpu_h']:g} GPU-h"))
+    types = type_utilization(inp)
+    if types:
+        H_h = problem.horizon_steps * inp.step_h
+        rows.append(("Per GPU type (batch work)", "; ".join(
+            f"{ty or 'untyped'} {plural(n, 'GPU')}: {_pct1(100 * h / (n * H_h) if n else None)} ({h:g} GPU-h)"
+            for ty, n, h in types) + "; real-time is counted on the whole cluster, not by type"))
     fresh = []
     for what, v in head["inputs"].items():
         fresh.append(f"{what.replace('_', ' ')} {v['ts']}: {hours_text(v['age_h_at_plan_start'])} before the plan "

@@ -189,15 +189,91 @@ def _guard_text(inp: ReportInputs, view: PlanView, job: Any, t: int, s: int, d: 
             f"protected after max_wait_steps={W}): starting it then would delay {h.job_id}")
 
 
+def type_nodes(problem: Any) -> list[tuple[str, str, int, int, tuple[int, ...]]]:
+    """The nodes of a typed cluster as ``(name, gpu_type, first GPU, GPUs, down local GPUs)``, layout order; [] untyped."""
+    c = problem.cluster
+    if not getattr(c, "typed", False):
+        return []
+    return [(n.name, n.gpu_type, int(o), int(n.gpus), tuple(n.down)) for o, n in zip(c.node_offsets, c.nodes, strict=True)]
+
+
+def type_wait_text(inp: ReportInputs, view: PlanView, job: Any, start_step: int | None) -> str | None:
+    """The GPU-type sentence of a type-constrained job that waits (typed cluster, ``job.gpu_types`` set), else None.
+
+    At its release step ``r``: ``"needs S × A or B: all K A/B nodes busy until <t>"`` (``t`` the first step a node
+    of an eligible type has ``S`` GPUs free of batch work; ``"for the whole horizon"`` when none has),
+    or ``"F of G A GPUs free of batch work at <r>"`` when one has them at ``r``; then each other type with GPUs
+    free of batch work at ``r``: ``"N T4 free of batch work but not eligible"``. Real-time GPUs are counted on
+    the cluster, not placed on a type, so "free of batch work" is the most a type-level sentence can say.
+    """
+    nodes = type_nodes(inp.problem)
+    if not nodes or not job.gpu_types:
+        return None
+    s = min(int(z.gpus) for z in job.sizes)
+    r = min(max(0, int(job.release_step)), view.H - 1)
+    elig = [(o, g, down) for _, ty, o, g, down in nodes if ty in job.gpu_types]
+    names = " or ".join(job.gpu_types)
+
+    def free(t: int, o: int, g: int, down: tuple[int, ...]) -> int:
+        own = view.ids.index(job.job_id) if job.job_id in view.ids else -3
+        cells = view.owner[t, o:o + g]
+        return int(sum(1 for k, c in enumerate(cells) if k not in down and c in (-1, own)))
+
+    first = next((t for t in range(r, view.H) if any(free(t, o, g, d) >= s for o, g, d in elig)), None)
+    n_elig = sum(g - len(d) for _, g, d in elig)
+    if first == r:
+        txt = (f"needs {s} × {names}: {sum(free(r, o, g, d) for o, g, d in elig)} of {n_elig} {names} GPUs "
+               f"free of batch work at {clock(step_ts(inp, r))}")
+    else:
+        until = "for the whole horizon" if first is None else f"until {clock(step_ts(inp, first))}"
+        txt = f"needs {s} × {names}: all {plural(len(elig), f'{names} node')} busy {until}"
+    others: dict[str, int] = {}
+    for _, ty, o, g, down in nodes:
+        if ty not in job.gpu_types:
+            others[ty] = others.get(ty, 0) + free(r, o, g, down)
+    idle = [f"{n} {ty or 'untyped'}" for ty, n in others.items() if n > 0]
+    if idle:
+        txt += f"; {', '.join(idle)} free of batch work but not eligible"
+    return txt
+
+
+def type_utilization(inp: ReportInputs) -> list[tuple[str, int, float]]:
+    """Batch utilisation per GPU type of a typed cluster: ``(type, GPUs up, batch GPU-h)``, layout order; [] untyped.
+
+    Batch GPU-hours are the plan's cells held by jobs on that type's GPUs over the horizon; real-time is
+    counted on the whole cluster, not per type (the plan does not place it on GPUs).
+    """
+    nodes = type_nodes(inp.problem)
+    if not nodes:
+        return []
+    view = plan_view(inp)
+    out: dict[str, list[float]] = {}
+    for _, ty, o, g, down in nodes:
+        cells = view.owner[:, o:o + g]
+        up = [k for k in range(g) if k not in down]
+        acc = out.setdefault(ty, [0, 0.0])
+        acc[0] += len(up)
+        acc[1] += float((cells[:, up] >= 0).sum()) * inp.step_h
+    return [(ty, int(n), h) for ty, (n, h) in out.items()]
+
+
 def wait_reason(inp: ReportInputs, job: Any, start_step: int | None, view: PlanView | None = None) -> str:
     """Why queued ``job`` (planned to start at ``start_step``, None: not in the horizon) does not start at release.
 
     The rules of the module docstring; ``"starts at release"`` when it does. ``view``: a
-    :func:`plan_view` of ``inp`` (built when None).
+    :func:`plan_view` of ``inp`` (built when None). On a typed cluster a type-constrained job's sentence
+    starts with its types (:func:`type_wait_text`).
     """
     if start_step is not None and start_step <= job.release_step:
         return "starts at release"
     view = view if view is not None else plan_view(inp)
+    typed = type_wait_text(inp, view, job, start_step)
+    reason = _untyped_reason(inp, job, start_step, view)
+    return reason if typed is None else f"{typed}; {reason}"
+
+
+def _untyped_reason(inp: ReportInputs, job: Any, start_step: int | None, view: PlanView) -> str:
+    """:func:`wait_reason` without the GPU-type sentence."""
     never = cannot_fit(inp, view, job)
     if never:
         return never
