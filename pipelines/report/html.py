@@ -38,10 +38,14 @@ details { margin: 0.2em 0; } summary { cursor: pointer; }
 summary h2 { display: inline-block; margin: 0.3em 0; border: none; font-size: 1.1em; }
 .plots { display: grid; grid-template-columns: 1fr 1fr; gap: 0.4em 1em; align-items: start; }
 .plots p { margin: 0; } .plots p:has(#plot-gantt) { grid-column: 1 / -1; }
+.plots #plot-gantt { max-height: 640px; width: auto; }
+.groups td:first-child { width: 15em; }
 """
 
 #: A UTC time as the page prints it (:func:`pipelines.report.basics.clock` / :func:`~pipelines.report.basics.instant`).
 TIME_PATTERN = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}(?::\d{2})?Z"
+#: ``<h2>`` sections whose content gets a class of the style sheet (the plot grid, the waiting groups' table).
+SECTION_CLASSES: dict[str, str] = {"Plots": "plots", "Waiting jobs by reason": "groups"}
 _TAG = re.compile(r"(<[^>]*>)")
 _H2 = re.compile(r"(?=<h2>)")
 
@@ -65,7 +69,7 @@ def _nowrap(body: str, ids: Sequence[str]) -> str:
 
 
 def _sections(body: str, folded: Sequence[str]) -> str:
-    """Each ``<h2>`` section named in ``folded`` as a closed ``<details>``; the ``Plots`` section as a grid."""
+    """Each ``<h2>`` section named in ``folded`` as a closed ``<details>``; those of :data:`SECTION_CLASSES` in a classed div."""
     out = []
     for chunk in _H2.split(body):
         m = re.match(r"<h2>(.*?)</h2>\n?", chunk)
@@ -75,8 +79,8 @@ def _sections(body: str, folded: Sequence[str]) -> str:
         title, rest = html.unescape(re.sub(r"<[^>]+>", "", m.group(1))), chunk[m.end():]
         if title in folded:
             out.append(f"<details>\n<summary>{m.group(0).strip()}</summary>\n{rest}</details>\n")
-        elif title == "Plots":
-            out.append(f'{m.group(0)}<div class="plots">\n{rest}</div>\n')
+        elif title in SECTION_CLASSES:
+            out.append(f'{m.group(0)}<div class="{SECTION_CLASSES[title]}">\n{rest}</div>\n')
         else:
             out.append(chunk)
     return "".join(out)

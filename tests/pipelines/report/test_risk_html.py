@@ -151,14 +151,22 @@ def _demo_report(tmp_path: Path) -> tuple[dict[str, Path], Path, object]:
 
     from pipelines.stages.outputs import report_inputs
     from pipelines.stages.whatif import load_base
+    from pipelines.workspace.load import load_workspace
 
     base = load_base(DEMO_RUN)
     status = json.loads((DEMO_RUN / "rt_status.json").read_text())
+    summary = json.loads((DEMO_RUN / "summary.json").read_text())
+    selection = {s: {"rule": v.get("rule"), "candidates": {c: {"weight": w} for c, w in v.get("weights", {}).items()}}
+                 for s, v in summary["headline"]["models"]["realtime"].items()}
+    services = load_workspace(Path(__file__).parents[3] / "data" / "demo").services()
+    # as the run wrote it: the demo's services, models and combination weights; written now (its inputs are old)
     inp = report_inputs(base.problem, base.plan, base.start, base.jobs, pd.read_parquet(DEMO_RUN / "demand.parquet"),
-                        pd.read_parquet(DEMO_RUN / "bands.parquet"), status, node_names=base.nodes,
-                        written_at=base.start)
+                        pd.read_parquet(DEMO_RUN / "bands.parquet"), status, services=services, rt_selection=selection,
+                        models=summary["models"], node_names=base.nodes)
     folder = tmp_path / "run"
     folder.mkdir()
+    for svc in status:  # the run's profile plots (written before the report; the page only links them)
+        (folder / f"profile_{svc}.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     return write_risk_report(folder, inp, base.name, run_folder=folder), folder, inp
 
 
@@ -237,7 +245,8 @@ def test_demo_page_reads_on_one_screen(tmp_path, page_browser):
     # waiting jobs grouped by reason: every waiting job in one group, each holder named once per group
     groups = b.js("""(() => {
       const h = Array.from(document.querySelectorAll('h2')).find(h => h.textContent === 'Waiting jobs by reason');
-      let t = h.nextElementSibling; while (t.tagName !== 'TABLE') t = t.nextElementSibling;
+      const t = Array.from(document.querySelectorAll('table')).find(
+        x => h.compareDocumentPosition(x) & Node.DOCUMENT_POSITION_FOLLOWING);
       return Array.from(t.querySelectorAll('tbody tr')).map(tr => Array.from(tr.cells).map(
         c => Array.from(c.querySelectorAll('.nw')).map(s => s.textContent).filter(x => !/Z$/.test(x))));
     })()""")
