@@ -13,7 +13,9 @@ deadline at P90, is not started in the horizon, or never fits), :func:`at_risk_a
   (:func:`optimizer.capacity.service_need`, as :func:`pipelines.report.waits.cannot_fit`); the job can
   never fit while its smallest size is more than ``GPUs up − X``.
 - **the what-if lines to try** (flags of ``gpuplan whatif``): ``--add-gpus K`` with ``K`` whole nodes
-  (``gpus_per_node``) so that ``GPUs up + K − X`` reaches the smallest size (a job that never fits);
+  (``gpus_per_node``) so that ``GPUs up + K − X`` reaches the smallest size and, when the plan has batch work
+  in every aligned block of that size, an aligned block of added GPUs exists (:func:`gpus_to_add`; a job that
+  never fits);
   ``--priority JOB=P`` with ``P`` above every queued job's priority (a job that fits but starts too
   late); ``--cancel JOB --add-job FILE`` for the smaller size, FILE being the job at that size under the
   id ``JOB-<gpus>gpus`` (problem-file form, :func:`resize_job_entry`, written next to the report).
@@ -31,7 +33,7 @@ import pandas as pd
 
 from pipelines.report.basics import ReportInputs, clock, hours_text, instant, plural, step_ts
 from pipelines.report.planview import PlanView
-from pipelines.report.waits import block_text, cannot_fit, free_blocks, own_gpus
+from pipelines.report.waits import block_text, cannot_fit, free_blocks, holder_text, names_text, own_gpus
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,8 @@ class JobAction:
         never_fits: True when no plan could start it (real-time minimum, GPUs up).
         rt_min_gpus: the real-time minimum X; ``max_batch_gpus``: ``GPUs up − X``.
         smaller: a smaller size that fits, or None; ``commands``: (what it tries, ``gpuplan whatif ...``).
+        in_the_way: batch jobs holding part of an aligned block of its smallest size at every step, when the
+            plan leaves no such block free of batch work for its run (:func:`in_the_way`).
     """
 
     job_id: str
@@ -77,6 +81,7 @@ class JobAction:
     max_batch_gpus: int
     smaller: SmallerSize | None = None
     commands: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    in_the_way: tuple[str, ...] = ()
 
 
 def resize_file_name(job_id: str, gpus: int) -> str:
@@ -133,6 +138,45 @@ def smaller_size(inp: ReportInputs, view: PlanView, job: Any, start_step: int | 
     return None
 
 
+def _blocks_busy(view: PlanView, job: Any) -> bool:
+    """True when the plan leaves no aligned block of the job's smallest size free of batch work for its run."""
+    base = min(job.sizes, key=lambda z: z.gpus)
+    s, d = int(base.gpus), int(base.duration_steps)
+    return s <= view.N and not any(free_blocks(view, t, min(view.H, t + d), s, job.job_id) for t in range(view.H))
+
+
+def gpus_to_add(view: PlanView, job: Any) -> int:
+    """GPUs to add (whole nodes of ``gpus_per_node``) so that a job that never fits has room (module docstring).
+
+    ``K`` makes ``GPUs up + K − X`` reach the smallest size ``s``; and when the plan leaves no aligned
+    ``s``-block of today's GPUs free of batch work for the job's run (:func:`_blocks_busy`), ``K`` also reaches
+    the first aligned block made only of added GPUs (added nodes take the indices after the last GPU):
+    ``K >= ceil(N / s) * s + s − N``, so the re-plan need not move those jobs.
+    """
+    base = min(job.sizes, key=lambda z: z.gpus)
+    s = int(base.gpus)
+    rt_min = int(view.need.sum(axis=0).min()) if view.need.size else 0
+    k = max(0, s - (view.n_up - rt_min))
+    if _blocks_busy(view, job):
+        k = max(k, math.ceil(view.N / s) * s + s - view.N)
+    return view.gpn * math.ceil(k / view.gpn)
+
+
+def in_the_way(view: PlanView, job: Any) -> tuple[str, ...]:
+    """Batch jobs in an aligned block of the job's smallest size at every step (:attr:`JobAction.in_the_way`).
+
+    Only when the plan leaves no such block free (:func:`_blocks_busy`); latest end first.
+    """
+    if not _blocks_busy(view, job):
+        return ()
+    s = min(int(z.gpus) for z in job.sizes)
+    found: set[str] = set()
+    for o in range(0, view.N - s + 1, s):
+        per_step = [set(view.occupancy.holders(range(t, t + 1), o, s, exclude=job.job_id)) for t in range(view.H)]
+        found |= set.intersection(*per_step) if per_step else set()
+    return tuple(sorted(found, key=lambda j: (-view.end[j], j)))
+
+
 def _whatif(run_folder: str, *args: str) -> str:
     return shlex.join(["gpuplan", "whatif", run_folder, *args])
 
@@ -173,15 +217,15 @@ def at_risk_actions(inp: ReportInputs, view: PlanView, risk: pd.DataFrame, run_f
             cmds.append((f"run it on {plural(small.gpus, 'GPU')}",
                          _whatif(folder, "--cancel", jid, "--add-job",
                                  str(Path(folder) / resize_file_name(jid, small.gpus)))))
-        if s_min > max_batch:
-            k = view.gpn * math.ceil((s_min - max_batch) / view.gpn)
+        if never:
+            k = gpus_to_add(view, job)
             cmds.append((f"add {plural(k, 'GPU')}", _whatif(folder, "--add-gpus", str(k))))
         if not never and float(job.priority) <= top:
             cmds.append(("raise its priority above every queued job",
                          _whatif(folder, "--priority", f"{jid}={top + 1:g}")))
         out.append(JobAction(job_id=jid, kind=str(job.kind), priority=float(job.priority), gpus=s_min, problem=what,
                              deadline=deadline, never_fits=never, rt_min_gpus=rt_min, max_batch_gpus=max_batch,
-                             smaller=small, commands=tuple(cmds)))
+                             smaller=small, commands=tuple(cmds), in_the_way=in_the_way(view, job)))
     return out
 
 
@@ -207,6 +251,9 @@ def action_lines(inp: ReportInputs, view: PlanView, actions: list[JobAction]) ->
         out.append(f"  - Real-time minimum: **{x.rt_min_gpus} GPUs** at every step, leaving at most "
                    f"{x.max_batch_gpus} for batch work" + (f": this is what blocks it (it needs {x.gpus})."
                                                            if blocks else "; not what blocks it."))
+        if x.in_the_way:
+            out.append(f"  - In the way: the plan has batch work in every aligned {x.gpus}-GPU block at every step; "
+                       f"held for the whole horizon by {names_text([holder_text(inp, view, j) for j in x.in_the_way])}.")
         for what, cmd in x.commands:
             out.append(f"  - Try ({what}): `{cmd}`")
     return out + [""]

@@ -207,8 +207,8 @@ def render_page(inp: ReportInputs, table: pd.DataFrame, plots: Mapping[str, str]
     tol = getattr(settings, "mip_rel_gap", None)
     bound = "n/a" if plan.bound is None else f"{plan.bound:.2f}"
     gap = "n/a" if plan.gap is None else f"{pct_text(plan.gap)} %"
-    out += ["", f"Plan: planner `{plan.planner}`, status {status_text(plan, tol)}, objective {plan.objective:.2f}, "
-                f"bound {bound}, solve {plan.solve_s:.1f} s."]
+    solver = [f"Plan: planner `{plan.planner}`, status {status_text(plan, tol)}, objective {plan.objective:.2f}, "
+              f"bound {bound}, solve {plan.solve_s:.1f} s.", ""]  # after the actions: the first screen is theirs
     if plan.status in ("time_limit", "deadline") and not plan.fallback:
         out.append("\n> " + not_proven_text(plan, inp.time_limit_s, gap))
     if plan.fallback:
@@ -217,7 +217,7 @@ def render_page(inp: ReportInputs, table: pd.DataFrame, plots: Mapping[str, str]
     view = plan_view(inp)
     acts = list(actions) if actions is not None else at_risk_actions(inp, view, sec["job_at_risk"],
                                                                        run_folder or run_name)
-    out += ["", "## What to do first", ""] + action_lines(inp, view, acts)
+    out += ["", "## What to do first", ""] + action_lines(inp, view, acts) + solver
     out += ["## Waiting jobs by reason", "",
             "Each queued job that does not start at release, by what it waits for; the jobs in its way are "
             "named once per group (the folded table below has every job's own sentence).", "",

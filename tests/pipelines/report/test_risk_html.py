@@ -218,11 +218,15 @@ def test_demo_page_reads_on_one_screen(tmp_path, page_browser):
         left, top, right, bottom = boxes[key]
         assert 0 <= left and 0 <= top and right <= VIEWPORT[0] and bottom <= VIEWPORT[1], (key, boxes[key])
     # the demo's one job at risk and its options, as computed from the plan: real-time needs 13 of 64 GPUs at every
-    # step, so at most 51 are free for the 64-GPU qtrn-00006; two more nodes (16 GPUs) leave 80 - 13 = 67 >= 64
+    # step, so at most 51 are free for the 64-GPU qtrn-00006; and the one aligned 64-GPU block (GPUs 0-63) holds
+    # qtrn-00007 (planned from 16:00Z, 6.2 days) all horizon, so the GPUs to add are a new aligned block: 64 (with 16,
+    # 80 - 13 = 67 would be enough GPUs but the what-if keeps qtrn-00007 and qtrn-00006 still waits: measured)
     text = boxes["text"]
     assert "qtrn-00006 (training, priority 2, 64 GPUs): never fits: needs 64 GPUs, at most 51 of 64" in text
     assert "Real-time minimum: 13 GPUs at every step, leaving at most 51 for batch work: this is what blocks it" in text
-    assert f"gpuplan whatif {folder} --add-gpus 16" in text
+    assert ("In the way: the plan has batch work in every aligned 64-GPU block at every step; held for the whole "
+            "horizon by qtrn-00007 (16 GPUs until 2025-03-22 20:30Z; long holder, 6.2 days).") in text
+    assert f"gpuplan whatif {folder} --add-gpus 64" in text
     assert ("Smaller size: 16 GPUs fit the plan as it is from 2025-03-17 00:30Z (GPUs 32-47 on node-04..node-05 "
             "free of batch work and 16 GPUs idle for its 4 h, same GPU-hours (linear scaling))") in text
     resize = folder / "whatif-qtrn-00006-16gpus.json"
