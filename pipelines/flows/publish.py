@@ -52,7 +52,8 @@ def write_outputs(settings: Settings, ws: Workspace, run: RunCatalog, run_name: 
         paths = {tables.name: tables}
         inp = _report_inputs(ws, problem, plan, start, queue, demand, fit)
         report_table = build_report_table(inp)  # once per run: the report and the summary's headline
-        paths.update(write_risk_report(run.folder, inp, run_name, report_table))
+        paths.update(write_risk_report(run.folder, inp, run_name, report_table,  # what-if lines name the published folder
+                                       run_folder=run.folder.parent / run_name))
         if queue is not None and queue.users is not None:
             paths.update(write_commands(settings, ws, run, run_name, queue, start))
         doc = outputs.summary(run_name, start, problem, plan, inp.demand, inp.rt_status, report=inp,

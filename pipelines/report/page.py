@@ -6,6 +6,7 @@ the table, the plots and the self-contained HTML (``risk_report.html``, :mod:`pi
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from pipelines.io.atomic import atomic_path, atomic_write_text
+from pipelines.report.actions import JobAction, action_lines, at_risk_actions, resize_file_name, resize_job_entry
 from pipelines.report.basics import (
     ReportInputs,
     clock,
@@ -21,14 +23,16 @@ from pipelines.report.basics import (
     markdown_table,
     plural,
     stale_inputs_line,
+    step_ts,
 )
 from pipelines.report.calibration import ServiceCalibration, calibrate, calibration_text
 from pipelines.report.html import render_html
 from pipelines.report.numbers import headline
+from pipelines.report.planview import PlanView, plan_view
 from pipelines.report.plots import plot_bands, plot_demand, plot_gantt, plot_outlook
 from pipelines.report.risks import IDLE_MIN_H, build_report_table
 from pipelines.report.status import explain_rt_status, model_text, not_proven_text, pct_text, status_flag, status_text
-from pipelines.report.waits import LONG_HOLD_H
+from pipelines.report.waits import LONG_HOLD_H, WAIT_GROUPS, holder_text, type_utilization, wait_group
 
 #: The plots of the page: key -> (file name, caption). Each is linked from the headline and shown in its section.
 PLOTS: dict[str, tuple[str, str]] = {
@@ -63,6 +67,47 @@ def md_table(df: pd.DataFrame, columns: Sequence[str], max_rows: int = 60,
     rows = [[_cell(r[c], c) for c in columns] for _, r in df.head(max_rows).iterrows()]
     more = f"_{len(df) - max_rows} more rows in risk_report.parquet_" if len(df) > max_rows else None
     return markdown_table(names, rows, more) + "\n"
+
+
+#: Sections the HTML page folds (``<details>``): the detail below the headline, the actions and the waiting groups.
+FOLDED: tuple[str, ...] = ("Real-time coverage risk", "Jobs at risk", "Estimated start of every queued job",
+                           "Long holders", "Idle windows", "Queue outlook")
+
+
+def waiting_table(inp: ReportInputs, view: PlanView, eta: pd.DataFrame) -> str:
+    """The "Waiting jobs by reason" table: one row per :data:`pipelines.report.waits.WAIT_GROUPS` group.
+
+    Columns: what the group waits for (and how many jobs), its jobs by planned start (``start: id, id``;
+    ``not in horizon`` / ``never`` last), and the jobs in their way (:func:`pipelines.report.waits.wait_group`),
+    each named once per group with its GPUs and planned end, latest end first. ``_none_`` when no job waits.
+    """
+    groups: dict[str, tuple[list[tuple[int, str]], list[str]]] = {}
+    starts = {str(r["job_id"]): r for _, r in eta.iterrows()} if len(eta) else {}
+    for job in inp.problem.jobs:
+        a = inp.plan.job(job.job_id)
+        r = starts.get(job.job_id)
+        g = wait_group(inp, job, a.start_step, view, None if r is None else str(r["reason"]))
+        if g is None:
+            continue
+        key, holders = g
+        jobs, held = groups.setdefault(key, ([], []))
+        jobs.append((a.start_step if a.start_step is not None else 10**9, job.job_id))
+        held += [h for h in holders if h not in held]
+    if not groups:
+        return "_none_\n"
+    rows = []
+    for key, text in WAIT_GROUPS.items():
+        if key not in groups:
+            continue
+        jobs, held = groups[key]
+        by_start: dict[int, list[str]] = {}
+        for t, jid in sorted(jobs):
+            by_start.setdefault(t, []).append(jid)
+        cell = "; ".join(("never" if key == "never" else "not in horizon") + ": " + ", ".join(ids) if t == 10**9
+                         else f"{clock(step_ts(inp, t))}: {', '.join(ids)}" for t, ids in by_start.items())
+        held = sorted(held, key=lambda h: (-view.end[h], h))
+        rows.append([f"{text} ({len(jobs)})", cell, "; ".join(holder_text(inp, view, h) for h in held) or "–"])
+    return markdown_table(["waits for", "planned start: jobs", "in their way (each once)"], rows) + "\n"
 
 
 def _verb(n: int, verb: str) -> str:
@@ -109,6 +154,12 @@ def headline_rows(inp: ReportInputs, head: Mapping[str, Any], cal: Sequence[Serv
     rows.append(("Idle", f"{head['idle_gpu_h']:g} GPU-h ({100 * head['idle_gpu_h'] / up_h if up_h else 0:.0f} %); "
                          f"{plural(head['idle_windows'], 'window')} of ≥ {IDLE_MIN_H:g} h with ≥ "
                          f"{problem.cluster.gpus_per_node} GPUs idle: {head['idle_window_gpu_h']:g} GPU-h"))
+    types = type_utilization(inp)
+    if types:
+        H_h = problem.horizon_steps * inp.step_h
+        rows.append(("Per GPU type (batch work)", "; ".join(
+            f"{ty or 'untyped'} {plural(n, 'GPU')}: {_pct1(100 * h / (n * H_h) if n else None)} ({h:g} GPU-h)"
+            for ty, n, h in types) + "; real-time is counted on the whole cluster, not by type"))
     fresh = []
     for what, v in head["inputs"].items():
         fresh.append(f"{what.replace('_', ' ')} {v['ts']}: {hours_text(v['age_h_at_plan_start'])} before the plan "
@@ -125,14 +176,18 @@ def headline_rows(inp: ReportInputs, head: Mapping[str, Any], cal: Sequence[Serv
 
 def render_page(inp: ReportInputs, table: pd.DataFrame, plots: Mapping[str, str], run_name: str,
                 calibration: Sequence[ServiceCalibration] | None = None,
-                head: Mapping[str, Any] | None = None) -> str:
-    """The Markdown page (plots referenced by relative file name).
+                head: Mapping[str, Any] | None = None, actions: Sequence[JobAction] | None = None,
+                run_folder: str | Path | None = None, links: Sequence[str] = ()) -> str:
+    """The Markdown page (plots referenced by relative file name), read first on one screen.
 
-    Sections in order: the headline (:func:`headline_rows`), real-time coverage risk (measured
-    calibration, P(demand > plan), steps below the P90 forecast, the forecast status, the demand
-    and forecast-against-actual plots), jobs at risk, estimated start and wait reason of every
-    queued job, long holders, idle windows (their rule stated), queue outlook (+ plot), the plan's
-    Gantt chart. The objective and bound are both rounded to 2 decimals.
+    Sections in order: the headline (:func:`headline_rows`); what to do first (each job at risk with its
+    options, :mod:`pipelines.report.actions`; ``actions`` computed when None, their commands naming
+    ``run_folder``, else ``run_name``); waiting jobs grouped by reason, the jobs in their way named once
+    (:func:`waiting_table`); then the detail sections the HTML page folds (:data:`FOLDED`): real-time
+    coverage risk (measured calibration, P(demand > plan), steps below the P90 forecast, the forecast
+    status), jobs at risk, estimated start and wait reason of every queued job, long holders, idle
+    windows (their rule stated), queue outlook; last the plots (``links``: other files of the run
+    folder linked, e.g. the profile plots). The objective and bound are both rounded to 2 decimals.
     """
     plan = inp.plan
     sec = {s: table[table["section"] == s] for s in ("coverage_risk", "rt_calibration", "idle_window", "job_at_risk",
@@ -146,19 +201,28 @@ def render_page(inp: ReportInputs, table: pd.DataFrame, plots: Mapping[str, str]
     stale = stale_inputs_line(head)
     out = ([stale, ""] if stale else []) + [f"# Risk report — {run_name}", "", "## Headline", "",
                                              "| figure | value |", "|---|---|"]
-    out += [f"| {k} | {v.replace('|', '/')} |" for k, v in headline_rows(inp, head, cal, plots)]
+    out += [f"| {k} | {v.replace('|', '/')} |" for k, v in headline_rows(inp, head, cal, {**plots, **{
+        Path(n).stem: n for n in links}})]
     settings = getattr(inp.problem, "settings", None)
     tol = getattr(settings, "mip_rel_gap", None)
     bound = "n/a" if plan.bound is None else f"{plan.bound:.2f}"
     gap = "n/a" if plan.gap is None else f"{pct_text(plan.gap)} %"
-    out += ["", f"Plan: planner `{plan.planner}`, status {status_text(plan, tol)}, objective {plan.objective:.2f}, "
-                f"bound {bound}, solve {plan.solve_s:.1f} s."]
+    solver = [f"Plan: planner `{plan.planner}`, status {status_text(plan, tol)}, objective {plan.objective:.2f}, "
+              f"bound {bound}, solve {plan.solve_s:.1f} s.", ""]  # after the actions: the first screen is theirs
     if plan.status in ("time_limit", "deadline") and not plan.fallback:
         out.append("\n> " + not_proven_text(plan, inp.time_limit_s, gap))
     if plan.fallback:
         out.append(f"\n> **Fallback plan**: the MILP did not return a plan ({plan.message}); this is the best "
                    f"baseline plan.")
-    out += ["", "## Real-time coverage risk", "",
+    view = plan_view(inp)
+    acts = list(actions) if actions is not None else at_risk_actions(inp, view, sec["job_at_risk"],
+                                                                       run_folder or run_name)
+    out += ["", "## What to do first", ""] + action_lines(inp, view, acts) + solver
+    out += ["## Waiting jobs by reason", "",
+            "Each queued job that does not start at release, by what it waits for; the jobs in its way are "
+            "named once per group (the folded table below has every job's own sentence).", "",
+            waiting_table(inp, view, sec["queue_eta"])]
+    out += ["## Real-time coverage risk", "",
             "Measured on each service's forecast for the last 24 h before the plan start, fitted without that day, "
             "against the actual traffic. The plan gives every service at least its P90 forecast, so the risk is a "
             "P90 that is too low: a service is flagged when its recent P90 coverage is below the target. "
@@ -193,7 +257,6 @@ def render_page(inp: ReportInputs, table: pd.DataFrame, plots: Mapping[str, str]
         if why:
             out.append(f"  - What this means: {why}")
     out.append("")
-    out += plot("demand") + plot("bands")
     out += ["## Jobs at risk", "",
             "P90 finish at the size the plan chose, against the real deadline (to the second).", "",
             md_table(sec["job_at_risk"], ["job_id", "kind", "gpus", "start_ts", "end_ts", "deadline_ts", "reason"],
@@ -224,18 +287,23 @@ def render_page(inp: ReportInputs, table: pd.DataFrame, plots: Mapping[str, str]
                             headers={"gpus": "batch GPUs", "value": "jobs waiting", "start_ts": "time"}))
     else:
         out.append("_none_\n")
-    out += plot("outlook")
-    if "gantt" in plots:
-        out += ["## Plan (Gantt)", ""] + plot("gantt")
+    out += ["## Plots", ""]
+    for key in PLOTS:
+        out += plot(key)
+    if links:
+        out += ["Also written: " + " · ".join(f"[{name}]({name})" for name in links), ""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
 def write_risk_report(folder: Path, inp: ReportInputs, run_name: str,
-                      table: pd.DataFrame | None = None) -> dict[str, Path]:
+                      table: pd.DataFrame | None = None, run_folder: Path | None = None) -> dict[str, Path]:
     """Write ``risk_report.parquet``, the PNG plots, ``risk_report.md`` and ``risk_report.html`` into ``folder``.
 
     ``table``: :func:`pipelines.report.risks.build_report_table` of ``inp`` when the caller has it (a run
-    builds it once for the report and the summary's headline); built here when None.
+    builds it once for the report and the summary's headline); built here when None. ``run_folder``: the
+    folder the page's ``gpuplan whatif`` lines name (the published run folder when ``folder`` is the
+    temporary one it is built in); default ``folder``. Each job at risk with a smaller size that fits
+    gets its ``--add-job`` file here (:func:`pipelines.report.actions.resize_job_entry`).
     Each file is written atomically; the HTML embeds the plots (base64 PNG) and loads nothing else
     (:func:`pipelines.report.html.render_html`). Returns name -> path.
     """
@@ -268,9 +336,21 @@ def write_risk_report(folder: Path, inp: ReportInputs, run_name: str,
         paths[name] = folder / name
         plots[key] = name
     head = headline(inp, table, cal)
-    page = render_page(inp, table, plots, run_name, cal, head)
+    view = plan_view(inp)
+    named = Path(run_folder) if run_folder is not None else folder.resolve()
+    actions = at_risk_actions(inp, view, table[table["section"] == "job_at_risk"], named)
+    for act in actions:  # the --add-job file of each smaller-size option, so its what-if line runs as printed
+        if act.smaller is not None:
+            name = resize_file_name(act.job_id, act.smaller.gpus)
+            entry = resize_job_entry(inp, inp.problem.job(act.job_id), act.smaller)
+            atomic_write_text(folder / name, json.dumps(entry, indent=1) + "\n")
+            paths[name] = folder / name
+    links = sorted(p.name for p in folder.glob("profile_*.png"))
+    page = render_page(inp, table, plots, run_name, cal, head, actions, named, links)
     atomic_write_text(folder / "risk_report.md", page)
     paths["risk_report.md"] = folder / "risk_report.md"
-    atomic_write_text(folder / "risk_report.html", render_html(page, folder, f"Risk report — {run_name}"))
+    ids = [j.job_id for j in inp.problem.jobs] + [r.job_id for r in inp.problem.running]
+    atomic_write_text(folder / "risk_report.html", render_html(page, folder, f"Risk report — {run_name}",
+                                                               folded=FOLDED, nowrap=ids))
     paths["risk_report.html"] = folder / "risk_report.html"
     return paths

@@ -199,7 +199,7 @@ def plot_gantt(problem: Any, plan: Any, kinds: Mapping[str, str], path: Path, st
         if a.end_step > H:
             end = t0 + pd.Timedelta(minutes=a.end_step * step_min)
             label += f" → {end:%b %d %H:%M}Z"
-        font = 7.5 if a.gpus >= 2 else 5.5
+        font = 7.5 if a.gpus >= 2 else 7.0  # a 1-GPU row is 0.14 in (10 pt) tall: 7 pt fits (5.5 pt read as ~5 px)
         if (x1 - x0) * step_in >= 0.075 * len(label) * font / 7.5:  # ~0.075 in per character at 7.5 pt
             ax.text(x0 + 0.15, a.block_offset + a.gpus / 2, label, fontsize=font, va="center", ha="left",
                     clip_on=True)
@@ -219,7 +219,9 @@ def plot_gantt(problem: Any, plan: Any, kinds: Mapping[str, str], path: Path, st
     handles = [Patch(color=KIND_COLORS[k], label=k.replace("_", " ")) for k in ("training", "quantization",
                                                                                 "batch_inference")]
     handles += [Patch(color=colors[s], label=f"real-time {s}") for s in svc_order]
-    handles += [Patch(color=DOWN_COLOR, label="down"), Patch(facecolor="white", edgecolor="#999999", label="idle")]
+    if any(o == "down" for row in grid for o in row):  # no legend entry for what the chart does not show
+        handles.append(Patch(color=DOWN_COLOR, label="down"))
+    handles.append(Patch(facecolor="white", edgecolor="#999999", label="idle"))
     legend_outside(ax, handles)
     fig.tight_layout()
     _save(fig, path)
@@ -233,7 +235,7 @@ def plot_demand(inp: ReportInputs, path: Path, exceed: Mapping[str, np.ndarray] 
     """Per service: P50 and P90 GPU demand forecast, the planned GPUs and P(demand > plan) per step.
 
     ``exceed``: service -> P(demand > plan) per step (:mod:`pipelines.report.calibration`), drawn on a
-    right-hand probability axis when given.
+    right-hand probability axis when given and not 0 at every step (then the title says so, no legend entry).
     """
     plt = pyplot()
     svcs = inp.service_names()
@@ -251,14 +253,17 @@ def plot_demand(inp: ReportInputs, path: Path, exceed: Mapping[str, np.ndarray] 
         ax.step(np.arange(len(planned) + 1), np.append(planned, planned[-1:]), where="post", color="black", lw=1.5,
                 label="planned GPUs")
         status = inp.rt_status.get(svc, ("ok", ""))[0]
-        ax.set_title(f"{svc}: demand forecast and planned GPUs (profile status: {status})", fontsize=9)
+        p_svc = np.asarray(exceed[svc], dtype=float) if exceed is not None and svc in exceed else None
+        zero = p_svc is not None and len(p_svc) > 0 and float(p_svc.max()) == 0.0
+        ax.set_title(f"{svc}: demand forecast and planned GPUs (profile status: {status})"
+                     + ("; P(demand > plan) = 0 at every step" if zero else ""), fontsize=9)
         value_axis(ax, "GPUs")
         ax.set_ylim(bottom=0)
         clock_axis(ax, inp.start_ts, inp.step_minutes, H)
         lines = list(ax.get_legend_handles_labels()[0])
-        if exceed is not None and svc in exceed:
+        if p_svc is not None and not zero:  # a line that is 0 everywhere is said in the title, not drawn
             ax2 = ax.twinx()
-            p = np.asarray(exceed[svc], dtype=float)
+            p = p_svc
             ax2.step(np.arange(len(p) + 1), np.append(p, p[-1:]), where="post", color="#444444", lw=1, ls="--",
                      label="P(demand > plan)")
             ax2.set_ylim(0, 1)

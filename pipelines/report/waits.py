@@ -93,7 +93,7 @@ def _block_holders(view: PlanView, t: int, o: int, s: int, exclude: str) -> list
     return sorted(counts.items(), key=lambda kv: (-view.end[kv[0]], -kv[1], kv[0]))
 
 
-def _free_blocks(view: PlanView, t0: int, t1: int, s: int, exclude: str, fixed_only: bool = False) -> list[int]:
+def free_blocks(view: PlanView, t0: int, t1: int, s: int, exclude: str, fixed_only: bool = False) -> list[int]:
     """Offsets of aligned ``s``-GPU blocks free during steps ``[t0, t1)`` (own cells of ``exclude`` free)."""
     if s > view.N or t1 <= t0:
         return []
@@ -106,7 +106,8 @@ def _free_blocks(view: PlanView, t0: int, t1: int, s: int, exclude: str, fixed_o
     return [int(b) * s for b in np.flatnonzero(free)]
 
 
-def _own_gpus(view: PlanView, job_id: str, t: int) -> int:
+def own_gpus(view: PlanView, job_id: str, t: int) -> int:
+    """GPUs ``job_id`` itself holds at step ``t`` in the plan (0 when it does not run then)."""
     if job_id not in view.start:
         return 0
     return view.gpus[job_id] if view.start[job_id] <= t < view.end[job_id] else 0
@@ -123,7 +124,7 @@ def earliest_alone(inp: ReportInputs, view: PlanView, job: Any) -> tuple[int, An
             continue
         for t in range(r, view.H if best is None else min(view.H, best[0])):
             t1 = min(view.H, t + d)
-            if (cap[t:t1] >= s).all() and _free_blocks(view, t, t1, s, job.job_id, fixed_only=True):
+            if (cap[t:t1] >= s).all() and free_blocks(view, t, t1, s, job.job_id, fixed_only=True):
                 best = (t, size)
                 break
     return best
@@ -188,15 +189,91 @@ def _guard_text(inp: ReportInputs, view: PlanView, job: Any, t: int, s: int, d: 
             f"protected after max_wait_steps={W}): starting it then would delay {h.job_id}")
 
 
+def type_nodes(problem: Any) -> list[tuple[str, str, int, int, tuple[int, ...]]]:
+    """The nodes of a typed cluster as ``(name, gpu_type, first GPU, GPUs, down local GPUs)``, layout order; [] untyped."""
+    c = problem.cluster
+    if not getattr(c, "typed", False):
+        return []
+    return [(n.name, n.gpu_type, int(o), int(n.gpus), tuple(n.down)) for o, n in zip(c.node_offsets, c.nodes, strict=True)]
+
+
+def type_wait_text(inp: ReportInputs, view: PlanView, job: Any, start_step: int | None) -> str | None:
+    """The GPU-type sentence of a type-constrained job that waits (typed cluster, ``job.gpu_types`` set), else None.
+
+    At its release step ``r``: ``"needs S × A or B: all K A/B nodes busy until <t>"`` (``t`` the first step a node
+    of an eligible type has ``S`` GPUs free of batch work; ``"for the whole horizon"`` when none has),
+    or ``"F of G A GPUs free of batch work at <r>"`` when one has them at ``r``; then each other type with GPUs
+    free of batch work at ``r``: ``"N T4 free of batch work but not eligible"``. Real-time GPUs are counted on
+    the cluster, not placed on a type, so "free of batch work" is the most a type-level sentence can say.
+    """
+    nodes = type_nodes(inp.problem)
+    if not nodes or not job.gpu_types:
+        return None
+    s = min(int(z.gpus) for z in job.sizes)
+    r = min(max(0, int(job.release_step)), view.H - 1)
+    elig = [(o, g, down) for _, ty, o, g, down in nodes if ty in job.gpu_types]
+    names = " or ".join(job.gpu_types)
+
+    def free(t: int, o: int, g: int, down: tuple[int, ...]) -> int:
+        own = view.ids.index(job.job_id) if job.job_id in view.ids else -3
+        cells = view.owner[t, o:o + g]
+        return int(sum(1 for k, c in enumerate(cells) if k not in down and c in (-1, own)))
+
+    first = next((t for t in range(r, view.H) if any(free(t, o, g, d) >= s for o, g, d in elig)), None)
+    n_elig = sum(g - len(d) for _, g, d in elig)
+    if first == r:
+        txt = (f"needs {s} × {names}: {sum(free(r, o, g, d) for o, g, d in elig)} of {n_elig} {names} GPUs "
+               f"free of batch work at {clock(step_ts(inp, r))}")
+    else:
+        until = "for the whole horizon" if first is None else f"until {clock(step_ts(inp, first))}"
+        txt = f"needs {s} × {names}: all {plural(len(elig), f'{names} node')} busy {until}"
+    others: dict[str, int] = {}
+    for _, ty, o, g, down in nodes:
+        if ty not in job.gpu_types:
+            others[ty] = others.get(ty, 0) + free(r, o, g, down)
+    idle = [f"{n} {ty or 'untyped'}" for ty, n in others.items() if n > 0]
+    if idle:
+        txt += f"; {', '.join(idle)} free of batch work but not eligible"
+    return txt
+
+
+def type_utilization(inp: ReportInputs) -> list[tuple[str, int, float]]:
+    """Batch utilisation per GPU type of a typed cluster: ``(type, GPUs up, batch GPU-h)``, layout order; [] untyped.
+
+    Batch GPU-hours are the plan's cells held by jobs on that type's GPUs over the horizon; real-time is
+    counted on the whole cluster, not per type (the plan does not place it on GPUs).
+    """
+    nodes = type_nodes(inp.problem)
+    if not nodes:
+        return []
+    view = plan_view(inp)
+    out: dict[str, list[float]] = {}
+    for _, ty, o, g, down in nodes:
+        cells = view.owner[:, o:o + g]
+        up = [k for k in range(g) if k not in down]
+        acc = out.setdefault(ty, [0, 0.0])
+        acc[0] += len(up)
+        acc[1] += float((cells[:, up] >= 0).sum()) * inp.step_h
+    return [(ty, int(n), h) for ty, (n, h) in out.items()]
+
+
 def wait_reason(inp: ReportInputs, job: Any, start_step: int | None, view: PlanView | None = None) -> str:
     """Why queued ``job`` (planned to start at ``start_step``, None: not in the horizon) does not start at release.
 
     The rules of the module docstring; ``"starts at release"`` when it does. ``view``: a
-    :func:`plan_view` of ``inp`` (built when None).
+    :func:`plan_view` of ``inp`` (built when None). On a typed cluster a type-constrained job's sentence
+    starts with its types (:func:`type_wait_text`).
     """
     if start_step is not None and start_step <= job.release_step:
         return "starts at release"
     view = view if view is not None else plan_view(inp)
+    typed = type_wait_text(inp, view, job, start_step)
+    reason = _untyped_reason(inp, job, start_step, view)
+    return reason if typed is None else f"{typed}; {reason}"
+
+
+def _untyped_reason(inp: ReportInputs, job: Any, start_step: int | None, view: PlanView) -> str:
+    """:func:`wait_reason` without the GPU-type sentence."""
     never = cannot_fit(inp, view, job)
     if never:
         return never
@@ -279,7 +356,7 @@ def _after_block_frees(inp: ReportInputs, view: PlanView, jid: str, chain: Seque
     H = view.H
 
     def idle(u: int) -> int:
-        return int(view.idle[u]) + _own_gpus(view, jid, u)
+        return int(view.idle[u]) + own_gpus(view, jid, u)
 
     rt = view.rt[t0:start]
     rt_txt = plural(int(rt.min()), "GPU") if rt.min() == rt.max() else f"{int(rt.min())}–{int(rt.max())} GPUs"
@@ -295,7 +372,7 @@ def _after_block_frees(inp: ReportInputs, view: PlanView, jid: str, chain: Seque
     elif not runs:
         room = f"{s} or more GPUs are idle at some steps but never for its whole {hours_text(d * inp.step_h)} run"
     else:
-        u = next((u for u in runs if _free_blocks(view, u, min(H, u + d), s, jid)), None)
+        u = next((u for u in runs if free_blocks(view, u, min(H, u + d), s, jid)), None)
         room = (f"enough GPUs are idle for its whole run from {clock(step_ts(inp, runs[0]))} but fragmented: no "
                 f"aligned {s}-GPU block stays free" if u is None else
                 f"room for its whole run from {clock(step_ts(inp, u))}: the planner's choice")
@@ -305,7 +382,7 @@ def _after_block_frees(inp: ReportInputs, view: PlanView, jid: str, chain: Seque
 def _blocked_at(inp: ReportInputs, view: PlanView, job: Any, start: int | None, e: int, s: int, d: int) -> str:
     """Rule 4 of the module docstring at the earliest feasible step ``e`` (size ``s``, ``d`` steps)."""
     jid = job.job_id
-    idle_e = int(view.idle[e]) + _own_gpus(view, jid, e)
+    idle_e = int(view.idle[e]) + own_gpus(view, jid, e)
     if start is not None:
         o = inp.plan.job(jid).block_offset
     else:
@@ -346,12 +423,12 @@ def _blocked_at(inp: ReportInputs, view: PlanView, job: Any, start: int | None, 
         return txt + after
     later = f"the plan starts it at {clock(step_ts(inp, start))}" if start is not None else \
         "the plan does not start it in the horizon"
-    if not _free_blocks(view, e, e + 1, s, jid):
+    if not free_blocks(view, e, e + 1, s, jid):
         return (f"{head}: enough GPUs idle but fragmented, no aligned {s}-GPU block is free at "
                 f"{clock(step_ts(inp, e))}; {later}")
     t1 = min(view.H, e + d)
     for tau in range(e + 1, t1):
-        left = int(view.idle[tau]) + _own_gpus(view, jid, tau)
+        left = int(view.idle[tau]) + own_gpus(view, jid, tau)
         if left < s:
             causes = []
             if view.rt[tau] > view.rt[e]:
@@ -362,10 +439,10 @@ def _blocked_at(inp: ReportInputs, view: PlanView, job: Any, start: int | None, 
             return (f"{head}: enough GPUs idle at {clock(step_ts(inp, e))}, but not for its "
                     f"{hours_text(d * inp.step_h)} run: at {clock(step_ts(inp, tau))} only {left} would be idle"
                     f"{' (' + '; '.join(causes) + ')' if causes else ''}; {later}")
-    if not _free_blocks(view, e, t1, s, jid):
+    if not free_blocks(view, e, t1, s, jid):
         return (f"{head}: enough GPUs idle for its whole run but fragmented: no aligned {s}-GPU block stays free "
                 f"for its {hours_text(d * inp.step_h)}; {later}")
-    guard = _guard_text(inp, view, job, e, s, d, _free_blocks(view, e, t1, s, jid)[0])
+    guard = _guard_text(inp, view, job, e, s, d, free_blocks(view, e, t1, s, jid)[0])
     if guard:
         return f"{head}: room for its whole run, but {guard}; {later}"
     plan = inp.plan
@@ -375,3 +452,61 @@ def _blocked_at(inp: ReportInputs, view: PlanView, job: Any, start: int | None, 
         gap = "n/a" if plan.gap is None else f"{100 * float(plan.gap):.2g} %"
         why = f"not required by capacity: the planner's choice (MILP objective, gap {gap})"
     return f"{head}: room for its whole run from then, yet {later}: {why}"
+
+
+#: The groups of the page's "Waiting jobs by reason" (key -> what the group's jobs wait for), in the page's order;
+#: :func:`wait_group` puts a waiting job in one of them by the rules of the module docstring.
+WAIT_GROUPS: dict[str, str] = {
+    "never": "never fits: its smallest size is more than the GPUs up minus the real-time minimum",
+    "no_room": "no room in the horizon even with no other queued job (running jobs and real-time need)",
+    "running": "waits for running jobs and the real-time need to leave room (starts at its earliest feasible step)",
+    "busy": "its aligned block is held by batch jobs planned before it",
+    "fragmented": "enough GPUs idle but no aligned block free for its run (fragmentation)",
+    "short_run": "room at its earliest feasible step, but not for its whole run",
+    "guard": "the starvation guard reserves room for an earlier job",
+    "choice": "room for its whole run: the planner's choice",
+}
+
+
+def wait_group(inp: ReportInputs, job: Any, start_step: int | None, view: PlanView | None = None,
+               reason: str | None = None) -> tuple[str, list[str]] | None:
+    """The :data:`WAIT_GROUPS` key of a waiting job and the jobs it waits for (ids, latest end first).
+
+    None when the job starts at release. ``reason``: its :func:`wait_reason` (computed when None); the
+    rules are those of :func:`wait_reason`, so the group agrees with the job's sentence. Holders: for
+    ``busy`` the batch jobs holding its aligned block from its earliest feasible step until it starts
+    (at that step when it does not start); for ``running`` / ``no_room`` the running jobs in its way.
+    """
+    if start_step is not None and start_step <= job.release_step:
+        return None
+    view = view if view is not None else plan_view(inp)
+    reason = reason if reason is not None else wait_reason(inp, job, start_step, view)
+    if cannot_fit(inp, view, job):
+        return "never", []
+    alone = earliest_alone(inp, view, job)
+    if alone is None:
+        return "no_room", sorted(view.running, key=lambda j: (-view.end[j], j))
+    e, size_alone = alone
+    if start_step is not None and start_step == e:
+        t = max(int(job.release_step), e - 1, 0)
+        run = sorted((j for j in view.running if view.start[j] <= t < view.end[j]), key=lambda j: (-view.end[j], j))
+        return "running", run
+    jid = job.job_id
+    s = view.gpus[jid] if start_step is not None else int(size_alone.gpus)
+    if int(view.idle[e]) + own_gpus(view, jid, e) < s:
+        if start_step is not None:
+            o = inp.plan.job(jid).block_offset
+            holders = _block_chain(view, e, start_step, o, s, jid) if start_step > e else []
+        else:
+            offsets = range(0, view.N - s + 1, s)
+            o = min(offsets, key=lambda b: (max((view.end[h] for h, _ in _block_holders(view, e, b, s, jid)),
+                                                default=-1), b))
+            holders = [h for h, _ in _block_holders(view, e, o, s, jid)]
+        return "busy", holders
+    if "but fragmented" in reason:
+        return "fragmented", []
+    if ", but not for its" in reason:
+        return "short_run", []
+    if "starvation guard" in reason:
+        return "guard", []
+    return "choice", []

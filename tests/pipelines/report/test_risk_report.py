@@ -156,15 +156,16 @@ def test_page_layout_rounding_and_gap_wording(tmp_path):
     assert ("status **optimal** within the 0.1 % gap tolerance (gap 0.07 %), objective 3309.99, "
             "bound 3312.38, solve 0.1 s.") in page
     heads = [ln for ln in page.splitlines() if ln.startswith("#")]
-    assert heads == ["# Risk report — run-z", "## Headline", "## Real-time coverage risk", "## Jobs at risk",
-                     "## Estimated start of every queued job", "## Long holders", "## Idle windows",
-                     "## Queue outlook", "## Plan (Gantt)"]
+    # issue 27: the headline, what to do first and the waiting groups first; the detail (folded in the HTML); plots last
+    assert heads == ["# Risk report — run-z", "## Headline", "## What to do first", "## Waiting jobs by reason",
+                     "## Real-time coverage risk", "## Jobs at risk", "## Estimated start of every queued job",
+                     "## Long holders", "## Idle windows", "## Queue outlook", "## Plots"]
     pos = {k: page.index(k) for k in ("## Headline", "| Planned utilisation | 71.9 % of 32 GPU-h",
-                                      "## Real-time coverage risk", "![Real-time demand forecast", "## Jobs at risk",
+                                      "## What to do first", "## Real-time coverage risk", "## Jobs at risk",
                                       "## Idle windows", "## Queue outlook",
-                                      "| step | time | batch GPUs | jobs waiting | reason |", "![Queue outlook",
-                                      "## Plan (Gantt)", "![Plan: GPUs by node")}
-    assert list(pos.values()) == sorted(pos.values())  # headline first, each plot after its section's table
+                                      "| step | time | batch GPUs | jobs waiting | reason |", "## Plots",
+                                      "![Real-time demand forecast", "![Queue outlook", "![Plan: GPUs by node")}
+    assert list(pos.values()) == sorted(pos.values())  # headline first, the plots after every table
     # every plot linked from the headline
     assert "| Plots | [demand](demand.png) · [outlook](outlook.png) · [gantt](gantt.png) |" in page
     # one name per meaning: P90 finish (jobs at risk) vs planned end (queue table)
