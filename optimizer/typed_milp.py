@@ -48,14 +48,17 @@ from optimizer.capacity import Capacity
 from optimizer.eligibility import block_options
 from optimizer.milp import (
     BuiltModel,
+    GuardCols,
     ModelBuilder,
     StartVars,
     add_demand_band,
+    add_max_wait,
     add_no_preemption,
     add_one_task_per_gpu,
     add_real_time_first,
     add_start_once,
     add_swap_cap,
+    complete_guard,
     make_context,
     model_size,
     plan_to_vector,
@@ -124,6 +127,7 @@ class PoolMaster:
     pool_free: np.ndarray  # (n_pools, H) GPUs of each pool not down and not held by running jobs
     row_families: dict[str, int]
     y_cols: dict[tuple[int, str], np.ndarray] = field(default_factory=dict)  # (service, type) -> (H,) GPUs held
+    guard: GuardCols | None = None  # the starvation guard's columns (max_wait_steps set), else None
 
     @property
     def size(self) -> dict[str, int]:
@@ -180,6 +184,7 @@ def build_pool_master(problem: Problem, u_star: np.ndarray, capacity: Capacity) 
     """The pool master of the module docstring (typed cluster; ``u_star`` and ``capacity`` as in :func:`optimizer.milp.make_context`)."""
     H = problem.horizon_steps
     ctx = make_context(problem, u_star, capacity)
+    ctx.groups = [[k] for k in range(len(problem.jobs))]  # jobs with types are not interchangeable
     gpu_pool = pool_of_gpu(problem)
     n_pools = len(pools(problem))
     occ = np.asarray(capacity.occupancy)
@@ -229,7 +234,17 @@ def build_pool_master(problem: Problem, u_star: np.ndarray, capacity: Capacity) 
     for v in xs:
         b.add_coeffs(once[v.job], v.cols, 1.0)
     add_swap_cap(b, ctx, a_cols)
-    return PoolMaster(b.model(), xs, a_cols, u_cols, ctx, pool_free, dict(b.row_families), y_cols)
+    guard = add_max_wait(b, ctx, [as_start_vars(v) for v in xs])  # None without max_wait_steps
+    return PoolMaster(b.model(), xs, a_cols, u_cols, ctx, pool_free, dict(b.row_families), y_cols, guard)
+
+
+def as_start_vars(v: MasterVars) -> StartVars:
+    """The start columns of a master class as :class:`optimizer.milp.StartVars` of the job's own group.
+
+    The starvation guard (:func:`optimizer.milp.add_max_wait`) reads only a start's group, GPUs, duration (the
+    type's), steps and columns: on counts, as the verifier's rule (:func:`optimizer.verify.max_wait_violations`).
+    """
+    return StartVars(v.job, v.gpus, v.duration, 1.0, np.zeros(len(v.starts), dtype=np.int64), v.starts, v.cols)
 
 
 def relax_real_time_first(ctx, typed_svc: list[int]) -> None:
@@ -369,7 +384,7 @@ def master_vector(pm: PoolMaster, problem: Problem, plan: Plan) -> np.ndarray | 
     if not set_service_values(pm.ctx, pm.a_cols, pm.u_cols, plan, x):  # type: ignore[arg-type]
         return None
     set_type_values(pm, problem, plan, x)
-    return x
+    return complete_guard(pm.model, pm.guard, x)
 
 
 def pack_starts(problem: Problem, pm: PoolMaster, x: np.ndarray, svc: np.ndarray,
@@ -415,8 +430,7 @@ def build_typed_full_model(problem: Problem, u_star: np.ndarray, capacity: Capac
 
     ``x[j, s, o, t]`` only on the eligible aligned blocks of each type (:func:`optimizer.eligibility.block_options`)
     with that type's duration and reward; one group per job (jobs with types are not interchangeable); the other
-    families as in :func:`optimizer.milp.build_model` (no starvation guard: the typed path runs without
-    ``max_wait_steps``).
+    families as in :func:`optimizer.milp.build_model`, the starvation guard included (``max_wait_steps``).
     """
     t0 = time.perf_counter()
     H = problem.horizon_steps
@@ -459,7 +473,8 @@ def build_typed_full_model(problem: Problem, u_star: np.ndarray, capacity: Capac
     add_one_task_per_gpu(b, ctx, cov, a_cols)
     add_start_once(b, ctx, xs)
     add_swap_cap(b, ctx, a_cols)
-    return BuiltModel(ctx, b.model(), xs, a_cols, u_cols, time.perf_counter() - t0, dict(b.row_families), None)
+    guard = add_max_wait(b, ctx, xs)
+    return BuiltModel(ctx, b.model(), xs, a_cols, u_cols, time.perf_counter() - t0, dict(b.row_families), guard)
 
 
 def block_model_binaries(problem: Problem) -> int:
