@@ -33,7 +33,7 @@ import numpy as np
 from optimizer.capacity import Capacity, fixed_occupancy, running_gpus_per_step, service_bounds, up_gpus
 from optimizer.eligibility import BlockOption, block_options, duration_at
 from optimizer.objective import objective_value, run_decay
-from optimizer.placement import hold_services
+from optimizer.placement import gpu_weights, hold_services
 from optimizer.plan import JobAssignment, Plan
 from optimizer.problem import Job, Problem
 from optimizer.solver import SolveStatus
@@ -58,6 +58,13 @@ def reserved_service_gpus(problem: Problem, target: np.ndarray | None = None,
             [[min(max(max(s.demand_gpus), s.min_gpus), s.max_gpus)] * H for s in problem.services],
             dtype=np.int64,
         )
+    if any(s.typed_capacity for s in problem.services):  # per-type capacity: no more than its types' GPUs
+        occ = fixed_occupancy(problem) if capacity is None else capacity.occupancy
+        target = np.array(target, dtype=np.int64, copy=True)
+        for i, s in enumerate(problem.services):
+            w = gpu_weights(problem, s)
+            if w is not None:
+                target[i] = np.minimum(target[i], (~occ & (w > 0)[None, :]).sum(axis=1))
     avail = (up_gpus(problem) - running_gpus_per_step(problem) if capacity is None else capacity.free).tolist()
     # plain int lists: the walk is sequential, and numpy scalars in it cost about 1.5 s per 100,000 steps
     lows, highs, targets = L.tolist(), U.tolist(), np.asarray(target).tolist()
@@ -107,6 +114,8 @@ class Board:
         self.frees = np.zeros(H, dtype=bool)
         if H > 1:
             self.frees[1:] = (self.occ[:-1] & ~self.occ[1:]).any(axis=1) | (self.free_count[1:] > self.free_count[:-1])
+        self.type_res = type_reservations(problem, service_gpus, self.occ) \
+            if any(s.typed_capacity for s in problem.services) else []
 
     def _update_frees(self, t: int) -> None:
         if 0 < t < self.H:
@@ -124,6 +133,9 @@ class Board:
         blocked = self.occ[t:te].reshape(te - t, self.N // gpus, gpus).any(axis=(0, 2))
         if allowed is not None:
             blocked |= ~allowed
+        for mask, res in self.type_res:  # the GPUs of a type reserved for typed-capacity services stay free
+            slack = int(((~self.occ[t:te] & mask[None, :]).sum(axis=1) - res[t:te]).min())
+            blocked |= mask.reshape(-1, gpus).sum(axis=1) > slack
         free = np.flatnonzero(~blocked)
         return int(free[0]) * gpus if len(free) else None
 
@@ -176,6 +188,54 @@ class Board:
         self.version += 1
         self._update_frees(t)
         self._update_frees(te)
+
+
+def type_reservations(problem: Problem, service_gpus: np.ndarray, occ: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """GPUs of each type reserved for the services with per-type capacity (issue 26): ``[(type mask (n_gpus,), (H,))]``.
+
+    Each such service's count at a step (``service_gpus`` (S, H)) is put on its listed types, step by step:
+    it keeps the types it had at the step before where their GPUs not in ``occ`` (running, down) allow, adds
+    the rest on its fastest types first, then moves kept GPUs of a slower type to a faster one while its swap
+    cap has room (the rule of :func:`optimizer.placement.service_placement`); the baselines thus reserve a
+    service on its preferred type. A batch block may not take a type's GPUs below its reservation
+    (:meth:`Board.fit_at`).
+    """
+    H = problem.horizon_steps
+    types = problem.cluster.gpu_types
+    masks = {ty: np.zeros(problem.n_gpus, dtype=bool) for ty in types}
+    for o, n in zip(problem.cluster.node_offsets, problem.cluster.nodes, strict=True):
+        masks[n.gpu_type][o:o + n.gpus] = True
+    res = {ty: np.zeros(H, dtype=np.int64) for ty in types}
+    cap = {ty: (~occ & masks[ty][None, :]).sum(axis=1) for ty in types}
+    for i, s in enumerate(problem.services):
+        if not s.typed_capacity:
+            continue
+        order = sorted((ty for ty in types if s.weight(ty) > 0), key=lambda ty: -s.weight(ty))
+        prev: dict[str, int] | None = None
+        for t in range(H):
+            a = int(service_gpus[i][t])
+            room = {ty: int(cap[ty][t] - res[ty][t]) for ty in order}
+            cur = {ty: min(prev[ty], room[ty]) if prev else 0 for ty in order}
+            for ty in reversed(order):  # shrink from the slowest
+                cut = min(cur[ty], max(0, sum(cur.values()) - a))
+                cur[ty] -= cut
+            kept = sum(cur.values())
+            for ty in order:  # add on the fastest
+                cur[ty] += min(room[ty] - cur[ty], a - sum(cur.values()))
+            if prev is not None:
+                moves = s.swap_cap_gpus - (max(a, sum(prev.values())) - kept)
+                for fast in order:
+                    for slow in reversed(order):
+                        if s.weight(slow) >= s.weight(fast):
+                            break
+                        m = max(0, min(moves, cur[slow], room[fast] - cur[fast]))
+                        cur[slow] -= m
+                        cur[fast] += m
+                        moves -= m
+            for ty in order:
+                res[ty][t] += cur[ty]
+            prev = cur
+    return [(masks[ty], res[ty]) for ty in types if res[ty].any()]
 
 
 Placement = dict[str, tuple[int, int]]  # job_id -> (start_step, block_offset)

@@ -12,7 +12,9 @@ Definitions (window = the scenario's ``n_steps`` steps of ``step_h`` hours; N GP
 - ``jobs_completed`` (finished inside the window) of ``jobs_total`` (jobs arriving inside the
   window).
 - ``rt_unmet_gpu_h`` = sum of ``max(0, actual - allocated) x step_h``; ``rt_sla_pct`` = 100 x
-  served / actual demand GPU-hours (100 when there is no demand).
+  served / actual demand GPU-hours (100 when there is no demand). A service with per-type capacity
+  (issue 26) counts as "allocated" the demand GPUs its GPUs serve (``SimResult.service_served``, demand in GPUs
+  of its slowest type), and its utilised GPU-hours are its GPUs x ``min(1, actual / served)``.
 - Wait time (hours) = first start - arrival; a job never started in the window is counted with
   its censored wait ``window end - arrival`` (so a planner that never starts a job is not
   rewarded for it). Percentiles: numpy's linear interpolation. ``wait_by_priority``: P50/P95 per
@@ -121,12 +123,14 @@ def compute(res: SimResult) -> Metrics:
     h = res.step_h
     window_gpu_h = res.n_gpus * res.n_steps * h
     batch_gpu_h = sum(sum(v) for v in res.batch_gpus.values()) * h
-    served = demand = unmet = 0.0
+    served = demand = unmet = busy_rt = 0.0
     for s, alloc in res.service_gpus.items():
-        for a, d in zip(alloc, res.service_demand[s], strict=True):
+        held = res.service_served.get(s, alloc)  # per-type capacity: the demand GPUs its GPUs serve (issue 26)
+        for a, n, d in zip(held, alloc, res.service_demand[s], strict=True):
             served += min(a, d) * h
             demand += d * h
             unmet += max(0, d - a) * h
+            busy_rt += (min(a, d) if s not in res.service_served else n * min(1.0, d / a) if a > 0 else 0.0) * h
     value = sum(r.priority * (r.run_gpu_steps - r.lost_gpu_steps) * h for r in res.jobs.values())
     lost = sum(r.lost_gpu_steps for r in res.jobs.values()) * h
     waits = job_waits_h(res)
@@ -140,7 +144,7 @@ def compute(res: SimResult) -> Metrics:
     return Metrics(
         scenario=res.scenario,
         planner=res.planner,
-        utilization_pct=_r(100.0 * (batch_gpu_h + served) / window_gpu_h if window_gpu_h else 0.0),
+        utilization_pct=_r(100.0 * (batch_gpu_h + busy_rt) / window_gpu_h if window_gpu_h else 0.0),
         value=_r(value),
         jobs_completed=sum(1 for r in res.jobs.values() if r.completed),
         jobs_total=sum(1 for r in res.jobs.values() if r.arrival_step < res.n_steps),

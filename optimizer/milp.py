@@ -106,6 +106,12 @@ class ModelBuilder:
         self._c.append(c.ravel().astype(np.int64))
         self._v.append(v.ravel())
 
+    def set_continuous(self, cols) -> None:
+        """Make existing columns continuous (they were added as integer)."""
+        flags = np.concatenate(self._int) if self._int else np.zeros(0, dtype=bool)
+        flags[np.asarray(cols, dtype=np.int64)] = False
+        self._int = [flags]
+
     def add_cost(self, cols, vals) -> None:
         """Add to existing columns' objective coefficients."""
         cost = np.concatenate(self._cost) if self._cost else np.zeros(0)

@@ -15,6 +15,7 @@ from typing import cast
 
 import numpy as np
 
+from optimizer.placement import served_demand_gpus, service_placement
 from optimizer.plan import Plan
 from optimizer.problem import Job, Problem
 
@@ -55,9 +56,19 @@ def job_reward(job: Job, gpus: int, start_step: int, problem: Problem, gpu_type:
 
 
 def unmet_gpu_steps(plan: Plan, problem: Problem) -> float:
-    """Σ_{i,t} max(0, D_{i,t} − a_{i,t}) in GPU-steps (a missing service counts as 0 GPUs)."""
-    total = 0
+    """Σ_{i,t} max(0, D_{i,t} − a_{i,t}) in GPU-steps (a missing service counts as 0 GPUs).
+
+    A service with per-type capacity (issue 26) counts ``a`` as the demand GPUs its GPU-level plan serves
+    (:func:`optimizer.placement.served_demand_gpus`: a GPU of a faster type serves more than one).
+    """
+    total = 0.0
+    served = None
     for s in problem.services:
+        if s.typed_capacity and s.service in plan.service_gpus:
+            if served is None:
+                served = served_demand_gpus(problem, service_placement(problem, plan))
+            total += float(np.maximum(0.0, np.asarray(s.demand_gpus, dtype=np.float64) - served[s.service]).sum())
+            continue
         a = plan.service_gpus.get(s.service, (0,) * problem.horizon_steps)
         total += sum(max(0, d - x) for d, x in zip(s.demand_gpus, a, strict=False))
     return float(total)

@@ -28,7 +28,7 @@ import numpy as np
 
 from optimizer.eligibility import block_options, block_type
 from optimizer.plan import JobAssignment, Plan
-from optimizer.problem import Problem
+from optimizer.problem import Problem, Service
 
 #: Per service (problem order), per step, the GPU indices it holds (ascending).
 ServicePlacement = dict[str, tuple[tuple[int, ...], ...]]
@@ -55,8 +55,27 @@ def next_use(busy: np.ndarray) -> np.ndarray:
     return np.minimum.accumulate(idx[::-1], axis=0)[::-1]
 
 
+def gpu_weights(problem: Problem, service: Service) -> np.ndarray | None:
+    """(n_gpus,) float: demand GPUs one GPU of each index serves (:meth:`Service.weight`, 0 on a type not listed).
+
+    None for a service without per-type capacity (every GPU serves one: the rule of the module docstring).
+    """
+    if not service.typed_capacity:
+        return None
+    out = np.zeros(problem.n_gpus)
+    for o, n in zip(problem.cluster.node_offsets, problem.cluster.nodes, strict=True):
+        out[o:o + n.gpus] = service.weight(n.gpu_type)
+    return out
+
+
+def _weights(problem: Problem, names: list[str]) -> list[np.ndarray | None]:
+    by_name = {s.service: s for s in problem.services}
+    return [gpu_weights(problem, by_name[n]) for n in names]
+
+
 def _place_step(free: np.ndarray, prev: list[np.ndarray] | None, counts: list[int],
-                later: np.ndarray, caps: list[int], horizon: int) -> tuple[list[np.ndarray], bool]:
+                later: np.ndarray, caps: list[int], horizon: int,
+                weights: list[np.ndarray | None] | None = None) -> tuple[list[np.ndarray], bool]:
     """One step of the rule (module docstring): keep, add, then move ahead of a block within the swap cap.
 
     ``free``: (n_gpus,) bool, modified (the GPUs given out are cleared); ``prev``: each service's GPUs at the
@@ -68,26 +87,41 @@ def _place_step(free: np.ndarray, prev: list[np.ndarray] | None, counts: list[in
     gets fewer than its count only when the step has too few free GPUs (rejected on counts anyway).
     Returns the GPUs per service and whether some service's moves ahead were cut short by its cap (the next
     step may move more even when nothing else changes).
+
+    ``weights`` (per service, :func:`gpu_weights`; None = every GPU alike): a service with per-type capacity
+    only takes GPUs of weight > 0, by largest weight first (then the order above), and after the moves ahead
+    moves, while its swap cap has room, kept GPUs of its lowest weight to free GPUs of a larger one (a move to
+    the faster type; a change of type counts as swaps).
     """
     n = free.shape[0]
     H = horizon
     rank = np.lexsort((np.arange(n), later))[::-1]  # GPUs by latest next use, then highest index
-    kept: list[np.ndarray] = []
-    for i, a in enumerate(counts):
+    ws = weights if weights is not None else [None] * len(counts)
+    orders = []
+    for w in ws:
+        if w is None:
+            orders.append(rank)
+            continue
+        o = rank[np.argsort(-w[rank], kind="stable")]
+        orders.append(o[w[o] > 0])
+    # services with per-type capacity first (they may use only some GPUs), then the others, each in problem order
+    seq = [i for i in range(len(counts)) if ws[i] is not None] + [i for i in range(len(counts)) if ws[i] is None]
+    kept: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * len(counts)
+    for i in seq:
+        a = counts[i]
         if prev is None or a <= 0:
-            kept.append(np.empty(0, dtype=np.int64))
             continue
         mine = np.zeros(n, dtype=bool)
         mine[prev[i]] = True
-        k = rank[(mine & free)[rank]][:a]
+        k = orders[i][(mine & free)[orders[i]]][:a]
         free[k] = False
-        kept.append(k)
-    added: list[np.ndarray] = []
-    for i, a in enumerate(counts):
-        need = max(0, a - len(kept[i]))
-        new = rank[free[rank]][:need]
+        kept[i] = k
+    added: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * len(counts)
+    for i in seq:
+        need = max(0, counts[i] - len(kept[i]))
+        new = orders[i][free[orders[i]]][:need]
         free[new] = False
-        added.append(new)
+        added[i] = new
     limited = False
     for i, a in enumerate(counts):
         if prev is None or not len(kept[i]):
@@ -97,7 +131,8 @@ def _place_step(free: np.ndarray, prev: list[np.ndarray] | None, counts: list[in
         if room <= 0 or not len(doomed):
             continue
         doomed = doomed[np.argsort(later[doomed], kind="stable")]  # taken soonest first
-        spare = rank[free[rank]]  # taken latest first
+        wi = ws[i]
+        spare = rank[free[rank]] if wi is None else rank[(free & (wi > 0))[rank]]  # taken latest first
         m = 0
         while m < min(room, len(doomed), len(spare)) and later[spare[m]] > later[doomed[m]]:
             m += 1
@@ -107,6 +142,23 @@ def _place_step(free: np.ndarray, prev: list[np.ndarray] | None, counts: list[in
             free[doomed[:m]] = True
             kept[i] = np.setdiff1d(kept[i], doomed[:m])
             added[i] = np.concatenate([added[i], spare[:m]])
+    for i, w in enumerate(ws):  # moves to a faster type, within the swap cap's room left at this step
+        if w is None or prev is None or not len(kept[i]):
+            continue
+        room = caps[i] - (max(counts[i], len(prev[i])) - len(kept[i]))
+        while len(kept[i]):
+            spare = orders[i][free[orders[i]]]
+            worst = kept[i][np.argmin(w[kept[i]])]
+            if not len(spare) or w[spare[0]] <= w[worst]:
+                break
+            if room <= 0:
+                limited = True
+                break
+            free[spare[0]] = False
+            free[worst] = True
+            kept[i] = kept[i][kept[i] != worst]
+            added[i] = np.concatenate([added[i], spare[:1]])
+            room -= 1
     return [np.sort(np.concatenate([k, d])) for k, d in zip(kept, added, strict=True)], limited
 
 
@@ -136,6 +188,7 @@ def _service_placement(problem: Problem, plan: Plan) -> ServicePlacement:
     names = [s.service for s in problem.services if s.service in plan.service_gpus]
     caps = [s.swap_cap_gpus for s in problem.services if s.service in plan.service_gpus]
     alloc = [tuple(plan.service_gpus[n]) for n in names]
+    weights = _weights(problem, names) if any(s.typed_capacity for s in problem.services) else None
     steps: list[list[tuple[int, ...]]] = [[] for _ in names]
     prev: list[np.ndarray] | None = None
     last_counts: list[int] = []
@@ -151,7 +204,7 @@ def _service_placement(problem: Problem, plan: Plan) -> ServicePlacement:
             for i in range(len(names)):
                 steps[i].append(steps[i][-1])
             continue
-        new, limited = _place_step(~busy[t], prev, counts, later[t], caps, H)
+        new, limited = _place_step(~busy[t], prev, counts, later[t], caps, H, weights)
         for i in range(len(names)):
             if prev is not None and np.array_equal(new[i], prev[i]):
                 steps[i].append(steps[i][-1])  # one tuple object while a service stays put
@@ -160,6 +213,21 @@ def _service_placement(problem: Problem, plan: Plan) -> ServicePlacement:
         prev = new
         last_counts = counts
     return {n: tuple(steps[i]) for i, n in enumerate(names)}
+
+
+def served_demand_gpus(problem: Problem, placement: ServicePlacement) -> dict[str, np.ndarray]:
+    """Per service, (horizon_steps,) float: demand GPUs its GPU-level plan serves (Σ :func:`gpu_weights`).
+
+    A service without per-type capacity serves one per GPU (its count); missing steps count 0.
+    """
+    H = problem.horizon_steps
+    out = {}
+    for s in problem.services:
+        steps = placement.get(s.service, ())
+        w = gpu_weights(problem, s)
+        out[s.service] = np.array([(len(steps[t]) if w is None else float(w[list(steps[t])].sum()))
+                                   if t < len(steps) else 0.0 for t in range(H)])
+    return out
 
 
 def gpus_swapped(before: tuple[int, ...], after: tuple[int, ...]) -> int:
@@ -214,6 +282,7 @@ def _repack(problem: Problem, plan: Plan) -> tuple[JobAssignment, ...] | None:
     names = [s.service for s in problem.services if s.service in plan.service_gpus]
     caps = [s.swap_cap_gpus for s in problem.services if s.service in plan.service_gpus]
     alloc = [tuple(plan.service_gpus[n]) for n in names]
+    weights = _weights(problem, names) if any(s.typed_capacity for s in problem.services) else None
     moved: dict[str, JobAssignment] = {}
     prev: list[np.ndarray] | None = None
     k = 0
@@ -247,7 +316,7 @@ def _repack(problem: Problem, plan: Plan) -> tuple[JobAssignment, ...] | None:
             busy[t:end, o:o + g] = True
             moved[a.job_id] = replace(a, block_offset=o)
         counts = [int(x[t]) if t < len(x) else 0 for x in alloc]
-        prev, _ = _place_step(~busy[t], prev, counts, np.full(N, H), caps, H)  # the future is not packed yet
+        prev, _ = _place_step(~busy[t], prev, counts, np.full(N, H), caps, H, weights)  # the future is not packed yet
     return tuple(moved.get(a.job_id, a) for a in plan.assignments)
 
 

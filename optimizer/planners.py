@@ -8,7 +8,7 @@ starts, the master (or full) model solved under the work budget, with the best b
 of last resort (``source="fallback"``). Its objective is never below the best baseline's
 (:func:`best_baseline`); an unverified plan is never returned. On a typed cluster (``Cluster.nodes``) ``milp`` runs
 :class:`optimizer.typed_milp.TypedMilpRun` (a master on (GPU type, node size) pools, then packing on nodes;
-DESIGN §5 "Typed clusters"), except with ``max_wait_steps`` set (the best baseline, :data:`TYPED_NOTE`). The baselines ``fifo``, ``easy`` and
+DESIGN §5 "Typed clusters"; with ``max_wait_steps`` set, with the starvation guard). The baselines ``fifo``, ``easy`` and
 ``priority`` are :func:`optimizer.baselines.baseline_plan`, stopped at ``time_limit_s``.
 """
 
@@ -21,19 +21,13 @@ from optimizer.baselines import baseline_plan
 from optimizer.capacity import Capacity
 from optimizer.diagnose import check_feasible, check_size, coverage_shortfalls
 from optimizer.errors import InputError
-from optimizer.plan import Plan, PlanSource
+from optimizer.plan import Plan
 from optimizer.problem import Problem
 from optimizer.ranking import UnverifiedPlanError, best_baseline, verified
-from optimizer.solver import SolveStatus
 from optimizer.strategy import MilpRun, deadline_status
 from optimizer.typed_milp import TypedMilpRun
 
 PLANNERS: tuple[str, ...] = ("milp", "fifo", "easy", "priority")
-
-#: The note of a ``milp`` plan on a typed cluster (``Cluster.nodes``) with ``max_wait_steps`` set: the pool MILP
-#: (:mod:`optimizer.typed_milp`) has no starvation guard, so the plan is the best verified baseline plan.
-TYPED_NOTE = ("typed cluster with max_wait_steps: the pool MILP has no starvation guard yet; this is the best "
-              "baseline plan (first fit over eligible nodes)")
 
 #: The planners' public face: :func:`plan` for every planner, :func:`best_baseline` (the MILP's answer of last
 #: resort, also asked for by benchmarks and tests) and the error a plan failing verification raises.
@@ -77,10 +71,6 @@ def plan(problem: Problem, planner: str = "milp", warm_start: Plan | None = None
     if planner != "milp":
         deadline = t0 + problem.settings.time_limit_s
         return replace(verified(baseline_plan(problem, planner, deadline, capacity), problem), notes=notes)
-    if typed and problem.settings.max_wait_steps is None:  # the pool master and packing (issue 26)
+    if typed:  # the pool master and packing (issue 26), with the starvation guard when max_wait_steps is set
         return deadline_status(TypedMilpRun(problem, warm_start, notes, t0, capacity).plan(), problem)
-    if typed:  # no starvation guard on the pool master yet: the best baseline
-        best = best_baseline(problem, t0 + problem.settings.time_limit_s, capacity=capacity)
-        return replace(best, planner="milp", source=PlanSource.FALLBACK, status=SolveStatus.FEASIBLE,
-                       notes=notes + (TYPED_NOTE,), message=TYPED_NOTE)
     return deadline_status(MilpRun(problem, warm_start, notes, t0, capacity).plan(), problem)

@@ -43,7 +43,7 @@ from optimizer.errors import InputError
 from optimizer.objective import objective_value
 from optimizer.plan import JobAssignment, Plan, PlanSource
 from optimizer.problem import Job, Problem, RunningJob, Service, SizeOption
-from optimizer.scenarios import Scenario, SimJob
+from optimizer.scenarios import Scenario, SimJob, SimService
 from optimizer.solver import SolveStatus
 from optimizer.verify import verify as verify_plan
 
@@ -139,7 +139,8 @@ class SimResult:
     ``down_gpus[t]`` GPUs down. Typed cluster only (issue 26; empty otherwise): ``type_gpus[ty]`` the
     GPUs of type ``ty``; ``type_batch_gpus[ty][t]`` GPUs of that type running batch work;
     ``type_service_gpus[s][ty][t]`` GPUs of that type holding replicas of service ``s`` (the simulator's
-    own replica placement, :meth:`_State.place_services`). ``verified_plans``: committed plans, each checked by the verifier
+    own replica placement, :meth:`_State.place_services`); ``service_served[s][t]`` the demand GPUs the replicas
+    of a service with per-type capacity serve (absent for the others, whose GPUs serve one each). ``verified_plans``: committed plans, each checked by the verifier
     (one per step); ``violations``: their findings (always 0 — a violation raises);
     ``stale_plans``: previous plans that no longer verified when followed (k > 1) and were replaced
     by a fresh plan instead of being committed. ``surge_replans``: plans made inside a step because
@@ -168,6 +169,7 @@ class SimResult:
     type_gpus: dict[str, int] = field(default_factory=dict)
     type_batch_gpus: dict[str, list[int]] = field(default_factory=dict)
     type_service_gpus: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    service_served: dict[str, list[float]] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- planners
@@ -315,11 +317,43 @@ class _State:
                 prev = list(s.initial_gpu_ids)
             else:
                 prev = self.place.get(s.service, [])
+            if s.capacity_by_type:  # per-type capacity (issue 26): its types only, the fastest first
+                self.place[s.service] = self._place_typed(s, prev, free, want)
+                continue
             keep = [g for g in prev if g in free][:want]
             free -= set(keep)
             extra = sorted(free, reverse=True)[: want - len(keep)]
             free -= set(extra)
             self.place[s.service] = sorted(keep + extra)
+
+    def weight(self, s: SimService, g: int) -> float:
+        """Demand GPUs GPU ``g`` serves for ``s`` (rate of its type / the slowest listed rate; 0: not listed)."""
+        rates = dict(s.capacity_by_type)
+        return rates.get(self.gpu_type[g], 0.0) / min(rates.values())
+
+    def _place_typed(self, s: SimService, prev: list[int], free: set[int], want: int) -> list[int]:
+        """A typed-capacity service's GPUs (``free`` updated), as :func:`optimizer.placement.service_placement`.
+
+        Kept ones still free, then new ones by largest weight then highest index, then kept ones of the
+        lowest weight moved to free faster ones while the swap cap has room.
+        """
+        key = lambda g: (self.weight(s, g), g)  # noqa: E731
+        keep = sorted((g for g in prev if g in free and self.weight(s, g) > 0), key=key, reverse=True)[:want]
+        free -= set(keep)
+        extra = sorted((g for g in free if self.weight(s, g) > 0), key=key, reverse=True)[: want - len(keep)]
+        free -= set(extra)
+        room = s.swap_cap_gpus - (max(want, len(prev)) - len(keep))
+        while room > 0 and keep:
+            spare = sorted((g for g in free if self.weight(s, g) > 0), key=key, reverse=True)
+            worst = min(keep, key=key)
+            if not spare or self.weight(s, spare[0]) <= self.weight(s, worst):
+                break
+            keep.remove(worst)
+            free.add(worst)
+            free.discard(spare[0])
+            extra.append(spare[0])
+            room -= 1
+        return sorted(keep + extra)
 
 
 # ----------------------------------------------------------------------------- problem building
@@ -355,6 +389,7 @@ def _problem_at(st: _State, t: int, current: dict[str, int], lookahead: bool = F
             max_gpus=s.max_gpus,
             swap_cap_gpus=s.swap_cap_gpus,
             current_gpus=current[s.service],
+            capacity_by_type=s.capacity_by_type,
         )
         for s in sc.services
     )
@@ -781,7 +816,9 @@ def _surge(loop: _Loop, problem: Problem, t: int) -> None:
     """
     st, res = loop.st, loop.res
     actual = {s.service: s.demand_true[t] for s in st.sc.services}
-    if all(actual[s] <= st.alloc[s] for s in actual):
+    held = {s.service: (sum(st.weight(s, g) for g in st.place.get(s.service, [])) if s.capacity_by_type
+                        else st.alloc[s.service]) for s in st.sc.services}  # per-type capacity: what its GPUs serve
+    if all(actual[s] <= held[s] for s in actual):
         return
     current = {s.service: s.current_gpus for s in problem.services}
     planned = {s.service: s.demand_gpus for s in problem.services}  # the step's planned level (with margin)
@@ -813,6 +850,9 @@ def _advance(loop: _Loop, t: int) -> None:
             res.type_batch_gpus[st.gpu_type[r.offset]][t] += r.job.gpus
     for s in st.sc.services:
         res.service_gpus[s.service][t] = st.alloc[s.service]
+        if s.capacity_by_type:
+            res.service_served.setdefault(s.service, [0.0] * res.n_steps)[t] = \
+                sum(st.weight(s, g) for g in st.place.get(s.service, []))
         if st.gpu_type:
             for g in st.place.get(s.service, []):
                 res.type_service_gpus[s.service][st.gpu_type[g]][t] += 1

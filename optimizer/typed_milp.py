@@ -38,7 +38,7 @@ below the best baseline (:class:`optimizer.strategy.MilpRun`'s rule).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import numpy as np
@@ -48,14 +48,17 @@ from optimizer.capacity import Capacity
 from optimizer.eligibility import block_options
 from optimizer.milp import (
     BuiltModel,
+    GuardCols,
     ModelBuilder,
     StartVars,
     add_demand_band,
+    add_max_wait,
     add_no_preemption,
     add_one_task_per_gpu,
     add_real_time_first,
     add_start_once,
     add_swap_cap,
+    complete_guard,
     make_context,
     model_size,
     plan_to_vector,
@@ -63,6 +66,7 @@ from optimizer.milp import (
     solution_starts,
 )
 from optimizer.objective import objective_value, run_decay
+from optimizer.placement import served_demand_gpus, service_placement
 from optimizer.plan import Plan, PlanSource
 from optimizer.problem import Cluster, Job, Problem, SizeOption
 from optimizer.ranking import min_bound
@@ -122,6 +126,8 @@ class PoolMaster:
     ctx: object
     pool_free: np.ndarray  # (n_pools, H) GPUs of each pool not down and not held by running jobs
     row_families: dict[str, int]
+    y_cols: dict[tuple[int, str], np.ndarray] = field(default_factory=dict)  # (service, type) -> (H,) GPUs held
+    guard: GuardCols | None = None  # the starvation guard's columns (max_wait_steps set), else None
 
     @property
     def size(self) -> dict[str, int]:
@@ -178,6 +184,7 @@ def build_pool_master(problem: Problem, u_star: np.ndarray, capacity: Capacity) 
     """The pool master of the module docstring (typed cluster; ``u_star`` and ``capacity`` as in :func:`optimizer.milp.make_context`)."""
     H = problem.horizon_steps
     ctx = make_context(problem, u_star, capacity)
+    ctx.groups = [[k] for k in range(len(problem.jobs))]  # jobs with types are not interchangeable
     gpu_pool = pool_of_gpu(problem)
     n_pools = len(pools(problem))
     occ = np.asarray(capacity.occupancy)
@@ -202,10 +209,16 @@ def build_pool_master(problem: Problem, u_star: np.ndarray, capacity: Capacity) 
             reward = q * s.efficiency * s.gpus * (s.duration_steps / d) * run_decay(gamma, ts, d)
             cols = b.add_cols(reward, 0.0, 1.0, integer=True)
             xs.append(MasterVars(j, s.gpus, d, ty, mask, use, ts, cols))
+    typed_svc = [i for i, s in enumerate(problem.services) if s.typed_capacity]
+    if typed_svc:
+        relax_real_time_first(ctx, typed_svc)
+    n_demand = b.n_rows
     a_cols, u_cols = add_demand_band(b, ctx)
+    demand_rows = np.arange(n_demand, b.n_rows).reshape(a_cols.shape)
     add_real_time_first(b, ctx, u_cols)
     # pool capacity and the GPU count: coverage of each start's run
     prow = b.add_rows(-np.inf, pool_free.ravel().astype(np.float64), "pool_capacity").reshape(n_pools, H)
+    y_cols = add_service_types(b, problem, typed_svc, a_cols, u_cols, demand_rows, pool_free, xs) if typed_svc else {}
     crow = b.add_rows(-np.inf, capacity.free.astype(np.float64), "gpu_count")
     for v in xs:
         steps = v.starts[:, None] + np.arange(v.duration)[None, :]
@@ -221,7 +234,132 @@ def build_pool_master(problem: Problem, u_star: np.ndarray, capacity: Capacity) 
     for v in xs:
         b.add_coeffs(once[v.job], v.cols, 1.0)
     add_swap_cap(b, ctx, a_cols)
-    return PoolMaster(b.model(), xs, a_cols, u_cols, ctx, pool_free, dict(b.row_families))
+    guard = add_max_wait(b, ctx, [as_start_vars(v) for v in xs])  # None without max_wait_steps
+    return PoolMaster(b.model(), xs, a_cols, u_cols, ctx, pool_free, dict(b.row_families), y_cols, guard)
+
+
+def as_start_vars(v: MasterVars) -> StartVars:
+    """The start columns of a master class as :class:`optimizer.milp.StartVars` of the job's own group.
+
+    The starvation guard (:func:`optimizer.milp.add_max_wait`) reads only a start's group, GPUs, duration (the
+    type's), steps and columns: on counts, as the verifier's rule (:func:`optimizer.verify.max_wait_violations`).
+    """
+    return StartVars(v.job, v.gpus, v.duration, 1.0, np.zeros(len(v.starts), dtype=np.int64), v.starts, v.cols)
+
+
+def relax_real_time_first(ctx, typed_svc: list[int]) -> None:
+    """Real time first off for services with per-type capacity: ``u <= D`` (not ``u*``), no ``Σ u <= U*`` row.
+
+    ``U*`` (:func:`optimizer.capacity.least_unmet_by_step`) counts one demand GPU per GPU; a service whose GPUs
+    of a faster type serve more (or which may use only some types) has another least unmet demand, not
+    computed here, so only the unmet penalty κ puts real time first for it (DESIGN §5 "Typed clusters").
+    """
+    D = np.array([s.demand_gpus for s in ctx.problem.services], dtype=np.int64).reshape(ctx.unmet_cap.shape)
+    cap = np.array(ctx.unmet_cap, dtype=np.int64, copy=True)
+    cap[typed_svc] = D[typed_svc]
+    ctx.unmet_cap = cap
+    ctx.least_unmet = int(D.sum())
+
+
+def add_service_types(b: ModelBuilder, problem: Problem, typed_svc: list[int], a_cols: np.ndarray,
+                      u_cols: np.ndarray, demand_rows: np.ndarray, pool_free: np.ndarray,
+                      xs: list[MasterVars]) -> dict[tuple[int, str], np.ndarray]:
+    """Per-type service capacity (issue 26) for the services ``typed_svc``; returns their ``y`` columns.
+
+    Integer ``y[i, τ, t]`` = GPUs of type τ service i holds (only its listed types). Families:
+    **service_types** ``Σ_τ y[i, τ, t] = a[i, t]``; the **demand_band** row becomes
+    ``Σ_τ w_τ y[i, τ, t] + u[i, t] >= D[i, t]`` (``w_τ`` = :meth:`optimizer.problem.Service.weight`, added as
+    ``(w_τ - 1) y`` to the row ``a + u >= D``), with ``u`` continuous (the demand it leaves may be fractional);
+    **type_capacity** per type and step: the batch starts' GPUs in that type's pools plus ``Σ_i y[i, τ, t]`` <=
+    the type's free GPUs; **type_swap_cap** (t >= 1): ``Σ_τ max(0, y[τ, t] - y[τ, t-1]) <= c`` and
+    ``Σ_τ max(0, y[τ, t-1] - y[τ, t]) <= c`` (continuous ``up``/``dn`` columns): a change of type is GPUs added and
+    released, so the GPU-level swap cap (``max(added, released) <= c``) holds on types too. Every valid plan is a
+    point: its GPU-level placement gives ``y`` (and swaps at GPU level are at least the swaps between types).
+    The auxiliary columns are kept in ``y_cols`` under ``(i, "~up:" + τ)`` / ``(i, "~dn:" + τ)`` for warm starts.
+    """
+    H = problem.horizon_steps
+    ps = pools(problem)
+    y_cols: dict[tuple[int, str], np.ndarray] = {}
+    types = sorted({k for i in typed_svc for k, _ in problem.services[i].capacity_by_type})
+    b.set_continuous(u_cols[typed_svc].ravel())
+    swap_aux: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for i in typed_svc:
+        s = problem.services[i]
+        row = b.add_rows(np.zeros(H), np.zeros(H), "service_types")
+        b.add_coeffs(row, a_cols[i], -1.0)
+        for ty in types:
+            w = s.weight(ty)
+            if w <= 0:
+                continue
+            y = b.add_cols(np.zeros(H), 0.0, float(s.max_gpus), integer=True)
+            b.add_coeffs(row, y, 1.0)
+            if w != 1.0:
+                b.add_coeffs(demand_rows[i], y, w - 1.0)
+            y_cols[(i, ty)] = y
+    for i in typed_svc:  # type_swap_cap: GPUs added to / released from each type between steps, each <= the cap
+        mine = [y for (k, _t), y in y_cols.items() if k == i]
+        if H < 2 or not mine:
+            continue
+        c = float(problem.services[i].swap_cap_gpus)
+        add_row = b.add_rows(np.full(H - 1, -np.inf), np.full(H - 1, c), "type_swap_cap")
+        rel_row = b.add_rows(np.full(H - 1, -np.inf), np.full(H - 1, c), "type_swap_cap")
+        for y in mine:
+            up = b.add_cols(np.zeros(H - 1), 0.0, np.inf, integer=False)  # >= y[t] - y[t-1]
+            dn = b.add_cols(np.zeros(H - 1), 0.0, np.inf, integer=False)  # >= y[t-1] - y[t]
+            r = b.add_rows(np.zeros(H - 1), np.full(H - 1, np.inf), "type_swap_cap")
+            b.add_coeffs(r, up, 1.0)
+            b.add_coeffs(r, y[1:], -1.0)
+            b.add_coeffs(r, y[:-1], 1.0)
+            r = b.add_rows(np.zeros(H - 1), np.full(H - 1, np.inf), "type_swap_cap")
+            b.add_coeffs(r, dn, 1.0)
+            b.add_coeffs(r, y[1:], 1.0)
+            b.add_coeffs(r, y[:-1], -1.0)
+            b.add_coeffs(add_row, up, 1.0)
+            b.add_coeffs(rel_row, dn, 1.0)
+            swap_aux.append((y, up, dn))
+    for ty in types:
+        ks = [k for k, p in enumerate(ps) if p[0] == ty]
+        row = b.add_rows(-np.inf, pool_free[ks].sum(axis=0).astype(np.float64), "type_capacity")
+        for v in xs:
+            u = int(v.use[ks].sum())
+            if not u:
+                continue
+            steps = v.starts[:, None] + np.arange(v.duration)[None, :]
+            inh = steps < H
+            b.add_coeffs(row[steps[inh]], np.broadcast_to(v.cols[:, None], steps.shape)[inh], float(u))
+        for (_i, t2), y in y_cols.items():
+            if t2 == ty:
+                b.add_coeffs(row, y, 1.0)
+    for (i, ty), y in list(y_cols.items()):
+        for yy, up, dn in swap_aux:
+            if yy is y:
+                y_cols[(i, "~up:" + ty)] = up
+                y_cols[(i, "~dn:" + ty)] = dn
+    return y_cols
+
+
+def set_type_values(pm: PoolMaster, problem: Problem, plan: Plan, x: np.ndarray) -> None:
+    """Write a plan's ``y`` (GPUs per type of its GPU-level placement) and exact ``u`` into ``x`` (in place)."""
+    if not pm.y_cols:
+        return
+    place = service_placement(problem, plan)
+    served = served_demand_gpus(problem, place)
+    gtype = [""] * problem.n_gpus
+    for o, n in zip(problem.cluster.node_offsets, problem.cluster.nodes, strict=True):
+        gtype[o:o + n.gpus] = [n.gpu_type] * n.gpus
+    H = problem.horizon_steps
+    for i, s in enumerate(problem.services):
+        if not s.typed_capacity:
+            continue
+        steps = place.get(s.service, ())
+        for (k, ty), y in pm.y_cols.items():
+            if k == i and not ty.startswith("~"):
+                x[y] = [sum(1 for g in steps[t] if gtype[g] == ty) if t < len(steps) else 0 for t in range(H)]
+                if (k, "~up:" + ty) in pm.y_cols:
+                    d = np.diff(x[y])
+                    x[pm.y_cols[(k, "~up:" + ty)]] = np.maximum(0.0, d)
+                    x[pm.y_cols[(k, "~dn:" + ty)]] = np.maximum(0.0, -d)
+        x[pm.u_cols[i]] = np.maximum(0.0, np.asarray(s.demand_gpus, dtype=np.float64) - served[s.service])
 
 
 def master_vector(pm: PoolMaster, problem: Problem, plan: Plan) -> np.ndarray | None:
@@ -245,7 +383,8 @@ def master_vector(pm: PoolMaster, problem: Problem, plan: Plan) -> np.ndarray | 
         x[hit] = 1.0
     if not set_service_values(pm.ctx, pm.a_cols, pm.u_cols, plan, x):  # type: ignore[arg-type]
         return None
-    return x
+    set_type_values(pm, problem, plan, x)
+    return complete_guard(pm.model, pm.guard, x)
 
 
 def pack_starts(problem: Problem, pm: PoolMaster, x: np.ndarray, svc: np.ndarray,
@@ -291,8 +430,7 @@ def build_typed_full_model(problem: Problem, u_star: np.ndarray, capacity: Capac
 
     ``x[j, s, o, t]`` only on the eligible aligned blocks of each type (:func:`optimizer.eligibility.block_options`)
     with that type's duration and reward; one group per job (jobs with types are not interchangeable); the other
-    families as in :func:`optimizer.milp.build_model` (no starvation guard: the typed path runs without
-    ``max_wait_steps``).
+    families as in :func:`optimizer.milp.build_model`, the starvation guard included (``max_wait_steps``).
     """
     t0 = time.perf_counter()
     H = problem.horizon_steps
@@ -335,7 +473,8 @@ def build_typed_full_model(problem: Problem, u_star: np.ndarray, capacity: Capac
     add_one_task_per_gpu(b, ctx, cov, a_cols)
     add_start_once(b, ctx, xs)
     add_swap_cap(b, ctx, a_cols)
-    return BuiltModel(ctx, b.model(), xs, a_cols, u_cols, time.perf_counter() - t0, dict(b.row_families), None)
+    guard = add_max_wait(b, ctx, xs)
+    return BuiltModel(ctx, b.model(), xs, a_cols, u_cols, time.perf_counter() - t0, dict(b.row_families), guard)
 
 
 def block_model_binaries(problem: Problem) -> int:
@@ -462,6 +601,10 @@ class TypedMilpRun(MilpRun):
     def typed_full_model(self) -> Plan | None:
         """The block-level model when at most ``full_model_max_binaries`` binaries; its plan or None."""
         st, b = self.settings, self.budget
+        if any(s.typed_capacity for s in self.problem.services):
+            self.notes.append("pools: a service with per-type capacity: the block-level model (one GPU serves one "
+                              "demand GPU) is not built; kept the best verified plan under the pool master's bound")
+            return None
         n_bin = block_model_binaries(self.problem)
         if n_bin > st.full_model_max_binaries:
             self.notes.append(f"pools: the block-level model ({n_bin} binaries) is above full_model_max_binaries="

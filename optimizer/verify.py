@@ -141,7 +141,7 @@ def verify(plan: Plan, problem: Problem, *, guard: bool | None = None) -> list[s
                 v.append(f"service {s.service!r}: step {t}: {x} GPUs outside its band [{s.min_gpus}, {s.max_gpus}]")
             if abs(x - prev) > s.swap_cap_gpus:
                 v.append(f"service {s.service!r}: step {t}: changes {prev} -> {x} GPUs, swap cap is {s.swap_cap_gpus}")
-            if hard and x < s.demand_gpus[t]:
+            if hard and x < s.demand_gpus[t] and not s.typed_capacity:  # typed capacity: below, on served
                 v.append(f"service {s.service!r}: step {t}: {x} GPUs below hard demand {s.demand_gpus[t]}")
             prev = x
     for name in plan.service_gpus:
@@ -151,6 +151,14 @@ def verify(plan: Plan, problem: Problem, *, guard: bool | None = None) -> list[s
         if batch_used[t] + rt_used[t] > up:
             v.append(f"step {t}: batch {batch_used[t]} + real-time {rt_used[t]} GPUs exceed the {up} GPUs up")
     v.extend(placement_violations(plan, problem, service_placement(problem, plan)))
+    if hard and any(s.typed_capacity for s in problem.services):
+        served = served_requests_per_h(plan, problem)
+        for s in problem.services:
+            base = min(r for _, r in s.capacity_by_type) if s.typed_capacity else 0.0
+            for t, d in enumerate(s.demand_gpus if s.typed_capacity and s.service in plan.service_gpus else ()):
+                if served[s.service][t] < d * base - 1e-9:
+                    v.append(f"service {s.service!r}: step {t}: serves {served[s.service][t]:g} requests/h "
+                             f"below hard demand {d * base:g} (per-type capacity)")
     if guard is None:
         guard = plan.planner not in BASELINE_PLANNERS
     if guard and problem.settings.max_wait_steps is not None:
@@ -235,6 +243,8 @@ def placement_violations(plan: Plan, problem: Problem, placement: ServicePlaceme
         if len(steps) != H:
             v.append(f"service {s.service!r}: GPU-level plan has {len(steps)} steps, horizon is {H}")
             continue
+        types = _gpu_types(problem) if s.typed_capacity else None
+        allowed = {k for k, _ in s.capacity_by_type}
         clean = False  # the step before had no GPU-level violation of this service
         for t, gs in enumerate(steps):
             if clean and same_row[t] and gs is steps[t - 1] and holder[t].keys().isdisjoint(gs):
@@ -252,6 +262,9 @@ def placement_violations(plan: Plan, problem: Problem, placement: ServicePlaceme
                     v.append(f"service {s.service!r}: step {t}: GPU {g} outside the cluster of {N} GPUs")
                 elif down[g]:
                     v.append(f"service {s.service!r}: step {t}: GPU {g} is down")
+                elif types is not None and types[g] not in allowed:
+                    v.append(f"service {s.service!r}: step {t}: GPU {g} is of type {types[g]!r}, not one of its "
+                             f"types {sorted(allowed)} (capacity_per_gpu_per_h)")
                 elif row[g] >= 0:
                     v.append(f"step {t}: GPU {g} used by both {ids[row[g]]!r} and service {s.service!r} "
                              "(one task per GPU)")
@@ -268,6 +281,39 @@ def placement_violations(plan: Plan, problem: Problem, placement: ServicePlaceme
                              f"released {released}), swap cap is {s.swap_cap_gpus}")
             clean = len(v) == n_before
     return v
+
+
+def _gpu_types(problem: Problem) -> list[str]:
+    """GPU type of every GPU index of a typed cluster (``""`` on padding), from the nodes alone."""
+    out = [""] * problem.cluster.n_gpus
+    for o, n in zip(problem.cluster.node_offsets, problem.cluster.nodes, strict=True):
+        out[o:o + n.gpus] = [n.gpu_type] * n.gpus
+    return out
+
+
+def served_requests_per_h(plan: Plan, problem: Problem) -> dict[str, list[float]]:
+    """Per service and step, the requests per hour its GPU-level plan serves: ``min(capacity held, demand)``.
+
+    Capacity held = Σ over its GPUs of the GPU type's ``capacity_per_gpu_per_h`` (issue 26; a service without
+    per-type capacity: its GPUs × its scalar rate, 1 request per GPU-hour when none is given); demand =
+    ``demand_gpus × the slowest listed type's rate`` (:class:`optimizer.problem.Service`). From the plan's
+    GPU-level placement (:func:`optimizer.placement.service_placement`) and the nodes' types, not from any
+    planner's figures.
+    """
+    placement = service_placement(problem, plan)
+    types = _gpu_types(problem) if problem.cluster.typed else []
+    out: dict[str, list[float]] = {}
+    for s in problem.services:
+        rates = dict(s.capacity_by_type)
+        base = min(rates.values()) if rates else (s.capacity_per_gpu_per_h or 1.0)
+        steps = placement.get(s.service, ())
+        row = []
+        for t, d in enumerate(s.demand_gpus):
+            gs = steps[t] if t < len(steps) else ()
+            held = sum(rates.get(types[g], 0.0) for g in gs) if rates else base * len(gs)
+            row.append(min(held, d * base))
+        out[s.service] = row
+    return out
 
 
 def _service_need(problem: Problem) -> list[list[int]]:

@@ -56,7 +56,8 @@ SETTINGS_KEYS: tuple[str, ...] = (
 )
 
 #: Keys of a ``services`` entry (all but ``min_gpus`` required).
-SERVICE_KEYS: tuple[str, ...] = ("service", "demand_gpus", "min_gpus", "max_gpus", "swap_cap_gpus", "current_gpus")
+SERVICE_KEYS: tuple[str, ...] = ("service", "demand_gpus", "min_gpus", "max_gpus", "swap_cap_gpus", "current_gpus",
+                                 "capacity_per_gpu_per_h")
 
 #: Keys of a ``jobs`` entry: ``job_id``, ``kind``, ``priority`` required, and either
 #: ``gpus`` + ``duration_steps`` or ``sizes``.
@@ -230,7 +231,20 @@ def read_service(x: Any, i: int) -> dict[str, Any]:
         "max_gpus": x["max_gpus"],
         "swap_cap_gpus": x["swap_cap_gpus"],
         "current_gpus": x["current_gpus"],
+        **_read_capacity(x, where),
     }
+
+
+def _read_capacity(x: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """``capacity_per_gpu_per_h``: a number (the old form) or an object ``{gpu_type: requests per GPU-hour}``."""
+    if "capacity_per_gpu_per_h" not in x:
+        return {}
+    c = x["capacity_per_gpu_per_h"]
+    if isinstance(c, Mapping):
+        if not c:
+            raise InputError(f"{where}: capacity_per_gpu_per_h is an empty object; give {{gpu_type: rate}} or a number")
+        return {"capacity_by_type": tuple(c.items())}
+    return {"capacity_per_gpu_per_h": c}
 
 
 def read_job(x: Any, i: int) -> dict[str, Any]:

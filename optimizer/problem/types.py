@@ -329,6 +329,12 @@ class Service:
     ``demand_gpus``: shape (horizon_steps,), GPUs wanted per step (>= 0). Band
     ``[min_gpus, max_gpus]``; ``swap_cap_gpus``: most GPUs added or removed between two steps;
     ``current_gpus``: the allocation committed at the step before 0.
+
+    Per-type capacity (issue 26, typed clusters): ``capacity_per_gpu_per_h`` the requests one GPU serves per
+    hour, a number (every type the same: the old form, it changes no plan) or, as ``capacity_by_type``,
+    (gpu_type, requests per GPU-hour) pairs: the service runs only on those types, and ``demand_gpus`` counts
+    GPUs of its slowest listed type (demand in requests per hour = ``demand_gpus × min rate``), so one GPU of
+    type τ serves :meth:`weight` ``= rate_τ / min rate`` of them (DESIGN §3.1).
     """
 
     service: str
@@ -337,6 +343,8 @@ class Service:
     max_gpus: int
     swap_cap_gpus: int
     current_gpus: int
+    capacity_per_gpu_per_h: float | None = None
+    capacity_by_type: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         name = as_str(self.service, "service", "service")
@@ -355,6 +363,36 @@ class Service:
         object.__setattr__(self, "max_gpus", hi)
         object.__setattr__(self, "swap_cap_gpus", as_int(self.swap_cap_gpus, w, "swap_cap_gpus", lo=0))
         object.__setattr__(self, "current_gpus", as_int(self.current_gpus, w, "current_gpus", lo=0))
+        if self.capacity_per_gpu_per_h is not None:
+            r = as_num(self.capacity_per_gpu_per_h, w, "capacity_per_gpu_per_h")
+            if not r > 0:
+                raise InputError(f"{w}: capacity_per_gpu_per_h = {r!r} must be > 0 (requests per GPU-hour)")
+            object.__setattr__(self, "capacity_per_gpu_per_h", float(r))
+        rates = []
+        for k, v in self.capacity_by_type:
+            r = as_num(v, w, f"capacity_per_gpu_per_h[{k!r}]")
+            if not isinstance(k, str) or not k or not r > 0:
+                raise InputError(f"{w}: capacity_per_gpu_per_h[{k!r}] = {v!r} must be a number > 0 "
+                                 "(requests per GPU-hour) for a GPU type name")
+            rates.append((k, float(r)))
+        if self.capacity_by_type and self.capacity_per_gpu_per_h is not None:
+            raise InputError(f"{w}: capacity_per_gpu_per_h is either a number or an object {{gpu_type: rate}}")
+        object.__setattr__(self, "capacity_by_type", tuple(rates))
+
+    @property
+    def typed_capacity(self) -> bool:
+        """True when the capacity per GPU depends on the GPU type (``capacity_by_type`` given)."""
+        return bool(self.capacity_by_type)
+
+    def weight(self, gpu_type: str) -> float:
+        """Demand GPUs (of the slowest listed type) one GPU of ``gpu_type`` serves; 0 on a type not listed.
+
+        1 on every type without ``capacity_by_type`` (the old form: every GPU serves the same).
+        """
+        if not self.capacity_by_type:
+            return 1.0
+        rates = dict(self.capacity_by_type)
+        return rates[gpu_type] / min(rates.values()) if gpu_type in rates else 0.0
 
 
 @dataclass(frozen=True)
@@ -576,6 +614,7 @@ class Problem:
                     "max_gpus": s.max_gpus,
                     "swap_cap_gpus": s.swap_cap_gpus,
                     "current_gpus": s.current_gpus,
+                    **_capacity_dict(s),
                 }
                 for s in self.services
             ],
@@ -796,6 +835,13 @@ def _check_running(r: RunningJob, cluster: Cluster) -> None:
     object.__setattr__(r, "remaining_steps", rem)
 
 
+def _capacity_dict(s: Service) -> dict[str, Any]:
+    """A service's ``capacity_per_gpu_per_h`` for the problem file: the number, the per-type object, or nothing."""
+    if s.capacity_by_type:
+        return {"capacity_per_gpu_per_h": dict(s.capacity_by_type)}
+    return {} if s.capacity_per_gpu_per_h is None else {"capacity_per_gpu_per_h": s.capacity_per_gpu_per_h}
+
+
 def _check_problem(p: Problem) -> None:
     if not isinstance(p.cluster, Cluster):
         raise InputError("problem: cluster must be a Cluster")
@@ -814,6 +860,14 @@ def _check_problem(p: Problem) -> None:
             )
         if s.min_gpus > N:
             raise InputError(f"service {s.service!r}: min_gpus = {s.min_gpus} exceeds the cluster of {N} GPUs")
+        if s.capacity_by_type:
+            if not p.cluster.typed:
+                raise InputError(f"service {s.service!r}: capacity_per_gpu_per_h per GPU type needs a typed cluster "
+                                 "(cluster.nodes, version 2)")
+            unknown = [k for k, _ in s.capacity_by_type if k not in p.cluster.gpu_types]
+            if unknown:
+                raise InputError(f"service {s.service!r}: capacity_per_gpu_per_h names GPU type {unknown[0]!r}, "
+                                 f"which no node has; the cluster has {list(p.cluster.gpu_types)}")
     ids: set[str] = set()
     for j in p.jobs:
         _check_job(j, p.cluster, p.settings)

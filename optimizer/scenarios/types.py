@@ -78,6 +78,8 @@ class SimService:
     [``level_min``, ``level_max``] (DESIGN §4.4 "recalibrate continuously"); 0 = off.
     ``margin``: fractional headroom added to the forecast (a P90 stand-in; 0 = plan the forecast).
     ``initial_gpu_ids``: GPUs the initial replicas sit on (None: the simulator places them).
+    ``capacity_by_type``: (gpu_type, requests per GPU-hour) on a typed cluster (issue 26; the demands then count
+    GPUs of the slowest listed type, :class:`optimizer.problem.Service`); empty: every GPU serves one.
     """
 
     service: str
@@ -92,6 +94,7 @@ class SimService:
     level_min: float = 0.5
     level_max: float = 2.0
     initial_gpu_ids: tuple[int, ...] | None = None
+    capacity_by_type: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.demand_true) != len(self.demand_forecast):
