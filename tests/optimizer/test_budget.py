@@ -54,37 +54,39 @@ def _refusal(path: Path) -> str:
 
 
 @pytest.mark.heavy
-def test_day_of_one_minute_steps_gives_a_verified_milp_plan_within_its_budget():
-    """day_1min_steps.json (1,440 steps, 30 jobs, time_limit_s 30), through the real command: the
+def test_day_of_one_minute_steps_gives_a_verified_milp_plan_within_its_budget(tmp_path):
+    """day_1min_steps.json (1,440 steps, 30 jobs), through the real command under ``--budget work``: the
     MILP gets the budget (today's heuristics left it 0.05 s) and its plan verifies. Its master
-    (65,700 columns) is on the scale path (issue 17): the plan is the LP's best rounding (or a warm
-    start) under the LP bound; when the LP does not solve by the deadline (39–53 s at load 7) the
-    plan is the best warm start, status ``deadline`` (it depended on the clock), and the call ends by
-    the deadline whatever HiGHS does."""
+    (65,700 columns) is on the scale path (issue 17): the work budget sized for it is 0 checks (no
+    branch-and-bound, :func:`optimizer.solver.budget.auto_work_limit`, at 30 s and at 600 s alike), so the plan
+    is the LP's best rounding or a warm start, under the LP bound.
+
+    The file's 30-s deadline is raised to 600 s in a copy: under ``--budget work`` the deadline is only a
+    safety stop, and at 30 s it raced the LP on a loaded machine (load 13 beside another suite: the plan fell
+    back, ``source`` "fallback"). With a deadline that does not fire, the outcome depends on the work budget
+    alone, so it is asserted exactly; the deadline path itself is tested in tests/optimizer/test_deadline.py
+    (how long the solve takes is a benchmark figure, benchmarks/bench_model_size.py)."""
+    doc_in = json.loads((EXAMPLES / "day_1min_steps.json").read_text())
+    doc_in["settings"]["time_limit_s"] = 600
+    problem_file = tmp_path / "day_1min_steps_600s.json"
+    problem_file.write_text(json.dumps(doc_in))
     exe = Path(sys.executable).with_name("gpuplan")
-    proc = subprocess.run([str(exe), "plan", "--problem", str(EXAMPLES / "day_1min_steps.json"), "--json",
-                           "--budget", "work"],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)  # sanity cap only
+    proc = subprocess.run([str(exe), "plan", "--problem", str(problem_file), "--json", "--budget", "work"],
+                          capture_output=True, text=True, timeout=900, cwd=ROOT)  # sanity cap only
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["violations"] == []
-    # the MILP's own answer, unless the clock stopped it first (at load 20+ even the master's LP may not start
-    # before the deadline): then the best baseline is kept and the plan says the wall clock limited it
-    assert doc["fallback"] is False or doc["wall_clock_limited"] is True
+    assert doc["wall_clock_limited"] is False and doc["fallback"] is False
     assert doc["source"] in ("decomposition", "lp_rounding", "greedy", "easy", "priority", "fifo")
-    assert doc["status"] in ("optimal", "time_limit", "deadline")
-    assert (doc["status"] == "deadline") == (doc["wall_clock_limited"] and doc["status"] != "optimal")
-    # (how long it took is a benchmark figure, not asserted here: under load the wall clock races the solve)
+    assert doc["status"] in ("optimal", "time_limit")
     assert doc["model"]["method"] == "decomposed"
-    # the bound comes from the LP (or the MILP's root): on a loaded machine (load 7 measured) neither
-    # may finish inside 30 s, and then the plan says the clock stopped it
-    assert doc["bound"] is not None or doc["wall_clock_limited"]
-    p = Problem.from_dict(json.loads((EXAMPLES / "day_1min_steps.json").read_text()))
+    assert doc["bound"] is not None
+    p = Problem.from_dict(doc_in)
     from optimizer.plan import Plan
 
     assert verify(Plan.from_dict(doc), p) == []
     assert doc["objective"] >= best_baseline(p).objective
-    assert doc["bound"] is None or doc["objective"] <= doc["bound"] * (1 + 1e-6)
+    assert doc["objective"] <= doc["bound"] * (1 + 1e-6)
 
 
 def test_two_thousand_steps_one_job_is_planned_in_the_valley():
