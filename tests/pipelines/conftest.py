@@ -139,6 +139,25 @@ def srv_env(prefect_server, iso_env):
     return server_env(prefect_server, iso_env)
 
 
+SLURM_FIXTURE_WORKSPACE = ROOT / "data" / "fixtures" / "workspaces" / "openb-slurm"
+
+
+@pytest.fixture()
+def copy_slurm_fixture():
+    """Copy the openb Slurm fixture workspace into a folder, its relative paths made absolute (its store there).
+
+    Returns a function ``(folder: Path) -> Path`` that writes ``folder/gpuplan.toml`` and returns ``folder``.
+    """
+    def copy(folder: Path) -> Path:
+        text = (SLURM_FIXTURE_WORKSPACE / "gpuplan.toml").read_text()
+        text = text.replace('"../../../traffic/', f'"{ROOT / "data" / "traffic"}/').replace(
+            '"../../', f'"{ROOT / "data" / "fixtures"}/')
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "gpuplan.toml").write_text(text)
+        return folder
+    return copy
+
+
 def api_post(url: str, path: str, body: dict) -> object:
     """POST ``body`` (JSON) to ``<url><path>`` of a Prefect server's REST API; the decoded JSON answer."""
     req = urllib.request.Request(url.rstrip("/") + path, data=json.dumps(body).encode(), method="POST",

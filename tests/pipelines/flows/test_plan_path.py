@@ -11,21 +11,9 @@ from pipelines.config.settings import job_side, shipped_workspace, workspace_def
 from pipelines.workspace.config import DEMO_WORKSPACE
 from pipelines.workspace.load import init_text, load_workspace
 
-ROOT = Path(__file__).resolve().parents[3]
-FIXTURE = ROOT / "data" / "fixtures" / "workspaces" / "openb-slurm"
 
 
-def copy_slurm_fixture(folder: Path) -> Path:
-    """The openb Slurm fixture workspace with its relative paths made absolute, in ``folder`` (its store there)."""
-    text = (FIXTURE / "gpuplan.toml").read_text()
-    text = text.replace('"../../../traffic/', f'"{ROOT / "data" / "traffic"}/').replace(
-        '"../../', f'"{ROOT / "data" / "fixtures"}/')
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "gpuplan.toml").write_text(text)
-    return folder
-
-
-def test_the_side_is_the_queue_format_and_a_demo_copy_is_not_the_shipped_folder(tmp_path):
+def test_the_side_is_the_queue_format_and_a_demo_copy_is_not_the_shipped_folder(tmp_path, copy_slurm_fixture):
     demo = load_workspace(DEMO_WORKSPACE)
     assert job_side(demo) == "shipped" and shipped_workspace(demo)
     (tmp_path / "gpuplan.toml").write_text(init_text(demo=True))
@@ -53,7 +41,7 @@ def count_workspace_parses(monkeypatch) -> list[str]:
 
 
 @pytest.mark.heavy
-def test_gpuplan_toml_is_parsed_once_per_gpuplan_run(tmp_path, iso_env, monkeypatch):
+def test_gpuplan_toml_is_parsed_once_per_gpuplan_run(tmp_path, iso_env, monkeypatch, copy_slurm_fixture):
     """One ``gpuplan run`` (the command's checks, then the flow run and all its tasks): one parse."""
     from typer.testing import CliRunner
 
@@ -68,7 +56,7 @@ def test_gpuplan_toml_is_parsed_once_per_gpuplan_run(tmp_path, iso_env, monkeypa
 
 
 @pytest.mark.heavy
-def test_gpuplan_toml_is_parsed_once_per_run_of_the_flow(tmp_path, iso_env, monkeypatch):
+def test_gpuplan_toml_is_parsed_once_per_run_of_the_flow(tmp_path, iso_env, monkeypatch, copy_slurm_fixture):
     """The flow called on its own (a served deployment's run): one parse, though every task uses the workspace."""
     from pipelines.flows.plan import run_all
 

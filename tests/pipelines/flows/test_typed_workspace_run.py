@@ -16,24 +16,13 @@ import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-FIXTURE = ROOT / "data" / "fixtures" / "workspaces" / "openb-slurm"
-
-
-def copy_slurm_fixture(folder: Path) -> Path:
-    """The openb Slurm fixture workspace with absolute paths, in ``folder`` (as ``test_plan_path``'s helper)."""
-    text = (FIXTURE / "gpuplan.toml").read_text()
-    text = text.replace('"../../../traffic/', f'"{ROOT / "data" / "traffic"}/').replace(
-        '"../../', f'"{ROOT / "data" / "fixtures"}/')
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "gpuplan.toml").write_text(text)
-    return folder
 
 
 OPENB_NODES = Path("/work/shared/data/alibaba-openb-gpu-2023/openb_node_list_gpu_node.csv")
 TYPED = {"700901": ("v100m32", 4, "V100M32"), "700902": ("g3", 8, "G3"), "700903": ("g2", 2, "G2")}
 
 
-def _typed_workspace(folder: Path) -> Path:
+def _typed_workspace(folder: Path, copy_slurm_fixture) -> Path:
     ws = copy_slurm_fixture(folder)
     names = ["openb-node-0022", "openb-node-0023", "openb-node-0024", "openb-node-0026", "openb-node-0027",
              "openb-node-0028", "openb-node-0029", "openb-node-0030"]
@@ -57,12 +46,12 @@ def _typed_workspace(folder: Path) -> Path:
 
 
 @pytest.mark.skipif(not OPENB_NODES.is_file(), reason="openb node list not present")
-def test_a_typed_workspace_plans_each_constrained_job_only_on_its_type(tmp_path, iso_env):
+def test_a_typed_workspace_plans_each_constrained_job_only_on_its_type(tmp_path, iso_env, copy_slurm_fixture):
     from typer.testing import CliRunner
 
     from pipelines.cli.app import app
 
-    ws = _typed_workspace(tmp_path / "ws")
+    ws = _typed_workspace(tmp_path / "ws", copy_slurm_fixture)
     res = CliRunner().invoke(app, ["run", "--workspace", str(ws), "--out", str(tmp_path / "runs")])
     assert res.exit_code == 0, res.output
     run = tmp_path / "runs" / "latest"
