@@ -12,7 +12,6 @@ from pipelines.workspace.config import DEMO_WORKSPACE
 from pipelines.workspace.load import init_text, load_workspace
 
 
-
 def test_the_side_is_the_queue_format_and_a_demo_copy_is_not_the_shipped_folder(tmp_path, copy_slurm_fixture):
     demo = load_workspace(DEMO_WORKSPACE)
     assert job_side(demo) == "shipped" and shipped_workspace(demo)
