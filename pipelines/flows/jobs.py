@@ -157,7 +157,10 @@ class ShippedJobs:
         return read_source(self.ws, "traffic").records
 
     def start_models(self, retrain: bool = False) -> None:
-        """Train or load the three job forecasters in Prefect's thread pool (LightGBM releases the GIL).
+        """Train or load the three job forecasters in Prefect's thread pool, beside the flow's own work.
+
+        The tasks overlap the flow's thread (ingest, the realtime fit), not each other: LightGBM's
+        native work is one kind at a time (:data:`pipelines.models.jobs.LIGHTGBM_LOCK`).
 
         No task timeout here: Prefect cannot interrupt a worker thread, and a flow-level timeout would
         move the flow off the main thread, where the solve task's alarm-based ``timeout_seconds`` works;

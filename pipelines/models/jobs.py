@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -41,9 +42,19 @@ def data_params_hash(kind: str, history: pd.DataFrame, seed: int, test_fraction:
     return h.hexdigest()
 
 
+#: One LightGBM train/load at a time in this process. The flows start the three job forecasters as
+#: concurrent Prefect tasks (:meth:`pipelines.flows.jobs.ShippedJobs.start_models`, a thread pool).
+#: LightGBM documents thread safety only for prediction (LightGBM issue #666) and has open data
+#: races in its native predictor set-up (#6142); a served replan's flow run here died once with
+#: SIGSEGV in ``lib_lightgbm.so`` (dmesg) while the three kinds trained at once under load (the exact
+#: race was not pinned down). The lock keeps the tasks, and their overlap with the realtime fit on
+#: the flow's thread, but runs the native work one kind after another.
+LIGHTGBM_LOCK = threading.Lock()
+
+
 def train_or_load(settings: Settings, kind: str, retrain: bool = False,
                   notify: Callable[[str], None] | None = None) -> Any:
-    """The current ``kind`` forecaster (:class:`forecasters.jobs.JobModel`).
+    """The current ``kind`` forecaster (:class:`forecasters.jobs.JobModel`), under :data:`LIGHTGBM_LOCK`.
 
     Trained first when
     missing, unreadable or ``retrain``.
@@ -66,6 +77,12 @@ def train_or_load(settings: Settings, kind: str, retrain: bool = False,
     Raises:
         pipelines.io.errors.InputError: the shipped history is missing or invalid.
     """
+    with LIGHTGBM_LOCK:
+        return _train_or_load(settings, kind, retrain, notify)
+
+
+def _train_or_load(settings: Settings, kind: str, retrain: bool,
+                   notify: Callable[[str], None] | None) -> Any:
     say = notify or (lambda _msg: None)
     catalog = Catalog(settings)
     saved = catalog.load_model(kind)
