@@ -22,6 +22,7 @@ from forecasters.scheduler.features import (
     FEATURE_INPUTS,
     GROUP_FEATURES,
     RECENT_KEYS,
+    REQUESTED_TYPES,
     FeatureSpec,
     RecentRuns,
     check_timezone,
@@ -310,12 +311,15 @@ def fit_scheduler_model(history: pd.DataFrame, timezone: str = "UTC", seed: int 
         numeric_keys, categorical_keys = choose_annotation_keys(parse_annotations(targets))
         y_log = np.log(y_h)
         probe = FeatureSpec(timezone=timezone, numeric_annotations=numeric_keys,
-                            categorical_annotations=categorical_keys, groups=tuple(GROUP_FEATURES))
+                            categorical_annotations=categorical_keys, groups=tuple(GROUP_FEATURES), requested=True)
         raw0 = probe.raw(targets)
         recent = RecentRuns.build({k: raw0[k] for k in RECENT_KEYS}, run_end_ns(targets), y_log)
         raw = FeatureSpec(timezone=timezone, numeric_annotations=numeric_keys, categorical_annotations=categorical_keys,
                           recent=recent).raw(targets)
         levels = {c: choose_levels(raw[c]) for c in probe.categoricals}
+        requested = bool(levels[REQUESTED_TYPES])
+        if not requested:
+            del levels[REQUESTED_TYPES]
         fixed = tuple(g for g, col in (("hardware", "gpu_log_peak_tflops"), ("prior", "prior_log_h"))
                       if np.isfinite(raw[col]).any())
 
@@ -323,7 +327,7 @@ def fit_scheduler_model(history: pd.DataFrame, timezone: str = "UTC", seed: int 
             groups = tuple(g for g in GROUP_FEATURES if g in fixed or g in extra)
             return FeatureSpec(timezone=timezone, levels=levels, numeric_annotations=numeric_keys,
                                categorical_annotations=categorical_keys, groups=groups,
-                               recent=recent if "recent" in groups else None)
+                               recent=recent if "recent" in groups else None, requested=requested)
 
         n_cal = int(math.floor(CALIBRATION_FRACTION * n_t))
         if n_cal >= MIN_CALIBRATION_RUNS:
