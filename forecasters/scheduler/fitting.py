@@ -18,6 +18,7 @@ from domain.records import ACTIVE_STATES, UNCENSORED_END_STATES, is_censored
 from forecasters.errors import InputError
 from forecasters.frames import require_columns
 from forecasters.jobs.fitting import DEFAULT_PARAMS, lightgbm_module, train_booster
+from forecasters.scheduler.by_type import type_history
 from forecasters.scheduler.features import (
     FEATURE_INPUTS,
     GROUP_FEATURES,
@@ -364,6 +365,7 @@ def fit_scheduler_model(history: pd.DataFrame, timezone: str = "UTC", seed: int 
         runtimes_h=np.sort(np.asarray(y_h, dtype=float)),
         ranges=history_ranges(targets, spec.numeric_annotations),
         gpu_quantiles_h=gpu_q,
+        types=type_history(targets, np.log(y_h)),
     )
     runs_mask = (bucket == TARGET) | ((bucket == CENSORED) & (numeric_column(h, "elapsed_s") > 0))
     runs = h.loc[runs_mask].reset_index(drop=True)
@@ -403,6 +405,8 @@ def fit_scheduler_model(history: pd.DataFrame, timezone: str = "UTC", seed: int 
         "feature_selection": selection,
         "lightgbm_version": lightgbm_module().__version__ if boosters is not None else None,
         "timezone": timezone,
+        "gpu_types": {"runs": model.types.runs, "measured_speed": model.types.speed_ratios(),
+                      "multi_type_kinds": model.types.support},
     }
     return model
 
