@@ -85,7 +85,6 @@ from forecasters.scheduler.by_type import (
     BY_TYPE_COLUMNS,
     FLAG_DATASHEET,
     FLAG_UNPRICED,
-    TypeHistory,
     predict_runtime_by_type,
 )
 from forecasters.scheduler.evaluation import (
@@ -117,6 +116,7 @@ from forecasters.scheduler.model import (
     SchedulerModel,
     predict_runtime,
 )
+from forecasters.scheduler.type_history import TypeHistory
 
 __all__ = [
     "BY_TYPE_COLUMNS",

@@ -18,7 +18,6 @@ from domain.records import ACTIVE_STATES, UNCENSORED_END_STATES, is_censored
 from forecasters.errors import InputError
 from forecasters.frames import require_columns
 from forecasters.jobs.fitting import DEFAULT_PARAMS, lightgbm_module, train_booster
-from forecasters.scheduler.by_type import type_history
 from forecasters.scheduler.features import (
     FEATURE_INPUTS,
     GROUP_FEATURES,
@@ -44,6 +43,7 @@ from forecasters.scheduler.model import (
     input_values,
     unraised_log_quantiles,
 )
+from forecasters.scheduler.type_history import TypeHistory, type_history
 
 #: Below this many target runs the model is the per-user/global quantile fallback.
 MIN_TARGETS = 30
@@ -380,6 +380,7 @@ def fit_scheduler_model(history: pd.DataFrame, timezone: str = "UTC", seed: int 
     states = h["state"].astype(object).to_numpy()
     limit_t = limit_hours(targets)
     elapsed_t = numeric_column(targets, "elapsed_s") / 3600.0
+    types = model.types if model.types is not None else TypeHistory()
     model.info = {
         "mode": mode,
         "fallback_reason": reason,
@@ -405,8 +406,7 @@ def fit_scheduler_model(history: pd.DataFrame, timezone: str = "UTC", seed: int 
         "feature_selection": selection,
         "lightgbm_version": lightgbm_module().__version__ if boosters is not None else None,
         "timezone": timezone,
-        "gpu_types": {"runs": model.types.runs, "measured_speed": model.types.speed_ratios(),
-                      "multi_type_kinds": model.types.support},
+        "gpu_types": {"runs": types.runs, "measured_speed": types.speed_ratios(), "multi_type_kinds": types.support},
     }
     return model
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,9 +23,7 @@ from forecasters.scheduler.features import (
     parse_annotations,
     text_values,
 )
-
-if TYPE_CHECKING:
-    from forecasters.scheduler.by_type import TypeHistory
+from forecasters.scheduler.type_history import TypeHistory
 
 #: ``mode`` of a model with LightGBM quantile boosters.
 MODE_LIGHTGBM = "lightgbm_quantile"
@@ -73,7 +71,8 @@ class SchedulerModel:
         ranges: input -> ``(min, max)`` over the training runs (``gpus``, ``time_limit_h``, numeric
             annotation keys): the history's range, for :func:`range_flags`.
         info: the fit report (counts per bucket of the history, calibration, parameters, versions).
-        types: what the history says about GPU types, for :func:`forecasters.scheduler.by_type.predict_runtime_by_type`
+        types: what the history says about GPU types (:class:`forecasters.scheduler.type_history.TypeHistory`), for
+            :func:`forecasters.scheduler.by_type.predict_runtime_by_type`
             (None: a model pickled before it existed).
     """
 

@@ -8,8 +8,9 @@ import pytest
 
 import forecasters.scheduler as S
 from domain.errors import InputError
-from forecasters.scheduler.by_type import datasheet_ratio, measure_type_effects
+from forecasters.scheduler.by_type import datasheet_ratio
 from forecasters.scheduler.features import requested_types
+from forecasters.scheduler.type_history import measure_type_effects
 from pipelines.workspace.sources.records import job_frame
 
 T0 = pd.Timestamp("2026-01-05 00:00", tz="UTC")
