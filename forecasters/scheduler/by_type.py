@@ -4,8 +4,8 @@ A job that may run on several types (a typed request ``a100|h100``, or any type 
 needs a P10/P50/P90 on each. The history says where jobs *ran* (the records' ``gpu_type``); for each
 type asked about, the first rule that applies gives the quantiles (column ``source``):
 
-1. ``history``: the job's kind (:func:`forecasters.scheduler.type_history.job_kind`: same user, job-name token and GPU count) has
-   finished runs on that type: the model's forecast with the job's ``gpu_type`` set to it (the
+1. ``history``: the job's kind (:func:`forecasters.scheduler.type_history.job_kind`: same user,
+   job-name token and GPU count) has finished runs on that type: the model's forecast with the job's ``gpu_type`` set to it (the
    boosters read the type, its datasheet figures and the user's runs).
 2. ``model``: the job's *anchor* type (below) when its kind has no run on it: the same
    forecast on the anchor.
@@ -14,22 +14,23 @@ type asked about, the first rule that applies gives the quantiles (column ``sour
 4. ``datasheet``: the anchor's forecast times the datasheet ratio, anchor's dense 16-bit peak over
    the type's (:data:`domain.gpus.GPU_TABLE`): compute-bound scaling, an assumption; flagged
    :data:`FLAG_DATASHEET`.
-5. ``unpriced``: neither type has a datasheet entry (an operator's own code such as openb's ``G2``),
-   or the history names no type at all: the anchor's forecast unchanged; flagged :data:`FLAG_UNPRICED`.
+5. ``unpriced``: the type or the anchor has no datasheet entry (an operator's own code such as
+   openb's ``G2``), or the history names no type at all: the anchor's forecast unchanged; flagged
+   :data:`FLAG_UNPRICED`.
 
 Anchor (the type a job's forecast is read on before scaling): the type its kind ran on most; else
 the job's own ``gpu_type`` (a running job's, or a request naming one type); else, of the types asked
 about, the one with most runs in the history; else the history's most-run type; none when the
 history names no type (then every type is ``unpriced`` at the job's forecast as given).
 
-Measured ratios (:func:`forecasters.scheduler.type_history.measure_type_effects`): each (kind, type) cell with at least
-:data:`MIN_CELL_RUNS` runs gives the median log hours ``m[k, t]``; over the kinds with cells on two
+Measured ratios (:func:`forecasters.scheduler.type_history.measure_type_effects`): each (kind,
+type) cell with at least :data:`forecasters.scheduler.type_history.MIN_CELL_RUNS` runs gives the median log hours ``m[k, t]``; over the kinds with cells on two
 types or more, ``m[k, t] = a_k + b_t + e`` is fitted by least squares (alternating means, a two-way
 fixed-effects model: each kind its own size, each type its own log duration factor; the kinds'
 sizes cancel, so a type used by long jobs is not taken for a slow one). Types joined through shared
 kinds form a component; ``b`` is 0 at the component's most-run type. The ratio of type ``t`` to ``a``
 is ``exp(b_t - b_a)`` when both are in one component and each is on at least
-:data:`MIN_RATIO_KINDS` multi-type kinds.
+:data:`forecasters.scheduler.type_history.MIN_RATIO_KINDS` multi-type kinds.
 
 Every quantile is then capped at the job's time limit (it holds on every type); a running job's at
 least its elapsed time plus a minute (:func:`forecasters.scheduler.model.capped_at_limit`).
