@@ -32,6 +32,9 @@ kinds form a component; ``b`` is 0 at the component's most-run type. The ratio o
 is ``exp(b_t - b_a)`` when both are in one component and each is on at least
 :data:`forecasters.scheduler.type_history.MIN_RATIO_KINDS` multi-type kinds.
 
+A fallback model (fewer than 30 target runs) does not read the type: its ``history`` and ``model``
+rows are the user's quantiles on every type; only the ratios tell the types apart.
+
 Every quantile is then capped at the job's time limit (it holds on every type); a running job's at
 least its elapsed time plus a minute (:func:`forecasters.scheduler.model.capped_at_limit`).
 Type names are compared by :func:`forecasters.scheduler.features.gpu_type_key` (``V100M32`` and
