@@ -8,6 +8,9 @@ Public API:
 * :func:`predict_runtime` ``(model, jobs, now=None) -> DataFrame[job_id, duration_p10_h,
   duration_p50_h, duration_p90_h, gpus_pred, capped_at_limit, elapsed_h, remaining_p10_h,
   remaining_p50_h, remaining_p90_h, flags]``
+* :func:`predict_runtime_by_type` ``(model, jobs, types, now=None) -> DataFrame[job_id, gpu_type,
+  duration_p10_h, duration_p50_h, duration_p90_h, remaining_*_h, source, anchor_type, duration_ratio,
+  flags]``: one row per (job, type) (:mod:`forecasters.scheduler.by_type`).
 * :func:`evaluate_scheduler_model` ``(model, holdout) -> dict``; :func:`time_split` (by submit time).
 
 Targets. Runs that ended in :data:`domain.records.UNCENSORED_END_STATES` (completed, failed,
@@ -20,7 +23,8 @@ report (``info["n_censored"]``, by state), and they check the P90 (below). Pendi
 never-started jobs are counted and ignored.
 
 Features (:mod:`forecasters.scheduler.features`): what every scheduler history has, i.e. user,
-account, partition, qos, GPU type, kind, the job name's first word (categoricals with levels seen
+account, partition, qos, GPU type (where it ran), kind, the job name's first word, the requested
+GPU type set (annotation ``gpu_types``, when the history has requests; categoricals with levels seen
 at least 5 times, rarer ones missing), ``log2`` of the GPUs, ``log`` of the requested time limit
 in hours (NaN when unlimited: ``time_limit_s`` NaN or 0, as ``sbatch --time=0``), submit hour and
 weekday in the cluster's time zone, and the ``gpuplan.*`` annotations present in at least 5 % of
@@ -77,6 +81,12 @@ pinball losses at P50 and P90 (hours), P90 coverage, count of runs; against the 
 limit, the per-user median and the global median runtime of the training history.
 """
 
+from forecasters.scheduler.by_type import (
+    BY_TYPE_COLUMNS,
+    FLAG_DATASHEET,
+    FLAG_UNPRICED,
+    predict_runtime_by_type,
+)
 from forecasters.scheduler.evaluation import (
     evaluate_scheduler_model,
     forecast_metrics,
@@ -106,8 +116,14 @@ from forecasters.scheduler.model import (
     SchedulerModel,
     predict_runtime,
 )
+from forecasters.scheduler.type_history import TypeHistory
 
 __all__ = [
+    "BY_TYPE_COLUMNS",
+    "FLAG_DATASHEET",
+    "FLAG_UNPRICED",
+    "TypeHistory",
+    "predict_runtime_by_type",
     "FEATURE_INPUTS",
     "FIT_INPUTS",
     "FLAG_FALLBACK",

@@ -9,7 +9,9 @@ Design matrix (:meth:`FeatureSpec.design`), one row per job:
 * categoricals (pandas ``CategoricalDtype`` with the fixed level list stored in the model; a value
   outside the list, i.e. unseen or rarer than :data:`MIN_LEVEL_COUNT` training rows, is missing,
   LightGBM's missing branch): ``user``, ``account``, ``partition``, ``qos``, ``gpu_type``, ``kind``,
-  ``name_token`` (:func:`name_token`) and ``ann_<key>`` for the text annotation keys chosen at fit;
+  ``name_token`` (:func:`name_token`), ``gpu_types`` (the requested type set, :func:`requested_types`;
+  only when the fit saw requests, :attr:`FeatureSpec.requested`) and ``ann_<key>`` for the text
+  annotation keys chosen at fit;
 * numbers (float, NaN when unknown): ``log2_gpus`` (``log2(gpus)``, ``-1`` for a job without
   GPUs), ``log_time_limit_h`` (natural log of the limit in hours; NaN when unlimited), then the
   optional groups the fit chose (:attr:`FeatureSpec.groups`, in this order):
@@ -34,8 +36,15 @@ Design matrix (:meth:`FeatureSpec.design`), one row per job:
 Annotation keys (:func:`choose_annotation_keys`): the ``annotations`` column holds a JSON object of
 text values (the job's ``gpuplan.*`` fields). A key present in at least
 :data:`ANNOTATION_MIN_SHARE` of the training rows becomes a feature: numeric when at least
-:data:`NUMERIC_ANNOTATION_SHARE` of its values parse as finite numbers, else categorical. The key
-``kind`` is skipped (the ``kind`` column already carries it).
+:data:`NUMERIC_ANNOTATION_SHARE` of its values parse as finite numbers, else categorical. The keys
+``kind`` (the ``kind`` column already carries it) and ``gpu_types`` (the ``gpu_types`` feature) are skipped.
+
+Requested GPU types (:func:`requested_types`): the annotation ``gpu_types``, ``|``-separated
+alternatives as the sources write them (sacct/squeue typed GRES, a Kueue product selector, a CSV
+``gpu_types`` column such as openb's ``gpu_spec``), read as one set: each name through
+:func:`domain.gpus.canonical_gpu_type` (else lower-cased), duplicates dropped, sorted, ``|``-joined
+(``V100M32|V100M16|V100M32`` -> ``v100_16gb|v100_32gb``). Where a job ran (``gpu_type``) and what it
+asked for are different facts: openb records only the request.
 """
 
 from __future__ import annotations
@@ -78,6 +87,10 @@ RECENT_RUNS = 10
 FEATURE_INPUTS: tuple[str, ...] = (
     "job_id", "submitted_at", *BASE_CATEGORICALS, "job_name", "gpus", "time_limit_s", "annotations",
 )
+#: Categorical feature of the requested GPU type set (:func:`requested_types`; annotation ``gpu_types``).
+REQUESTED_TYPES = "gpu_types"
+#: Annotation keys never turned into ``ann_<key>`` features (another feature carries them).
+SKIPPED_ANNOTATIONS = frozenset({"kind", REQUESTED_TYPES})
 #: Prefix of the features taken from annotation keys (``ann_params_b``).
 ANNOTATION_FEATURE_PREFIX = "ann_"
 #: A categorical level seen in fewer training rows than this is treated as missing ("a few times").
@@ -218,17 +231,37 @@ def choose_annotation_keys(annotations: Sequence[dict[str, str]]) -> tuple[tuple
 
     A key (other than ``kind``) present in at least :data:`ANNOTATION_MIN_SHARE` of the rows is kept;
     it is numeric when at least :data:`NUMERIC_ANNOTATION_SHARE` of its values are finite numbers.
+    Keys of :data:`SKIPPED_ANNOTATIONS` are never chosen.
     """
     n = max(len(annotations), 1)
     present = Counter(k for a in annotations for k in a)
     numeric: list[str] = []
     categorical: list[str] = []
     for key, count in sorted(present.items()):
-        if key == "kind" or count < ANNOTATION_MIN_SHARE * n:
+        if key in SKIPPED_ANNOTATIONS or count < ANNOTATION_MIN_SHARE * n:
             continue
         parsed = sum(np.isfinite(as_number(a[key])) for a in annotations if key in a)
         (numeric if parsed >= NUMERIC_ANNOTATION_SHARE * count else categorical).append(key)
     return tuple(numeric), tuple(categorical)
+
+
+def gpu_type_key(name: object) -> str | None:
+    """One spelling of a GPU type name: :func:`domain.gpus.canonical_gpu_type`, else the name lower-cased; None when empty.
+
+    ``"V100M32"`` -> ``"v100_32gb"``; ``"G2"`` (an operator's own code) -> ``"g2"``.
+    """
+    if not isinstance(name, str) or not name.strip():
+        return None
+    return canonical_gpu_type(name) or name.strip().lower()
+
+
+def requested_types(ann: dict[str, str]) -> str | None:
+    """The requested GPU type set of one job's annotations (module docstring), or None when it names none.
+
+    ``{"gpu_types": "V100M32|V100M16|V100M32"}`` -> ``"v100_16gb|v100_32gb"``; ``{}`` -> None.
+    """
+    keys = sorted({k for k in (gpu_type_key(t) for t in str(ann.get(REQUESTED_TYPES) or "").split("|")) if k})
+    return "|".join(keys) if keys else None
 
 
 def choose_levels(values: np.ndarray) -> tuple[str, ...]:
@@ -394,6 +427,8 @@ class FeatureSpec:
         categorical_annotations: annotation keys read as categories (features ``ann_<key>``).
         groups: the optional numeric groups used (:data:`GROUP_FEATURES` keys, module docstring).
         recent: the finished runs the ``recent`` features are read from (None: that group unused).
+        requested: the ``gpu_types`` feature (requested type set) is used; False for a history
+            without requests and for a model pickled before it existed.
     """
 
     timezone: str
@@ -402,11 +437,13 @@ class FeatureSpec:
     categorical_annotations: tuple[str, ...] = ()
     groups: tuple[str, ...] = ("calendar",)
     recent: RecentRuns | None = None
+    requested: bool = False
 
     @property
     def categoricals(self) -> tuple[str, ...]:
         """Categorical feature names, in design-matrix order."""
-        return (*BASE_CATEGORICALS, NAME_TOKEN,
+        req = (REQUESTED_TYPES,) if getattr(self, "requested", False) else ()
+        return (*BASE_CATEGORICALS, NAME_TOKEN, *req,
                 *(ANNOTATION_FEATURE_PREFIX + k for k in self.categorical_annotations))
 
     @property
@@ -434,6 +471,7 @@ class FeatureSpec:
         ann = parse_annotations(jobs)
         out: dict[str, np.ndarray] = {c: text_values(jobs[c]) for c in BASE_CATEGORICALS}
         out[NAME_TOKEN] = np.array([name_token(v) for v in jobs["job_name"].astype(object).tolist()], dtype=object)
+        out[REQUESTED_TYPES] = np.array([requested_types(a) for a in ann], dtype=object)
         for key in self.categorical_annotations:
             out[ANNOTATION_FEATURE_PREFIX + key] = np.array([a.get(key) or None for a in ann], dtype=object)
         gpus = numeric_column(jobs, "gpus")

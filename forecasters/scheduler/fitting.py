@@ -22,6 +22,7 @@ from forecasters.scheduler.features import (
     FEATURE_INPUTS,
     GROUP_FEATURES,
     RECENT_KEYS,
+    REQUESTED_TYPES,
     FeatureSpec,
     RecentRuns,
     check_timezone,
@@ -42,6 +43,7 @@ from forecasters.scheduler.model import (
     input_values,
     unraised_log_quantiles,
 )
+from forecasters.scheduler.type_history import TypeHistory, type_history
 
 #: Below this many target runs the model is the per-user/global quantile fallback.
 MIN_TARGETS = 30
@@ -310,12 +312,15 @@ def fit_scheduler_model(history: pd.DataFrame, timezone: str = "UTC", seed: int 
         numeric_keys, categorical_keys = choose_annotation_keys(parse_annotations(targets))
         y_log = np.log(y_h)
         probe = FeatureSpec(timezone=timezone, numeric_annotations=numeric_keys,
-                            categorical_annotations=categorical_keys, groups=tuple(GROUP_FEATURES))
+                            categorical_annotations=categorical_keys, groups=tuple(GROUP_FEATURES), requested=True)
         raw0 = probe.raw(targets)
         recent = RecentRuns.build({k: raw0[k] for k in RECENT_KEYS}, run_end_ns(targets), y_log)
         raw = FeatureSpec(timezone=timezone, numeric_annotations=numeric_keys, categorical_annotations=categorical_keys,
                           recent=recent).raw(targets)
         levels = {c: choose_levels(raw[c]) for c in probe.categoricals}
+        requested = bool(levels[REQUESTED_TYPES])
+        if not requested:
+            del levels[REQUESTED_TYPES]
         fixed = tuple(g for g, col in (("hardware", "gpu_log_peak_tflops"), ("prior", "prior_log_h"))
                       if np.isfinite(raw[col]).any())
 
@@ -323,7 +328,7 @@ def fit_scheduler_model(history: pd.DataFrame, timezone: str = "UTC", seed: int 
             groups = tuple(g for g in GROUP_FEATURES if g in fixed or g in extra)
             return FeatureSpec(timezone=timezone, levels=levels, numeric_annotations=numeric_keys,
                                categorical_annotations=categorical_keys, groups=groups,
-                               recent=recent if "recent" in groups else None)
+                               recent=recent if "recent" in groups else None, requested=requested)
 
         n_cal = int(math.floor(CALIBRATION_FRACTION * n_t))
         if n_cal >= MIN_CALIBRATION_RUNS:
@@ -360,6 +365,7 @@ def fit_scheduler_model(history: pd.DataFrame, timezone: str = "UTC", seed: int 
         runtimes_h=np.sort(np.asarray(y_h, dtype=float)),
         ranges=history_ranges(targets, spec.numeric_annotations),
         gpu_quantiles_h=gpu_q,
+        types=type_history(targets, np.log(y_h)),
     )
     runs_mask = (bucket == TARGET) | ((bucket == CENSORED) & (numeric_column(h, "elapsed_s") > 0))
     runs = h.loc[runs_mask].reset_index(drop=True)
@@ -374,6 +380,7 @@ def fit_scheduler_model(history: pd.DataFrame, timezone: str = "UTC", seed: int 
     states = h["state"].astype(object).to_numpy()
     limit_t = limit_hours(targets)
     elapsed_t = numeric_column(targets, "elapsed_s") / 3600.0
+    types = model.types if model.types is not None else TypeHistory()
     model.info = {
         "mode": mode,
         "fallback_reason": reason,
@@ -399,6 +406,7 @@ def fit_scheduler_model(history: pd.DataFrame, timezone: str = "UTC", seed: int 
         "feature_selection": selection,
         "lightgbm_version": lightgbm_module().__version__ if boosters is not None else None,
         "timezone": timezone,
+        "gpu_types": {"runs": types.runs, "measured_speed": types.speed_ratios(), "multi_type_kinds": types.support},
     }
     return model
 

@@ -23,6 +23,7 @@ from forecasters.scheduler.features import (
     parse_annotations,
     text_values,
 )
+from forecasters.scheduler.type_history import TypeHistory
 
 #: ``mode`` of a model with LightGBM quantile boosters.
 MODE_LIGHTGBM = "lightgbm_quantile"
@@ -70,6 +71,9 @@ class SchedulerModel:
         ranges: input -> ``(min, max)`` over the training runs (``gpus``, ``time_limit_h``, numeric
             annotation keys): the history's range, for :func:`range_flags`.
         info: the fit report (counts per bucket of the history, calibration, parameters, versions).
+        types: what the history says about GPU types (:class:`forecasters.scheduler.type_history.TypeHistory`), for
+            :func:`forecasters.scheduler.by_type.predict_runtime_by_type`
+            (None: a model pickled before it existed).
     """
 
     mode: str
@@ -83,6 +87,7 @@ class SchedulerModel:
     runtimes_h: np.ndarray = field(default_factory=lambda: np.zeros(0))
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     gpu_quantiles_h: dict[int, tuple[float, float, float]] = field(default_factory=dict)
+    types: TypeHistory | None = None
 
     @property
     def user_medians_h(self) -> dict[str, float]:
@@ -217,6 +222,39 @@ def range_flags(ranges: dict[str, tuple[float, float]], values: dict[str, np.nda
     return flags
 
 
+def uncapped_quantiles_h(model: SchedulerModel, jobs: pd.DataFrame, now: datetime | None
+                         ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """``(q (n, 3) hours, unseen, running (n,), elapsed_h (n,))``: :func:`predict_runtime`'s quantiles before the limit.
+
+    Log quantiles, the P90 raise, hours; a running job's outrun quantiles replaced
+    (:func:`residual_quantiles_h`) and every quantile at least its elapsed time plus a minute.
+    Raises what :func:`predict_runtime` raises.
+    """
+    q_log, unseen = unraised_log_quantiles(model, jobs)
+    q = np.exp(_raise_p90(model, jobs, q_log))
+    running, elapsed = running_elapsed_h(jobs, now)
+    for r in np.flatnonzero(running):
+        outrun = q[r] <= elapsed[r] + MIN_REMAINING_H
+        if outrun.any():
+            q[r] = np.sort(np.where(outrun, residual_quantiles_h(model.runtimes_h, elapsed[r]), q[r]))
+    q[running] = np.maximum(q[running], (elapsed[running] + MIN_REMAINING_H)[:, None])
+    return q, unseen, running, elapsed
+
+
+def capped_at_limit(q: np.ndarray, limit_h: np.ndarray, running: np.ndarray, elapsed_h: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(q capped, capped (n,), remaining (n, 3))``: quantiles ``q`` (n, 3) hours at most the limit ``limit_h`` (n,).
+
+    A running job's quantiles are first raised to its elapsed time plus a minute; ``capped``: the
+    P90 was above a finite limit; ``remaining = max(q - elapsed, 0)`` (elapsed 0 unless running).
+    """
+    q = q.copy()
+    q[running] = np.maximum(q[running], (elapsed_h[running] + MIN_REMAINING_H)[:, None])
+    capped = np.isfinite(limit_h) & (q[:, 2] > limit_h)
+    q = np.where(np.isfinite(limit_h)[:, None], np.minimum(q, limit_h[:, None]), q)
+    return q, capped, np.maximum(q - elapsed_h[:, None], 0.0)
+
+
 def predict_runtime(model: SchedulerModel, jobs: pd.DataFrame, now: datetime | None = None) -> pd.DataFrame:
     """Runtime quantiles, GPUs, and remaining time of each job record.
 
@@ -253,18 +291,8 @@ def predict_runtime(model: SchedulerModel, jobs: pd.DataFrame, now: datetime | N
         InputError: a missing column, an unparsable value (row named), a running job without
             ``now``, a naive ``now``.
     """
-    q_log, unseen = unraised_log_quantiles(model, jobs)
-    q = np.exp(_raise_p90(model, jobs, q_log))
-    limit_h = limit_hours(jobs)
-    running, elapsed = running_elapsed_h(jobs, now)
-    for r in np.flatnonzero(running):
-        outrun = q[r] <= elapsed[r] + MIN_REMAINING_H
-        if outrun.any():
-            q[r] = np.sort(np.where(outrun, residual_quantiles_h(model.runtimes_h, elapsed[r]), q[r]))
-    q[running] = np.maximum(q[running], (elapsed[running] + MIN_REMAINING_H)[:, None])
-    capped = np.isfinite(limit_h) & (q[:, 2] > limit_h)
-    q = np.where(np.isfinite(limit_h)[:, None], np.minimum(q, limit_h[:, None]), q)
-    remaining = np.maximum(q - elapsed[:, None], 0.0)
+    q, unseen, running, elapsed = uncapped_quantiles_h(model, jobs, now)
+    q, capped, remaining = capped_at_limit(q, limit_hours(jobs), running, elapsed)
     names = [FLAG_UNSEEN_PREFIX + c for c in unseen]
     masks = list(unseen.values())
     ranges = getattr(model, "ranges", {})  # a model pickled before ranges existed has none

@@ -13,7 +13,9 @@ to the solve, the verifier and the outputs; ``problem.json`` is its file form (`
   (:func:`assign_running_blocks`); remaining steps from the P50 duration minus the time already run.
 - A typed cluster (:attr:`optimizer.problem.Cluster.typed`, the workspace's typed ``[cluster] nodes`` or
   node inventory): the problem is version 2 (``cluster.nodes`` with types, domains, down GPUs); a queued
-  job's ``gpu_types`` column (``|``-joined) becomes its ``gpu_types``; running jobs are placed on nodes of
+  job's ``gpu_types`` column (``|``-joined) becomes its ``gpu_types``, its ``durations_by_type`` column
+  (JSON ``{type: hours}``, :func:`pipelines.stages.queue.store.typed_durations`) its ``durations_by_type``
+  in steps (rounded up; only types it may run on); running jobs are placed on nodes of
   their type (:func:`assign_running_typed`; ``node_hint`` indexes ``node_names``).
 """
 
@@ -156,6 +158,11 @@ def problem_document(cluster: Cluster, services: Sequence[ServiceSettings], jobs
             job["deadline_step"] = max(1, int(math.ceil((pd.Timestamp(r.deadline_at) - now) / pd.Timedelta(hours=step_h))))
         if cluster.typed and isinstance(getattr(r, "gpu_types", None), str) and r.gpu_types:
             job["gpu_types"] = r.gpu_types.split("|")
+        by_type = getattr(r, "durations_by_type", None)
+        if cluster.typed and isinstance(by_type, str) and by_type:
+            allowed = set(job.get("gpu_types") or cluster.gpu_types)
+            job["durations_by_type"] = {t: hours_to_steps(float(h), cluster.step_minutes)
+                                        for t, h in json.loads(by_type).items() if t in allowed}
         out_jobs.append(job)
     running = jobs[jobs["state"] == "running"].sort_values("job_id")
     gpus_run = [int(max(a, b)) for a, b in zip(running["gpus_requested"], running["gpus_pred"])]

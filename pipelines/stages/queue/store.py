@@ -171,12 +171,52 @@ def forecast_cluster_queue(history: pd.DataFrame, queue: pd.DataFrame, ws: Works
     jobs, notes = queue_forecasts(pred, queue, kinds, prios, step_minutes, start, cluster.node_names)
     if cluster.typed:
         jobs["gpu_types"] = typed_eligibility(queue, ws)
+        jobs["durations_by_type"] = typed_durations(model, queue, jobs["gpu_types"].tolist(), cluster.gpu_types,
+                                                    start, step_minutes)
+        notes["jobs_with_durations_by_type"] = int(jobs["durations_by_type"].notna().sum())
         never = jobs["gpu_types"] == ""  # asked only for types no node of this cluster has
         notes["typed_jobs"] = int(jobs["gpu_types"].notna().sum())
         notes["dropped_no_eligible_type"] = sorted(jobs.loc[never, "job_id"].astype(str))
         jobs = jobs[~never].reset_index(drop=True)
     notes.update(history_records=len(history), queue_records=len(queue), **outside)
     return jobs, notes
+
+
+def typed_durations(model: Any, queue: pd.DataFrame, eligible: Sequence[str | None], cluster_types: Sequence[str],
+                    start: datetime, step_minutes: int) -> list[str | None]:
+    """Per job of :func:`queue_forecasts`' rows: its planning duration (hours) on each type it may run on, as JSON text.
+
+    A pending job's eligible types (``eligible``: :func:`typed_eligibility`'s ``|``-joined types, None =
+    every type of ``cluster_types``) priced by :func:`forecasters.scheduler.predict_runtime_by_type`
+    at the planning quantile (:data:`pipelines.stages.models.DURATION_QUANTILE`), at least one step;
+    a type it prices ``unpriced`` (no ratio known) is left out (the planner's default duration then
+    applies, :meth:`optimizer.problem.Job.duration_on`). None for a running job (it runs on one
+    type), a job with no priced type, and on a one-type cluster.
+
+    Raises what :func:`forecasters.scheduler.predict_runtime_by_type` raises.
+    """
+    from forecasters.scheduler import predict_runtime_by_type
+    from pipelines.stages.models import DURATION_QUANTILE
+
+    q = queue.reset_index(drop=True)
+    q = q[q["gpus"].to_numpy(int) > 0].reset_index(drop=True)
+    out: list[str | None] = [None] * len(q)
+    if len(set(cluster_types)) < 2:
+        return out
+    rows = [i for i in range(len(q)) if q["state"].iloc[i] != "running" and eligible[i] != ""]
+    types = [str(eligible[i]).split("|") if isinstance(eligible[i], str) else list(cluster_types) for i in rows]
+    if not rows:
+        return out
+    priced = predict_runtime_by_type(model, q.iloc[rows].reset_index(drop=True), types, now=start)
+    step_h = step_minutes / 60.0
+    at = 0
+    for i, ts in zip(rows, types):
+        part = priced.iloc[at:at + len(ts)]
+        at += len(ts)
+        by = {str(t): max(float(h), step_h) for t, h, src in
+              zip(part["gpu_type"], part[f"duration_{DURATION_QUANTILE}_h"], part["source"]) if src != "unpriced"}
+        out[i] = json.dumps(by, sort_keys=True) if by else None
+    return out
 
 
 def typed_eligibility(queue: pd.DataFrame, ws: Workspace) -> list[str | None]:
