@@ -111,6 +111,8 @@ class Applied:
         down_label: GPU index -> label of the group that took it down (failed or drained GPUs only).
         cancelled / added: job ids; priority: job id -> (old, new); scaled: service -> factor.
         added_gpu_ids: the GPUs of the typed nodes added (indices of the new layout; ``()`` otherwise).
+        layout: base GPU index -> its index in the edited problem when typed nodes were added and the GPUs were
+            laid out again (:func:`layout_map`); ``{}`` when the layout is the base's.
     """
 
     problem: Problem
@@ -122,6 +124,20 @@ class Applied:
     priority: dict[str, tuple[float, float]]
     scaled: dict[str, float]
     added_gpu_ids: tuple[int, ...] = ()
+    layout: Mapping[int, int] = field(default_factory=dict)
+
+
+def in_layout(plan: Plan, layout: Mapping[int, int], n_gpus: int) -> Plan:
+    """``plan`` with every block moved to the edited problem's layout (``layout``: :attr:`Applied.layout`).
+
+    A block keeps its node and local GPUs (a block lies on one node's consecutive GPUs, which stay
+    consecutive: :func:`layout_map`); ``n_gpus`` is the new layout's size. ``plan`` itself when ``layout`` is empty.
+    """
+    if not layout:
+        return plan
+    moved = tuple(a if a.block_offset is None else replace(a, block_offset=layout[a.block_offset])
+                  for a in plan.assignments)
+    return replace(plan, assignments=moved, n_gpus=n_gpus)
 
 
 def gpu_range(offset: int, gpus: int) -> str:
@@ -187,6 +203,7 @@ def apply_whatif(problem: Problem, w: WhatIf) -> Applied:
         raise InputError(f"--add-gpus {w.add_gpus!r}: expected a whole number of GPUs >= 0")
     physical = n0 + w.add_gpus
     down = set(problem.down_gpus)
+    m: dict[int, int] = {}
     if problem.cluster.typed and w.add_gpus:
         raise InputError(f"--add-gpus {w.add_gpus}: the run's cluster has GPU types "
                          f"({', '.join(problem.cluster.gpu_types)}); give --add-gpus TYPE:N")
@@ -278,7 +295,7 @@ def apply_whatif(problem: Problem, w: WhatIf) -> Applied:
         at = {n.name: o for o, n in zip(new.node_offsets, new.nodes, strict=True)}
         added_ids = tuple(sorted(at[n.name] + i for n in w.add_nodes for i in range(n.gpus)))
     return Applied(Problem.from_dict(d), physical, requeued, down_label, tuple(w.cancel), tuple(added), prio, scaled,
-                   added_ids)
+                   added_ids, m if w.add_nodes else {})
 
 
 def _some(ids: set[str], k: int = 4) -> str:
@@ -293,9 +310,11 @@ def warm_start(base: Plan, applied: Applied) -> Plan:
     GPU now down, are left unstarted; a running job keeps its block. The MILP uses it only if the
     verifier accepts it on the new problem (:func:`optimizer.planners.plan`), so a what-if that keeps
     the base plan feasible (added GPUs, a priority change) never plans below the base's objective
-    (its objective is recomputed with the new priorities).
+    (its objective is recomputed with the new priorities). Typed nodes added lay the GPUs out again: the
+    base blocks are carried to the new layout first (:func:`in_layout`).
     """
     p = applied.problem
+    base = in_layout(base, applied.layout, p.n_gpus)
     down = set(p.down_gpus)
     ids = {j.job_id for j in p.jobs} | {r.job_id for r in p.running}
     out = []
@@ -404,22 +423,27 @@ def explain(base_problem: Problem, base_plan: Plan, applied: Applied, new_plan: 
     - same start, other block: moved off GPUs now down, or re-packed.
 
     ``when(step)`` formats a step (default ``step 5``); ``where(offset, gpus)`` a block (default
-    :func:`gpu_range`). Returned in the order: touched jobs, then by start change (earliest gain first).
+    :func:`gpu_range`). When typed nodes were added (``applied.layout``) both plans' blocks are in the new
+    layout (the base's carried by :func:`in_layout`), so ``block_base`` of a change is too. Returned in the order: touched jobs, then by start change (earliest gain first).
     """
     when = when or (lambda t: f"step {t}")
     where = where or gpu_range
     p_new = applied.problem
     H = p_new.horizon_steps
+    # typed nodes added lay the GPUs out again: the base blocks are compared in the new layout (same node, same
+    # local GPUs), never as raw base indices (which name other GPUs there)
+    base_plan = in_layout(base_plan, applied.layout, p_new.n_gpus)
+    n_base_layout = p_new.n_gpus if applied.layout else base_problem.n_gpus
     base_a = {a.job_id: a for a in base_plan.assignments}
     new_a = {a.job_id: a for a in new_plan.assignments}
-    occ_base = Occupancy.of(base_plan, base_problem.n_gpus, H)
+    occ_base = Occupancy.of(base_plan, n_base_layout, H)
     occ_new = Occupancy.of(new_plan, p_new.n_gpus, H)
     up_base = base_problem.n_gpus - len(base_problem.down_gpus)
     up_new = p_new.n_gpus - len(p_new.down_gpus)
     free_base = [up_base - b - r for b, r in zip(_batch_used(base_plan, H), _rt_used(base_plan, H))]
     free_new = [up_new - b - r for b, r in zip(_batch_used(new_plan, H), _rt_used(new_plan, H))]
     rt_base, rt_new = _rt_used(base_plan, H), _rt_used(new_plan, H)
-    new_down = set(p_new.down_gpus) - set(base_problem.down_gpus)
+    new_down = set(p_new.down_gpus) - {applied.layout.get(g, g) for g in base_problem.down_gpus}
     added_gpus = (set(applied.added_gpu_ids) if applied.added_gpu_ids
                   else set(range(base_problem.n_gpus, applied.physical_gpus)))
 

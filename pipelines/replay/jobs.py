@@ -20,6 +20,10 @@ from ``pd.read_csv(path, dtype=str, keep_default_na=False)`` of ``data/fixtures/
 | ``started_at`` | datetime64[UTC] | start; NaT when it never starts |
 | ``ended_at`` | datetime64[UTC] | end (a job that never started: the time it was cancelled); NaT when it never ends |
 | ``final_state`` | str | :data:`FINAL_STATES`: how it ends; ``RUNNING``/``PENDING`` = still so at the trace end |
+| ``gpu_spec`` (optional) | str or None | the GPU types the job may run on, ``|``-separated as openb's ``gpu_spec`` (``T4``, ``V100M16|V100M32``); None = any type |
+
+``gpu_spec`` (:data:`OPTIONAL_COLUMNS`) is kept when the frame has it; the writers then print one type as a typed
+GPU request (``gres/gpu:t4``) and several as a ``--constraint`` (data/fixtures/README.md, the openb-typed workspace).
 
 States at a time t (:func:`job_states_at`): not submitted yet (``submitted_at > t``); pending
 (not started by t, and not cancelled by t); running (started by t, not ended by t); ended. A job
@@ -44,6 +48,8 @@ from pipelines.io.errors import InputError
 #: Columns of the job table (module docstring).
 REPLAY_COLUMNS: tuple[str, ...] = ("job_id", "pod", "qos", "gpus", "cpu_milli", "memory_mib", "node", "node_model",
                                    "submitted_at", "started_at", "ended_at", "final_state")
+#: Optional columns of the job table, kept when present (module docstring).
+OPTIONAL_COLUMNS: tuple[str, ...] = ("gpu_spec",)
 #: How a job ends. COMPLETED/FAILED: ran and ended; CANCELLED: cancelled while pending (never
 #: started); RUNNING/PENDING: still running / pending at the trace end (no end time).
 FINAL_STATES: tuple[str, ...] = ("COMPLETED", "FAILED", "CANCELLED", "RUNNING", "PENDING")
@@ -82,6 +88,7 @@ class Job:
     start: int | None
     end: int | None
     final: str
+    gpu_spec: str | None = None
 
     def state_at(self, t: int) -> str | None:
         """None (not submitted by t), 'pending', 'running' or 'ended'."""
@@ -99,7 +106,7 @@ def replay_jobs(frame: pd.DataFrame) -> pd.DataFrame:
     """Type and check a job table (module docstring): text or typed columns -> the typed table, job id order.
 
     Accepts the CSV read as text (empty cell = none) or an already typed frame; extra columns are
-    dropped. Times: ISO 8601 with a zone (``2025-03-10T16:00:00Z``), whole seconds.
+    dropped, except :data:`OPTIONAL_COLUMNS` (``gpu_spec``: empty = any type). Times: ISO 8601 with a zone (``2025-03-10T16:00:00Z``), whole seconds.
 
     Raises:
         InputError: a column of :data:`REPLAY_COLUMNS` missing; a bad number, time, QoS or final
@@ -126,6 +133,8 @@ def replay_jobs(frame: pd.DataFrame) -> pd.DataFrame:
         out[col] = pd.Series([None if _blank(v) else str(v) for v in src[col]], dtype=object)
     for col in ("submitted_at", "started_at", "ended_at"):
         out[col] = _times(src[col], col)
+    if "gpu_spec" in src.columns:
+        out["gpu_spec"] = pd.Series([None if _blank(v) else str(v).strip() for v in src["gpu_spec"]], dtype=object)
     if out["job_id"].duplicated().any():
         raise InputError(f"job table: job_id {int(out.loc[out['job_id'].duplicated(), 'job_id'].iloc[0])} "
                          f"given twice (expected one row per job)")
@@ -191,7 +200,8 @@ def job_rows(table: pd.DataFrame) -> list[Job]:
         submit = _epoch(r.submitted_at)
         assert submit is not None
         out.append(Job(int(r.job_id), r.pod, r.qos, int(r.gpus), int(r.cpu_milli), int(r.memory_mib), r.node,
-                        r.node_model, submit, _epoch(r.started_at), _epoch(r.ended_at), r.final_state))
+                        r.node_model, submit, _epoch(r.started_at), _epoch(r.ended_at), r.final_state,
+                        getattr(r, "gpu_spec", None)))
     return out
 
 

@@ -53,9 +53,32 @@ def _cpus(job: Job) -> int:
     return max(1, -(-job.cpu_milli // 1000))
 
 
+def requested_type(job: Job) -> str | None:
+    """The one GPU type a job asks for as a typed GRES (``gpu_spec`` ``T4`` -> ``t4``); None when untyped or several.
+
+    Several types (``V100M16|V100M32``) cannot be one typed GRES request; they are the job's
+    ``--constraint`` (:func:`job_constraint`), the node features a site gives each GPU model.
+    """
+    spec = job.gpu_spec
+    return spec.strip().lower() if spec and "|" not in spec else None
+
+
+def job_constraint(job: Job) -> str:
+    """The job's ``--constraint`` text: its ``gpu_spec`` when it names several types (as the trace spells it), else ""."""
+    spec = job.gpu_spec
+    return spec.strip() if spec and "|" in spec else ""
+
+
 def _tres(job: Job, *, alloc: bool, billing: bool = True) -> dict[str, str]:
-    """The job's TRES as name -> count text (mem left out when the pod requests 0 MiB)."""
+    """The job's TRES as name -> count text (mem left out when the pod requests 0 MiB).
+
+    A job asking for one GPU type (:func:`requested_type`) requests it typed too, ``gres/gpu:t4=1``
+    beside ``gres/gpu=1``, as sacct prints a ``--gres=gpu:t4:1`` request.
+    """
     out = {"cpu": str(_cpus(job)), "node": "1", "gres/gpu": str(job.gpus)}
+    typed = requested_type(job)
+    if typed is not None:
+        out[f"gres/gpu:{typed}"] = str(job.gpus)
     if billing:
         out["billing"] = str(_cpus(job))
     if job.memory_mib > 0:
@@ -80,7 +103,7 @@ def _squeue_tres(items: dict[str, str]) -> str:
     return ",".join(f"{k}={items[k]}" for k in keys)
 
 
-def sacct_text(jobs: pd.DataFrame, t: Any, window_start: Any, timezone: str) -> str:
+def sacct_text(jobs: pd.DataFrame, t: Any, window_start: Any, timezone: str, *, constraints: bool = False) -> str:
     """What ``sacct --parsable2 --allusers -S <window_start> -E <t>`` (:data:`~pipelines.workspace.sources.slurm.SACCT_FIELDS`) prints when run at ``t``.
 
     Args:
@@ -88,6 +111,8 @@ def sacct_text(jobs: pd.DataFrame, t: Any, window_start: Any, timezone: str) -> 
         t: the time sacct runs, also its ``--endtime`` (tz-aware, whole seconds).
         window_start: ``--starttime`` (tz-aware, whole seconds; at most ``t``).
         timezone: IANA zone of the cluster's wall clock (sacct prints local times without offset).
+        constraints: add the ``Constraints`` column last (``--format=...,Constraints``): a job's
+            :func:`job_constraint` (``V100M16|V100M32``, unescaped as sacct prints it), empty on steps.
 
     Returns:
         The header line, then for each job (job id order) that slurmdbd selects for the window:
@@ -113,12 +138,15 @@ def sacct_text(jobs: pd.DataFrame, t: Any, window_start: Any, timezone: str) -> 
     if start_s > end_s:
         raise InputError(f"window_start {window_start} is after t {t} (expected --starttime <= --endtime)")
     zone = zone_info(timezone)
-    lines = ["|".join(SACCT_FIELDS)]
+    lines = ["|".join(SACCT_FIELDS + (("Constraints",) if constraints else ()))]
     for job in job_rows(jobs):
         st = job.state_at(end_s)
         if job.submit >= end_s or (st == "ended" and job.end is not None and job.end < start_s):
             continue
-        lines.extend(_sacct_job(job, st, end_s, zone))
+        got = _sacct_job(job, st, end_s, zone)
+        if constraints:
+            got = [line + "|" + (job_constraint(job) if i == 0 else "") for i, line in enumerate(got)]
+        lines.extend(got)
     return "\n".join(lines) + "\n"
 
 
@@ -197,7 +225,7 @@ def _squeue_job(job: Job, t: int) -> dict:
         "cpus_per_tres": "", "cron": "", "deadline": _num(0), "delay_boot": _num(0), "dependency": "",
         "derived_exit_code": _exit(), "eligible_time": _num(job.submit),
         "end_time": _num(start + UNLIMITED_END_S if running else 0), "excluded_nodes": "", "exit_code": _exit(),
-        "extra": "", "failed_node": "", "features": "", "federation_origin": "", "federation_siblings_active": "",
+        "extra": "", "failed_node": "", "features": job_constraint(job), "federation_origin": "", "federation_siblings_active": "",
         "federation_siblings_viable": "", "gres_detail": [], "group_id": 1000, "group_name": GROUP,
         "het_job_id": _num(0), "het_job_id_set": "", "het_job_offset": _num(0), "job_id": job.job_id,
         "job_resources": resources, "job_size_str": [], "job_state": ["RUNNING" if running else "PENDING"],
@@ -219,7 +247,8 @@ def _squeue_job(job: Job, t: int) -> dict:
         "submit_time": _num(job.submit), "suspend_time": _num(0), "system_comment": "",
         "time_limit": _num(0, is_set=False, infinite=True), "time_minimum": _num(0),
         "threads_per_core": _num(0, is_set=False), "tres_bind": "", "tres_freq": "", "tres_per_job": "",
-        "tres_per_node": f"gres/gpu:{job.gpus}", "tres_per_socket": "", "tres_per_task": "",
+        "tres_per_node": (f"gres/gpu:{requested_type(job)}:{job.gpus}" if requested_type(job)
+                          else f"gres/gpu:{job.gpus}"), "tres_per_socket": "", "tres_per_task": "",
         "tres_req_str": _squeue_tres(_tres(job, alloc=False)),
         "tres_alloc_str": _squeue_tres(_tres(job, alloc=True)) if running else "",
         "user_id": 1000, "user_name": USER, "maximum_switch_wait_time": 0, "wckey": "",

@@ -16,6 +16,7 @@ import pandas as pd
 from pipelines.report.basics import ReportInputs, clock, step_ts
 from pipelines.report.calibration import calibrate
 from pipelines.report.risks import build_report_table
+from pipelines.report.waits import type_utilization
 
 #: Keys of :func:`planned_metrics`, in order.
 PLANNED_METRICS = ("planned_utilization_pct", "planned_value", "jobs_started", "jobs_total", "planned_rt_unmet_gpu_h",
@@ -126,7 +127,10 @@ def headline(inp: ReportInputs, table: pd.DataFrame | None = None, calibration: 
     ``job_submitted``: its newest time ``ts`` and its age in hours at the plan start and now),
     ``newest_input`` (``{"what", "ts"}``, the newest of them) with ``input_age_h_at_plan_start`` and
     ``input_age_h_now``, ``models`` (``{"jobs": kind -> {name, version, alias}, "realtime": service ->
-    {rule, weights, status}}``), ``horizon_end``.
+    {rule, weights, status}}``), ``horizon_end``; on a typed cluster also ``gpu_types``: per GPU type in layout
+    order ``{"gpu_type", "gpus" (up), "batch_gpu_h", "batch_utilization_pct"}`` (the plan's batch GPU-hours on
+    that type's GPUs over the horizon, :func:`pipelines.report.waits.type_utilization`; real-time is not placed
+    by type), absent on an untyped one.
     """
     problem, plan = inp.problem, inp.plan
     H = problem.horizon_steps
@@ -146,7 +150,7 @@ def headline(inp: ReportInputs, table: pd.DataFrame | None = None, calibration: 
         "recent_hours": c.hours, "hours_above_p90": c.above_h, "below_target": bool(c.flagged),
         "max_p_exceed": round(float(np.max(c.exceed)) if len(c.exceed) else 0.0, 4),
         "expected_h_over_plan": round(c.expected_hours_over(inp.step_h), 2), "method": c.method} for c in cal}
-    return {
+    out = {
         "plan_start": start.isoformat(),
         "horizon_h": H * inp.step_h,
         "n_gpus": int(problem.n_gpus),
@@ -175,3 +179,9 @@ def headline(inp: ReportInputs, table: pd.DataFrame | None = None, calibration: 
         "models": _models(inp),
         "horizon_end": clock(step_ts(inp, H)),
     }
+    types = type_utilization(inp)
+    if types:
+        out["gpu_types"] = [{"gpu_type": ty, "gpus": n, "batch_gpu_h": round(h, 2),
+                             "batch_utilization_pct": round(100 * h / (n * H * inp.step_h), 2) if n else None}
+                            for ty, n, h in types]
+    return out

@@ -317,7 +317,17 @@ def _before_feasible(inp: ReportInputs, view: PlanView, job: Any, e: int, s: int
 
 
 def block_text(inp: ReportInputs, view: PlanView, o: int, s: int) -> str:
-    """``"GPUs 8-15 on node-01"`` (``"GPU 3 on node-00"``, ``"GPUs 0-15 on node-00..node-01"``)."""
+    """``"GPUs 8-15 on node-01"`` (``"GPU 3 on node-00"``, ``"GPUs 0-15 on node-00..node-01"``).
+
+    On a typed cluster the nodes are those of the problem's layout (largest node first,
+    :meth:`optimizer.problem.Cluster.node_of`), not ``gpus_per_node`` slices of the node names.
+    """
+    c = inp.problem.cluster
+    if c.typed:
+        ks = list(dict.fromkeys(k for g in range(o, o + s) if (k := c.node_of(g)) is not None))
+        named = [c.nodes[k].name for k in ks] or ["padding"]
+        node = named[0] if len(named) == 1 else f"{named[0]}..{named[-1]}"
+        return f"GPU {o} on {node}" if s == 1 else f"GPUs {o}-{o + s - 1} on {node}"
     first, last = o // view.gpn, (o + s - 1) // view.gpn
     names = list(inp.node_names) if inp.node_names and len(inp.node_names) >= last + 1 else None
     node = (names[first] if names else f"node-{first:02d}") if first == last else (

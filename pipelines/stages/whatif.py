@@ -164,7 +164,8 @@ def build_whatif(base: BaseRun, *, add_gpus: int | str = 0, drain_nodes: Sequenc
         InputError: an unknown node, a malformed range or assignment, a negative ``add_gpus``, or
             a job listed twice in one option.
 
-    ``add_gpus``: N, or ``"TYPE:N"`` on a typed cluster (issue 26): N GPUs of TYPE as nodes of that type's
+    ``add_gpus``: N, or ``"TYPE:N"`` on a typed cluster (issue 26): N GPUs of TYPE (a planned type, or an
+    export's name of one, :func:`cluster_type`: ``V100M32`` for ``v100_32gb``) as nodes of that type's
     usual size (:func:`optimizer.whatif.typed_nodes_to_add`), named ``added-00``...; the node names of
     ``drain_nodes`` and ``fail_nodes`` are then resolved in the cluster with those nodes added.
     """
@@ -174,7 +175,7 @@ def build_whatif(base: BaseRun, *, add_gpus: int | str = 0, drain_nodes: Sequenc
     cluster = base.problem.cluster
     add_nodes: tuple[Node, ...] = ()
     if gpu_type is not None:
-        add_nodes = typed_nodes_to_add(cluster, gpu_type, n_add, ADDED_NODE)
+        add_nodes = typed_nodes_to_add(cluster, cluster_type(cluster.gpu_types, gpu_type), n_add, ADDED_NODE)
         n_add = 0
     elif cluster.typed and n_add:
         raise InputError(f"--add-gpus {n_add}: the run's cluster has GPU types ({', '.join(cluster.gpu_types)}); "
@@ -217,6 +218,23 @@ def build_whatif(base: BaseRun, *, add_gpus: int | str = 0, drain_nodes: Sequenc
     jobs = tuple(job_entry(e, step, "--add-job") for e in add_jobs)
     return WhatIf(add_gpus=n_add, add_nodes=add_nodes, fail_groups=tuple(groups), drain_groups=tuple(drains), cancel=tuple(dict.fromkeys(cancel)),
                   priority=tuple(prio), demand_scale=tuple(scale), add_jobs=jobs, restart_steps=dict(base.full_steps))
+
+
+def cluster_type(types: Sequence[str], name: str) -> str:
+    """The run's planned type that ``name`` (of ``--add-gpus TYPE:N``) means.
+
+    Itself, a case-insensitive match, or the type its export name matches
+    (:class:`pipelines.workspace.gpu_types.GpuTypeTable` without aliases: ``V100M32`` -> ``v100_32gb``);
+    ``name`` unchanged when none is in ``types`` (:func:`optimizer.whatif.typed_nodes_to_add` then refuses it,
+    listing the types).
+    """
+    from pipelines.workspace.gpu_types import GpuTypeTable
+
+    lower = {t.lower(): t for t in types}
+    if name in types or name.lower() in lower:
+        return lower.get(name.lower(), name)
+    got = GpuTypeTable().resolve(name)
+    return got if got in types else name
 
 
 def _list(xs: Sequence[str], k: int = 12) -> str:
@@ -340,9 +358,9 @@ def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> d
         if not (math.isfinite(float(time_limit_s)) and float(time_limit_s) > 0):
             raise InputError(f"--time-limit must be a positive number of seconds; got {time_limit_s}")
         p = dataclasses.replace(p, settings=dataclasses.replace(p.settings, time_limit_s=float(time_limit_s)))
-    # typed nodes added re-lay the GPUs out (largest node first): the base plan's blocks are not the new ones, so
-    # there is neither a warm start nor a tie-break towards them
-    carried = None if w.add_nodes else warm_start(base.plan, applied)
+    # typed nodes added re-lay the GPUs out (largest node first): warm_start carries the base blocks to the new
+    # layout (same node, same local GPUs), so the warm start and the tie-break work as without added nodes
+    carried = warm_start(base.plan, applied)
     plan = solve_stage.solve(p, base.planner, warm_start=carried)
     # tie-break (issue 29): every job the change did not need to move keeps its base start and block
     kept_base: tuple[str, ...] = ()
@@ -390,7 +408,8 @@ def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> d
                      "start_step_base": c.start_base, "start_step_whatif": c.start_whatif,
                      "gpus_base": None if c.block_base is None else c.block_base[1],
                      "gpus_whatif": None if c.block_whatif is None else c.block_whatif[1],
-                     "nodes_base": None if c.block_base is None else node_names(*c.block_base, layout=base.problem),
+                     "nodes_base": None if c.block_base is None else node_names(
+                         *c.block_base, layout=p if applied.layout else base.problem),
                      "nodes_whatif": None if c.block_whatif is None else node_names(*c.block_whatif),
                      "deadline_at": (miss_n.get(c.job_id) or miss_b.get(c.job_id) or {}).get("deadline_at"),
                      "misses_deadline_base": c.job_id in miss_b, "misses_deadline_whatif": c.job_id in miss_n,

@@ -109,7 +109,8 @@ class ClusterConfig(_Strict):
     different sizes and types. ``partitions``: the scheduler partitions (Kueue: queue names) these nodes
     serve; only their jobs are planned (all jobs still teach the forecaster). Running jobs on nodes
     outside ``nodes`` are never planned on this cluster. With ``[sources.nodes]`` the newest ingested
-    inventory replaces ``nodes`` (:attr:`pipelines.workspace.load.Workspace.cluster`).
+    inventory replaces ``nodes`` (:attr:`pipelines.workspace.load.Workspace.cluster`), and ``nodes`` may be
+    left out: the cluster is then the inventory alone (a plan before the first ingest is refused).
     """
 
     nodes: dict[str, int | NodeSpec] | None = None
@@ -161,6 +162,8 @@ class ClusterConfig(_Strict):
                 raise ValueError(f"nodes have different GPU counts {sorted(sizes)}; give each node its type "
                                  f"(nodes = {{ name = {{gpus = 8, gpu_type = \"h100\"}}, ... }}) to plan nodes of "
                                  f"different sizes")
+        elif self.n_nodes is None and self.gpus_per_node is None:
+            return self  # no nodes written: the cluster is the [sources.nodes] inventory (WorkspaceConfig checks)
         elif self.n_nodes is None or self.gpus_per_node is None:
             raise ValueError("give nodes = {name = gpus, ...} or both n_nodes and gpus_per_node")
         g = self.node_gpus
@@ -512,6 +515,10 @@ class WorkspaceConfig(_Strict):
 
     @model_validator(mode="after")
     def _services(self) -> WorkspaceConfig:
+        c = self.cluster
+        if c.nodes is None and c.n_nodes is None and self.sources.nodes is None:
+            raise ValueError("cluster: give nodes = {name = gpus, ...} or both n_nodes and gpus_per_node "
+                             "(or the cluster's inventory in [sources.nodes])")
         if self.services and self.services_file:
             raise ValueError("give [[services]] or services_file, not both")
         names = [s.service for s in self.services]

@@ -50,13 +50,13 @@ import pandas as pd
 from pipelines.io.csv_sniff import read_operator_csv
 from pipelines.io.errors import InputError
 from pipelines.workspace.gpu_types import GpuTypeTable, eligible_types
+from pipelines.workspace.inventory import MAX_ERRORS, newest_inventory, parse_node_export
 from pipelines.workspace.load import Workspace
 from pipelines.workspace.sources.nodes import NodeParse
 from pipelines.workspace.sources.records import ParseResult, job_frame, traffic_frame
 from pipelines.workspace.store import JOBS, TRAFFIC, Store, UpsertCount
 
 #: Error messages listed per source (the count is always complete).
-MAX_ERRORS = 50
 
 SOURCE_OF_FORMAT = {"slurm-sacct": "slurm", "slurm-squeue-json": "slurm", "kueue-json": "kueue", "csv": "table",
                     "parquet": "table"}
@@ -125,23 +125,8 @@ def parse_traffic_file(ws: Workspace, path: Path) -> ParseResult:
 
 
 def parse_node_file(ws: Workspace, path: Path) -> NodeParse:
-    """One export of ``[sources.nodes]`` -> node records (:mod:`pipelines.workspace.sources.nodes`).
-
-    Raises:
-        InputError: the file cannot be read at all (not JSON, no nodes list, no name/gpus column).
-    """
-    from pipelines.workspace.sources import nodes
-
-    src = ws.source("nodes")
-    if src.format in ("csv", "parquet"):
-        frame, is_csv = (_table(path) if path.suffix.lower() == ".parquet"
-                         else (read_operator_csv(path, str(path), text_columns=("name", "sn", "gpu_type", "model",
-                                                                                 "domain")), True))
-        return nodes.parse_node_table(frame, csv=is_csv)
-    text = path.read_text(encoding="utf-8", errors="replace")
-    if src.format == "slurm-sinfo-json":
-        return nodes.parse_slurm_nodes_json(text)
-    return nodes.parse_kubernetes_nodes_json(text, src.product_label, src.tolerated_taints)
+    """One export of ``[sources.nodes]`` -> node records (:func:`pipelines.workspace.inventory.parse_node_export`)."""
+    return parse_node_export(ws.source("nodes"), path)
 
 
 def gpu_type_table(ws: Workspace) -> GpuTypeTable:
@@ -152,52 +137,11 @@ def gpu_type_table(ws: Workspace) -> GpuTypeTable:
 def read_nodes(ws: Workspace) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The newest ``[sources.nodes]`` export as the planned inventory, and its report (module docstring).
 
-    The newest export (its own ``last_update``, else its file's modification time) is the inventory; a
-    node's type is matched through :func:`gpu_type_table` (an untyped GRES ``gpu:8``: ``[cluster] gpu_type``);
-    the frame keeps the export's name in ``export_gpu_type``.
-
-    Raises:
-        InputError: no file matches; the newest export cannot be read or holds no GPU node; a node's
-            type matches no known type (one line naming the node, the type and the known ones).
+    :func:`pipelines.workspace.inventory.newest_inventory` of the source's files, ``[gpu_types]`` and
+    ``[cluster] gpu_type`` (an untyped GRES ``gpu:8``); its errors.
     """
-    files = ws.source_files("nodes")
-    best: tuple[pd.Timestamp, str, Path, NodeParse] | None = None
-    errors: list[str] = []
-    for path in files:
-        try:
-            got = parse_node_file(ws, path)
-        except InputError as exc:
-            errors.append(f"{path.name}: {exc}")
-            continue
-        taken = (pd.Timestamp(got.exported_at) if got.exported_at is not None
-                 else pd.Timestamp(path.stat().st_mtime, unit="s", tz="UTC").floor("s"))
-        if best is None or (taken, path.name) >= (best[0], best[1]):
-            best = (taken, path.name, path, got)
-    if best is None:
-        raise InputError(f"sources.nodes: no export could be read ({'; '.join(errors)[:300]})")
-    taken, name, _, got = best
-    if got.frame.empty:
-        raise InputError(f"sources.nodes: {name}: no GPU node ({got.read} nodes read, {got.rejected} rejected"
-                         f"{': ' + got.errors[0] if got.errors else ''})")
-    table = gpu_type_table(ws)
-    from domain.gpus import GPU_TABLE
-
-    known = table.known(GPU_TABLE)
-    frame = got.frame.copy()
-    frame["export_gpu_type"] = frame["gpu_type"]
-    default = ws.config.cluster.gpu_type
-    frame["gpu_type"] = [table.require(t, f"sources.nodes: {name}: node {n}", known) if t is not None
-                         else (table.resolve(default) or default)
-                         for n, t in zip(frame["name"], frame["gpu_type"])]
-    by_type: dict[str, dict[str, int]] = {}
-    for t, part in frame.groupby("gpu_type", sort=True):
-        by_type[str(t)] = {"nodes": int(len(part)), "gpus": int(part["gpus"].sum()),
-                           "down_nodes": int(part["down"].sum()), "down_gpus": int(part.loc[part["down"], "gpus"].sum())}
-    report = {"unit": "nodes", "file": name, "exported_at": taken.isoformat(), "read": got.read,
-              "gpu_nodes": int(len(frame)), "without_gpus": got.without_gpus, "rejected": got.rejected,
-              "error_lines": len(got.errors) + len(errors), "errors": (errors + got.errors)[:MAX_ERRORS],
-              "by_type": by_type}
-    return frame, report
+    return newest_inventory(ws.source_files("nodes"), ws.source("nodes"), ws.config.gpu_types,
+                            ws.config.cluster.gpu_type)
 
 
 def _inventory_change(before: pd.DataFrame | None, after: pd.DataFrame) -> dict[str, list[str]]:

@@ -108,7 +108,9 @@ class Workspace:
     def cluster(self) -> ClusterConfig:
         """The cluster the next plan plans: ``[cluster]`` with its ``nodes`` replaced by the newest ingested inventory.
 
-        Without ``[sources.nodes]``, or before its first ingest, ``[cluster]`` as written. With it, every
+        Without ``[sources.nodes]``, or before its first ingest, ``[cluster]`` as written (when ``[cluster]``
+        has no nodes, the newest ``[sources.nodes]`` export read now, :func:`pipelines.workspace.inventory.newest_inventory`,
+        whose errors it raises). With it, every
         node of the inventory (``gpuplan ingest`` keeps the newest export, :meth:`Store.set_node_inventory`)
         with its planned type, domain and down state; ``partitions``, clocks and horizon stay ``[cluster]``'s.
         A node list that changed between exports (a node drained, a type added) is this plan's cluster.
@@ -120,7 +122,12 @@ class Workspace:
 
         inventory = Store(self.store_dir).node_inventory()
         if inventory is None or inventory.empty:
-            return c
+            if c.nodes is not None or c.n_nodes is not None:
+                return c
+            from pipelines.workspace.inventory import newest_inventory  # no [cluster] nodes: the newest export now
+
+            inventory = newest_inventory(self.source_files("nodes"), self.config.sources.nodes,
+                                         self.config.gpu_types, c.gpu_type)[0]
         nodes: dict[str, int | NodeSpec] = {
             str(r.name): NodeSpec(gpus=int(r.gpus), gpu_type=None if r.gpu_type is None else str(r.gpu_type),
                                   domain=None if r.domain is None else str(r.domain), down=bool(r.down))

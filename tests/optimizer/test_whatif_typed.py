@@ -90,3 +90,27 @@ def test_plain_add_gpus_is_refused_on_a_typed_cluster():
 def test_one_node_of_n_when_n_is_a_power_of_two_below_the_usual_size():
     nodes = typed_nodes_to_add(_problem().cluster, "T4", 2)
     assert [(n.name, n.gpus) for n in nodes] == [("added-00", 2)]
+
+
+@pytest.mark.parametrize("planner", ["priority", "milp"])
+def test_the_explanation_compares_the_base_plan_in_the_new_layout(planner):
+    """An 8-GPU V100M32 node added is laid out first: v0 moves from GPUs 0-3 to 8-11 and t0 from 4-7 to 12-15.
+
+    Compared as raw base indices, T (still on t0) and R (still on v0) would look re-packed; in the new layout
+    only V changes: earlier, on the added GPUs, its base block named on v0 where it now lies (8-11).
+    """
+    from optimizer.whatif import explain, warm_start
+
+    base = _problem()
+    b = plan(base, planner)
+    applied = apply_whatif(base, WhatIf(add_nodes=(Node("big", 8, "V100M32"),)))
+    p = applied.problem
+    assert [n.name for n in p.cluster.nodes] == ["big", "v0", "t0"] and applied.layout == {g: g + 8 for g in range(8)}
+    carried = warm_start(b, applied)
+    assert verify(carried, p) == []  # the base plan, carried to the new layout, is valid there
+    assert _starts(p, carried) == {"R": (0, "v0"), "T": (0, "t0"), "V": (3, "v0")}
+    new = plan(p, planner, warm_start=carried) if planner == "milp" else plan(p, planner)
+    changes = explain(base, b, applied, new)
+    assert [(c.job_id, c.kind, c.start_base, c.start_whatif, c.block_base) for c in changes] == [
+        ("V", "earlier", 3, 0, (8, 4))]
+    assert changes[0].reason == "starts earlier: runs on added GPUs [0, 4)"

@@ -177,3 +177,20 @@ def test_the_inventory_pulled_by_a_command_each_ingest(tmp_path):
                                 "h100_80gb": {"nodes": 1, "gpus": 8, "down_nodes": 1, "down_gpus": 8},
                                 "t4_16gb": {"nodes": 1, "gpus": 4, "down_nodes": 0, "down_gpus": 0}}
     assert (tmp_path / "store" / "raw" / nodes["file"]).is_file()
+
+
+def test_with_an_inventory_source_the_cluster_needs_no_nodes(tmp_path):
+    (tmp_path / "nodes.csv").write_text("name,gpus,gpu_type\nn1,8,H100\nn2,4,T4\n")
+    _sources(tmp_path)
+    csv_src = '\n[sources.nodes]\nformat = "csv"\npath = "nodes.csv"\n'
+    ws = _ws(tmp_path, '[cluster]\ntimezone = "UTC"\n', csv_src)
+    # before any ingest the newest export is the cluster, read as it is now
+    assert {n: (s.gpus, s.gpu_type) for n, s in ws.cluster.node_specs.items()} == {"n1": (8, "h100_80gb"),
+                                                                                   "n2": (4, "t4_16gb")}
+    ingest(ws)
+    (tmp_path / "nodes.csv").write_text("name,gpus,gpu_type\nn1,8,H100\n")  # an export not yet ingested
+    assert list(ws.cluster.node_specs) == ["n1", "n2"]  # the ingested inventory is the cluster
+    # without [sources.nodes] a cluster without nodes is refused, naming both ways to give them
+    with pytest.raises(InputError, match=r"cluster: give nodes = \{name = gpus, \.\.\.\} or both n_nodes and "
+                                         r"gpus_per_node \(or the cluster's inventory in \[sources.nodes\]\)"):
+        _ws(tmp_path, '[cluster]\ntimezone = "UTC"\n')
