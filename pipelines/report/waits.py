@@ -215,9 +215,7 @@ def type_wait_text(inp: ReportInputs, view: PlanView, job: Any, start_step: int 
     names = " or ".join(job.gpu_types)
 
     def free(t: int, o: int, g: int, down: tuple[int, ...]) -> int:
-        own = view.ids.index(job.job_id) if job.job_id in view.ids else -3
-        cells = view.owner[t, o:o + g]
-        return int(sum(1 for k, c in enumerate(cells) if k not in down and c in (-1, own)))
+        return _node_free_of_batch(view, job.job_id, t, o, g, down)
 
     first = next((t for t in range(r, view.H) if any(free(t, o, g, d) >= s for o, g, d in elig)), None)
     n_elig = sum(g - len(d) for _, g, d in elig)
@@ -235,6 +233,25 @@ def type_wait_text(inp: ReportInputs, view: PlanView, job: Any, start_step: int 
     if idle:
         txt += f"; {', '.join(idle)} free of batch work but not eligible"
     return txt
+
+
+def _node_free_of_batch(view: PlanView, job_id: str, t: int, o: int, g: int, down: tuple[int, ...]) -> int:
+    """GPUs of the node at offset ``o`` (``g`` GPUs, ``down`` local GPUs) free of batch work at step ``t`` (``job_id``'s own cells free)."""
+    own = view.ids.index(job_id) if job_id in view.ids else -3
+    cells = view.owner[t, o:o + g]
+    return int(sum(1 for k, c in enumerate(cells) if k not in down and c in (-1, own)))
+
+
+def eligible_free_of_batch(inp: ReportInputs, view: PlanView, job: Any, t: int) -> int | None:
+    """The most GPUs free of batch work on one node of ``job``'s eligible types at step ``t``.
+
+    None when the cluster is untyped or the job may run on any type (then cluster-wide counts describe it).
+    """
+    nodes = type_nodes(inp.problem)
+    if not nodes or not job.gpu_types:
+        return None
+    return max((_node_free_of_batch(view, job.job_id, t, o, g, down)
+                for _, ty, o, g, down in nodes if ty in job.gpu_types), default=0)
 
 
 def type_utilization(inp: ReportInputs) -> list[tuple[str, int, float]]:
@@ -421,7 +438,10 @@ def _blocked_at(inp: ReportInputs, view: PlanView, job: Any, start: int | None, 
                     f"{names_text([holder_text(inp, view, h) for h in others])}")
         txt += f"; real-time holds {plural(int(view.rt[e]), 'GPU')}"
         after = _after_block_frees(inp, view, jid, chain, e, start, s, d)
-        if swap + spare and idle_e + swap + spare >= s:
+        # a type-constrained job whose eligible nodes are full of batch work would not fit if real-time shrank:
+        # real-time is counted on the whole cluster, and the GPUs it would free need not be of the job's types
+        elig = eligible_free_of_batch(inp, view, job, e)
+        if swap + spare and idle_e + swap + spare >= s and (elig is None or elig >= s):
             parts = []
             if swap:
                 parts.append(f"{swap} above its demand because of the swap cap ({_caps(inp)})")

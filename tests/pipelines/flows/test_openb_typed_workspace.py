@@ -127,6 +127,8 @@ def test_report_and_summary_show_per_type_utilisation_and_typed_wait_reasons(run
     v100 = next(ln for ln in report.splitlines() if ln.startswith("| 900322 |"))
     assert "needs 1 × t4_16gb: all 1 t4_16gb node busy until" in t4 and "on openb-node-0036" in t4
     assert "needs 1 × v100_32gb: all 1 v100_32gb node busy until" in v100 and "on openb-node-0247" in v100
+    # each type's one node is full of batch work: shrinking real-time (counted on the whole cluster) would not help
+    assert "would fit" not in t4 and "would fit" not in v100
 
 
 def test_whatif_added_v100m32_starts_the_v100_job_earlier_and_leaves_t4_jobs_alone(run):
