@@ -262,6 +262,16 @@ class ServiceSettings(_Strict):
 
     _zone = field_validator("timezone")(_check_zone)
 
+    @model_validator(mode="after")
+    def _band(self) -> ServiceSettings:
+        """The band :func:`forecasters.realtime.to_gpus` needs, checked when the config is read (not mid-flow)."""
+        if self.min_gpus > self.max_gpus:
+            raise ValueError(f"min_gpus {self.min_gpus} > max_gpus {self.max_gpus}: need min_gpus <= max_gpus")
+        for name, v in (("min_gpus", self.min_gpus), ("max_gpus", self.max_gpus)):
+            if v % self.replica_gpus:
+                raise ValueError(f"{name} {v} is not a multiple of replica_gpus {self.replica_gpus}")
+        return self
+
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str) -> ServiceSettings:
         """One ``services[i]`` entry of a ``services.json`` (all of :data:`REQUIRED_FIELDS` needed; other keys ignored).
@@ -283,7 +293,8 @@ class ServiceSettings(_Strict):
         except ValidationError as exc:
             first = exc.errors()[0]
             loc = ".".join(str(x) for x in first.get("loc", ()))
-            raise InputError(f"{where}: {loc}: {str(first.get('msg', '')).removeprefix('Value error, ')}") from None
+            msg = str(first.get("msg", "")).removeprefix("Value error, ")
+            raise InputError(f"{where}: {loc}: {msg}" if loc else f"{where}: {msg}") from None
 
     def gpu_conversion(self) -> dict[str, Any]:
         """Keyword arguments of :func:`forecasters.realtime.to_gpus` for this service."""
