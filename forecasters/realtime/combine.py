@@ -500,10 +500,18 @@ def reanchor(comb: Combined, actuals: pd.Series, exclude=(), outliers=()) -> Com
             hour as unflagged: an hour outside the range guard's bounds with an unusual change still does not
             anchor).
 
+    The running guard: with a model of the change (``hourly_model == "combination"``) each new observed hour
+    right after an observed one adds the model's and persistence's absolute one-hour errors to
+    ``hourly_live`` (:func:`_live_record`; it starts from one day of the inner days' out-of-day errors,
+    :func:`_live_prior`); while the model's sum exceeds persistence's, the forecast of the hour after the last
+    observed one is that hour's value (:attr:`Combined.live_persistence`), and the model again once it
+    leads.
+
     Returns:
         A new :class:`Combined` (the day-ahead P50/P90 and the choices unchanged; ``anchor_change`` the new
-        anchor's change from the hour before when that hour anchored too, else 0); the input unchanged when
-        no usable hour after the current anchor exists.
+        anchor's change from the hour before when that hour anchored too, else 0; ``obs_ts``, ``obs_value``
+        and ``hourly_live`` moved to the last observed hour); the input unchanged when no usable hour after
+        the current anchor exists.
 
     Raises:
         forecasters.errors.InputError: an index without a time zone or a negative value.
