@@ -144,7 +144,7 @@ def test_report_counts_and_identities_on_the_shipped_data(report):
     # hours at or below P90, day-ahead and hourly. A P50-for-P90 or an off-by-one-hour bug moves them.
     # (Moved with the pooled P90 at the widen-only adaptive level and the hourly change model: from 138 / 135;
     # with the P90 per 6-h lead band and the guarded hourly mode, issue 31: from (145, 150) / (137, 144); with the
-    # hourly mode's running guard: m-mid's hourly from 141, one hour forecast by persistence instead of the model.)
+    # hourly mode's running guard: m-mid's hourly from 141.)
     covered = {name: tuple(round(doc[k]["p90_coverage"] * doc["n_hours"]) for k in ("metrics", "hourly_recal"))
                for name, doc in report["services"].items()}
     assert covered == {"m-small": (147, 150), "m-mid": (133, 140)}
