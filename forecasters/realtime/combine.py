@@ -322,13 +322,13 @@ def _live_prior(hourly: HourlyChoice) -> tuple[float, float, int]:
     """The running guard's start (:attr:`Combined.hourly_live`): one day of the model's measured lead.
 
     :data:`LIVE_PRIOR_H` hours at the kept model's and observed persistence's out-of-day one-hour MAE on the inner
-    days (``(0, 0, 0)`` for persistence), so the hours after the fit must undo one day of that lead before the
-    one-hour forecast falls back to persistence.
+    days, and 0 hours since the fit (``(0, 0, 0)`` for persistence), so the hours after the fit must undo one day
+    of that lead before the one-hour forecast falls back to persistence; a fit itself never falls back.
     """
     if hourly.kind != "combination" or hourly.actual.size == 0:
         return (0.0, 0.0, 0)
     return (float(hourly.scores["hourly"]) * LIVE_PRIOR_H, float(hourly.scores["persistence_observed"]) * LIVE_PRIOR_H,
-            LIVE_PRIOR_H)
+            0)
 
 
 def _profile_only(timezone: str, final: OriginFit, s: CombineSettings, messages: list[str],

@@ -166,7 +166,8 @@ class Combined:
             each would have been issued (replayed oldest first, each day's quantiles from the days before it).
         hourly_live: the running guard's record since the fit (:func:`forecasters.realtime.combine.reanchor`):
             ``(model_sae, persistence_sae, hours)``, the sums of absolute one-hour errors of the hourly model and of
-            persistence on the consecutive observed hours re-anchored on; while ``model_sae > persistence_sae`` the
+            persistence on the consecutive observed hours re-anchored on (``hours`` of them), both starting from one
+            day at the inner days' out-of-day MAE; while ``hours > 0`` and ``model_sae > persistence_sae`` the
             one-hour forecast is persistence (:attr:`live_persistence`).
     """
 
