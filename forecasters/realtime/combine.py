@@ -28,6 +28,7 @@ from forecasters.realtime.hourly import (
     choose_hourly,
     correction_decay,
     guard_test,
+    hourly_features,
 )
 from forecasters.realtime.model import RULE, Combined, CombineSettings, OriginFit
 from forecasters.realtime.origins import fit_origin
@@ -309,8 +310,25 @@ def fit_combined(series: pd.Series, timezone: str = "UTC", exclude=None, outlier
                     hourly_anchor=hourly.anchor, hourly_guard=dict(hourly.guard or {}), day_ahead_guard=da_guard,
                     obs_ts=series.index[int(np.flatnonzero(obs_in)[-1])] if obs_in.any() else None,
                     obs_value=float(r.y[np.flatnonzero(obs_in)[-1]]) if obs_in.any() else None,
-                    p90_band_coverage=p90.band_coverage, **last)
+                    p90_band_coverage=p90.band_coverage, hourly_live=_live_prior(hourly), **last)
     return _guard_status(comb)
+
+
+#: Hours of the inner days' measured lead the running guard starts from (one day: :func:`_live_prior`).
+LIVE_PRIOR_H = HOURS_PER_DAY
+
+
+def _live_prior(hourly: HourlyChoice) -> tuple[float, float, int]:
+    """The running guard's start (:attr:`Combined.hourly_live`): one day of the model's measured lead.
+
+    :data:`LIVE_PRIOR_H` hours at the kept model's and observed persistence's out-of-day one-hour MAE on the inner
+    days, and 0 hours since the fit (``(0, 0, 0)`` for persistence), so the hours after the fit must undo one day
+    of that lead before the one-hour forecast falls back to persistence; a fit itself never falls back.
+    """
+    if hourly.kind != "combination" or hourly.actual.size == 0:
+        return (0.0, 0.0, 0)
+    return (float(hourly.scores["hourly"]) * LIVE_PRIOR_H, float(hourly.scores["persistence_observed"]) * LIVE_PRIOR_H,
+            0)
 
 
 def _profile_only(timezone: str, final: OriginFit, s: CombineSettings, messages: list[str],
@@ -386,17 +404,55 @@ def _raw(comb: Combined, idx: pd.DatetimeIndex) -> tuple[np.ndarray, np.ndarray]
     if comb.hourly_anchor == "observed" and comb.obs_ts is not None:  # the hourly mode: 1 h after the last observed
         # and, when the guard fell back to persistence, the first hour forecast after masked hours too: persistence
         # is then the last observed value exactly, as "same as last hour" reads it (a model of the change keeps
-        # its own path there: carried over masked hours it lost to persistence on the shipped m-mid, 1.002 x)
+        # its own path there: carried over masked hours it lost to persistence on the shipped m-mid, 1.002 x);
+        # the running guard (``live_persistence``) makes it persistence too
         first = ((idx - comb.obs_ts) / pd.Timedelta(hours=1)).to_numpy() == 1
-        if comb.hourly_model == "persistence":
+        persist = comb.hourly_model == "persistence" or comb.live_persistence
+        if persist:
             first = first | ((np.arange(len(idx)) == 0) & (idx > comb.obs_ts))
         ref_o = float(_ref_at(comb, pd.DatetimeIndex([comb.obs_ts]))[0])
         h1 = anchored(day, np.ones(len(idx)), float(comb.obs_value or 0.0), 0.0, _ref_at(comb, idx), ref_o,
-                      comb.hourly_coef, comb.rho)
+                      np.zeros_like(comb.hourly_coef) if persist else comb.hourly_coef, comb.rho)
         p50 = np.where(first, h1, p50)
         q = np.where(first, comb.hourly_q90, q)
     p90 = p50 * q if comb.p90_kind == "ratio" else p50 + q
     return p50, np.maximum(p90, p50)
+
+
+def _day_p50(comb: Combined, idx: pd.DatetimeIndex) -> np.ndarray:
+    """The day-ahead combination ``C`` (no hourly anchor) at UTC hours ``idx`` at or after the origin."""
+    h = np.round(((idx - comb.origin) / pd.Timedelta(hours=1)).to_numpy()).astype(np.int64)
+    names = list(comb.weights)
+    return np.array([comb.weights[c] for c in names]) @ np.vstack([comb.fit.predict(c, h) for c in names])
+
+
+def _live_record(comb: Combined, actual: pd.Series) -> tuple[float, float, int]:
+    """The running guard's sums (:attr:`Combined.hourly_live`) after the usable hours ``actual`` (sorted, UTC).
+
+    Each hour ``t`` of ``actual`` after ``comb.obs_ts`` whose hour before, ``o = t - 1 h``, was observed (the
+    previous hour of ``actual``, or ``obs_ts``) adds ``|y_t - H(t)|`` and ``|y_t - y_o|`` with ``H(t) = y_o +
+    x(t) coef`` the hourly model's one-hour forecast from ``o`` (what :func:`forecast_combined` issues for
+    ``t`` after re-anchoring on ``o``, range guard widened to ``y_o``). Only for ``hourly_model ==
+    "combination"`` with a day-ahead combination; otherwise the record unchanged.
+    """
+    if comb.hourly_model != "combination" or comb.obs_ts is None or comb.p90_kind == "profile":
+        return comb.hourly_live
+    new = actual[actual.index > comb.obs_ts]
+    if new.empty:
+        return comb.hourly_live
+    prev_ts = pd.DatetimeIndex([comb.obs_ts]).append(new.index[:-1])
+    prev_v = np.concatenate([[float(comb.obs_value or 0.0)], new.to_numpy(dtype=float)[:-1]])
+    one = ((new.index - prev_ts) / pd.Timedelta(hours=1)).to_numpy() == 1
+    if not one.any():
+        return comb.hourly_live
+    t, yo, yt = new.index[one], prev_v[one], new.to_numpy(dtype=float)[one]
+    x = hourly_features(_day_p50(comb, t), yo, _ref_at(comb, t), _ref_at(comb, prev_ts[one]), 0.0)
+    lo, hi = comb.bounds
+    pred = np.clip(yo + x @ comb.hourly_coef, np.minimum(lo, yo), np.maximum(hi, yo))
+    sae_m, sae_p, n = comb.hourly_live
+    return (float(sae_m + np.abs(yt - pred).sum()), float(sae_p + np.abs(yt - yo).sum()), int(n + one.sum()))
+
+
 def forecast_combined(comb: Combined, horizon_h: int, start=None) -> pd.DataFrame:
     """Forecast P50/P90 per hour from a :class:`Combined`.
 
@@ -444,10 +500,18 @@ def reanchor(comb: Combined, actuals: pd.Series, exclude=(), outliers=()) -> Com
             hour as unflagged: an hour outside the range guard's bounds with an unusual change still does not
             anchor).
 
+    The running guard: with a model of the change (``hourly_model == "combination"``) each new observed hour
+    right after an observed one adds the model's and persistence's absolute one-hour errors to
+    ``hourly_live`` (:func:`_live_record`; it starts from one day of the inner days' out-of-day errors,
+    :func:`_live_prior`); while the model's sum exceeds persistence's, the forecast of the hour after the last
+    observed one is that hour's value (:attr:`Combined.live_persistence`), and the model again once it
+    leads.
+
     Returns:
         A new :class:`Combined` (the day-ahead P50/P90 and the choices unchanged; ``anchor_change`` the new
-        anchor's change from the hour before when that hour anchored too, else 0); the input unchanged when
-        no usable hour after the current anchor exists.
+        anchor's change from the hour before when that hour anchored too, else 0; ``obs_ts``, ``obs_value``
+        and ``hourly_live`` moved to the last observed hour); the input unchanged when no usable hour after
+        the current anchor exists.
 
     Raises:
         forecasters.errors.InputError: an index without a time zone or a negative value.
@@ -463,7 +527,8 @@ def reanchor(comb: Combined, actuals: pd.Series, exclude=(), outliers=()) -> Com
         return comb
     inside = r  # the last observed hour, flagged or not
     if comb.obs_ts is not None and (inside.index > comb.obs_ts).any():
-        comb = dataclasses.replace(comb, obs_ts=inside.index[-1], obs_value=float(inside.iloc[-1]))
+        comb = dataclasses.replace(comb, obs_ts=inside.index[-1], obs_value=float(inside.iloc[-1]),
+                                   hourly_live=_live_record(comb, inside))
     if comb.anchor_ts is not None:
         r = r[r.index > comb.anchor_ts]
     if r.empty:

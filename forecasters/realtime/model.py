@@ -164,6 +164,11 @@ class Combined:
             hour after it is that value (persistence), the hours further on the readable anchor's decayed P50.
         p90_band_coverage: per lead band (``p90_bands``), the share of the inner days' hours at or below the P90
             each would have been issued (replayed oldest first, each day's quantiles from the days before it).
+        hourly_live: the running guard's record since the fit (:func:`forecasters.realtime.combine.reanchor`):
+            ``(model_sae, persistence_sae, hours)``, the sums of absolute one-hour errors of the hourly model and of
+            persistence on the consecutive observed hours re-anchored on (``hours`` of them), both starting from one
+            day at the inner days' out-of-day MAE; while ``hours > 0`` and ``model_sae > persistence_sae`` the
+            one-hour forecast is persistence (:attr:`live_persistence`).
     """
 
     method: str
@@ -206,6 +211,13 @@ class Combined:
     p90_band_coverage: tuple[float, ...] = ()
     obs_ts: pd.Timestamp | None = None
     obs_value: float | None = None
+    hourly_live: tuple[float, float, int] = (0.0, 0.0, 0)
+
+    @property
+    def live_persistence(self) -> bool:
+        """The running guard: a model of the change that erred more than persistence since the fit is not used."""
+        return self.hourly_model == "combination" and self.hourly_live[2] > 0 and \
+            self.hourly_live[0] > self.hourly_live[1]
 
     @property
     def profile(self) -> Profile:

@@ -101,3 +101,31 @@ def test_persistence_after_masked_hours_is_the_last_observed_value_exactly():
     assert comb.obs_ts == series.index[-3]
     assert forecast_combined(comb, 1)["p50"].iat[0] == y[-3]
 
+
+
+def daily_wave() -> np.ndarray:
+    """100 + 50 sin(2 pi h / 24) + N(0, 1): the seasonal change model beats persistence by far."""
+    h = np.arange(len(IDX))
+    return 100.0 + 50.0 * np.sin(2 * np.pi * h / 24) + np.random.default_rng(5).normal(0.0, 1.0, len(IDX))
+
+
+def test_the_running_guard_falls_back_to_persistence_once_the_model_errs_more_since_the_fit():
+    y = daily_wave()
+    series, comb = _fit(y)
+    assert comb.hourly_model == "combination" and comb.hourly_guard["wins"] == 1.0
+    # it starts from one day (24 h) at the inner days' out-of-day MAE of the model and of persistence
+    m0, p0 = comb.hourly_scores["hourly"] * 24, comb.hourly_scores["persistence_observed"] * 24
+    assert comb.hourly_live == (pytest.approx(m0), pytest.approx(p0), 0) and m0 < p0
+    assert not comb.live_persistence
+    # the wave stops: 12 hours held at the last value; persistence errs 0 on each, the model of the change does not
+    later = pd.date_range(comb.origin, periods=12, freq="h")
+    moved = reanchor(comb, pd.Series(np.full(12, y[-1]), index=later))
+    sae_model, sae_pers, hours = moved.hourly_live
+    assert hours == 12 and sae_pers == pytest.approx(p0) and sae_model > sae_pers and moved.live_persistence
+    nxt = forecast_combined(moved, 1, start=later[-1] + pd.Timedelta(hours=1))["p50"].iat[0]
+    assert nxt == y[-1]
+    # the wave goes on: the model keeps its lead and stays
+    cont = 100.0 + 50.0 * np.sin(2 * np.pi * np.arange(len(IDX), len(IDX) + 12) / 24)
+    kept = reanchor(comb, pd.Series(cont, index=later))
+    assert kept.hourly_live[2] == 12 and kept.hourly_live[0] < kept.hourly_live[1] and not kept.live_persistence
+    assert forecast_combined(kept, 1, start=later[-1] + pd.Timedelta(hours=1))["p50"].iat[0] != cont[-1]

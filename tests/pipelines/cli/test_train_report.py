@@ -126,8 +126,6 @@ def test_report_counts_and_identities_on_the_shipped_data(report):
             assert np.isclose(m["p90_coverage"] * doc["n_hours"], round(m["p90_coverage"] * doc["n_hours"]))
             # the forecast beats seasonal naive and naive-24 on both services, day-ahead and hourly
             assert m["mase_snaive168"] < 1 and m["mase_naive24"] < 1
-        # the hourly mode is not worse than persistence from the last observed hour on the second week
-        assert doc["hourly_recal"]["mase_persistence_obs"] < 1
         # the hourly mode beats the day-ahead forecast (mae and mape)
         assert doc["hourly_recal"]["mae"] < doc["metrics"]["mae"]
         assert doc["hourly_recal"]["mape"] < doc["metrics"]["mape"] < 0.5
@@ -137,13 +135,19 @@ def test_report_counts_and_identities_on_the_shipped_data(report):
     # m-small's hourly change model: the seasonal change a persistence forecast misses (0.81 x y[t-1]); m-mid's
     # changes are noise, level with persistence (y[t-1] reads 5 imputed hours after masked gaps)
     assert small["hourly_recal"]["mase_persistence"] < 0.85
+    # against persistence from the last observed hour on the second week: m-small's model beats it; on m-mid the
+    # running guard (DESIGN §4.4) switches on noise at the 3 origins that kept a model and costs 0.6 % (0.996
+    # without it, in benchmarks/forecast_realtime_real.py)
+    assert small["hourly_recal"]["mase_persistence_obs"] < 0.85
+    assert mid["hourly_recal"]["mase_persistence_obs"] == pytest.approx(1.00216, abs=5e-5)
     # regression pin on the shipped data (deterministic: numpy fits, no randomness): the number of scored
     # hours at or below P90, day-ahead and hourly. A P50-for-P90 or an off-by-one-hour bug moves them.
     # (Moved with the pooled P90 at the widen-only adaptive level and the hourly change model: from 138 / 135;
-    # with the P90 per 6-h lead band and the guarded hourly mode, issue 31: from (145, 150) / (137, 144).)
+    # with the P90 per 6-h lead band and the guarded hourly mode, issue 31: from (145, 150) / (137, 144); with the
+    # hourly mode's running guard: m-mid's hourly from 141.)
     covered = {name: tuple(round(doc[k]["p90_coverage"] * doc["n_hours"]) for k in ("metrics", "hourly_recal"))
                for name, doc in report["services"].items()}
-    assert covered == {"m-small": (147, 150), "m-mid": (133, 141)}
+    assert covered == {"m-small": (147, 150), "m-mid": (133, 140)}
 
 
 def test_cli_realtime_json_is_one_document_equal_to_the_report(report):
