@@ -2,17 +2,15 @@
 
 Before: ``min_gpus`` not a multiple of ``replica_gpus`` passed the config and crashed the flow's real-time task
 (``forecasters.realtime.to_gpus``) with a traceback after ingest (found by an operator trial on the openb-typed
-example workspace).
+example workspace). The ``gpuplan.toml`` form: ``tests/pipelines/workspace/test_workspace_store.py``.
 """
 
 from __future__ import annotations
 
 import pytest
-from typer.testing import CliRunner
 
 from pipelines.io.errors import InputError
 from pipelines.workspace.config import ServiceSettings
-from pipelines.workspace.load import load_workspace
 
 BASE = {"service": "chat", "capacity_per_gpu_per_h": 1000.0, "swap_cap_gpus": 2}
 
@@ -30,47 +28,6 @@ def test_a_band_the_conversion_cannot_use_is_refused(band, message):
 def test_a_good_band_is_kept():
     s = ServiceSettings(**BASE, min_gpus=2, max_gpus=8, replica_gpus=2)
     assert (s.min_gpus, s.max_gpus, s.replica_gpus) == (2, 8, 2)
-
-
-def _workspace(folder, min_gpus):
-    folder.mkdir()
-    (folder / "gpuplan.toml").write_text(f"""
-[cluster]
-nodes = {{ a1 = 8, a2 = 8 }}
-
-[[services]]
-service = "chat"
-capacity_per_gpu_per_h = 1000
-min_gpus = {min_gpus}
-max_gpus = 8
-swap_cap_gpus = 2
-replica_gpus = 2
-
-[sources.history]
-format = "csv"
-path = "hist.csv"
-
-[sources.queue]
-format = "csv"
-path = "queue.csv"
-
-[sources.traffic]
-format = "csv"
-path = "traffic.csv"
-""")
-    return folder
-
-
-def test_the_workspace_config_names_the_service_entry_and_the_cli_exits_2(tmp_path, iso_env):
-    ws = _workspace(tmp_path / "ws", 3)
-    with pytest.raises(InputError) as err:
-        load_workspace(ws)
-    assert str(err.value) == f"{ws / 'gpuplan.toml'}: services.0: min_gpus 3 is not a multiple of replica_gpus 2"
-    from pipelines.cli.app import app
-
-    res = CliRunner().invoke(app, ["ingest", "--workspace", str(ws)])
-    assert res.exit_code == 2
-    assert res.output.strip().splitlines()[-1] == f"error: {err.value}"
 
 
 def test_a_services_json_entry_with_a_bad_band_is_named():

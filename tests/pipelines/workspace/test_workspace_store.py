@@ -55,6 +55,20 @@ def _ws(tmp_path: Path, text: str = BASE):
     return load_workspace(tmp_path)
 
 
+def test_a_service_band_the_conversion_cannot_use_is_refused_naming_the_entry_exit_2(tmp_path, iso_env):
+    from typer.testing import CliRunner
+
+    from pipelines.cli.app import app
+
+    bad = BASE.replace("swap_cap_gpus = 1\n", "swap_cap_gpus = 1\nreplica_gpus = 2\n")  # min_gpus 1, replicas of 2
+    with pytest.raises(InputError) as err:
+        _ws(tmp_path, bad)
+    assert str(err.value) == f"{tmp_path / 'gpuplan.toml'}: services.0: min_gpus 1 is not a multiple of replica_gpus 2"
+    res = CliRunner().invoke(app, ["ingest", "--workspace", str(tmp_path)])
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines()[-1] == f"error: {err.value}"
+
+
 def test_config_errors_name_key_and_file(tmp_path):
     with pytest.raises(InputError, match=r"gpuplan.toml: cluster.timezone: 'Mars/Olympus' is not an IANA time zone"):
         _ws(tmp_path, BASE.replace("Europe/Berlin", "Mars/Olympus"))
