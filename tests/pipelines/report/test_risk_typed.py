@@ -20,12 +20,15 @@ from pipelines.stages.outputs import report_inputs
 T0 = datetime(2025, 3, 16, 16, tzinfo=UTC)
 
 
-def _inputs():
+#: the service of the module docstring: 1 GPU throughout
+CHAT = Service("chat", (1,) * 8, 1, 1, 0, 1)
+
+
+def _inputs(t_gpus: int = 4, chat: Service = CHAT):
     cluster = Cluster(n_gpus=0, horizon_steps=8, nodes=(Node("v0", 4, "V100M32"), Node("t0", 4, "T4"),
                                                         Node("t1", 4, "T4")))
     jobs = (Job("V", "training", 1.0, 0, (SizeOption(4, 2),), gpu_types=("V100M32",)),
-            Job("T", "training", 1.0, 0, (SizeOption(4, 2),), gpu_types=("T4",)))
-    chat = Service("chat", (1,) * 8, 1, 1, 0, 1)
+            Job("T", "training", 1.0, 0, (SizeOption(t_gpus, 2),), gpu_types=("T4",)))
     problem = Problem(cluster, PlanSettings(), (chat,), jobs, (RunningJob("R", "training", 1.0, 4, 0, 3),), ())
     p = plan(problem, "priority")
     assert verify(p, problem) == []
@@ -50,16 +53,8 @@ def test_spare_real_time_gpus_are_not_offered_to_a_job_whose_type_is_full_of_bat
     # as _inputs, but T takes 2 GPUs and chat holds 3 GPUs for a demand of 1 (swap cap 0: it cannot shrink): at 16:00Z
     # 12 - 4 (R) - 2 (T) - 3 = 3 idle, + 2 held above demand >= 4 -- cluster-wide, shrinking real-time would make room
     # for V; but V's only node (v0) is R's, so it would not
-    cluster = Cluster(n_gpus=0, horizon_steps=8, nodes=(Node("v0", 4, "V100M32"), Node("t0", 4, "T4"),
-                                                        Node("t1", 4, "T4")))
-    jobs = (Job("V", "training", 1.0, 0, (SizeOption(4, 2),), gpu_types=("V100M32",)),
-            Job("T", "training", 1.0, 0, (SizeOption(2, 2),), gpu_types=("T4",)))
-    chat = Service("chat", (1,) * 8, 1, 3, 0, 3)
-    problem = Problem(cluster, PlanSettings(), (chat,), jobs, (RunningJob("R", "training", 1.0, 4, 0, 3),), ())
-    p = plan(problem, "priority")
-    assert verify(p, problem) == []
-    assert {a.job_id: a.start_step for a in p.assignments} == {"R": 0, "T": 0, "V": 3}
-    inp = report_inputs(problem, p, T0, written_at=T0)
+    inp = _inputs(t_gpus=2, chat=Service("chat", (1,) * 8, 1, 3, 0, 3))
+    problem = inp.problem
     view = plan_view(inp)
     v = wait_reason(inp, problem.job("V"), 3, view)
     assert v.startswith("needs 4 × V100M32: all 1 V100M32 node busy until 2025-03-16 17:30Z; ")
