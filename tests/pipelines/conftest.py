@@ -64,6 +64,11 @@ def iso_env(tmp_path, monkeypatch):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    # a CLI call with --workspace sets $GPUPLAN_WORKSPACE for the process (pipelines.cli.support.use_workspace):
+    # recorded here so it is removed after the test, not left to send later tests to this test's workspace
+    # (setenv records the state before, even when unset; delenv alone records nothing for an unset variable)
+    monkeypatch.setenv("GPUPLAN_WORKSPACE", "")
+    monkeypatch.delenv("GPUPLAN_WORKSPACE")
     return env
 
 
