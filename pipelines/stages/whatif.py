@@ -303,11 +303,14 @@ def side(problem: Problem, plan: Plan, demand: pd.DataFrame) -> dict[str, Any]:
 
 
 def buys_lines(problem: Problem, plan: Plan, b: dict[str, Any], n: dict[str, Any], delta: dict[str, Any],
-               changed: int = 0, k: int = 3) -> list[str]:
+               changed: int = 0, k: int = 3, newly_missing: Sequence[str] = ()) -> list[str]:
     """The what-if's first lines: what the change buys (value, jobs started, idle GPU-h) and why waiting jobs wait.
 
     ``b``/``n``: the base and what-if sides (:func:`side`), ``delta`` their difference, ``changed`` the jobs
-    listed as changed (with none and no value change the line says the change buys nothing); the waiting jobs of
+    listed as changed (with none and no value change the line says the change buys nothing). When the count of
+    jobs missing their deadline (P90 finish) changes, the first line says so, naming ``newly_missing`` (the
+    jobs that meet it in the base and miss it in the what-if): a gain that costs a deadline is not a plain gain.
+    The waiting jobs of
     ``plan`` (queued in ``problem``, not started) are explained by :func:`optimizer.whatif.why_waiting`, the
     first ``k`` by job id, then a count of the rest.
     """
@@ -319,6 +322,11 @@ def buys_lines(problem: Problem, plan: Plan, b: dict[str, Any], n: dict[str, Any
             if same else "")
     L = [f"the change buys: plan value {dv:+,.1f}{pct}, jobs started {delta.get('jobs_started', 0):+d}, "
          f"idle GPU-h {delta.get('idle_gpu_h') or 0.0:+,.1f}" + tail]
+    mb, mn = b.get("jobs_missing_deadline"), n.get("jobs_missing_deadline")
+    if mb is not None and mn is not None and mb != mn:
+        L[0] += f"; jobs missing their deadline (P90) {mb} -> {mn}"
+        if newly_missing:
+            L[0] += f", now missing: {_list(list(newly_missing))}"
     queued = {j.job_id for j in problem.jobs}
     waiting = sorted(a.job_id for a in plan.assignments if not a.started and a.job_id in queued)
     for jid in waiting[:k]:
@@ -434,7 +442,7 @@ def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> d
     if applied.requeued:
         notes.append("running jobs on lost GPUs are requeued to restart from scratch with their full P50 duration "
                      "(no checkpoint assumed): " + ", ".join(applied.requeued))
-    summary = buys_lines(p, plan, b, n, delta, changed=len(jobs))
+    summary = buys_lines(p, plan, b, n, delta, changed=len(jobs), newly_missing=sorted(set(miss_n) - set(miss_b)))
     return {"summary": summary, "run": base.name, "run_folder": str(base.folder), "plan_start": ts(0),
             "planner": base.planner,
             "time_limit_s": p.settings.time_limit_s, "step_minutes": p.cluster.step_minutes,

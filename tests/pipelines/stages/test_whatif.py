@@ -176,6 +176,9 @@ def test_a_whatif_that_makes_a_job_miss_its_deadline_says_so(hand):
     assert a["deadline_at"] == "2025-03-16T18:30:00Z" and a["p90_finish_whatif"] is None
     text = CliRunner().invoke(app, ["whatif", str(hand), "--drain-node", "gpu-b"]).stdout
     assert "MISSES DEADLINE 2025-03-16T18:30:00Z (not started)" in text
+    # the first line, what the change "buys", says what it costs in deadlines (a trial's new user missed it)
+    assert doc["summary"][0].endswith("; jobs missing their deadline (P90) 0 -> 1, now missing: A")
+    assert text.splitlines()[0].endswith("; jobs missing their deadline (P90) 0 -> 1, now missing: A")
 
 
 def test_deadline_compared_with_the_p90_at_the_planned_start(hand):
@@ -183,6 +186,7 @@ def test_deadline_compared_with_the_p90_at_the_planned_start(hand):
     _with_deadline(hand.resolve(), p90_h=1.01)
     doc = _json(hand, "--add-gpus", "8")  # A moves to step 0 on the new GPUs: 16:00Z + 1.01 h = 17:00:36Z, in time
     assert doc["base"]["jobs_missing_deadline"] == 1 and doc["whatif"]["jobs_missing_deadline"] == 0
+    assert doc["summary"][0].endswith("; jobs missing their deadline (P90) 1 -> 0")
 
 
 def test_the_count_line_names_every_kind_of_change_so_it_adds_up():
