@@ -115,6 +115,9 @@ def forecast_cluster_queue(settings: Settings, ws: Workspace, data: WorkspaceDat
     jobs, notes = store_queue.forecast_cluster_queue(data.history, data.queue, ws, start, settings.step_minutes,
                                                        settings.seed, model=model)
     notes["from_store"] = data.from_store
+    for jid in notes.get("dropped_no_eligible_type") or []:
+        log().warning("job %s asks only for GPU types no node of this cluster has: not planned (listed first in "
+                      "the risk report's What to do first)", jid)
     if data.snapshot_note:
         notes["export_clock"] = data.snapshot_note
     name = tracking_models.scheduler_model_name(ws)

@@ -34,7 +34,19 @@ def _report_inputs(ws: Workspace, problem: Problem, plan: Plan, start: datetime,
         return outputs.report_inputs(problem, plan, start)
     return outputs.report_inputs(problem, plan, start, queue.jobs, demand, fit.bands, fit.status,
                                  services=ws.services(), rt_selection=fit.selection, models=queue.models,
-                                 node_names=ws.cluster.node_names)
+                                 node_names=ws.cluster.node_names, unplannable=unplannable_jobs(ws, queue.notes))
+
+
+def unplannable_jobs(ws: Workspace, notes: dict | None) -> list[tuple[str, str]]:
+    """``(job_id, why)`` of the queued jobs the store side left out of the problem.
+
+    They are ``queue_notes.json``'s ``dropped_no_eligible_type``: they ask only for GPU types no node of the
+    cluster has (:func:`pipelines.stages.queue.store.forecast_cluster_queue`).
+    """
+    dropped = (notes or {}).get("dropped_no_eligible_type") or []
+    types = ", ".join(sorted({str(s.gpu_type) for s in ws.cluster.node_specs.values()}))
+    return [(str(j), f"it asks only for GPU types no node of this cluster has (the cluster's: {types}); add nodes of "
+                     "a type it accepts, or change its request") for j in dropped]
 
 
 @task(name="write-outputs", cache_policy=NO_CACHE)

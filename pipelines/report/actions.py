@@ -230,10 +230,15 @@ def at_risk_actions(inp: ReportInputs, view: PlanView, risk: pd.DataFrame, run_f
 
 
 def action_lines(inp: ReportInputs, view: PlanView, actions: list[JobAction]) -> list[str]:
-    """The "What to do first" section's Markdown lines (one bullet per job, its options indented)."""
+    """The "What to do first" section's Markdown lines (one bullet per job, its options indented).
+
+    First the jobs that were not planned at all (:attr:`ReportInputs.unplannable`), then those at risk.
+    """
+    out = [f"- **`{jid}`**: not planned: {why}." for jid, why in inp.unplannable]
     if not actions:
+        if out:
+            return out + ["", "Nothing else at risk: every planned job with a deadline meets it at P90 and fits.", ""]
         return ["Nothing at risk: every queued job with a deadline meets it at P90 and every job fits.", ""]
-    out = []
     for x in actions:
         out.append(f"- **`{x.job_id}`** ({x.kind}, priority {x.priority:g}, {plural(x.gpus, 'GPU')}): {x.problem}.")
         if x.smaller is not None:

@@ -72,6 +72,9 @@ class ReportInputs:
             "version", "alias", ...}`` (``summary.json``'s ``models``), or None.
         node_names: the cluster's node names in GPU order (Gantt labels), or None (``node-XX``).
         written_at: the report's own time (input age "now"); None: the wall clock when rendered.
+        unplannable: queued jobs left out of the problem because no node of the cluster can ever run them
+            (a typed cluster: they ask only for GPU types it has none of), as ``(job_id, why)``; "What to do
+            first" lists them before the jobs at risk.
     """
 
     problem: Any
@@ -87,6 +90,7 @@ class ReportInputs:
     models: Mapping[str, Any] | None = None
     node_names: Sequence[str] | None = None
     written_at: datetime | None = None
+    unplannable: Sequence[tuple[str, str]] = ()
 
     @property
     def step_minutes(self) -> int:

@@ -107,7 +107,8 @@ def report_inputs(problem: Problem, plan: Plan, start: datetime, jobs: pd.DataFr
                   rt_status: Mapping[str, Sequence[str]] | None = None, *, services: Sequence[Any] = (),
                   rt_selection: Mapping[str, Mapping[str, Any]] | None = None,
                   models: Mapping[str, Any] | None = None, node_names: Sequence[str] | None = None,
-                  written_at: datetime | None = None) -> ReportInputs:
+                  written_at: datetime | None = None,
+                  unplannable: Sequence[tuple[str, str]] = ()) -> ReportInputs:
     """The risk report's inputs (:class:`pipelines.report.ReportInputs`).
 
     Without forecasts (a plan of a given problem file) the report uses the problem's demand as both
@@ -117,7 +118,8 @@ def report_inputs(problem: Problem, plan: Plan, start: datetime, jobs: pd.DataFr
     Keyword arguments (all optional): ``services`` (the :class:`pipelines.workspace.config.ServiceSettings`:
     hour bands on each service's clock and the measured P(demand > plan)), ``rt_selection``
     (:attr:`pipelines.stages.realtime.RealtimeForecastFit.selection`), ``models`` (the job forecasters' versions,
-    ``summary.json``'s ``models``), ``node_names`` (the cluster's), ``written_at`` (default now, UTC).
+    ``summary.json``'s ``models``), ``node_names`` (the cluster's), ``written_at`` (default now, UTC),
+    ``unplannable`` (:attr:`pipelines.report.ReportInputs.unplannable`).
     """
     status = ({k: (str(v[0]), str(v[1])) for k, v in rt_status.items()} if rt_status is not None else
               {s.service: ("given", "demand from the problem file") for s in problem.services})
@@ -127,7 +129,7 @@ def report_inputs(problem: Problem, plan: Plan, start: datetime, jobs: pd.DataFr
                         bands=bands, rt_status=status, time_limit_s=problem.settings.time_limit_s,
                         services=tuple(services), rt_selection=dict(rt_selection or {}), models=models,
                         node_names=None if node_names is None else list(node_names),
-                        written_at=written_at or datetime.now(UTC))
+                        written_at=written_at or datetime.now(UTC), unplannable=tuple(unplannable))
 
 
 def summary(run_name: str, start: datetime, problem: Problem, plan: Plan, demand: pd.DataFrame,

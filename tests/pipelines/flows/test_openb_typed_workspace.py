@@ -41,6 +41,7 @@ def run(tmp_path_factory):
         for k, v in env.items():
             mp.setenv(k, v)
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        mp.setenv("GPUPLAN_WORKSPACE", str(ws))  # recorded: the CLI sets it for the process; undone after the module
         res = CliRunner().invoke(app, ["run", "--workspace", str(ws), "--out", str(root / "runs")])
         assert res.exit_code == 0, res.output
         yield {"folder": (root / "runs" / "latest").resolve(), "ws": ws, "env": env}

@@ -62,3 +62,25 @@ def test_spare_real_time_gpus_are_not_offered_to_a_job_whose_type_is_full_of_bat
     assert "would fit" not in v and "swap cap" not in v
     assert eligible_free_of_batch(inp, view, problem.job("V"), 0) == 0
     assert eligible_free_of_batch(inp, view, problem.job("V"), 3) == 4
+
+
+def test_a_job_no_node_can_run_is_listed_first_in_what_to_do_first(tmp_path):
+    from dataclasses import replace
+
+    from pipelines.flows.publish import unplannable_jobs
+
+    class _Ws:  # the workspace's cluster as unplannable_jobs reads it
+        class cluster:  # noqa: N801
+            node_specs = {"v0": type("S", (), {"gpu_type": "V100M32"}), "t0": type("S", (), {"gpu_type": "T4"})}
+
+    why = unplannable_jobs(_Ws, {"dropped_no_eligible_type": ["H"]})
+    assert why == [("H", "it asks only for GPU types no node of this cluster has (the cluster's: T4, V100M32); add "
+                         "nodes of a type it accepts, or change its request")]
+    assert unplannable_jobs(_Ws, None) == [] and unplannable_jobs(_Ws, {"typed_jobs": 2}) == []
+    inp = replace(_inputs(), unplannable=tuple(why))
+    page = write_risk_report(tmp_path, inp, "run-h")["risk_report.md"].read_text()
+    first = page[page.index("## What to do first"):]
+    assert first.splitlines()[2] == ("- **`H`**: not planned: it asks only for GPU types no node of this cluster has "
+                                     "(the cluster's: T4, V100M32); add nodes of a type it accepts, or change its "
+                                     "request.")
+    assert "Nothing at risk: every queued job" not in page
