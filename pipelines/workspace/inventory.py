@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from domain.units import is_pow2
 from pipelines.io.csv_sniff import read_operator_csv
 from pipelines.io.errors import InputError
 from pipelines.workspace.config import SourceConfig
@@ -60,7 +61,8 @@ def newest_inventory(files: Sequence[Path], src: SourceConfig, aliases: Mapping[
 
     Raises:
         InputError: no file matches; the newest export cannot be read or holds no GPU node; a node's
-            type matches no known type (one line naming the node, the type and the known ones).
+            type matches no known type (one line naming the node, the type and the known ones); a node's
+            GPU count is not a power of two (naming the node and its count).
     """
     best: tuple[pd.Timestamp, str, Path, NodeParse] | None = None
     errors: list[str] = []
@@ -89,6 +91,11 @@ def newest_inventory(files: Sequence[Path], src: SourceConfig, aliases: Mapping[
     frame["gpu_type"] = [table.require(t, f"sources.nodes: {name}: node {n}", known) if t is not None
                          else (table.resolve(default_type) or default_type)
                          for n, t in zip(frame["name"], frame["gpu_type"])]
+    odd = [(str(n), int(g)) for n, g in zip(frame["name"], frame["gpus"]) if not is_pow2(int(g))]
+    if odd:  # refused here, naming the node and the file, not later inside the plan's cluster check
+        more = f" (and {len(odd) - 1} more)" if len(odd) > 1 else ""
+        raise InputError(f"sources.nodes: {name}: node {odd[0][0]} has {odd[0][1]} GPUs{more}: every node needs a "
+                         "power-of-two number of GPUs (1, 2, 4, 8, ...); list it with a power-of-two count (the rest unused) or leave it out")
     by_type: dict[str, dict[str, int]] = {}
     for t, part in frame.groupby("gpu_type", sort=True):
         by_type[str(t)] = {"nodes": int(len(part)), "gpus": int(part["gpus"].sum()),

@@ -131,6 +131,13 @@ def test_unknown_types_stop_the_ingest_in_one_line(tmp_path):
     assert rep["sources"]["nodes"]["by_type"] == {"g2": {"nodes": 1, "gpus": 8, "down_nodes": 0, "down_gpus": 0},
                                                   "t4_16gb": {"nodes": 1, "gpus": 4, "down_nodes": 0, "down_gpus": 0}}
     assert rep["sources"]["queue"]["eligible_jobs_by_type"] == {"g2": 1, "t4_16gb": 1}
+    # a node of 6 GPUs in the export: refused at ingest naming the node and the file (it used to pass the ingest and
+    # fail the run inside the plan's cluster check, naming gpuplan.toml)
+    (tmp_path / "nodes.csv").write_text("name,gpus,gpu_type\nn1,8,G2\nn2,6,T4\nn3,3,T4\n")
+    with pytest.raises(InputError) as err:
+        ingest(_ws(tmp_path, SINFO_WS, csv_src + '\n[gpu_types]\nG2 = "g2"\n'))
+    assert str(err.value) == ("sources.nodes: nodes.csv: node n2 has 6 GPUs (and 1 more): every node needs a "
+                              "power-of-two number of GPUs (1, 2, 4, 8, ...); list it with a power-of-two count (the rest unused) or leave it out")
 
 
 def test_the_workspace_plan_refuses_a_node_of_another_size_in_one_line(tmp_path):
