@@ -662,19 +662,30 @@ def why_waiting(problem: Problem, plan: Plan, job_id: str) -> str:
     than are up; no d-step window with g free (with the most free in any such window); free by count
     but never as one aligned block (fragmentation); or the step where it would fit (the plan, not
     proven optimal, left it there). Raises KeyError when ``job_id`` is not a queued job of ``problem``.
+
+    A type-constrained job on a typed cluster (``job.gpu_types``) counts only the GPUs of nodes of its
+    types, and its blocks lie inside one such node; real-time is counted on the whole cluster, not placed,
+    so its free GPUs at t are at most the cluster's.
     """
     job = next((j for j in problem.jobs if j.job_id == job_id), None)
     if job is None:
         raise KeyError(job_id)
     h, n = problem.horizon_steps, problem.n_gpus
     down = set(problem.down_gpus)
-    up = n - len(down)
     rt, bu = _rt_used(plan, h), _batch_used(plan, h)
-    free = [up - rt[t] - bu[t] for t in range(h)]
     grid = plan.owner_grid(n, h)
+    free = [n - len(down) - rt[t] - bu[t] for t in range(h)]
+    c = problem.cluster
+    if c.typed and job.gpu_types:
+        nodes = [(o, nd.gpus) for o, nd in zip(c.node_offsets, c.nodes, strict=True) if job.eligible(nd.gpu_type)]
+        mine = [x for o, g in nodes for x in range(o, o + g) if x not in down]
+        up, of = len(mine), f" of its types ({' or '.join(job.gpu_types)})"
+        free = [min(free[t], up - sum(1 for x in mine if grid[t][x] != "")) for t in range(h)]
+    else:
+        nodes, up, of = [(0, n)], n - len(down), ""
     options = sorted(job.sizes, key=lambda o: o.gpus)
     if all(o.gpus > up for o in options):
-        return f"needs {options[0].gpus} GPUs; only {up} are up"
+        return f"needs {options[0].gpus} GPUs{of}; only {up} are up"
     best_free, by_count = 0, None
     for o in options:
         g, d = o.gpus, o.duration_steps
@@ -685,17 +696,19 @@ def why_waiting(problem: Problem, plan: Plan, job_id: str) -> str:
             if m < g:
                 continue
             by_count = by_count or (t, g)
-            for off in range(0, n - g + 1, g):
-                blk = range(off, off + g)
-                if not down.intersection(blk) and all(grid[s][x] == "" for s in span for x in blk):
-                    return (f"an aligned {g}-GPU block is free from step {t}: the plan (not proven optimal) left it "
-                            "waiting")
+            for first, size in nodes:
+                for off in range(first, first + size - g + 1, g):
+                    blk = range(off, off + g)
+                    if not down.intersection(blk) and all(grid[s][x] == "" for s in span for x in blk):
+                        return (f"an aligned {g}-GPU block is free from step {t}: the plan (not proven optimal) left "
+                                "it waiting")
     if by_count is not None:
         t, g = by_count
-        return f"{g} GPUs are free at once from step {t} but never as one aligned {g}-GPU block (fragmentation)"
+        return f"{g} GPUs{of} are free at once from step {t} but never as one aligned {g}-GPU block (fragmentation)"
     o = options[0]
-    return (f"no {o.duration_steps}-step window from its release (step {job.release_step}) has {o.gpus} GPUs free "
-            f"(at most {best_free} free in any window for a size it allows; real-time and other jobs hold the rest)")
+    return (f"no {o.duration_steps}-step window from its release (step {job.release_step}) has {o.gpus} GPUs{of} "
+            f"free (at most {best_free} free in any window for a size it allows; real-time and other jobs hold the "
+            "rest)")
 
 
 #: Most jobs whose assignment differs between the what-if's plan and the base carried over for which

@@ -114,3 +114,25 @@ def test_the_explanation_compares_the_base_plan_in_the_new_layout(planner):
     assert [(c.job_id, c.kind, c.start_base, c.start_whatif, c.block_base) for c in changes] == [
         ("V", "earlier", 3, 0, (8, 4))]
     assert changes[0].reason == "starts earlier: runs on added GPUs [0, 4)"
+
+
+def test_why_waiting_counts_only_the_gpus_of_the_jobs_types():
+    """R holds ``v0`` for the whole horizon (8 steps): V (V100M32 only) never starts, while ``t0`` is free after T.
+
+    Cluster-wide the old rule found T's 4 GPUs free from step 2 and blamed the plan ("not proven optimal"); V can only
+    use ``v0``. With ``t0`` down as well, T (T4 only) has no GPU of its type up at all.
+    """
+    from optimizer.whatif import why_waiting
+
+    base = _problem()
+    held = Problem(base.cluster, PlanSettings(), (), base.jobs, (RunningJob("R", "training", 1.0, 4, 0, 8),), ())
+    p = plan(held, "priority")
+    assert verify(p, held) == [] and _starts(held, p)["V"] == (None, None)
+    assert why_waiting(held, p, "V") == ("no 2-step window from its release (step 0) has 4 GPUs of its types "
+                                         "(V100M32) free (at most 0 free in any window for a size it allows; "
+                                         "real-time and other jobs hold the rest)")
+    gone = Cluster(n_gpus=0, horizon_steps=8, nodes=(Node("v0", 4, "V100M32"), Node("t0", 4, "T4", down=(0, 1, 2, 3))))
+    down = Problem(gone, PlanSettings(), (), base.jobs, (RunningJob("R", "training", 1.0, 4, 0, 3),), ())
+    q = plan(down, "priority")
+    assert verify(q, down) == [] and _starts(down, q)["T"] == (None, None)
+    assert why_waiting(down, q, "T") == "needs 4 GPUs of its types (T4); only 0 are up"
