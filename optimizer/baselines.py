@@ -439,7 +439,7 @@ def demand_following_target(problem: Problem) -> np.ndarray:
 
 def greedy_place(
     problem: Problem, service_gpus: np.ndarray, jobs: list[Job], planner: str = "greedy", deadline: float | None = None,
-    capacity: Capacity | None = None,
+    capacity: Capacity | None = None, fixed: dict[str, tuple[int, int, int, int]] | None = None,
 ) -> Plan:
     """Place ``jobs`` one by one, in the given order, each at its earliest fitting start.
 
@@ -447,12 +447,20 @@ def greedy_place(
     fixed at ``service_gpus`` (S, H). A warm-start candidate for the MILP (unverified; the
     planner verifies). Past ``deadline`` (a ``time.perf_counter()`` value) the jobs not yet
     placed stay unstarted. ``capacity``: :meth:`optimizer.capacity.Capacity.of` of ``problem`` when the caller has it.
+    ``fixed``: ``job_id -> (start_step, block_offset, gpus, duration_steps)`` of queued jobs already placed (a
+    committed plan's starts, :func:`optimizer.fast.place_arrivals`): occupied first, kept as they are, and ``jobs``
+    fill the room they leave.
     """
     t0 = time.perf_counter()
     g = problem.settings.decay_per_step
     board = Board(problem, service_gpus, capacity)
     starts: dict[str, tuple[int, int, int]] = {}
+    for jid, (t, o, gpus, d) in (fixed or {}).items():
+        board.place(t, o, gpus, d)
+        starts[jid] = (t, o, gpus)
     for j in jobs:
+        if j.job_id in starts:
+            continue
         if _past(deadline):
             break
         best = None

@@ -64,6 +64,7 @@ SOURCE_OF_PLANNER: dict[str, PlanSource] = {
     "lp_guided": PlanSource.LP_ROUNDING,
     "master_guided": PlanSource.REPAIR,
     "milp": PlanSource.MILP,
+    "fast": PlanSource.GREEDY,
 }
 
 

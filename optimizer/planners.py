@@ -9,7 +9,9 @@ of last resort (``source="fallback"``). Its objective is never below the best ba
 (:func:`best_baseline`); an unverified plan is never returned. On a typed cluster (``Cluster.nodes``) ``milp`` runs
 :class:`optimizer.typed_milp.TypedMilpRun` (a master on (GPU type, node size) pools, then packing on nodes;
 DESIGN §5 "Typed clusters"; with ``max_wait_steps`` set, with the starvation guard). The baselines ``fifo``, ``easy`` and
-``priority`` are :func:`optimizer.baselines.baseline_plan`, stopped at ``time_limit_s``.
+``priority`` are :func:`optimizer.baselines.baseline_plan`, stopped at ``time_limit_s``. ``fast`` is the fast mode
+(:func:`optimizer.fast.fast_plan`, issue 29): the best verified of priority backfill and the MILP's greedy orders, in
+milliseconds, legal by construction; the MILP seeds its search with the same candidates.
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ from optimizer.baselines import baseline_plan
 from optimizer.capacity import Capacity
 from optimizer.diagnose import check_feasible, check_size, coverage_shortfalls
 from optimizer.errors import InputError
+from optimizer.fast import FAST, fast_plan
 from optimizer.plan import Plan
 from optimizer.problem import Problem
 from optimizer.ranking import UnverifiedPlanError, best_baseline, verified
 from optimizer.strategy import MilpRun, deadline_status
 from optimizer.typed_milp import TypedMilpRun
 
-PLANNERS: tuple[str, ...] = ("milp", "fifo", "easy", "priority")
+PLANNERS: tuple[str, ...] = ("milp", "fifo", "easy", "priority", FAST)
 
 #: The planners' public face: :func:`plan` for every planner, :func:`best_baseline` (the MILP's answer of last
 #: resort, also asked for by benchmarks and tests) and the error a plan failing verification raises.
@@ -68,6 +71,10 @@ def plan(problem: Problem, planner: str = "milp", warm_start: Plan | None = None
     check_feasible(problem)
     notes = _notes(problem)
     capacity = Capacity.of(problem)  # once per plan, passed to every stage
+    if planner == FAST:
+        deadline = t0 + problem.settings.time_limit_s
+        fp = fast_plan(problem, deadline, capacity)  # verified inside: the best-ranked candidate the verifier accepts
+        return replace(fp, notes=(*notes, *fp.notes))
     if planner != "milp":
         deadline = t0 + problem.settings.time_limit_s
         return replace(verified(baseline_plan(problem, planner, deadline, capacity), problem), notes=notes)

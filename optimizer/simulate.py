@@ -40,6 +40,7 @@ from domain.conformal import conformal_upper
 from domain.kinds import JOB_KINDS
 from optimizer import planners
 from optimizer.errors import InputError
+from optimizer.fast import place_arrivals
 from optimizer.objective import objective_value
 from optimizer.plan import JobAssignment, Plan, PlanSource
 from optimizer.problem import Job, Problem, RunningJob, Service, SizeOption
@@ -144,7 +145,8 @@ class SimResult:
     (one per step); ``violations``: their findings (always 0 — a violation raises);
     ``stale_plans``: previous plans that no longer verified when followed (k > 1) and were replaced
     by a fresh plan instead of being committed. ``surge_replans``: plans made inside a step because
-    the actual demand of a service exceeded the GPUs committed to it (:func:`_surge`).
+    the actual demand of a service exceeded the GPUs committed to it (:func:`_surge`). ``arrival_placements``: steps
+    between replans at which the fast mode started arrivals on the followed plan (``simulate(place_arrivals=True)``).
     """
 
     scenario: str
@@ -163,6 +165,7 @@ class SimResult:
     violations: int = 0
     stale_plans: int = 0
     surge_replans: int = 0
+    arrival_placements: int = 0
     plans_at: dict[int, Plan] = field(default_factory=dict)
     problems_at: dict[int, Problem] = field(default_factory=dict)
     wall_s: float = 0.0
@@ -522,6 +525,7 @@ def simulate(
     surge_replan: bool = True,
     rt_margin_alpha: float | None = RT_MARGIN_ALPHA,
     run_upper: bool = True,
+    place_arrivals: bool = False,
 ) -> SimResult:
     """Run ``planner`` on ``scenario`` over its window; returns the :class:`SimResult`.
 
@@ -548,6 +552,12 @@ def simulate(
       estimate of their end (:func:`_remaining_upper`, the P90 of the run's observed duration
       ratios); False: to the forecast end (at least one more step).
 
+    - ``place_arrivals`` (issue 29): at a step between replans (k > 1), jobs that arrived since the plan
+      followed was made are placed by the fast mode in the room it leaves (:func:`optimizer.fast.place_arrivals`:
+      its starts and service GPUs kept), so an arrival that fits now starts now instead of at the next replan; when
+      one starts at once, the plan with them is verified and followed from this step (counted in
+      ``SimResult.arrival_placements``). False (default): arrivals wait for the next replan.
+
     Raises :class:`InputError` for ``replan_every_steps < 1``.
     """
     if replan_every_steps < 1:
@@ -561,7 +571,7 @@ def simulate(
     if rt_margin_alpha is not None and not lookahead:  # the clairvoyant reference plans the true demand
         margin = ConformalMargin(rt_margin_alpha, scenario.cluster.horizon_steps, scenario.cluster.step_minutes)
     loop = _Loop(planner, verify or verify_plan, name, replan_every_steps, keep_plans, lookahead, st, res,
-                 margin=margin)
+                 margin=margin, place_arrivals=place_arrivals)
     st.place_services(initial=True)
     for t in range(scenario.n_steps):
         failed_now = _observe(loop, t)
@@ -593,6 +603,7 @@ class _Loop:
     prev_plan: Plan | None = None
     prev_at: int = 0
     margin: ConformalMargin | None = None
+    place_arrivals: bool = False
 
 
 @dataclass(frozen=True)
@@ -732,7 +743,7 @@ def _plan(loop: _Loop, problem: Problem, t: int, failed_now: bool) -> _Decision:
         cand = shift_plan(loop.prev_plan, t - loop.prev_at, problem)
         cand_found = list(loop.verify(cand, problem))
         if not cand_found:
-            return _Decision(cand, replanned=False, reason="")
+            return _with_arrivals(loop, cand, problem, t) if loop.place_arrivals else _Decision(cand, False, "")
         res.stale_plans += 1  # not committed: reality diverged from the previous plan, plan afresh
         reason = "previous plan no longer valid: " + cand_found[0]
     warm = None
@@ -740,6 +751,21 @@ def _plan(loop: _Loop, problem: Problem, t: int, failed_now: bool) -> _Decision:
         warm = _scored(shift_plan(loop.prev_plan, t - loop.prev_at, problem), problem, loop.verify)
     plan = loop.planner(problem, warm)
     return _Decision(plan, replanned=True, reason=reason or ("failure" if failed_now else "scheduled"))
+
+
+def _with_arrivals(loop: _Loop, cand: Plan, problem: Problem, t: int) -> _Decision:
+    """The followed plan ``cand`` with the jobs that arrived since it was made placed by the fast mode, when that
+    starts one of them at once (step 0) and verifies; it is then the plan followed from ``t`` on. Else ``cand``."""
+    known = {a.job_id for a in loop.prev_plan.assignments} if loop.prev_plan is not None else set()
+    new = {j.job_id for j in problem.jobs if j.job_id not in known}
+    if not new:
+        return _Decision(cand, replanned=False, reason="")
+    got = place_arrivals(problem, cand, new)
+    if not any(a.job_id in new and a.start_step == 0 for a in got.assignments) or loop.verify(got, problem):
+        return _Decision(cand, replanned=False, reason="")
+    loop.res.arrival_placements += 1
+    loop.prev_plan, loop.prev_at = got, t  # followed from here: the arrivals keep their places until the next replan
+    return _Decision(got, replanned=False, reason="arrivals placed by the fast mode")
 
 
 # -- 4. verify

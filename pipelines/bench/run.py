@@ -74,6 +74,8 @@ class BenchConfig:
     when lower than the LP relaxation (default 1: the root node with its cuts, 0.7-23 s per
     scenario, deterministic; 50 nodes lowered it by at most 0.1 % on forecast_error and
     uniform_priority seeds 0-4). None: the LP relaxation alone (0.1-0.3 s), 0.8-9.9 % higher (``benchmarks/bench_bound.py``).
+    ``place_arrivals``: between replans, arrivals that fit at once are started by the fast mode on the followed plan
+    (:func:`optimizer.simulate.simulate`'s option, issue 29; ``gpuplan bench --place-arrivals``); off by default.
     """
 
     scenarios: tuple[str, ...]
@@ -95,6 +97,7 @@ class BenchConfig:
     seeds: int = 1
     dask: str | None = None
     bound_mip_nodes: int | None = 1
+    place_arrivals: bool = False
 
 
 @dataclass
@@ -249,7 +252,8 @@ def run_item(item: BenchItem, cfg: BenchConfig, trace_dir: Path | None = None) -
                                    replan_every_steps=cfg.clairvoyant_replan_every_steps)
     else:
         k = cfg.replan_every_steps if item.planner == "milp" else cfg.baseline_replan_every_steps
-        sim = simulate(sc, planner_fn(item.planner), name=item.planner, replan_every_steps=k)
+        sim = simulate(sc, planner_fn(item.planner), name=item.planner, replan_every_steps=k,
+                       place_arrivals=cfg.place_arrivals)
     bound = offline_bound(sc, mip_max_nodes=cfg.bound_mip_nodes) if carries_bound(item, cfg) else None
     return ItemResult(sim, compute(sim), dict(sc.params), sc.exact_forecasts, time.perf_counter() - ts, bound)
 

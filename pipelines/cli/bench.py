@@ -24,7 +24,7 @@ def bench(
                                  help=f"'all' or comma-separated scenario names: {', '.join(SCENARIO_NAMES)}; also "
                                       "openb-het-a, openb-het-b (the typed openb windows, only when named)."),
     planners: str = typer.Option("milp,fifo,easy,priority", "--planners", metavar="LIST",
-                                 help="Comma-separated planners (milp, fifo, easy, priority); the clairvoyant "
+                                 help="Comma-separated planners (milp, fifo, easy, priority, fast); the clairvoyant "
                                       "reference row is always added."),
     out: Annotated[Path, typer.Option("--out", help="Output folder.")] = DEFAULT_OUT,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
@@ -42,6 +42,11 @@ def bench(
         None, "--dask",
         help="Run the simulations on Dask through Prefect: a scheduler tcp://HOST:PORT, or local[:N] for a local "
              "cluster of N workers (default 2). Default: the workspace's [dask] address, else in-process.",
+    ),
+    place_arrivals: bool = typer.Option(
+        False, "--place-arrivals",
+        help="Between replans, start an arriving job that fits at once with the fast mode on the plan being "
+             "followed (its starts kept) instead of letting it wait for the next replan.",
     ),
     workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
 ) -> None:
@@ -71,6 +76,7 @@ def bench(
             seeds=seeds,
             seed=first_seed,
             dask=dask or ws.config.dask.address,
+            place_arrivals=place_arrivals,
         )
         if cfg.dask:
             from pipelines.workspace.config import parse_dask

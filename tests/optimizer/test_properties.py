@@ -21,10 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from optimizer.baselines import greedy_plans
+from optimizer.capacity import least_unmet_rt
 from optimizer.decomposition import build_count_model, lp_guided_plan
 from optimizer.diagnose import InfeasibleProblemError, diagnose
 from optimizer.planners import PLANNERS, plan
 from optimizer.problem import Cluster, Job, PlanSettings, Problem, RunningJob, Service, SizeOption
+from optimizer.ranking import rank
 from optimizer.verify import verify
 
 POW2 = (1, 2, 4, 8)
@@ -107,6 +109,12 @@ def test_every_planner_verified_and_milp_dominates_baselines(p):
     assert m.status in ("optimal", "time_limit") or m.fallback
     for name in ("fifo", "easy", "priority"):
         assert m.objective >= plans[name].objective - 1e-7 * max(1.0, abs(plans[name].objective)), name
+    # the fast mode ranks at least as high as priority backfill, and the MILP (seeded with its candidates) above it
+    least = least_unmet_rt(p)
+    rf, rp, rm = (rank(plans[n], p, least) for n in ("fast", "priority", "milp"))
+    tol = 1e-7 * max(1.0, abs(rf[1]))
+    assert rf[0] > rp[0] or (rf[0] == rp[0] and rf[1] >= rp[1] - tol)
+    assert rm[0] > rf[0] or (rm[0] == rf[0] and rm[1] >= rf[1] - tol)
 
 
 @pytest.mark.heavy

@@ -191,3 +191,16 @@ def test_milp_on_random_typed_problems_is_never_below_the_best_baseline():
         p = _random_typed(seed)
         m = plan(p, "milp")
         assert m.objective >= max(plan(p, b).objective for b in ("fifo", "easy", "priority")) - 1e-9, f"seed {seed}"
+
+
+def test_fast_on_random_typed_problems_ranks_at_least_priority_and_the_milp_ranks_at_least_fast():
+    # the fast mode is the best verified of priority backfill and the greedy orders; the pool MILP is seeded with them
+    from optimizer.capacity import least_unmet_rt
+    from optimizer.ranking import rank
+
+    for seed in range(30):
+        p = _random_typed(seed)
+        least = least_unmet_rt(p)
+        rf, rp, rm = (rank(plan(p, n), p, least) for n in ("fast", "priority", "milp"))
+        assert rf[0] > rp[0] or (rf[0] == rp[0] and rf[1] >= rp[1] - 1e-9), f"seed {seed}"
+        assert rm[0] > rf[0] or (rm[0] == rf[0] and rm[1] >= rf[1] - 1e-9), f"seed {seed}"

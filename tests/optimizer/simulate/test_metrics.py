@@ -90,6 +90,24 @@ def test_replan_every_two_steps_follows_previous_plan():
     assert res.verified_plans == 4 and res.stale_plans == 0
 
 
+def test_an_arrival_between_replans_is_started_at_once_by_the_fast_mode_on_the_followed_plan():
+    # The same run with place_arrivals: at step 1 (following the step-0 plan) B has arrived; A holds 2 GPUs and
+    # the service 1 of 4, so B's 1 GPU fits now: the fast mode starts it at step 1 on the followed plan (A and the
+    # service keep their GPUs) instead of at the replan of step 2. C still never fits.
+    res = simulate(tiny_scenario(), greedy_plan, name="greedy", replan_every_steps=2, surge_replan=False,
+                   rt_margin_alpha=None, place_arrivals=True)
+    assert [(r.replanned, r.reason) for r in res.replans] == [
+        (True, "scheduled"), (False, "arrivals placed by the fast mode"), (True, "scheduled"), (False, "")]
+    assert res.arrival_placements == 1
+    assert res.jobs["B"].first_start_step == 1
+    assert res.batch_gpus["quantization"] == [0, 1, 0, 0]
+    assert res.batch_gpus["training"] == [2, 2, 2, 0]  # A's run is unchanged
+    m = compute(res)
+    assert m.value == pytest.approx(6.5)  # the same GPU-hours inside the window, one step earlier
+    assert m.wait_by_priority["1"] == (1.0, 1.9)  # B 0 h (was 0.5 h), C 2 h
+    assert res.verified_plans == 4 and res.violations == 0 and res.stale_plans == 0
+
+
 def test_clairvoyant_sees_truth_and_arrivals_inside_the_horizon():
     res = simulate(tiny_scenario().clairvoyant(), greedy_plan, name="clairvoyant", lookahead=True, keep_plans=True)
     p0 = res.problems_at[0]

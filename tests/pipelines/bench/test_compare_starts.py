@@ -23,7 +23,7 @@ def _mod():
     (["--scenario", "mixed", "--seed", "-1"], "compare_starts: --seed -1: expected a seed >= 0"),
     (["--scenario", "mixed", "--planners", "milp"], "compare_starts: --planners 'milp': expected two comma-separated names"),
     (["--scenario", "mixed", "--planners", "milp,nosuch"],
-     "compare_starts: --planners: unknown planner 'nosuch'; expected two of milp, fifo, easy, priority"),
+     "compare_starts: --planners: unknown planner 'nosuch'; expected two of milp, fifo, easy, priority, fast"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, line, capsys):
     assert _mod().main(argv) == 2
