@@ -168,7 +168,7 @@ def read_problem(run: RunCatalog, problem_path: str) -> Problem:
 
 
 @flow(name="plan", log_prints=False)
-def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: str | None = None,
+def plan_flow(problem_path: str | None = None, planner: str | None = None, out_dir: str | None = None,
               scheduled_at: datetime | None = None, workspace: str | None = None) -> dict[str, Any]:
     """Re-plan once: build the current problem (or read ``problem_path``), solve, verify, publish.
 
@@ -182,9 +182,13 @@ def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: s
     same slot, while the first is running or after it published, logs ``replan of slot S skipped: <why>`` and
     returns ``status`` ``"skipped"`` (``run_dir`` None, ``skipped`` the reason).
 
+    ``planner``: the planner (:data:`optimizer.planners.PLANNERS`); None: the workspace's ``[replan] planner``
+    (default ``milp``).
+
     Returns ``{"run_dir", "slot", "latest_moved", "status", "source", "fallback", "mlflow_run_id"}``.
     """
     ws, s = workspace_settings(workspace)
+    planner = planner or ws.config.replan.planner
     tracking_store.init_store(s)
     out = Path(out_dir) if out_dir else s.runs_dir / "replan"
     when = scheduled_time(scheduled_at)
@@ -200,7 +204,7 @@ def plan_flow(problem_path: str | None = None, planner: str = "milp", out_dir: s
 
 
 @flow(name="run_all", log_prints=False)
-def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "milp",
+def run_all(out_dir: str | None = None, retrain: bool = False, planner: str | None = None,
             workspace: str | None = None, ingested: bool = False) -> dict[str, Any]:
     """The main job (DESIGN §7.1, ``gpuplan run``): one :func:`plan_once` of the workspace, labelled by its plan start.
 
@@ -209,12 +213,14 @@ def run_all(out_dir: str | None = None, retrain: bool = False, planner: str = "m
     forecaster (:mod:`pipelines.flows.jobs`). The plan starts at the first hour after the shipped
     traffic (or the newest queue export), or now when that is earlier. ``ingested``: the caller
     already ingested the workspace's exports (``gpuplan run`` does, to report bad files in one line).
+    ``planner``: as :func:`plan_flow` (None: the workspace's ``[replan] planner``, default ``milp``).
 
     Returns ``{"run_dir", "latest", "latest_moved", "status", "source", "fallback", "mlflow_run_id",
     "tracking_uri", "workspace", "n_gpus", "nodes", "outputs", "wall_s"}``.
     """
     t0 = time.monotonic()
     ws, s = workspace_settings(workspace)
+    planner = planner or ws.config.replan.planner
     tracking_store.init_store(s)
     out = Path(out_dir) if out_dir else s.runs_dir
     log().info("gpuplan run of workspace %s (%d GPUs, %d nodes) into %s", ws.root, s.n_gpus,

@@ -20,7 +20,8 @@ and the file, one line). Keys (``docs/operations.md``, "Connect your cluster"):
 - ``[kinds]``: ``qos = {name = kind}``, ``partition = {name = kind}``, ``default`` — the job kind
   of a record whose comment/annotations do not say (``gpuplan.kind=...``).
 - ``[priorities]``: ``qos = {name = weight}``, ``default`` — the planner's priority weight.
-- ``[replan]``: ``max_input_age_min`` (90) — older queue exports or traffic fail a re-plan.
+- ``[replan]``: ``max_input_age_min`` (90) — older queue exports or traffic fail a re-plan; ``planner`` (``milp``;
+  ``fast`` for the fast mode, or a baseline) — the planner of ``gpuplan run`` and the replans.
 - ``[retrain]``: ``holdout_days`` (2), ``min_holdout_runs`` (10) — the nightly promotion gate.
 - ``[sources.nodes]`` (optional): the cluster's inventory, ``format`` ``slurm-sinfo-json``,
   ``kubernetes-nodes-json``, ``csv`` or ``parquet`` (:mod:`pipelines.workspace.sources.nodes`); the newest
@@ -487,13 +488,17 @@ class PrioritiesConfig(_Strict):
 
 
 class ReplanConfig(_Strict):
-    """``[replan]``: the re-plan deployment's freshness rule.
+    """``[replan]``: the re-plan deployment's freshness rule and the planner of ``gpuplan run`` and the replans.
 
     ``max_input_age_min``: the newest queue export and the traffic must be at most this old at the
     replan's scheduled time, else the replan fails with their age and the previous plan stays.
+    ``planner``: ``milp`` (default, the full mode), ``fast`` (the fast mode: a verified heuristic plan in
+    milliseconds, no solver; :mod:`optimizer.fast`), or a baseline ``fifo``, ``easy``, ``priority``
+    (:data:`optimizer.planners.PLANNERS`); a flow run's ``planner`` parameter overrides it.
     """
 
     max_input_age_min: float = Field(default=90.0, gt=0)
+    planner: Literal["milp", "fast", "fifo", "easy", "priority"] = "milp"
 
 
 class RetrainConfig(_Strict):

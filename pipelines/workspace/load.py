@@ -278,6 +278,7 @@ path = "store"          # accumulated records (partitioned parquet), inside the 
 
 # [replan]
 # max_input_age_min = 90  # a replan fails (keeping the previous plan) when exports are older
+# planner = "milp"        # or "fast": a verified heuristic plan in milliseconds, no solver (or fifo, easy, priority)
 
 # [retrain]
 # holdout_days = 2        # nightly: the new version must be no worse than the champion on these days

@@ -64,3 +64,31 @@ def test_gpuplan_toml_is_parsed_once_per_run_of_the_flow(tmp_path, iso_env, monk
     res = run_all(out_dir=str(tmp_path / "runs"), workspace=str(ws))
     assert len(parses) == 1
     assert res["status"] in ("optimal", "feasible") and Path(res["run_dir"]).parent == tmp_path / "runs"
+
+
+@pytest.mark.heavy
+def test_the_workspace_s_replan_planner_is_the_planner_of_the_run(tmp_path, iso_env, copy_slurm_fixture):
+    """``[replan] planner = "fast"``: the run plans with the fast mode (issue 29), verified like every plan."""
+    import json
+
+    from pipelines.flows.plan import run_all
+
+    ws = copy_slurm_fixture(tmp_path / "ws")
+    with (ws / "gpuplan.toml").open("a") as f:
+        f.write('\n[replan]\nplanner = "fast"\n')
+    assert load_workspace(ws).config.replan.planner == "fast"
+    res = run_all(out_dir=str(tmp_path / "runs"), workspace=str(ws))
+    summary = json.loads((Path(res["run_dir"]) / "summary.json").read_text())
+    assert summary["planner"] == "fast" and summary["status"] == "feasible"
+    assert res["source"] in ("greedy", "priority")
+
+
+def test_an_unknown_replan_planner_is_refused_in_one_line(tmp_path):
+    from pipelines.io.errors import InputError
+
+    (tmp_path / "gpuplan.toml").write_text(init_text(demo=True) + '\n[replan]\nplanner = "quick"\n')
+    with pytest.raises(InputError) as err:
+        load_workspace(tmp_path)
+    assert str(err.value).endswith("gpuplan.toml: replan.planner: Input should be 'milp', 'fast', 'fifo', 'easy' or "
+                                   "'priority'")
+    assert "\n" not in str(err.value)
