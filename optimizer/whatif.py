@@ -514,8 +514,9 @@ def explain(base_problem: Problem, base_plan: Plan, applied: Applied, new_plan: 
             steps = range(s_n, min(a.end_step, s_b if s_b is not None else H, H))
             holders = list(occ_base.holders(steps, *blk_n, exclude=jid))
             on_added = sorted(added_gpus & set(range(blk_n[0], blk_n[0] + blk_n[1])))
-            if on_added:
-                gain.append(f"runs on added GPUs [{on_added[0]}, {on_added[-1] + 1})")
+            if on_added:  # named as ``where`` names blocks: with the run's nodes, the added node's name first
+                at = where(on_added[0], on_added[-1] + 1 - on_added[0])
+                gain.append(f"runs on added {at}" if at.startswith("GPUs") else f"runs on added GPUs: {at}")
             freed = [h for h in holders if h in applied.cancelled]
             others = [h for h in holders if h not in applied.cancelled]
             if freed:
@@ -685,7 +686,7 @@ def why_waiting(problem: Problem, plan: Plan, job_id: str) -> str:
         nodes, up, of = [(0, n)], n - len(down), ""
     options = sorted(job.sizes, key=lambda o: o.gpus)
     if all(o.gpus > up for o in options):
-        return f"needs {options[0].gpus} GPUs{of}; only {up} are up"
+        return f"needs {options[0].gpus} GPU{'s' if options[0].gpus != 1 else ''}{of}; only {up} {'are' if up != 1 else 'is'} up"
     best_free, by_count = 0, None
     for o in options:
         g, d = o.gpus, o.duration_steps

@@ -318,7 +318,8 @@ def buys_lines(problem: Problem, plan: Plan, b: dict[str, Any], n: dict[str, Any
     pct = "" if not b.get("planned_value") else f" ({dv / b['planned_value']:+.1%})"
     same = abs(dv) < 0.05
     tail = (" (nothing: the plan is the base's)" if same and not changed else
-            f" (no planned value: {changed} jobs change, e.g. start earlier, for the same priority x GPU-h)"
+            f" (no planned value: {changed} job{'s' if changed != 1 else ''} change{'' if changed != 1 else 's'}, "
+            "e.g. start earlier, for the same priority x GPU-h)"
             if same else "")
     L = [f"the change buys: plan value {dv:+,.1f}{pct}, jobs started {delta.get('jobs_started', 0):+d}, "
          f"idle GPU-h {delta.get('idle_gpu_h') or 0.0:+,.1f}" + tail]

@@ -72,7 +72,7 @@ def test_flow_run_publishes_both_artifacts(srv_env, prefect_server, tmp_path, pr
     md = by_key["whatif"]
     assert md.type == "markdown" and md.flow_run_id is not None
     assert "# What-if on run `20250316T1600Z_flow`" in md.data and "+8 GPUs" in md.data
-    assert "| A | 03-16 17:30Z | 03-16 16:00Z | -1.5 | starts earlier: runs on added GPUs [8, 16) |" in md.data
+    assert "| A | 03-16 17:30Z | 03-16 16:00Z | -1.5 | starts earlier: runs on added GPUs: added-00,added-01 GPUs [8, 16) |" in md.data
     table = by_key["whatif-jobs"]
     assert table.type == "table" and table.flow_run_id == md.flow_run_id
     rows = json.loads(table.data) if isinstance(table.data, str) else table.data

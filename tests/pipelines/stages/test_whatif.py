@@ -55,7 +55,7 @@ def test_add_gpus_json_hand_solved(hand):
     a = next(j for j in doc["jobs"] if j["job_id"] == "A")
     assert (a["start_ts_base"], a["start_ts_whatif"], a["delta_h"]) == ("2025-03-16T17:30:00Z",
                                                                         "2025-03-16T16:00:00Z", -1.5)
-    assert a["reason"] == "starts earlier: runs on added GPUs [8, 16)"
+    assert a["reason"] == "starts earlier: runs on added GPUs: added-00,added-01 GPUs [8, 16)"
     assert (a["nodes_base"], a["nodes_whatif"]) == ("gpu-a,gpu-b", "added-00,added-01")
     b, w, d = doc["base"], doc["whatif"], doc["delta"]
     # batch GPU-h: R 4x2 + B 4x3 + A 8x2 GPU-steps = 36 x 0.5 h = 18; over 8 GPUs x 4 h, then 16 GPUs x 4 h
@@ -98,7 +98,7 @@ def test_text_output_says_which_job_starts_earlier(hand):
     out = res.stdout
     assert "+8 GPUs" in out and "jobs whose plan changed" in out
     line = next(x for x in out.splitlines() if x.strip().startswith("A "))
-    assert "03-16 17:30Z -> 03-16 16:00Z" in line and "(-1.5 h)" in line and "runs on added GPUs [8, 16)" in line
+    assert "03-16 17:30Z -> 03-16 16:00Z" in line and "(-1.5 h)" in line and "runs on added GPUs: added-00,added-01 GPUs [8, 16)" in line
     assert "both verified" in out
 
 
@@ -237,6 +237,6 @@ def test_the_first_lines_say_what_the_change_buys_and_no_job_moves_for_nothing(h
     doc = _json(hand, "--add-gpus", "8")
     assert [j["change"] for j in doc["jobs"]] == ["earlier"]
     assert doc["summary"] == ["the change buys: plan value +0.0 (+0.0%), jobs started +0, idle GPU-h +32.0 (no planned "
-                              "value: 1 jobs change, e.g. start earlier, for the same priority x GPU-h)"]
+                              "value: 1 job changes, e.g. start earlier, for the same priority x GPU-h)"]
     text = CliRunner().invoke(app, ["whatif", str(hand), "--add-gpus", "8"]).stdout.splitlines()
     assert text[0] == doc["summary"][0] and text[1].startswith("what-if on run ")
