@@ -152,6 +152,32 @@ def _save(fig: Any, path: Path, dpi: int = DPI) -> None:
 
 
 
+def node_rows(problem: Any, node_names: Sequence[str] | None = None) -> tuple[list[tuple[int, int, str]], list[str]]:
+    """The Gantt's y-axis: ``([(first GPU, end GPU, name)], labels)``, one per node, in GPU-index order.
+
+    A typed cluster (``problem.cluster.nodes``, issue 26): its nodes as the problem lays them out
+    (:attr:`optimizer.problem.Cluster.node_offsets`, sizes and GPU types may differ), labelled ``name (type)`` and
+    their GPU range, and the layout's padding GPUs past the last node (shown down) as one ``padding`` row. Else
+    ``n_gpus // gpus_per_node`` nodes of ``gpus_per_node``, named by ``node_names`` when it has one name per node
+    (else ``node-00`` ...). A 1-GPU node's label is one line (``name (type) GPU i``).
+    """
+    c = problem.cluster
+    rows: list[tuple[int, int, str]] = []
+    if getattr(c, "typed", False):
+        for o, nd in zip(c.node_offsets, c.nodes, strict=True):
+            rows.append((o, o + nd.gpus, f"{nd.name} ({nd.gpu_type})"))
+        end = rows[-1][1] if rows else 0
+        if end < problem.n_gpus:
+            rows.append((end, problem.n_gpus, "padding"))
+    else:
+        gpn = c.gpus_per_node
+        k = max(1, problem.n_gpus // gpn)
+        names = list(node_names) if node_names and len(node_names) == k else [f"node-{i:02d}" for i in range(k)]
+        rows = [(i * gpn, (i + 1) * gpn, n) for i, n in enumerate(names)]
+    labels = [f"{n} GPU {lo}" if hi - lo == 1 else f"{n}\nGPUs {lo}-{hi - 1}" for lo, hi, n in rows]
+    return rows, labels
+
+
 @_serialized
 def plot_gantt(problem: Any, plan: Any, kinds: Mapping[str, str], path: Path, start_ts: datetime,
                node_names: Sequence[str] | None = None, services: Sequence[str] | None = None) -> Path:
@@ -166,7 +192,6 @@ def plot_gantt(problem: Any, plan: Any, kinds: Mapping[str, str], path: Path, st
 
     H, N = problem.horizon_steps, problem.n_gpus
     step_min = problem.cluster.step_minutes
-    gpn = problem.cluster.gpus_per_node
     svc_order = list(services) if services is not None else list(plan.service_gpus)
     colors = service_colors(svc_order)
     grid = display_grid(problem, plan)
@@ -206,12 +231,11 @@ def plot_gantt(problem: Any, plan: Any, kinds: Mapping[str, str], path: Path, st
         elif a.gpus * gpu_in >= 0.06 * len(label) and (x1 - x0) * step_in >= 0.1:  # vertical, 6 pt
             ax.text(x0 + (x1 - x0) / 2, a.block_offset + a.gpus / 2, label, fontsize=6, va="center", ha="center",
                     rotation=90, clip_on=True)
-    for k in range(1, max(1, N // gpn)):
-        ax.axhline(k * gpn, color="#555555", lw=0.5, ls=":")
-    names = list(node_names) if node_names and len(node_names) == max(1, N // gpn) else \
-        [f"node-{i:02d}" for i in range(max(1, N // gpn))]
-    ax.set_yticks([i * gpn + gpn / 2 for i in range(len(names))])
-    ax.set_yticklabels([f"{n}\nGPUs {i * gpn}-{i * gpn + gpn - 1}" for i, n in enumerate(names)], fontsize=7)
+    ticks, labels = node_rows(problem, node_names)
+    for lo in sorted({lo for lo, _hi, _lab in ticks} - {0}):
+        ax.axhline(lo, color="#555555", lw=0.5, ls=":")
+    ax.set_yticks([(lo + hi) / 2 for lo, hi, _lab in ticks])
+    ax.set_yticklabels(labels, fontsize=7 if all(hi - lo >= 2 for lo, hi, _ in ticks) else 6)
     ax.set_ylim(0, N)
     ax.set_ylabel("GPUs (by node)")
     clock_axis(ax, start_ts, step_min, H)
