@@ -74,6 +74,9 @@ def write_outputs(settings: Settings, ws: Workspace, run: RunCatalog, run_name: 
             doc["models"] = queue.models
         doc["cluster"] = {"workspace": str(settings.workspace_dir), "nodes": cluster.node_names,
                           "gpus_per_node": cluster.node_gpus, "n_gpus": cluster.n_gpus}
+        if not cluster.homogeneous:  # nodes of several sizes or types: gpus_per_node is only the largest node's
+            doc["cluster"]["node_gpus"] = cluster.node_sizes
+            doc["cluster"]["node_gpu_types"] = {n: str(spec.gpu_type) for n, spec in cluster.node_specs.items()}
         summary_path = run.save("summary", doc)
         paths[summary_path.name] = summary_path
     report = run.load("risk_report_table") if run.exists("risk_report_table") else None

@@ -113,6 +113,11 @@ def test_report_and_summary_show_per_type_utilisation_and_typed_wait_reasons(run
     step_h = 0.5
     batch_h = {t: float(n) * step_h for t, n in grid.groupby("gpu_type").size().items()}
     summary = json.loads((folder / "summary.json").read_text())
+    # the cluster as it is: four nodes of three sizes and four types (gpus_per_node is only the largest node's)
+    assert summary["cluster"]["node_gpus"] == {"openb-node-0247": 4, "openb-node-0036": 2, "openb-node-0026": 8,
+                                               "openb-node-0000": 2}
+    assert summary["cluster"]["node_gpu_types"] == {"openb-node-0247": "v100_32gb", "openb-node-0036": "t4_16gb",
+                                                    "openb-node-0026": "g2", "openb-node-0000": "p100_16gb"}
     types = summary["headline"]["gpu_types"]
     assert [(t["gpu_type"], t["gpus"]) for t in types] == [("g2", 8), ("v100_32gb", 4), ("t4_16gb", 2),
                                                            ("p100_16gb", 2)]
