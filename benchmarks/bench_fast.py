@@ -88,8 +88,8 @@ def verify_many(seed: int, n: int) -> None:
             p = _problem(k, seed + k)
             f = plan(p, "fast")
         except Exception as exc:  # an invalid draw (a job larger than the cluster, an infeasible band): counted
-            from optimizer.errors import InputError
             from optimizer.diagnose import InfeasibleProblemError
+            from optimizer.errors import InputError
 
             if not isinstance(exc, (InputError, InfeasibleProblemError, ValueError)):
                 raise

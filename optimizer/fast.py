@@ -89,8 +89,10 @@ def place_arrivals(problem: Problem, committed: Plan, job_ids: set[str] | frozen
     ``committed.planner``, source ``greedy``; unverified (the caller verifies before committing).
     """
     H = problem.horizon_steps
-    fixed = {a.job_id: (int(a.start_step), int(a.block_offset), int(a.gpus), int(a.end_step - a.start_step))
-             for a in committed.assignments if not a.running and a.start_step is not None}
+    fixed = {a.job_id: (a.start_step, a.block_offset, a.gpus, a.end_step - a.start_step)
+             for a in committed.assignments
+             if not a.running and a.start_step is not None and a.block_offset is not None and a.gpus is not None
+             and a.end_step is not None}
     svc = np.array([committed.service_gpus[s.service] for s in problem.services], dtype=np.int64).reshape(-1, H)
     new = sorted((j for j in problem.jobs if j.job_id in job_ids and j.job_id not in fixed),
                  key=lambda j: (-j.priority, j.release_step, j.job_id))

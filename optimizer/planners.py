@@ -37,10 +37,37 @@ PLANNERS: tuple[str, ...] = ("milp", "fifo", "easy", "priority", FAST)
 __all__ = ["PLANNERS", "UnverifiedPlanError", "best_baseline", "plan"]
 
 
+def never_fits_on_its_types(problem: Problem) -> list[str]:
+    """On a typed cluster, one note per queued job whose smallest size exceeds the GPUs up of all its types together.
+
+    Such a job can never start (a block lies inside one node or covers whole nodes of one type), so every planner
+    leaves it waiting; the note says why, e.g. ``job 'B': needs 8 GPUs of its types (a100); at most 4 are up``.
+    An untyped cluster refuses a job larger than the cluster when the problem is read.
+    """
+    c = problem.cluster
+    if not c.typed:
+        return []
+    down = set(problem.down_gpus)
+    up: dict[str, int] = {}
+    for o, nd in zip(c.node_offsets, c.nodes, strict=True):
+        up[nd.gpu_type] = up.get(nd.gpu_type, 0) + sum(1 for g in range(o, o + nd.gpus)
+                                                         if g not in down and g - o not in nd.down)
+    out = []
+    for j in problem.jobs:
+        most = max((n for t, n in up.items() if j.eligible(t)), default=0)
+        need = min(s.gpus for s in j.sizes)
+        if need > most:
+            of = f" of its types ({', '.join(j.gpu_types)})" if j.gpu_types else ""
+            out.append(f"job {j.job_id!r}: needs {need} GPU{'s' if need != 1 else ''}{of}; at most {most} "
+                       f"{'is' if most == 1 else 'are'} up on nodes of one type: it cannot start in any plan")
+    return out
+
+
 def _notes(problem: Problem) -> tuple[str, ...]:
     notes = list(coverage_shortfalls(problem))
     for jid, reason in problem.rejected_jobs:
         notes.append(f"rejected job {jid!r}: {reason}")
+    notes.extend(never_fits_on_its_types(problem))
     return tuple(notes)
 
 

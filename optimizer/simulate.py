@@ -754,8 +754,12 @@ def _plan(loop: _Loop, problem: Problem, t: int, failed_now: bool) -> _Decision:
 
 
 def _with_arrivals(loop: _Loop, cand: Plan, problem: Problem, t: int) -> _Decision:
-    """The followed plan ``cand`` with the jobs that arrived since it was made placed by the fast mode, when that
-    starts one of them at once (step 0) and verifies; it is then the plan followed from ``t`` on. Else ``cand``."""
+    """The followed plan ``cand`` with the arrivals placed by the fast mode, or ``cand`` itself.
+
+    The jobs that arrived since the followed plan was made are placed (:func:`optimizer.fast.place_arrivals`);
+    when one of them starts at once (step 0) and the plan verifies, it is the decision and the plan followed from
+    ``t`` on (counted in ``arrival_placements``).
+    """
     known = {a.job_id for a in loop.prev_plan.assignments} if loop.prev_plan is not None else set()
     new = {j.job_id for j in problem.jobs if j.job_id not in known}
     if not new:

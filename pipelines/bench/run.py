@@ -131,7 +131,7 @@ class BenchResult:
 
 def parse_planners(text: str) -> tuple[str, ...]:
     """Comma-separated planner names; ``clairvoyant`` allowed. Raises :class:`InputError`."""
-    names = tuple(x.strip() for x in text.split(",") if x.strip())
+    names = tuple(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))  # a name given twice runs once
     if not names:
         raise InputError("--planners: give at least one planner")
     bad = [n for n in names if n not in PLANNERS and n != CLAIRVOYANT]

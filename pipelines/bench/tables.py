@@ -160,6 +160,9 @@ def bench_md(res: BenchResult) -> str:
         "same rolling MILP planned with the truth (true durations, true demand, and the jobs arriving inside the "
         f"horizon{' of ' + str(cfg.quick_horizon_steps) + ' steps' if cfg.quick else ' (24 h)'}), replanning every "
         f"{cfg.clairvoyant_replan_every_steps} steps."
+        + (" Arrivals between replans started by the fast mode on the followed plan (--place-arrivals): "
+           f"{sum(getattr(s, 'arrival_placements', 0) for s in res.sims.values())} steps over all runs."
+           if getattr(cfg, "place_arrivals", False) else "")
     )
     L.append("")
     L.append(f"Verified plans: **{res.verified_plans}** (every committed plan: one per simulated step, plus one "
@@ -293,6 +296,7 @@ def bench_json(res: BenchResult, out_dir: Path, files: Sequence[str]) -> dict[st
             "mip_rel_gap": res.config.mip_rel_gap,
             "mip_work_limit": res.config.mip_work_limit,
             "reproducible": res.config.reproducible,
+            "place_arrivals": res.config.place_arrivals,
         },
     }
 

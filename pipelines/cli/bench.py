@@ -46,7 +46,9 @@ def bench(
     place_arrivals: bool = typer.Option(
         False, "--place-arrivals",
         help="Between replans, start an arriving job that fits at once with the fast mode on the plan being "
-             "followed (its starts kept) instead of letting it wait for the next replan.",
+             "followed (its starts kept) instead of letting it wait for the next replan. Changes only planners "
+             "that do not replan every step: the MILP (every 2 steps); the baselines and fast replan every step. "
+             "bench.md's settings line says it was on.",
     ),
     workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
 ) -> None:

@@ -92,7 +92,7 @@ def _print_plan(result, horizon_steps: int, out: Path | None) -> None:
         else:
             tag = " (running)" if a.running else ""
             typer.echo(f"  {a.job_id}{tag}: steps [{a.start_step}, {a.end_step}) on GPUs "
-                       f"[{a.block_offset}, {a.block_offset + a.gpus}) ({a.gpus} GPUs)")
+                       f"[{a.block_offset}, {a.block_offset + a.gpus}) ({a.gpus} GPU{'s' if a.gpus != 1 else ''})")
     for svc, gpus in result.service_gpus.items():
         typer.echo(f"  service {svc}: GPUs per step {list(gpus)}")
     for n in result.notes:

@@ -119,7 +119,9 @@ def result_lines(res: dict[str, Any], settings: Any, wall_s: float) -> list[str]
         f"run folder:    {run_dir}",
         f"latest:        {res['latest']} -> {run_dir.name}" + ("" if res["latest_moved"] else
                                                                " (NOT moved: a newer slot is published)"),
-        f"plan status:   {res['status']}, best plan found by {res.get('source') or 'an unknown step'}"
+        f"plan status:   {res['status']}, "
+        + (f"fast mode: best candidate {res.get('source')}" if res.get("planner") == "fast" else
+           f"best plan found by {res.get('source') or 'an unknown step'}")
         + (" (FALLBACK: the MILP gave no plan; the best baseline plan is published)" if res.get("fallback") else "")
         + " (verified)",
         f"risk report:   {files.path('risk_report_page')}",

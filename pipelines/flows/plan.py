@@ -215,7 +215,7 @@ def run_all(out_dir: str | None = None, retrain: bool = False, planner: str | No
     already ingested the workspace's exports (``gpuplan run`` does, to report bad files in one line).
     ``planner``: as :func:`plan_flow` (None: the workspace's ``[replan] planner``, default ``milp``).
 
-    Returns ``{"run_dir", "latest", "latest_moved", "status", "source", "fallback", "mlflow_run_id",
+    Returns ``{"run_dir", "latest", "latest_moved", "planner", "status", "source", "fallback", "mlflow_run_id",
     "tracking_uri", "workspace", "n_gpus", "nodes", "outputs", "wall_s"}``.
     """
     t0 = time.monotonic()
@@ -226,7 +226,7 @@ def run_all(out_dir: str | None = None, retrain: bool = False, planner: str | No
     log().info("gpuplan run of workspace %s (%d GPUs, %d nodes) into %s", ws.root, s.n_gpus,
                len(ws.cluster.node_names), out)
     res = plan_once(s, ws, out, datetime.now(UTC), planner, replan=False, retrain=retrain, ingest=not ingested)
-    return {"run_dir": str(res.path), "latest": str(out / LATEST), "latest_moved": res.latest_moved,
+    return {"run_dir": str(res.path), "latest": str(out / LATEST), "latest_moved": res.latest_moved, "planner": planner,
             "status": res.status, "source": res.source, "fallback": res.fallback, "mlflow_run_id": res.mlflow_run_id,
             "tracking_uri": s.tracking_uri, "workspace": str(ws.root), "n_gpus": s.n_gpus,
             "nodes": ws.cluster.node_names,

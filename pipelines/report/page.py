@@ -126,7 +126,7 @@ def headline_rows(inp: ReportInputs, head: Mapping[str, Any], cal: Sequence[Serv
     settings = getattr(problem, "settings", None)
     rows = [("Plan", f"{clock(inp.start_ts)} → {head['horizon_end']} ({problem.horizon_steps} × "
                      f"{inp.step_minutes} min), {plural(problem.n_gpus, 'GPU')}; planner `{plan.planner}`"
-                     f"{'' if not plan.source or str(plan.source) == plan.planner else ' (best plan found by its `' + str(plan.source) + '` start)'}"
+                     f"{'' if not plan.source or str(plan.source) == plan.planner else (' (best candidate: `' if plan.planner == 'fast' else ' (best plan found by its `') + str(plan.source) + ('`)' if plan.planner == 'fast' else '` start)')}"
                      f", {status_text(plan, getattr(settings, 'mip_rel_gap', None))}, verified")]
     up_h = head["up_gpu_h"]
     rows.append(("Planned utilisation", f"{_pct1(head['planned_utilization_pct'])} of {up_h:g} GPU-h "

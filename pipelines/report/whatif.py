@@ -65,8 +65,9 @@ def change_counts_text(jobs: list[dict[str, Any]]) -> str:
 def render_text(doc: dict[str, Any]) -> str:
     """The command's human output: the comparison table, then one line per job that changed."""
     L = list(doc.get("summary", []))
-    L += [f"what-if on run {doc['run']} (plan from {doc['plan_start']}, planner {doc['planner']}, "
-         f"{doc['time_limit_s']:g} s budget): {', '.join(doc['changes']) or 'no change'}"]
+    budget = f", {doc['time_limit_s']:g} s budget" if doc["planner"] == "milp" else ""  # only the MILP spends one
+    L += [f"what-if on run {doc['run']} (plan from {doc['plan_start']}, planner {doc['planner']}{budget}): "
+          f"{', '.join(doc['changes']) or 'no change'}"]
     L.append(f"  {'':34s}{'base':>16s}{'what-if':>16s}{'change':>14s}")
     for label, key, spec in TABLE_ROWS:
         bv, nv, dv = _row_values(doc, key, spec)
@@ -94,9 +95,10 @@ def render_text(doc: dict[str, Any]) -> str:
 def render_markdown(doc: dict[str, Any]) -> str:
     """The flow's markdown artifact: the same comparison and job list as tables."""
     L = [f"# What-if on run `{doc['run']}`", "",
-         f"Changes: **{', '.join(doc['changes']) or 'none'}**. Re-planned with planner `{doc['planner']}` and the "
-         f"run's budget of {doc['time_limit_s']:g} s from {doc['plan_start']}; both plans passed the independent "
-         "verifier.", "", "| | base | what-if | change |", "|---|---:|---:|---:|"]
+         f"Changes: **{', '.join(doc['changes']) or 'none'}**. Re-planned with planner `{doc['planner']}`"
+         + (f" and the run's budget of {doc['time_limit_s']:g} s" if doc["planner"] == "milp" else "")
+         + f" from {doc['plan_start']}; both plans passed the independent verifier.", "",
+         "| | base | what-if | change |", "|---|---:|---:|---:|"]
     for label, key, spec in TABLE_ROWS:
         bv, nv, dv = _row_values(doc, key, spec)
         L.append(f"| {label} | {bv} | {nv} | {dv} |")

@@ -427,7 +427,7 @@ def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> d
     if kept_base:
         notes.append(f"tie-break: {len(kept_base)} jobs the re-plan had moved at no gain keep their base start and "
                      f"block ({_list(list(kept_base))})")
-    if str(plan.status) != "optimal":
+    if str(plan.status) != "optimal" and plan.planner == "milp":  # a heuristic's plan is never proven optimal
         notes.append(f"the what-if plan is not proven optimal (status {plan.status}"
                      + (f": {plan.message}" if plan.message else "") + "); a job it leaves waiting or starts late may "
                      "still fit earlier: ask again with a larger --time-limit")

@@ -205,6 +205,8 @@ def _one_line(exc: ValidationError, path: Path) -> str:
         msg = "unknown key"
     elif first.get("type") == "missing":
         msg = "required key missing"
+    elif first.get("type") == "literal_error":  # name the value given, as the CLI's option errors do
+        msg = f"{first.get('input')!r} is not allowed: {msg[0].lower()}{msg[1:]}"
     more = len(exc.errors()) - 1
     return f"{path}: {loc or '(top level)'}: {msg}" + (f" (and {more} more)" if more else "")
 

@@ -204,3 +204,14 @@ def test_fast_on_random_typed_problems_ranks_at_least_priority_and_the_milp_rank
         rf, rp, rm = (rank(plan(p, n), p, least) for n in ("fast", "priority", "milp"))
         assert rf[0] > rp[0] or (rf[0] == rp[0] and rf[1] >= rp[1] - 1e-9), f"seed {seed}"
         assert rm[0] > rf[0] or (rm[0] == rf[0] and rm[1] >= rf[1] - 1e-9), f"seed {seed}"
+
+
+@pytest.mark.parametrize("planner", PLANNERS)
+def test_a_job_larger_than_all_gpus_of_its_types_is_named_in_every_planners_notes(planner):
+    # a100: a1 + a2 = 4 GPUs; B asks 8 on a100, never startable; C (4 on a100) fits as a gang of a1 + a2
+    p = _typed((Job("B", "training", 1.0, 0, (SizeOption(8, 2),), gpu_types=("a100",)),
+                Job("C", "training", 1.0, 0, (SizeOption(4, 1),), gpu_types=("a100",))), H=4)
+    got = plan(p, planner)
+    assert [n for n in got.notes if n.startswith("job ")] == [
+        "job 'B': needs 8 GPUs of its types (a100); at most 4 are up on nodes of one type: it cannot start in any plan"]
+    assert {a.job_id: a.start_step for a in got.assignments}["B"] is None

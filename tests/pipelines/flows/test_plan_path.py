@@ -89,6 +89,6 @@ def test_an_unknown_replan_planner_is_refused_in_one_line(tmp_path):
     (tmp_path / "gpuplan.toml").write_text(init_text(demo=True) + '\n[replan]\nplanner = "quick"\n')
     with pytest.raises(InputError) as err:
         load_workspace(tmp_path)
-    assert str(err.value).endswith("gpuplan.toml: replan.planner: Input should be 'milp', 'fast', 'fifo', 'easy' or "
-                                   "'priority'")
+    assert str(err.value).endswith("gpuplan.toml: replan.planner: 'quick' is not allowed: input should be 'milp', "
+                                   "'fast', 'fifo', 'easy' or 'priority'")
     assert "\n" not in str(err.value)
