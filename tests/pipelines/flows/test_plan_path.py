@@ -80,7 +80,14 @@ def test_the_workspace_s_replan_planner_is_the_planner_of_the_run(tmp_path, iso_
     res = run_all(out_dir=str(tmp_path / "runs"), workspace=str(ws))
     summary = json.loads((Path(res["run_dir"]) / "summary.json").read_text())
     assert summary["planner"] == "fast" and summary["status"] == "feasible"
-    assert res["source"] in ("greedy", "priority")
+    assert res["planner"] == "fast" and res["source"] in ("greedy", "priority")
+    from pipelines.cli.run import result_lines
+    from pipelines.config.settings import load_settings
+
+    status = next(ln for ln in result_lines(res, load_settings(str(ws)), 1.0) if ln.startswith("plan status:"))
+    assert status == f"plan status:   feasible, fast mode: best candidate {res['source']} (verified)"
+    report = (Path(res["run_dir"]) / "risk_report.md").read_text()
+    assert f"planner `fast` (best candidate: `{res['source']}`)" in report
 
 
 def test_an_unknown_replan_planner_is_refused_in_one_line(tmp_path):

@@ -240,3 +240,19 @@ def test_the_first_lines_say_what_the_change_buys_and_no_job_moves_for_nothing(h
                               "value: 1 job changes, e.g. start earlier, for the same priority x GPU-h)"]
     text = CliRunner().invoke(app, ["whatif", str(hand), "--add-gpus", "8"]).stdout.splitlines()
     assert text[0] == doc["summary"][0] and text[1].startswith("what-if on run ")
+
+
+def test_a_fast_mode_run_is_replanned_with_the_fast_mode_and_neither_a_budget_nor_time_limit_advice(tmp_path):
+    """A run planned with ``planner = "fast"``: the what-if uses the fast mode too (status feasible, never proven
+    optimal); its header names no time budget and its notes do not suggest a larger --time-limit (found by the
+    operator trial)."""
+    folder = run_folder(tmp_path, HAND, ["gpu-a", "gpu-b"])
+    summary = json.loads((folder / "summary.json").read_text())
+    (folder / "summary.json").write_text(json.dumps({**summary, "planner": "fast"}))
+    doc = _json(folder, "--add-gpus", "8")
+    assert doc["planner"] == "fast" and doc["whatif"]["status"] == "feasible"
+    assert not any("--time-limit" in n for n in doc.get("notes", []))
+    res = CliRunner().invoke(app, ["whatif", str(folder), "--add-gpus", "8"])
+    assert res.exit_code == 0, res.output
+    header = next(ln for ln in res.output.splitlines() if ln.startswith("what-if on run"))
+    assert header.endswith("planner fast): +8 GPUs") and "budget" not in header
