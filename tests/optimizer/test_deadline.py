@@ -6,6 +6,7 @@ figures come from benchmarks/bench_scale.py.
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -37,13 +38,17 @@ def master64():
 
 
 def _slow_highs(monkeypatch):
-    """Make every HiGHS solve ignore its time limit (as HiGHS does in presolve probing and root cuts,
-    issue 17), and run at gap 0 so it does not finish early. The child process is forked, so it
-    runs the patched function."""
+    """Make every isolated HiGHS solve ignore its time limit (as HiGHS does in presolve probing and root
+    cuts, issue 17): the child solves at gap 0, streaming its incumbents and bounds, and then never
+    returns (it waits on an event nobody sets), so the parent's kill on the wall clock is the only way
+    out, however fast this machine solves the model (a solve that finished before the deadline made
+    these tests race the clock: CI failed once on 128 x 60 proven optimal in time). The child process is
+    forked, so it runs the patched function."""
     real = highs.solve_once
 
     def stubborn(model, time_limit_s, mip_rel_gap, *rest, **kw):
-        return real(model, 1000.0, 0.0, *rest, **kw)
+        real(model, 1000.0, 0.0, *rest, **kw)
+        threading.Event().wait()  # never set: the child is killed at its deadline
 
     monkeypatch.setattr(isolate, "solve_once", stubborn)
 
