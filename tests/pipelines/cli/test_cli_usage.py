@@ -51,6 +51,11 @@ def test_plan_out_folder_checked_before_reading_or_solving(tmp_path):
         f"error: --out {out}: parent folder {tmp_path / 'nope'} does not exist; create it first")
     assert _bad(["plan", "--problem", str(tmp_path / "missing.json"), "--out", str(tmp_path)]) == (
         f"error: --out {tmp_path} is a folder; give a file path such as {tmp_path / 'plan.parquet'}")
+    js = tmp_path / "plan.json"  # the plan file is parquet: a JSON name is refused, not written as parquet
+    assert _bad(["plan", "--problem", str(tmp_path / "missing.json"), "--out", str(js)]) == (
+        f"error: --out {js}: the plan is written as parquet, expected a path ending in .parquet "
+        f"(such as {tmp_path / 'plan.parquet'}; --json prints JSON on stdout)")
+    assert not js.exists()
 
 
 def test_run_out_creates_only_the_last_level(tmp_path):
