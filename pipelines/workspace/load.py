@@ -183,7 +183,9 @@ class Workspace:
         files = [Path(p) for p in glob.glob(pattern)] if glob.has_magic(pattern) else [Path(pattern)]
         files = [p for p in files if p.is_file()]
         if not files:
-            raise InputError(f"{self.config_path}: sources.{role}.path = {src.path!r}: no such file")
+            where = "" if Path(src.path).expanduser().is_absolute() else \
+                f" (a relative path is read from the workspace folder {self.root}: {os.path.normpath(pattern)})"
+            raise InputError(f"{self.config_path}: sources.{role}.path = {src.path!r}: no such file{where}")
         return sorted(files, key=lambda p: (p.stat().st_mtime, p.name))
 
     def services(self) -> list[ServiceSettings]:

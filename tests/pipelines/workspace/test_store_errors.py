@@ -69,3 +69,24 @@ def test_gpuplan_run_with_an_unusable_store_exits_2_without_touching_outputs(tmp
     assert lines[-1].startswith(f"error: MLflow store sqlite:///{bad} cannot be used: DatabaseError")
     assert "Traceback" not in res.stderr
     assert sorted(p.name for p in runs.iterdir()) == ["keep.txt"]
+
+
+def test_a_copied_workspace_names_where_its_relative_source_path_was_looked_for(tmp_path):
+    """The typed example workspace reads its traffic from ``../../servegen/prometheus.json``: copied elsewhere, the
+    one-line error names the key, the path as written, the folder it is relative to and where it was looked for."""
+    import shutil
+
+    from pipelines.io.errors import InputError
+    from pipelines.workspace.load import load_workspace
+
+    root = Path(__file__).resolve().parents[3]
+    ws_dir = tmp_path / "a" / "b" / "copy"
+    shutil.copytree(root / "data" / "fixtures" / "workspaces" / "openb-typed", ws_dir,
+                    ignore=shutil.ignore_patterns("store", ".gpuplan-id"))
+    ws = load_workspace(ws_dir)
+    assert [p.name for p in ws.source_files("nodes")] == ["nodes.csv"]  # a path inside the folder still reads
+    with pytest.raises(InputError) as err:
+        ws.source_files("traffic")
+    assert str(err.value) == (
+        f"{ws_dir / 'gpuplan.toml'}: sources.traffic.path = '../../servegen/prometheus.json': no such file "
+        f"(a relative path is read from the workspace folder {ws_dir}: {tmp_path / 'a' / 'servegen' / 'prometheus.json'})")
