@@ -63,11 +63,35 @@ def never_fits_on_its_types(problem: Problem) -> list[str]:
     return out
 
 
+def deadlines_out_of_reach(problem: Problem) -> list[str]:
+    """One note per queued job whose ``deadline_step`` is before the earliest step it could end.
+
+    The earliest end is ``release_step`` + its shortest run: the fewest steps over its sizes and the GPU types it may
+    run on (:meth:`Job.duration_on`). A deadline is not a planning constraint (DESIGN §3.1: it is carried for the
+    risk report), so such a job is still planned; the note says that no plan meets it, e.g. ``job 'J': its deadline,
+    step 3, is before its earliest possible end, step 5 (released at step 1, 4 steps at the shortest): it misses its
+    deadline in every plan``.
+    """
+    c = problem.cluster
+    out = []
+    for j in problem.jobs:
+        if j.deadline_step is None:
+            continue
+        shortest = min(j.duration_on(s, t, c) for s in j.sizes for t in c.gpu_types if j.eligible(t))
+        end = j.release_step + shortest
+        if end > j.deadline_step:
+            out.append(f"job {j.job_id!r}: its deadline, step {j.deadline_step}, is before its earliest possible end, "
+                       f"step {end} (released at step {j.release_step}, {shortest} step{'s' if shortest != 1 else ''} "
+                       "at the shortest): it misses its deadline in every plan")
+    return out
+
+
 def _notes(problem: Problem) -> tuple[str, ...]:
     notes = list(coverage_shortfalls(problem))
     for jid, reason in problem.rejected_jobs:
         notes.append(f"rejected job {jid!r}: {reason}")
     notes.extend(never_fits_on_its_types(problem))
+    notes.extend(deadlines_out_of_reach(problem))
     return tuple(notes)
 
 

@@ -215,3 +215,23 @@ def test_a_job_larger_than_all_gpus_of_its_types_is_named_in_every_planners_note
     assert [n for n in got.notes if n.startswith("job ")] == [
         "job 'B': needs 8 GPUs of its types (a100); at most 4 are up on nodes of one type: it cannot start in any plan"]
     assert {a.job_id: a.start_step for a in got.assignments}["B"] is None
+
+
+@pytest.mark.parametrize("planner", PLANNERS)
+def test_a_deadline_before_the_earliest_possible_end_is_named_in_every_planners_notes(planner):
+    # D: 2 GPUs, 4 steps, h100 at speed 2 -> 2 steps there; released at step 1, so the earliest end is step 3:
+    # a deadline at step 2 is out of reach, at step 3 it is not. E (any type, 3 steps at speed 1, so 2 on h100,
+    # from step 0) ends at step 2 at the earliest: a deadline at step 1 is out of reach.
+    # F has no deadline. Every one is still planned (a deadline is not a planning constraint).
+    jobs = (Job("D", "training", 1.0, 1, (SizeOption(2, 4),), deadline_step=2),
+            Job("D3", "training", 1.0, 1, (SizeOption(2, 4),), deadline_step=3),
+            Job("E", "training", 1.0, 0, (SizeOption(1, 3), SizeOption(2, 5)), deadline_step=1),
+            Job("F", "training", 1.0, 0, (SizeOption(1, 2),)))
+    p = _typed(jobs, speed=(("h100", 2.0),), H=8)
+    got = plan(p, planner)
+    assert verify(got, p) == []
+    assert [n for n in got.notes if n.startswith("job ")] == [
+        "job 'D': its deadline, step 2, is before its earliest possible end, step 3 (released at step 1, 2 steps at "
+        "the shortest): it misses its deadline in every plan",
+        "job 'E': its deadline, step 1, is before its earliest possible end, step 2 (released at step 0, 2 steps at "
+        "the shortest): it misses its deadline in every plan"]
