@@ -188,6 +188,10 @@ def bench_md(res: BenchResult) -> str:
             f"{_s(r['value_of_clairvoyant_pct'], '.1f', '%')} | {_s(r['value_of_bound_pct'], '.1f', '%')} | {r['rt_sla_pct']:.2f} | {r['jobs_completed']}/{r['jobs_total']} | "
             f"{_s(r['solve_s_p50'], '.2f')} / {_s(r['solve_s_max'], '.2f')} | {_s(r['gap_max'], '.4f')} | {ref} |"
         )
+    missing = missing_reference_note(rows)
+    if missing:
+        L.append("")
+        L.append(missing)
     L.append("")
     L.append("## Wait time by priority class (hours; P50 / P95; never-started jobs censored at the window end)")
     L.append("")
@@ -257,7 +261,29 @@ def bench_text(res: BenchResult) -> str:
                  f"{r['rt_sla_pct']:>8.2f}{jobs:>8}{solve:>17}{r['verified_plans']:>10}{r['violations']:>11}")
     if any(r["planner"] == CLAIRVOYANT for r in comparison_rows(res)):
         L.append(CLAIRVOYANT_NOTE)
+    missing = missing_reference_note(comparison_rows(res), references=(("fifo", "vs FIFO"),))
+    if missing:
+        L.append(missing)
     return "\n".join(L)
+
+
+def missing_reference_note(rows: list[dict], references: tuple[tuple[str, str], ...] = (
+        ("fifo", "vs FIFO"), ("priority", "vs priority"))) -> str:
+    """The line under a results table whose "vs FIFO" or "vs priority" columns are all "–", or "".
+
+    ``rows``: :func:`comparison_rows`; ``references``: (planner, column label) of the table's comparison columns.
+    Those columns compare each planner with FIFO and with priority backfill run on the same scenario and seeds; when
+    ``--planners`` left one out there is nothing to compare with, and the line says so and how to get it, e.g.
+    ``"vs FIFO": – (fifo was not among --planners; add it, e.g. --planners milp,fifo, to compare)``.
+    """
+    ran = {r["planner"] for r in rows}
+    gone = [(name, label) for name, label in references if name not in ran]
+    if not rows or not gone:
+        return ""
+    cols = " and ".join(f'"{label}"' for _n, label in gone)
+    names = ",".join(n for n, _l in gone)
+    return (f"{cols}: – ({' and '.join(n for n, _l in gone)} {'was' if len(gone) == 1 else 'were'} not among "
+            f"--planners; add {'it' if len(gone) == 1 else 'them'}, e.g. --planners milp,{names}, to compare)")
 
 
 #: How ``gpuplan bench`` labels the clairvoyant row, and the line under its table (issue 33).

@@ -86,3 +86,18 @@ def test_train_text_says_when_the_scheduler_model_gives_every_job_one_duration()
     assert note in _workspace_text(doc)
     # a model whose P50s spread by 1.1 or more says nothing of the kind
     assert "hardly differs" not in _workspace_text({**doc, "metrics": {**metrics, "p50_spread_q90_q10": 1.1}})
+
+
+def test_bench_without_fifo_or_priority_says_why_their_columns_are_empty(tmp_path):
+    res = CliRunner().invoke(app, ["bench", "--scenario", "mixed", "--planners", "easy", "--quick", "--out",
+                                   str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    line = ('"vs FIFO": – (fifo was not among --planners; add it, e.g. --planners milp,fifo, to compare)')
+    assert res.stdout.splitlines()[-1] == line
+    md = (tmp_path / "bench.md").read_text()
+    assert ('"vs FIFO" and "vs priority": – (fifo and priority were not among --planners; add them, e.g. '
+            '--planners milp,fifo,priority, to compare)') in md.splitlines()
+    res2 = CliRunner().invoke(app, ["bench", "--scenario", "mixed", "--planners", "fifo,priority", "--quick", "--out",
+                                    str(tmp_path / "b")])
+    assert res2.exit_code == 0 and "was not among --planners" not in res2.stdout
+    assert "not among --planners" not in (tmp_path / "b" / "bench.md").read_text()
