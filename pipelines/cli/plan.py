@@ -17,7 +17,7 @@ PLAN_FILE_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 def plan(
     problem: Annotated[Path, typer.Option("--problem", help="Problem file (JSON, DESIGN §3.1).")],
     planner: str = typer.Option("milp", "--planner", help="milp | fifo | easy | priority | fast (the fast mode: milliseconds, no solver)"),
-    out: Annotated[Path | None, typer.Option("--out", help="Write the plan parquet here.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Write the plan here (a path ending in .parquet).")] = None,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
     workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
     budget: Annotated[str | None, typer.Option(
