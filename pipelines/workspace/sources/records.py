@@ -186,7 +186,7 @@ def job_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
                          f"is not one of {', '.join(STATES)}")
     if frame["submitted_at"].isna().any():
         raise InputError(f"job {frame.loc[frame['submitted_at'].isna(), 'job_id'].iloc[0]!r}: no submit time")
-    frame["censored"] = frame["censored"].fillna(False).astype(bool)
+    frame["censored"] = frame["censored"].astype("boolean").fillna(False).astype(bool)  # NaN/None: not censored
     for col in ("elapsed_s", "time_limit_s", "priority"):
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
     frame["gpus"] = pd.to_numeric(frame["gpus"], errors="coerce").fillna(0).astype("int64")
