@@ -1,6 +1,7 @@
 """Real-time forecast on 22 real hourly series: day-ahead and hourly accuracy against naive baselines (DESIGN §4.4).
 
 Usage: .venv/bin/python benchmarks/forecast_realtime_real.py [--shared-data DIR] [--series NAME ...] [--original] [--json]
+       [--half tune|report] [--settings JSON]
 
 Further series (:func:`load_extra_series`; not tuned on): ServeGen's larger clients one by one
 (:data:`SERVEGEN_CLIENTS`, ``per_client_<model>.csv.gz``; a client's 0 is real, the model's collection gaps are
@@ -194,8 +195,8 @@ def geo(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
-def evaluate(name: str, df, timezone: str) -> dict:
-    """Rolling-origin backtest of one series (module docstring)."""
+def evaluate(name: str, df, timezone: str, settings=None) -> dict:
+    """Rolling-origin backtest of one series (module docstring); ``settings`` a :class:`CombineSettings` (default)."""
     import numpy as np
     import pandas as pd
 
@@ -206,7 +207,7 @@ def evaluate(name: str, df, timezone: str) -> dict:
     local = series.index.tz_convert(timezone)
     first = next(ts for ts, lt in zip(series.index, local)
                  if lt.hour == 0 and ts >= series.index[0] + pd.Timedelta(hours=168))
-    res = backtest(series, timezone, exclude=diag["imputed"], test_start=first, n_days=None)
+    res = backtest(series, timezone, exclude=diag["imputed"], test_start=first, n_days=None, settings=settings)
     day, hourly = res["variants"]["day_ahead"], res["variants"]["hourly_recal"]
     blocks = periods(res["per_origin"])
     hrs = res["hours"]
@@ -293,14 +294,24 @@ def halves(names: list[str]) -> dict[str, str]:
     return out
 
 
-def _evaluate_checked(name: str, item: tuple) -> dict:
+def combine_settings(text: str | None):
+    """:class:`CombineSettings` from ``--settings`` JSON (field -> value; lists become tuples), None for none."""
+    if not text:
+        return None
+    from forecasters.realtime.model import CombineSettings
+
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(text).items()}
+    return CombineSettings(**fields)
+
+
+def _evaluate_checked(name: str, item: tuple, settings=None) -> dict:
     """:func:`evaluate` with every numpy/statsmodels warning counted (the forecast path must raise none)."""
     import warnings
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            r = evaluate(name, item[0], item[1])
+            r = evaluate(name, item[0], item[1], settings)
         except Exception as exc:  # noqa: BLE001 - reported per series, the others still run
             print(f"{name}: FAILED {type(exc).__name__}: {exc}", file=sys.stderr)
             return {"series": name, "failed": f"{type(exc).__name__}: {exc}"}
@@ -314,7 +325,10 @@ def main() -> int:
     ap.add_argument("--series", nargs="*", help="only these series (names as printed)")
     ap.add_argument("--original", action="store_true", help="only the four original series")
     ap.add_argument("--json", action="store_true", help="print one JSON document")
+    ap.add_argument("--half", choices=("tune", "report"), help="only the series of this half (:func:`halves`)")
+    ap.add_argument("--settings", help='CombineSettings fields as JSON, e.g. \'{"hour_bands": 1}\' (default: none)')
     args = ap.parse_args()
+    settings = combine_settings(args.settings)
 
     shared = shared_dir(args.shared_data)
     data, notes = load_series(shared)
@@ -323,9 +337,9 @@ def main() -> int:
         extra, more = load_extra_series(shared, cfg["trace_start_local"], cfg["services"][0]["timezone"])
         data.update(extra)
         notes += more
-    names = [n for n in data if not args.series or n in args.series]
     half = halves(list(data))
-    done = [_evaluate_checked(n, data[n]) | {"half": half[n]} for n in names]
+    names = [n for n in data if (not args.series or n in args.series) and (not args.half or half[n] == args.half)]
+    done = [_evaluate_checked(n, data[n], settings) | {"half": half[n]} for n in names]
     results = [r for r in done if "failed" not in r]
     notes += [f"{r['series']} FAILED: {r['failed']}" for r in done if "failed" in r]
     doc = {"series": results, "summary": summary(results) if results else {}, "notes": notes,

@@ -153,15 +153,18 @@ def _inverse_mae(cand: np.ndarray, act: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def _day_ahead_guard(days: list[_Day], names: list[str], act: np.ndarray, w: np.ndarray,
-                     maes: np.ndarray, level: float) -> tuple[np.ndarray, dict[str, float]]:
+                     maes: np.ndarray, level: float, rule: str = "naive_wins") -> tuple[np.ndarray, dict[str, float]]:
     """The day-ahead guard against naive 24 h: the weights to use and the record of the test.
 
     Each inner day is forecast by the combination weighted on the *other* days (leave-one-day-out: the weights
-    on all days are in-sample for each of them); when naive 24 h's per-day MAE is below that combination's by
-    the one-sided test :func:`forecasters.realtime.hourly.guard_test` at ``level`` (the hourly guard's rule,
-    the other way round), naive 24 h alone is the day-ahead forecast (weight 1). Without a ``naive24``
+    on all days are in-sample for each of them), and its per-day MAE is compared with naive 24 h's by the
+    one-sided test :func:`forecasters.realtime.hourly.guard_test` at ``level``. Rule ``"naive_wins"``: naive
+    24 h alone (weight 1) when it beats that combination significantly. Rule ``"must_beat"`` (the hourly
+    guard's rule): naive 24 h alone unless the combination beats it significantly. Without a ``naive24``
     candidate or with fewer than 2 days, the weights unchanged.
     """
+    if rule not in ("naive_wins", "must_beat"):
+        raise InputError(f"day_ahead_guard_rule must be 'naive_wins' or 'must_beat'; got {rule!r}")
     if "naive24" not in names or len(days) < 2:
         return w, {}
     j = names.index("naive24")
@@ -176,13 +179,66 @@ def _day_ahead_guard(days: list[_Day], names: list[str], act: np.ndarray, w: np.
         err[i] = np.abs(wi @ d.mat - act[ends[i] - sizes[i]:ends[i]]).sum()
     naive_day = np.array([np.abs(d.mat[j] - act[ends[i] - sizes[i]:ends[i]]).mean() for i, d in enumerate(days)])
     comb_mae, naive_mae = float(err.sum() / act.size), float(maes[j])
-    test = guard_test(err / sizes, naive_day, level)  # naive 24 h's gain over the combination
-    fallback = bool(test["wins"])
+    if rule == "naive_wins":
+        test = guard_test(err / sizes, naive_day, level)  # naive 24 h's gain over the combination
+        fallback = bool(test["wins"])
+    else:
+        test = guard_test(naive_day, err / sizes, level)  # the combination's gain over naive 24 h
+        fallback = not test["wins"]
     rec = {"combination_mae": comb_mae, "naive24_mae": naive_mae, "t": test["t"], "t_crit": test["t_crit"],
            "fallback": float(fallback)}
     if not fallback:
         return w, rec
     return np.eye(len(names))[j], rec
+
+
+def _issued_guard(days: list[_Day], names: list[str], act: np.ndarray, r: _Read, coef: np.ndarray, rho: float,
+                  observed: np.ndarray, level: float, rule: str) -> dict[str, float]:
+    """The day-ahead guard on the P50 *as issued*: the record of the test (``fallback`` 1.0: naive 24 h alone).
+
+    The P50 as issued is :func:`_issued_p50` (the combination anchored on the last hour before each inner
+    origin), each inner day weighted on the other days (leave-one-day-out), tested against naive 24 h on the
+    same hours by :func:`forecasters.realtime.hourly.guard_test` at ``level`` (``rule`` as in
+    :func:`_day_ahead_guard`); ``{}`` without a ``naive24`` candidate or with fewer than 2 days.
+    """
+    if "naive24" not in names or len(days) < 2:
+        return {}
+    j = names.index("naive24")
+    sizes = np.array([d.t.size for d in days])
+    ends = np.cumsum(sizes)
+    mat = np.hstack([d.mat for d in days])
+    issued_day, naive_day = np.zeros(len(days)), np.zeros(len(days))
+    for i, d in enumerate(days):
+        other = np.ones(mat.shape[1], dtype=bool)
+        other[ends[i] - sizes[i]:ends[i]] = False
+        _, wi = _inverse_mae(mat[:, other], act[other])
+        a = act[ends[i] - sizes[i]:ends[i]]
+        issued_day[i] = np.abs(_issued_p50([d], wi, r, coef, rho, observed) - a).mean()
+        naive_day[i] = np.abs(d.mat[j] - a).mean()
+    if rule == "naive_wins":
+        test = guard_test(issued_day, naive_day, level)
+        fallback = bool(test["wins"])
+    else:
+        test = guard_test(naive_day, issued_day, level)
+        fallback = not test["wins"]
+    return {"combination_mae": float((issued_day * sizes).sum() / sizes.sum()),
+            "naive24_mae": float((naive_day * sizes).sum() / sizes.sum()), "t": test["t"], "t_crit": test["t_crit"],
+            "fallback": float(fallback)}
+
+
+#: The decays :func:`_decay_by_backtest` chooses from (0: the anchor moves only the first hour).
+DECAY_GRID = (0.0, 0.25, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
+
+
+def _decay_by_backtest(days: list[_Day], w: np.ndarray, r: _Read, coef: np.ndarray, observed: np.ndarray,
+                       act: np.ndarray, rho_max: float) -> float:
+    """The anchor's decay ``rho``: the one of :data:`DECAY_GRID` whose P50 as issued erred least on the inner days.
+
+    At most ``rho_max``; the P50 as issued is :func:`_issued_p50`; on a tie the smallest ``rho``.
+    """
+    grid = [g for g in DECAY_GRID if g <= rho_max] or [0.0]
+    maes = [float(np.abs(_issued_p50(days, w, r, coef, g, observed) - act).mean()) for g in grid]
+    return float(grid[int(np.argmin(maes))])
 
 
 def _issued_p50(days: list[_Day], w: np.ndarray, r: _Read, coef: np.ndarray, rho: float,
@@ -276,23 +332,49 @@ def fit_combined(series: pd.Series, timezone: str = "UTC", exclude=None, outlier
 
     act = np.concatenate([r.y[d.t] for d in days])
     maes, w = _inverse_mae(np.hstack([d.mat for d in days]), act)
-    w, da_guard = (_day_ahead_guard(days, names, act, w, maes, s.hourly_guard_level) if s.day_ahead_guard
-                   else (w, {}))
+    if s.day_ahead_guard_on not in ("combination", "issued"):
+        raise InputError(f"day_ahead_guard_on must be 'combination' or 'issued'; got {s.day_ahead_guard_on!r}")
+    w, da_guard = (_day_ahead_guard(days, names, act, w, maes, s.day_ahead_guard_level, s.day_ahead_guard_rule)
+                   if s.day_ahead_guard and s.day_ahead_guard_on == "combination" else (w, {}))
     if da_guard.get("fallback"):
-        messages.append(f"day-ahead guard: naive 24 h (MAE {da_guard['naive24_mae']:.4g}) beat the combination "
+        how = ("beat the combination" if s.day_ahead_guard_rule == "naive_wins" else
+               "was not beaten significantly by the combination")
+        cmp = ">" if s.day_ahead_guard_rule == "naive_wins" else "<="
+        messages.append(f"day-ahead guard: naive 24 h (MAE {da_guard['naive24_mae']:.4g}) {how} "
                         f"(leave-one-day-out MAE {da_guard['combination_mae']:.4g}) on the last {len(days)} days "
-                        f"(t = {da_guard['t']:.2f} > {da_guard['t_crit']:.2f}): naive 24 h alone")
+                        f"(t = {da_guard['t']:.2f} {cmp} {da_guard['t_crit']:.2f}): naive 24 h alone")
     scores = {c: float(m) for c, m in zip(names, maes)}
     weights = {c: float(v) for c, v in zip(names, w)}
     tgt_idx = series.index[np.concatenate([d.t for d in days])]
     day_ahead = [w @ d.mat for d in days]
-    rho = correction_decay([d.o for d in days], [d.t for d in days], day_ahead, r.y, s.horizon_h)
+    rho = min(correction_decay([d.o for d in days], [d.t for d in days], day_ahead, r.y, s.horizon_h),
+              s.anchor_decay_max)
     # the hourly mode forecasts the next hour from the last *observed* hour, flagged or not (persistence is its
     # baseline; keeping hours below the range guard's lower bound out lost 4.3 x persistence on openb
     # Burstable's zero runs, so an outage's zero is persisted for its next hour, and only that hour)
     obs_in = r.obs
     hourly = choose_hourly([d.t for d in days], day_ahead, r.y, obs_in, r.ref, s.hourly_models,
-                           s.hourly_se_rule, guard_level=s.hourly_guard_level)
+                           s.hourly_se_rule, guard_level=s.hourly_guard_level,
+                           guard_margin=s.hourly_guard_margin)
+    if s.anchor_decay not in ("lag1", "backtest"):
+        raise InputError(f"anchor_decay must be 'lag1' or 'backtest'; got {s.anchor_decay!r}")
+    if s.anchor_decay == "backtest":
+        rho = _decay_by_backtest(days, w, r, hourly.coef, obs_in, act, s.anchor_decay_max)
+    if s.day_ahead_guard and s.day_ahead_guard_on == "issued":
+        da_guard = _issued_guard(days, names, act, r, hourly.coef, rho, obs_in, s.day_ahead_guard_level,
+                                 s.day_ahead_guard_rule)
+        if da_guard.get("fallback"):  # naive 24 h alone from the second hour on; the hourly mode for the first
+            w, rho = np.eye(len(names))[names.index("naive24")], 0.0
+            weights = {c: float(v) for c, v in zip(names, w)}
+            day_ahead = [w @ d.mat for d in days]
+            hourly = choose_hourly([d.t for d in days], day_ahead, r.y, obs_in, r.ref, s.hourly_models,
+                                   s.hourly_se_rule, guard_level=s.hourly_guard_level,
+                                   guard_margin=s.hourly_guard_margin)
+            how = ("beat the forecast as issued" if s.day_ahead_guard_rule == "naive_wins" else
+                   "was not beaten significantly by the forecast as issued")
+            messages.append(f"day-ahead guard: naive 24 h (MAE {da_guard['naive24_mae']:.4g}) {how} "
+                            f"(leave-one-day-out MAE {da_guard['combination_mae']:.4g}) on the last {len(days)} "
+                            f"days (t = {da_guard['t']:.2f}, critical {da_guard['t_crit']:.2f}): naive 24 h alone")
     p50_bt = _issued_p50(days, w, r, hourly.coef, rho, obs_in)
     day_of = np.concatenate([np.full(d.t.size, i) for i, d in enumerate(days)])
     lead = lead_bands(np.concatenate([d.t - d.o for d in days]), s.lead_band_h, s.hour_bands)

@@ -248,7 +248,8 @@ def _leave_one_day_out(days, models: list[str]) -> tuple[np.ndarray, list[list[n
 
 def choose_hourly(targets: list[np.ndarray], day_ahead: list[np.ndarray], y: np.ndarray, anchorable: np.ndarray,
                   ref: np.ndarray, hourly_models: tuple[str, ...], se_rule: float,
-                  observed: np.ndarray | None = None, guard_level: float = GUARD_LEVEL) -> HourlyChoice:
+                  observed: np.ndarray | None = None, guard_level: float = GUARD_LEVEL,
+                  guard_margin: float = 0.0) -> HourlyChoice:
     """The hourly mode: the inverse-MAE combination of the hourly models, or persistence (DESIGN §4.4).
 
     Each model of ``hourly_models`` (persistence always among them) is scored leave-one-day-out on the
@@ -259,7 +260,9 @@ def choose_hourly(targets: list[np.ndarray], day_ahead: list[np.ndarray], y: np.
     per-day difference. Then the guard: that mode (anchored on the last readable hour) is kept only when
     it beats persistence from the last *observed* hour (``observed``) by :func:`guard_test` at
     ``guard_level`` on the same hours; otherwise the mode is observed persistence (``anchor="observed"``),
-    which is also the mode with fewer than 2 days.
+    which is also the mode with fewer than 2 days. With ``guard_margin`` ``m > 0`` the test is against
+    ``(1 - m)`` x persistence's per-day loss: the mode is kept only when it beats persistence by more than
+    that share, significantly.
 
     Args:
         targets: per inner day, the scored target positions in ``y`` (int, shape ``(m_d,)``).
@@ -271,6 +274,7 @@ def choose_hourly(targets: list[np.ndarray], day_ahead: list[np.ndarray], y: np.
         se_rule: standard errors the combination must beat persistence by.
         observed: hours that are observed (not imputed), bool ``(n,)``; None = ``anchorable``.
         guard_level: one-sided level of the guard.
+        guard_margin: share of persistence's loss the mode must gain (0: any gain).
     """
     days = _hourly_days(targets, day_ahead, y, anchorable, ref, observed)
     models = ["persistence", *[m for m in hourly_models if m in HOURLY_MODELS and m != "persistence"]]
@@ -296,7 +300,7 @@ def choose_hourly(targets: list[np.ndarray], day_ahead: list[np.ndarray], y: np.
     obs_day = np.array([np.abs(dd[2] - dd[4]).mean() for dd in days])
     obs_total = float((obs_day * counts).sum() / counts.sum())
     mode_day = comb_day if use_comb else per_day[:, 0]
-    guard = guard_test(obs_day, mode_day, guard_level)
+    guard = guard_test((1.0 - guard_margin) * obs_day, mode_day, guard_level)
     keep = bool(guard["wins"])
     mode_total = comb_total if use_comb else float(total[0])
     scores = {"hourly": mode_total if keep else obs_total, "persistence": float(total[0]),

@@ -48,8 +48,19 @@ class CombineSettings:
         hourly_se_rule: standard errors the hourly combination must beat persistence by (1.0).
         hourly_guard_level: one-sided level at which the hourly mode must beat persistence from the last observed
             hour (:func:`forecasters.realtime.hourly.guard_test`; 0.05).
-        day_ahead_guard: naive 24 h alone when the leave-one-day-out combination was worse than it on the inner
-            days (:func:`forecasters.realtime.combine.fit_combined`).
+        hourly_guard_margin: share of persistence's per-day MAE the hourly mode must gain in that test (0.0).
+        day_ahead_guard: the guard of the day-ahead combination against naive 24 h on the inner days
+            (leave-one-day-out combination, :func:`forecasters.realtime.combine.fit_combined`).
+        day_ahead_guard_rule: ``"naive_wins"`` (naive 24 h alone when it beats the combination significantly) or
+            ``"must_beat"`` (naive 24 h alone unless the combination beats it significantly).
+        day_ahead_guard_level: the one-sided level of that test.
+        day_ahead_guard_on: ``"combination"`` (the test on the day-ahead combination ``C``, before the hourly mode)
+            or ``"issued"`` (on the P50 as issued, anchored on the last hour; a fallback is naive 24 h from the
+            second hour on, the hourly mode for the first).
+        anchor_decay_max: the largest decay ``rho`` per hour of the hourly anchor's correction to the day-ahead
+            P50 (the measured lag-1 autocorrelation is clipped to it; 0.99).
+        anchor_decay: ``"lag1"`` (``rho`` the lag-1 autocorrelation of the combination's relative errors) or
+            ``"backtest"`` (``rho`` of a grid whose anchored P50 as issued erred least on the inner days).
         drop_wild_candidates: leave out a candidate whose next ``guard_horizon_h`` hours at the origin leave the
             range guard's bounds (its backtest never saw that), unless every candidate does.
         range_multiple: the range guard's ``m`` (2.0).
@@ -73,7 +84,13 @@ class CombineSettings:
     hourly_models: tuple[str, ...] = ("persistence", "blend", "seasonal", "blend_seasonal")
     hourly_se_rule: float = 1.0
     hourly_guard_level: float = 0.05
+    hourly_guard_margin: float = 0.0
     day_ahead_guard: bool = True
+    day_ahead_guard_rule: str = "naive_wins"
+    day_ahead_guard_level: float = 0.05
+    day_ahead_guard_on: str = "combination"
+    anchor_decay_max: float = 0.99
+    anchor_decay: str = "lag1"
     drop_wild_candidates: bool = True
     range_multiple: float = 2.0
     guard_horizon_h: int = HOURS_PER_WEEK
