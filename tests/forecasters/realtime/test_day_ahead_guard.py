@@ -1,4 +1,4 @@
-"""The day-ahead guard against naive 24 h (DESIGN §4.4, issue 31), on hand-made inner days with exact values.
+"""The day-ahead guard against naive 24 h and the anchor's decay (DESIGN §4.4, issue 31), with exact values.
 
 Each case: two candidates (naive 24 h and one other) whose forecasts sit above an actual of 0 by a constant per
 day, so every error is the forecast itself and the leave-one-day-out combination's error is its weighted sum.
@@ -7,10 +7,13 @@ day, so every error is the forecast itself and the leave-one-day-out combination
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from forecasters.errors import InputError
-from forecasters.realtime.combine import _Day, _day_ahead_guard, _inverse_mae
+from forecasters.realtime import ingest
+from forecasters.realtime.combine import _Day, _day_ahead_guard, _day_p50, _inverse_mae, fit_combined, forecast_combined
+from forecasters.realtime.model import CombineSettings
 
 NAMES = ["naive24", "mean7"]
 
@@ -60,3 +63,43 @@ def test_an_unknown_rule_is_refused():
     days, act, w, maes = _days([0.5, 0.5], [0.9, 1.0])
     with pytest.raises(InputError, match="day_ahead_guard_rule"):
         _day_ahead_guard(days, NAMES, act, w, maes, 0.05, "sometimes")
+
+
+# ------------------------------------------------------------------ the anchor's decay, chosen by backtest
+
+IDX = pd.date_range("2025-06-02T00:00Z", periods=24 * 21, freq="h")
+#: A day's level offset over a 24-h sine (one per day, fixed).
+OFFSETS = np.array([0, 40, 10, 50, 20, 60, 0, 30, 5, 45, 15, 55, 25, 35, 0, 40, 10, 50, 20, 60, 0, 30], float)
+
+
+def _fit_offsets(lead_h: int, **settings):
+    """A 24-h sine whose level moves by :data:`OFFSETS` each day, ``lead_h`` hours before midnight."""
+    h = np.arange(len(IDX))
+    y = 100 + 30 * np.sin(2 * np.pi * h / 24) + OFFSETS[(h + lead_h) // 24]
+    raw = pd.DataFrame({"ts": IDX.strftime("%Y-%m-%dT%H:%M:%SZ"), "value": y})
+    series, diag = ingest(raw, "UTC")
+    return fit_combined(series, "UTC", exclude=diag["imputed"], outliers=diag["outliers"],
+                        settings=CombineSettings(**settings))
+
+
+def test_a_level_that_moves_at_midnight_gets_no_anchor_decay_by_backtest():
+    # the last hour before the origin still has the old day's level: carrying its gap into the day only errs; the
+    # lag-1 autocorrelation of the errors (within a day the new level's gap persists) said 0.99
+    assert _fit_offsets(0, anchor_decay="lag1").rho == 0.99
+    comb = _fit_offsets(0, anchor_decay="backtest")
+    assert comb.rho == 0.0
+    fc = forecast_combined(comb, 24)
+    day = _day_p50(comb, pd.DatetimeIndex(fc["ts"]))
+    assert fc["p50"].to_numpy()[1:] == pytest.approx(day[1:], abs=1e-9)  # the combination from the second hour
+
+
+def test_a_level_that_moves_an_hour_before_midnight_keeps_the_anchor_all_day():
+    # the last hour already shows the day's level: the anchor's gap holds for the day (lag-1 said 0.817)
+    assert _fit_offsets(1, anchor_decay="lag1").rho == pytest.approx(0.8168, abs=1e-4)
+    assert _fit_offsets(1, anchor_decay="backtest").rho == 0.99
+    assert _fit_offsets(1, anchor_decay="backtest", anchor_decay_max=0.9).rho == 0.9
+
+
+def test_an_unknown_decay_rule_is_refused():
+    with pytest.raises(InputError, match="anchor_decay"):
+        _fit_offsets(0, anchor_decay="sometimes")
