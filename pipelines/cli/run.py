@@ -21,13 +21,8 @@ def run(
     """Train or load forecasters, forecast, plan, verify, report; print the run folder."""
 
     def body() -> int:
-        import sys
-        import time
-
-        from pipelines.cli.support import check_out_parent, check_prefect_api_url, check_writable_folder
-        from pipelines.config.settings import job_side, load_settings, open_workspace, shipped_workspace
-        from pipelines.flows import early_server
-        from pipelines.flows.preflight import ingest_and_check
+        from pipelines.cli.support import check_out_parent, check_writable_folder, remove_if_empty
+        from pipelines.config.settings import job_side, open_workspace, shipped_workspace
         from pipelines.flows.progress import PLAN_STAGES
         from pipelines.io.errors import InputError
 
@@ -37,13 +32,30 @@ def run(
         check_out_parent(out)  # only the last level of --out is created (a typo must not build a tree)
         if out.exists() and not out.is_dir():
             raise InputError(f"--out {out} is a file; give a folder for the run folders")
+        created = not out.exists()
         check_writable_folder(out)  # a read-only runs folder: refused now, not after the whole job (case 015)
+        try:
+            return run_into(ws, stages, out.resolve())
+        except BaseException:
+            if created:  # a run that failed before writing anything leaves no empty runs folder behind
+                remove_if_empty(out)
+            raise
+
+    def run_into(ws: Any, stages: tuple[str, ...], out_dir: Path) -> int:
+        import sys
+        import time
+
+        from pipelines.cli.support import check_prefect_api_url
+        from pipelines.config.settings import load_settings
+        from pipelines.flows import early_server
+        from pipelines.flows.preflight import ingest_and_check
+
         check_prefect_api_url()  # a PREFECT_API_URL nobody answers: one line in ~3 s, not 37 s of retries (018)
         # no server configured: the temporary Prefect server starts now, beside the MLflow check, the ingest
         # checks and the heavy imports below, not when the flow is called (issue 29; pipelines.flows.early_server)
         # it is stopped by its id at exit (atexit), after Prefect's log and event workers drained into it
         server = early_server.start_if_wanted()
-        out_dir = out.resolve()  # environment defaults: applied once for every command in pipelines.cli.app
+        # environment defaults: applied once for every command in pipelines.cli.app
         settings = load_settings(ws, runs_dir=out_dir)
         from pipelines.tracking import store as tracking_store
 

@@ -176,6 +176,18 @@ def check_writable_folder(path: os.PathLike[str] | str, what: str = "runs folder
                          f"another folder (--out)") from None
 
 
+def remove_if_empty(folder: os.PathLike[str] | str) -> None:
+    """Remove ``folder`` when it exists and holds nothing (a command that created it, then failed); never raises."""
+    from pathlib import Path
+
+    path = Path(folder)
+    try:
+        if path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+    except OSError:
+        pass
+
+
 def check_prefect_api_url(timeout_s: float = 3.0) -> str | None:
     """Refuse an unreachable ``PREFECT_API_URL`` in one line within ``timeout_s`` seconds (case 018); None when unset.
 

@@ -90,3 +90,24 @@ def test_a_copied_workspace_names_where_its_relative_source_path_was_looked_for(
     assert str(err.value) == (
         f"{ws_dir / 'gpuplan.toml'}: sources.traffic.path = '../../servegen/prometheus.json': no such file "
         f"(a relative path is read from the workspace folder {ws_dir}: {tmp_path / 'a' / 'servegen' / 'prometheus.json'})")
+
+
+def test_a_run_that_fails_on_its_inputs_leaves_no_empty_runs_folder(tmp_path):
+    """The runs folder is created early (a read-only one is refused before any work) and removed again when the run
+    then fails on its inputs with nothing written: here a copied workspace whose traffic path no longer exists."""
+    import shutil
+
+    root = Path(__file__).resolve().parents[3]
+    ws_dir = tmp_path / "copy"
+    shutil.copytree(root / "data" / "fixtures" / "workspaces" / "openb-typed", ws_dir,
+                    ignore=shutil.ignore_patterns("store", "runs"))
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "DO_NOT_TRACK": "1", "MLFLOW_DISABLE_TELEMETRY": "true",
+           "GPUPLAN_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    for out in ([], ["--out", str(tmp_path / "runs")]):  # the default <workspace>/runs, then a named folder
+        res = subprocess.run([str(VENV_BIN / "gpuplan"), "run", "--workspace", str(ws_dir), *out], env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 2
+        assert res.stderr.strip().splitlines()[-1].startswith(
+            f"error: {ws_dir / 'gpuplan.toml'}: sources.traffic.path = '../../servegen/prometheus.json': no such file")
+    assert not (ws_dir / "runs").exists()
+    assert not (tmp_path / "runs").exists()
