@@ -26,6 +26,8 @@ parsers: :mod:`pipelines.stages.whatif_inputs`).
 
 from __future__ import annotations
 
+import os
+
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -108,8 +110,11 @@ def load_base(folder: Path) -> BaseRun:
     run = RunCatalog(folder.resolve())
     for name in ("problem", "plan", "summary"):
         if not run.exists(name):
+            latest = folder / "latest"  # the folder of the run folders, given for one of them
+            hint = (f"; it holds run folders: give one, such as {os.path.normpath(latest)}"
+                    if (latest / run.dataset(name).filename).exists() else "")
             raise InputError(f"RUN_FOLDER {folder}: no {run.dataset(name).filename} in it "
-                             "(not a run folder written by 'gpuplan run' or the replan deployment)")
+                             f"(not a run folder written by 'gpuplan run' or the replan deployment){hint}")
     problem = run.load_problem()
     plan = run.load_plan()
     bad = verify(plan, problem)

@@ -149,6 +149,18 @@ def test_not_a_run_folder(tmp_path):
                                   "'gpuplan run' or the replan deployment)")
 
 
+def test_the_runs_folder_given_for_a_run_folder_names_its_latest(tmp_path):
+    """``gpuplan whatif runs`` (the folder of the run folders): the error says to give one, e.g. runs/latest."""
+    (tmp_path / "latest").mkdir()
+    (tmp_path / "latest" / "problem.json").write_text("{}")
+    for given in (tmp_path, tmp_path / "latest" / ".."):
+        res = CliRunner().invoke(app, ["whatif", str(given), "--add-gpus", "8"])
+        assert res.exit_code == 2
+        assert res.stderr.strip() == (
+            f"error: RUN_FOLDER {given}: no problem.json in it (not a run folder written by 'gpuplan run' or the "
+            f"replan deployment); it holds run folders: give one, such as {tmp_path / 'latest'}")
+
+
 def _with_deadline(folder: Path, p90_h: float) -> Path:
     """jobs.parquet of the hand run: A (8 GPUs) due 2025-03-16 18:30:00Z with the given P90, B without a deadline."""
     import pandas as pd
