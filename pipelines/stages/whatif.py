@@ -26,10 +26,9 @@ parsers: :mod:`pipelines.stages.whatif_inputs`).
 
 from __future__ import annotations
 
-import os
-
 import dataclasses
 import math
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
