@@ -529,14 +529,12 @@ class MilpRun:
             bound = None  # a bound below a verified plan is not a bound of it (never expected)
         gap = mip_gap(plan_.objective, bound)
         status = SolveStatus.OPTIMAL if gap is not None and gap <= self.settings.mip_rel_gap else SolveStatus.TIME_LIMIT
-        source = SOURCE_OF_PLANNER.get(plan_.planner, PlanSource.GREEDY)
-        if plan_.planner == "lp_guided":
-            source = PlanSource.LP_ROUNDING
+        source = SOURCE_OF_PLANNER.get(plan_.planner, PlanSource.GREEDY)  # lp_guided -> lp_rounding
         gap_txt = "no bound" if gap is None else f"proven gap {gap:.3%} against the {what} bound"
         return verified(replace(
             plan_, planner="milp", status=status, source=source, model=self.size, bound=bound, gap=gap,
             solver_status=str(status), solve_s=self.budget.elapsed(), notes=tuple(self.notes),
-            message=f"best verified plan ({plan_.planner}), {gap_txt}: {why}",
+            message=f"best verified plan ({source.value}), {gap_txt}: {why}",
             wall_clock_limited=self.clocked() or out_of_time,
         ), self.problem)
 

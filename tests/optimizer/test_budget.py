@@ -188,6 +188,15 @@ def test_budget_spent_by_the_baselines_returns_the_best_baseline_marked_deadline
     assert "baselines" in r.message and f"best baseline plan ({base.planner})" in r.message
 
 
+def test_the_best_verified_plan_message_names_the_source_its_header_names():
+    """gpu64: the MILP's answer is its LP-rounded warm start; the message and ``source`` say the same name
+    (was: header "plan from lp_rounding", message "best verified plan (lp_guided)")."""
+    p = Problem.from_dict(json.loads((EXAMPLES / "gpu64.json").read_text()))
+    r = plan(p)
+    assert r.source == "lp_rounding" and verify(r, p) == []
+    assert r.message.startswith("best verified plan (lp_rounding), proven gap ")
+
+
 def test_a_baseline_planner_stops_placing_at_its_deadline():
     p = Problem.from_dict(json.loads((EXAMPLES / "gpu64.json").read_text()))
     full = plan(p, "easy")

@@ -104,7 +104,7 @@ def test_page_says_not_proven_optimal_and_degraded(tmp_path):
 def test_not_proven_note_gives_the_planners_reason_and_the_deadline():
     from pipelines.report.status import not_proven_text
 
-    why = ("best verified plan (lp_guided), proven gap 2.844% against the LP relaxation bound: the work budget for "
+    why = ("best verified plan (lp_rounding), proven gap 2.844% against the LP relaxation bound: the work budget for "
            "time_limit_s=10 does not cover the root node of a master of 2,190 columns")
     plan = replace(_plan("time_limit"), message=why)
     # the work budget, not a clock, stopped it: the planner's own words, not "stopped on its time limit"
