@@ -159,11 +159,14 @@ def log_inputs(inp: PlanInputs, now: datetime) -> None:
     for line in observe.inputs_age_lines(inp.start, traffic_end, now, snap,
                                          inp.data.snapshot_file if inp.data is not None else None):
         log().info("inputs: %s", line)
-    newest = max((pd.Timestamp(t) for t in (traffic_end, snap) if t is not None), default=None)
-    if newest is not None:
+    # what is known before the queue is read; the risk report's "newest input" also counts job submissions
+    read = [(pd.Timestamp(t), what) for t, what in ((traffic_end, "the traffic's newest hour"),
+                                                    (snap, "the queue export")) if t is not None]
+    if read:
+        newest, what = max(read, key=lambda r: r[0])
         age_h = (pd.Timestamp(now) - newest).total_seconds() / 3600
         if age_h > INPUT_AGE_WARN_H:  # once per run: the run page shows a WARNING, not only an INFO line
             shipped = "shipped data: " if inp.data is None else ""
-            log().warning("%sinputs %s h old: the newest input (%s) is older than the limit of %g h; this plan "
-                          "is built from stale data%s", shipped, f"{age_h:,.0f}", observe.fmt_ts(newest),
+            log().warning("%sinputs %s h old: the newest input (%s, %s) is older than the limit of %g h; this plan "
+                          "is built from stale data%s", shipped, f"{age_h:,.0f}", observe.fmt_ts(newest), what,
                           INPUT_AGE_WARN_H, " (the demo plans from the 2025 data it ships)" if shipped else "")

@@ -190,3 +190,27 @@ def test_retraining_rows_put_each_model_beside_its_baselines_and_name_the_champi
                                                                                           "alias": "champion"}),
                                   ["real-time accuracy: MLflow run r1"])
     assert "- training: version **3** (MAE 1.2 h)" in md and "- real-time accuracy: MLflow run r1" in md
+
+
+def test_the_stale_inputs_warning_names_which_input_is_newest(monkeypatch):
+    """The flow's WARNING (before the queue is read) names what its "newest input" is: the traffic's newest hour
+    here; the risk report's line also counts job submissions, so the two may name different instants."""
+    from pipelines.flows import jobs, publish
+    from pipelines.stages.realtime import IngestedTraffic
+
+    seen: list[str] = []
+
+    class Capture:
+        def info(self, msg, *args):
+            pass
+
+        def warning(self, msg, *args):
+            seen.append(msg % args)
+
+    monkeypatch.setattr(publish, "log", lambda: Capture())
+    frame = pd.DataFrame({"ts": pd.to_datetime(["2025-03-16T14:00Z", "2025-03-16T15:00Z"], utc=True)})
+    inp = jobs.PlanInputs(services=[], data=None, ingested=IngestedTraffic(frame, {}), start=T0)
+    publish.log_inputs(inp, T0 + pd.Timedelta(hours=3))
+    assert seen == ["shipped data: inputs 4 h old: the newest input (2025-03-16 15:00Z, the traffic's newest hour) "
+                    "is older than the limit of 1 h; this plan is built from stale data (the demo plans from the "
+                    "2025 data it ships)"]
