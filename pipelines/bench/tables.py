@@ -273,17 +273,18 @@ def missing_reference_note(rows: list[dict], references: tuple[tuple[str, str], 
 
     ``rows``: :func:`comparison_rows`; ``references``: (planner, column label) of the table's comparison columns.
     Those columns compare each planner with FIFO and with priority backfill run on the same scenario and seeds; when
-    ``--planners`` left one out there is nothing to compare with, and the line says so and how to get it, e.g.
-    ``"vs FIFO": – (fifo was not among --planners; add it, e.g. --planners milp,fifo, to compare)``.
+    ``--planners`` left one out there is nothing to compare with, and the line says so and how to get it: the
+    planners that ran (the clairvoyant reference aside) plus the missing ones, e.g. after ``--planners easy``
+    ``"vs FIFO": – (fifo was not among --planners; add it, e.g. --planners easy,fifo, to compare)``.
     """
-    ran = {r["planner"] for r in rows}
+    ran = list(dict.fromkeys(r["planner"] for r in rows if r["planner"] != CLAIRVOYANT))
     gone = [(name, label) for name, label in references if name not in ran]
     if not rows or not gone:
         return ""
     cols = " and ".join(f'"{label}"' for _n, label in gone)
-    names = ",".join(n for n, _l in gone)
+    names = ",".join([*ran, *(n for n, _l in gone)])
     return (f"{cols}: – ({' and '.join(n for n, _l in gone)} {'was' if len(gone) == 1 else 'were'} not among "
-            f"--planners; add {'it' if len(gone) == 1 else 'them'}, e.g. --planners milp,{names}, to compare)")
+            f"--planners; add {'it' if len(gone) == 1 else 'them'}, e.g. --planners {names}, to compare)")
 
 
 #: How ``gpuplan bench`` labels the clairvoyant row, and the line under its table (issue 33).

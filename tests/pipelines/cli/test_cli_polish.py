@@ -92,11 +92,11 @@ def test_bench_without_fifo_or_priority_says_why_their_columns_are_empty(tmp_pat
     res = CliRunner().invoke(app, ["bench", "--scenario", "mixed", "--planners", "easy", "--quick", "--out",
                                    str(tmp_path)])
     assert res.exit_code == 0, res.output
-    line = ('"vs FIFO": – (fifo was not among --planners; add it, e.g. --planners milp,fifo, to compare)')
+    line = ('"vs FIFO": – (fifo was not among --planners; add it, e.g. --planners easy,fifo, to compare)')
     assert res.stdout.splitlines()[-1] == line
     md = (tmp_path / "bench.md").read_text()
     assert ('"vs FIFO" and "vs priority": – (fifo and priority were not among --planners; add them, e.g. '
-            '--planners milp,fifo,priority, to compare)') in md.splitlines()
+            '--planners easy,fifo,priority, to compare)') in md.splitlines()
     res2 = CliRunner().invoke(app, ["bench", "--scenario", "mixed", "--planners", "fifo,priority", "--quick", "--out",
                                     str(tmp_path / "b")])
     assert res2.exit_code == 0 and "was not among --planners" not in res2.stdout
