@@ -63,7 +63,10 @@ def test_an_unreachable_prefect_api_url_is_named_in_one_line(tmp_path):
     line = _bad(["run", "--out", str(tmp_path / "runs")], env={"PREFECT_API_URL": url})
     assert line == (f"error: PREFECT_API_URL={url}: no Prefect server answers ([Errno 111] Connection refused); "
                     "start that server (`prefect server start`) or unset PREFECT_API_URL to use a temporary one")
-    assert os.listdir(tmp_path / "runs") == []  # no run folder
+    assert not (tmp_path / "runs").exists()  # no run folder, and the runs folder this run created is gone again
+    (tmp_path / "runs").mkdir()  # one that was there before stays, empty
+    assert _bad(["run", "--out", str(tmp_path / "runs")], env={"PREFECT_API_URL": url}) == line
+    assert os.listdir(tmp_path / "runs") == []
 
 
 def test_a_full_disk_names_the_path_exit_2(capsys):
