@@ -154,7 +154,7 @@ def problem_document(cluster: Cluster, services: Sequence[ServiceSettings], jobs
             job["sizes"] = sizes
         else:
             job.update({"gpus": gpus, "duration_steps": steps})
-        if pd.notna(r.deadline_at):
+        if pd.notna(r.deadline_at) and pd.Timestamp(r.deadline_at) > now:  # a passed one: no deadline_step
             job["deadline_step"] = max(1, int(math.ceil((pd.Timestamp(r.deadline_at) - now) / pd.Timedelta(hours=step_h))))
         if cluster.typed and isinstance(getattr(r, "gpu_types", None), str) and r.gpu_types:
             job["gpu_types"] = r.gpu_types.split("|")
@@ -199,6 +199,18 @@ def problem_document(cluster: Cluster, services: Sequence[ServiceSettings], jobs
         "jobs": out_jobs,
         "running": out_running,
     }
+
+
+def passed_deadlines(jobs: pd.DataFrame, now: datetime) -> list[str]:
+    """One line per queued job whose ``deadline_at`` is at or before ``now``: "JOB's deadline HH:MMZ has passed".
+
+    Such a job stays in the problem without a ``deadline_step`` (:func:`problem_document`).
+    """
+    t0 = pd.Timestamp(now)
+    t0 = t0.tz_localize("UTC") if t0.tzinfo is None else t0.tz_convert("UTC")
+    q = jobs[(jobs["state"] == "queued") & jobs["deadline_at"].notna()]
+    return [f"{r.job_id}'s deadline {pd.Timestamp(r.deadline_at).tz_convert('UTC'):%H:%M}Z has passed"
+            for r in q.sort_values("job_id").itertuples(index=False) if pd.Timestamp(r.deadline_at) <= t0]
 
 
 def build_problem(cluster: Cluster, services: Sequence[ServiceSettings], jobs: pd.DataFrame,

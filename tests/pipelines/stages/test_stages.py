@@ -55,6 +55,26 @@ def test_to_problem_hand_values():
     assert Problem.from_dict(d).n_gpus == 8
 
 
+def test_passed_deadline_keeps_the_job_without_deadline_step_and_is_named():
+    """A deadline already passed (15:30 < plan start) is not step 1: the job stays, no deadline_step, one line."""
+    s = load_settings(n_gpus=8, horizon_steps=4)
+    jobs = pd.DataFrame({
+        "job_id": ["late", "ontime"], "kind": ["training", "training"], "priority": [2.0, 1.0],
+        "state": ["queued", "queued"], "submitted_at": [pd.Timestamp(T0)] * 2, "started_at": [pd.NaT, pd.NaT],
+        "deadline_at": [pd.Timestamp(T0) - pd.Timedelta(minutes=30), pd.Timestamp("2025-03-16 17:10", tz="UTC")],
+        "gpus_requested": [2, 2], "gpus_pred": [2, 2],
+        "duration_p10_h": [0.5, 0.5], "duration_p50_h": [1.2, 1.2], "duration_p90_h": [2.0, 2.0]})
+    demand = pd.DataFrame({"service": "m-small", "step": range(4), "demand_gpus_p50": [1, 1, 2, 2],
+                           "demand_gpus_p90": [2, 2, 3, 3], "current_gpus": 2})
+    d = P.problem_document(cluster_shape(s), SERVICES, jobs, demand, T0, time_limit_s=s.solve_time_limit_s)
+    by_id = {j["job_id"]: j for j in d["jobs"]}
+    assert set(by_id) == {"late", "ontime"}
+    assert "deadline_step" not in by_id["late"]
+    assert by_id["ontime"]["deadline_step"] == 3
+    assert P.passed_deadlines(jobs, T0) == ["late's deadline 15:30Z has passed"]
+    assert Problem.from_dict(d).n_gpus == 8
+
+
 def test_queue_mixes_real_trace_and_generated_jobs():
     s = load_settings()
     pods = Catalog(s).trace_pods()
