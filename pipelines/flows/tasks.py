@@ -112,6 +112,8 @@ def build_problem(settings: Settings, services: list[ServiceSettings], jobs: pd.
     names: list[str] = []
     if ws is not None and ws.cluster.typed:
         cluster, names = typed_cluster(settings, ws), ws.cluster.node_names
+    for line in problem_stage.passed_deadlines(jobs, start):  # planned without a deadline: said, not hidden
+        log().warning("%s before the plan start %s: planned without a deadline", line, observe.fmt_ts(start))
     return problem_stage.build_problem(cluster, services, jobs, demand_, start,
                                        time_limit_s=settings.solve_time_limit_s, node_names=names)
 
