@@ -63,7 +63,7 @@ SERVICE_KEYS: tuple[str, ...] = ("service", "demand_gpus", "min_gpus", "max_gpus
 #: ``gpus`` + ``duration_steps`` or ``sizes``.
 JOB_KEYS: tuple[str, ...] = (
     "job_id", "kind", "priority", "release_step", "gpus", "duration_steps", "sizes", "deadline_step",
-    "gpu_types", "durations_by_type", "same_domain",
+    "gpu_types", "durations_by_type", "same_domain", "preemptible", "checkpoint_interval_steps", "restart_steps",
 )
 
 #: Keys of one ``sizes`` entry of a job (``efficiency`` optional, default 1).
@@ -71,6 +71,12 @@ SIZE_KEYS: tuple[str, ...] = ("gpus", "duration_steps", "efficiency")
 
 #: Keys of a ``running`` entry (all required).
 RUNNING_KEYS: tuple[str, ...] = ("job_id", "kind", "priority", "gpus", "block_offset", "remaining_steps")
+
+#: Optional keys of a ``running`` entry (issue 30, preemption): ``preemptible`` (default false),
+#: ``checkpoint_interval_steps`` (default none: no checkpoint), ``restart_steps`` (default 0) and either
+#: ``steps_since_checkpoint`` or ``steps_run`` (steps since the run's start, from which the first follows).
+RUNNING_PREEMPTION_KEYS: tuple[str, ...] = ("preemptible", "checkpoint_interval_steps", "restart_steps",
+                                            "steps_since_checkpoint", "steps_run")
 
 
 # ----------------------------------------------------------------------------- fields
@@ -285,10 +291,30 @@ def read_job(x: Any, i: int) -> dict[str, Any]:
         "gpu_types": tuple(as_list(x.get("gpu_types", []), where, "gpu_types")),
         "durations_by_type": tuple(by_type.items()),
         "same_domain": x.get("same_domain", False),
+        "preemptible": x.get("preemptible", False),
+        "checkpoint_interval_steps": x.get("checkpoint_interval_steps"),
+        "restart_steps": x.get("restart_steps", 0),
     }
 
 
 def read_running(x: Any, i: int) -> dict[str, Any]:
-    """Keyword arguments of ``RunningJob`` from entry ``i`` of ``running`` (every key required)."""
+    """Keyword arguments of ``RunningJob`` from entry ``i`` of ``running``.
+
+    Every key of :data:`RUNNING_KEYS` is required; those of :data:`RUNNING_PREEMPTION_KEYS` are optional.
+    ``steps_run`` (steps since the run's start) is turned into ``steps_since_checkpoint``: ``steps_run mod
+    checkpoint_interval_steps``, or ``steps_run`` itself without a checkpoint interval.
+
+    Raises:
+        InputError: both ``steps_since_checkpoint`` and ``steps_run`` given, or a bad ``steps_run``.
+    """
     where = entry_name(x, "running", i, "job_id", "running job")
-    return dict(check_keys(x, where, RUNNING_KEYS, RUNNING_KEYS))
+    d = dict(check_keys(x, where, RUNNING_KEYS + RUNNING_PREEMPTION_KEYS, RUNNING_KEYS))
+    if "steps_run" in d:
+        if "steps_since_checkpoint" in d:
+            raise InputError(f"{where}: give either steps_since_checkpoint or steps_run, not both")
+        run = as_int(d.pop("steps_run"), where, "steps_run", lo=0)
+        interval = d.get("checkpoint_interval_steps")
+        if interval is not None:
+            interval = as_int(interval, where, "checkpoint_interval_steps", lo=1)
+        d["steps_since_checkpoint"] = run % interval if interval else run
+    return d

@@ -427,6 +427,9 @@ class Job:
     gpu_types: tuple[str, ...] = ()
     durations_by_type: tuple[tuple[str, int], ...] = ()
     same_domain: bool = False
+    preemptible: bool = False
+    checkpoint_interval_steps: int | None = None
+    restart_steps: int = 0
 
     @property
     def requested(self) -> SizeOption:
@@ -459,6 +462,13 @@ class RunningJob:
 
     ``remaining_steps`` below 1 means "observed still running" and is planned as 1
     (:attr:`planned_steps`).
+
+    Preemption (issue 30, DESIGN §3.1): ``preemptible`` (default False: never stopped);
+    ``checkpoint_interval_steps`` (>= 1, None: no checkpoint, all work since the run's start is lost);
+    ``restart_steps`` (>= 0) added to the remaining work of a requeued job; ``steps_since_checkpoint``
+    (>= 0, below the interval when one is given) the steps the run has held its block since its last
+    checkpoint or its start. A stop loses ``steps_since_checkpoint + restart_steps`` steps on ``gpus`` GPUs
+    (:attr:`lost_steps`).
     """
 
     job_id: str
@@ -467,6 +477,15 @@ class RunningJob:
     gpus: int
     block_offset: int
     remaining_steps: int
+    preemptible: bool = False
+    checkpoint_interval_steps: int | None = None
+    restart_steps: int = 0
+    steps_since_checkpoint: int = 0
+
+    @property
+    def lost_steps(self) -> int:
+        """Steps of work a stop now costs: work since the last checkpoint plus the restart (>= 0)."""
+        return self.steps_since_checkpoint + self.restart_steps
 
     @property
     def planned_steps(self) -> int:
@@ -627,6 +646,7 @@ class Problem:
                     "gpus": r.gpus,
                     "block_offset": r.block_offset,
                     "remaining_steps": r.remaining_steps,
+                    **_preemption_dict(r),
                 }
                 for r in self.running
             ],
@@ -672,6 +692,9 @@ def _job(f: Mapping[str, Any]) -> Job:
         gpu_types=f["gpu_types"],
         durations_by_type=f["durations_by_type"],
         same_domain=f["same_domain"],
+        preemptible=f["preemptible"],
+        checkpoint_interval_steps=f["checkpoint_interval_steps"],
+        restart_steps=f["restart_steps"],
     )
 
 
@@ -692,7 +715,44 @@ def _job_to_dict(j: Job) -> dict[str, Any]:
         d["durations_by_type"] = dict(j.durations_by_type)
     if j.same_domain:
         d["same_domain"] = True
+    d.update(_preemption_dict(j))
     return d
+
+
+def _preemption_dict(j: Job | RunningJob) -> dict[str, Any]:
+    """The preemption fields of a job for the problem file, only those not at their default (issue 30)."""
+    d: dict[str, Any] = {}
+    if j.preemptible:
+        d["preemptible"] = True
+    if j.checkpoint_interval_steps is not None:
+        d["checkpoint_interval_steps"] = j.checkpoint_interval_steps
+    if j.restart_steps:
+        d["restart_steps"] = j.restart_steps
+    if isinstance(j, RunningJob) and j.steps_since_checkpoint:
+        d["steps_since_checkpoint"] = j.steps_since_checkpoint
+    return d
+
+
+def _check_preemption(j: Job | RunningJob, w: str) -> None:
+    """Validate and normalise the preemption fields of a queued or running job (issue 30).
+
+    Raises :class:`InputError` naming the job and the field: ``preemptible`` not a bool,
+    ``checkpoint_interval_steps`` not an int >= 1 (or null), ``restart_steps`` not an int >= 0, and for a
+    running job ``steps_since_checkpoint`` not an int >= 0 or not below its checkpoint interval.
+    """
+    if not isinstance(j.preemptible, bool):
+        raise InputError(f"{w}: preemptible = {j.preemptible!r} must be true or false")
+    ci = j.checkpoint_interval_steps
+    if ci is not None:
+        ci = as_int(ci, w, "checkpoint_interval_steps", lo=1)
+    rs = as_int(j.restart_steps, w, "restart_steps", lo=0)
+    object.__setattr__(j, "checkpoint_interval_steps", ci)
+    object.__setattr__(j, "restart_steps", rs)
+    if isinstance(j, RunningJob):
+        sc = as_int(j.steps_since_checkpoint, w, "steps_since_checkpoint", lo=0)
+        if ci is not None and sc >= ci:
+            raise InputError(f"{w}: steps_since_checkpoint = {sc} must be below checkpoint_interval_steps = {ci}")
+        object.__setattr__(j, "steps_since_checkpoint", sc)
 
 
 # ----------------------------------------------------------------------------- cross-checks
@@ -806,6 +866,7 @@ def _check_job(j: Job, cluster: Cluster, settings: PlanSettings) -> None:
         by.append((ty, as_int(steps, w, f"durations_by_type[{ty!r}]", lo=1)))
     if not isinstance(j.same_domain, bool):
         raise InputError(f"{w}: same_domain = {j.same_domain!r} must be true or false")
+    _check_preemption(j, w)
     object.__setattr__(j, "gpu_types", types)
     object.__setattr__(j, "durations_by_type", tuple(by))
     object.__setattr__(j, "job_id", jid)
@@ -828,6 +889,7 @@ def _check_running(r: RunningJob, cluster: Cluster) -> None:
     if o + g > cluster.n_gpus:
         raise InputError(f"{w}: block {o}..{o + g - 1} lies outside the cluster of {cluster.n_gpus} GPUs (block_offset)")
     rem = as_int(r.remaining_steps, w, "remaining_steps")
+    _check_preemption(r, w)
     object.__setattr__(r, "job_id", jid)
     object.__setattr__(r, "priority", p)
     object.__setattr__(r, "gpus", g)
