@@ -1,0 +1,84 @@
+"""Checkpoint-aware preemption at a surge (issue 30, DESIGN §5, §6.2): the one rule every planner uses.
+
+Only real-time demand the plan did not foresee may trigger a stop: in the surge replan, when the services'
+actual step-0 demand exceeds what the GPUs not held by running jobs and the swap caps can give. The rule frees
+enough GPUs for that shortfall by stopping preemptible running jobs, never a non-preemptible one and never more
+than needed. Two orderings:
+
+- ``"loss"`` (gpuplan: ``milp``, ``fast``, ``greedy``): cheapest first, the least lost value
+  ``priority x gpus x (steps_since_checkpoint + restart_steps)``, ties by job id;
+- ``"priority"`` (the baselines, as Slurm ``PreemptMode=REQUEUE`` / Kueue priority preemption): lowest priority
+  first, ties by job id.
+
+Then every chosen job is checked, largest first, and dropped when the others still free enough GPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from optimizer.problem import Problem, RunningJob
+
+ORDERS: tuple[str, ...] = ("loss", "priority")
+"""Victim orderings of :func:`surge_stops`."""
+
+
+def lost_value(r: RunningJob) -> float:
+    """Value a stop of ``r`` loses now: ``priority x gpus x (steps_since_checkpoint + restart_steps)`` (priority x GPU-steps)."""
+    return r.priority * r.gpus * r.lost_steps
+
+
+def up_gpus_of(r: RunningJob, problem: Problem) -> int:
+    """GPUs of ``r``'s block that are up (a draining job's down GPUs free nothing)."""
+    down = set(problem.down_gpus)
+    return sum(1 for g in range(r.block_offset, r.block_offset + r.gpus) if g not in down)
+
+
+def rt_shortfall(problem: Problem) -> int:
+    """GPUs the services want at step 0 beyond the GPUs no running job holds (>= 0, or 0 when nothing is short).
+
+    Each service ``i`` can take at step 0 at most ``min(demand_gpus[0], max_gpus, current_gpus + swap_cap_gpus)``;
+    the GPUs it can get without a stop are the GPUs up minus the up GPUs of every running job. Queued jobs are
+    not counted: they can always be left unstarted. Services with per-type capacity are not covered (0: no stop).
+    """
+    if any(s.typed_capacity for s in problem.services):
+        return 0
+    want = sum(min(s.demand_gpus[0], s.max_gpus, s.current_gpus + s.swap_cap_gpus) for s in problem.services)
+    up = problem.cluster.n_gpus - len(set(problem.down_gpus))
+    held = sum(up_gpus_of(r, problem) for r in problem.running)
+    return max(0, want - (up - held))
+
+
+def surge_stops(problem: Problem, order: str = "loss", *, allowed: Mapping[str, bool] | None = None) -> tuple[str, ...]:
+    """Running jobs to stop at step 0 of a surge problem so that real time gets the GPUs it is short of.
+
+    ``problem``: the surge replan's problem (step-0 demand = actual demand). ``order``: ``"loss"`` or
+    ``"priority"`` (module docstring). ``allowed``: job id -> may be stopped (e.g. False past the stop cap);
+    missing = allowed. Only ``preemptible`` running jobs with at least one GPU up are candidates. Returns the
+    job ids to stop, sorted; empty when :func:`rt_shortfall` is 0. When all candidates together free less
+    than the shortfall, all of them are stopped (each is then needed). Raises ``ValueError`` for an unknown order.
+    """
+    if order not in ORDERS:
+        raise ValueError(f"order = {order!r} must be one of {', '.join(ORDERS)}")
+    short = rt_shortfall(problem)
+    if short <= 0:
+        return ()
+    cands = [r for r in problem.running if r.preemptible and (allowed is None or allowed.get(r.job_id, True))
+             and up_gpus_of(r, problem) > 0]
+    if order == "loss":
+        cands.sort(key=lambda r: (lost_value(r), r.job_id))
+    else:
+        cands.sort(key=lambda r: (r.priority, r.job_id))
+    chosen: list[RunningJob] = []
+    freed = 0
+    for r in cands:
+        if freed >= short:
+            break
+        chosen.append(r)
+        freed += up_gpus_of(r, problem)
+    for r in sorted(chosen, key=lambda r: (-up_gpus_of(r, problem), r.job_id)):  # never more than needed
+        g = up_gpus_of(r, problem)
+        if freed - g >= short:
+            chosen.remove(r)
+            freed -= g
+    return tuple(sorted(r.job_id for r in chosen))
