@@ -139,6 +139,9 @@ class Plan:
       :class:`~optimizer.solver.SolveStatus` (a value it does not know becomes ``unknown``); None for baselines.
     - ``wall_clock_limited``: True when a solve behind this MILP plan stopped on its wall-clock
       time limit (the plan then depends on machine speed and may not reproduce).
+    - ``stops`` (issue 30): ``(job_id, lost_steps)`` of the running jobs the plan stops at step 0 (a surge
+      replan's preemption, :mod:`optimizer.preemption`); such a job's assignment has no start, block or
+      size (``running`` True) and ``lost_steps`` is its work since the last checkpoint plus its restart.
 
     The legacy status values :data:`LEGACY_STATUSES` are accepted on construction (old plan
     files, callers not yet passing ``source``) and normalised: ``"heuristic"`` -> status
@@ -167,6 +170,7 @@ class Plan:
     solver_status: SolveStatus | str | None = None
     wall_clock_limited: bool = False
     source: PlanSource | None = None
+    stops: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         status, source = str(self.status), self.source
@@ -190,6 +194,7 @@ class Plan:
         object.__setattr__(self, "assignments", tuple(self.assignments))
         object.__setattr__(self, "violations", tuple(self.violations))
         object.__setattr__(self, "notes", tuple(self.notes))
+        object.__setattr__(self, "stops", tuple((str(j), int(n)) for j, n in self.stops))
         object.__setattr__(
             self, "service_gpus", {k: tuple(int(x) for x in v) for k, v in self.service_gpus.items()}
         )
@@ -235,9 +240,9 @@ class Plan:
         Keys: status, objective, bound, gap, solve_s, model {rows, cols, binaries}, jobs
         [{job_id, start_step, end_step, block_offset, gpus}], services [{service, gpus}],
         violations; plus planner, source, fallback, message, notes, n_gpus, horizon_steps,
-        solver_status, wall_clock_limited.
+        solver_status, wall_clock_limited; ``stops`` [{job_id, lost_steps}] only when the plan stops a job.
         """
-        return {
+        out = {
             "planner": self.planner,
             "status": str(self.status),
             "source": None if self.source is None else str(self.source),
@@ -257,6 +262,9 @@ class Plan:
             "solver_status": self.solver_status,
             "wall_clock_limited": self.wall_clock_limited,
         }
+        if self.stops:  # only when a job is stopped: plans without preemption keep their form
+            out["stops"] = [{"job_id": j, "lost_steps": n} for j, n in self.stops]
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Plan:
@@ -286,6 +294,7 @@ class Plan:
             solver_status=d.get("solver_status"),
             wall_clock_limited=bool(d.get("wall_clock_limited", False)),
             source=None if source is None else PlanSource(source),
+            stops=tuple((x["job_id"], x["lost_steps"]) for x in d.get("stops", [])),
         )
 
 

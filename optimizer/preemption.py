@@ -82,3 +82,25 @@ def surge_stops(problem: Problem, order: str = "loss", *, allowed: Mapping[str, 
             chosen.remove(r)
             freed -= g
     return tuple(sorted(r.job_id for r in chosen))
+
+
+def without_stopped(problem: Problem, stops: tuple[str, ...]) -> Problem:
+    """``problem`` with the running jobs ``stops`` left out (their GPUs free): what the planner plans after the stops."""
+    from dataclasses import replace
+
+    return replace(problem, running=tuple(r for r in problem.running if r.job_id not in set(stops)))
+
+
+def with_stops(plan, problem: Problem, stops: tuple[str, ...]):
+    """A plan made on :func:`without_stopped` completed for ``problem``: each stopped job listed with no start
+    (``running`` True) and in ``Plan.stops`` with its lost steps (:attr:`RunningJob.lost_steps`). Returns a new Plan."""
+    from dataclasses import replace
+
+    from optimizer.plan import JobAssignment
+
+    if not stops:
+        return plan
+    by_id = {r.job_id: r for r in problem.running}
+    extra = tuple(JobAssignment(j, None, None, None, None, running=True) for j in stops)
+    return replace(plan, assignments=tuple(plan.assignments) + extra,
+                   stops=tuple((j, by_id[j].lost_steps) for j in stops))

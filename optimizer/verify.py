@@ -69,8 +69,15 @@ def verify(plan: Plan, problem: Problem, *, guard: bool | None = None) -> list[s
                 else:
                     owner[t][g] = jid
 
+    stopped = dict(plan.stops)
+    v.extend(_stop_violations(plan, problem, stopped))
     for a in plan.assignments:
         jid = a.job_id
+        if jid in running and jid in stopped:
+            if (a.start_step, a.end_step, a.block_offset, a.gpus) != (None, None, None, None):
+                v.append(f"running job {jid!r}: stopped at step 0 but the plan still gives it "
+                         f"(start, end, offset, gpus) = {(a.start_step, a.end_step, a.block_offset, a.gpus)}")
+            continue
         if jid in running:
             r = running[jid]
             want = (0, max(1, r.remaining_steps), r.block_offset, r.gpus)
@@ -163,6 +170,48 @@ def verify(plan: Plan, problem: Problem, *, guard: bool | None = None) -> list[s
         guard = plan.planner not in BASELINE_PLANNERS
     if guard and problem.settings.max_wait_steps is not None:
         v.extend(max_wait_violations(plan, problem))
+    return v
+
+
+def _stop_violations(plan: Plan, problem: Problem, stopped: dict[str, int]) -> list[str]:
+    """Findings on the plan's stops (issue 30, DESIGN §5.2), re-derived from the problem alone.
+
+    A stop is allowed only of a running job marked ``preemptible``, only when the services' step-0 demand
+    (each at most its band's top and ``current_gpus + swap_cap_gpus``) exceeds the GPUs up that no running
+    job holds, only when the job is needed (the other stops free less than that shortfall), with
+    ``lost_steps = steps_since_checkpoint + restart_steps``; never on a cluster with per-type capacity services.
+    """
+    if not stopped:
+        return []
+    v: list[str] = []
+    if len(stopped) != len(plan.stops):
+        v.append("stops: a job is listed twice")
+    running = {r.job_id: r for r in problem.running}
+    down = set(problem.down_gpus)
+    up_of = {jid: sum(1 for g in range(r.block_offset, r.block_offset + r.gpus) if g not in down)
+             for jid, r in running.items()}
+    want = sum(min(s.demand_gpus[0], s.max_gpus, s.current_gpus + s.swap_cap_gpus) for s in problem.services)
+    free = problem.cluster.n_gpus - len(down) - sum(up_of.values())
+    short = want - free
+    freed = sum(up_of.get(j, 0) for j in stopped)
+    typed = any(s.typed_capacity for s in problem.services)
+    for jid, lost in stopped.items():
+        r = running.get(jid)
+        if r is None:
+            v.append(f"stop of job {jid!r}: not a running job (only a running job may be stopped)")
+            continue
+        if not r.preemptible:
+            v.append(f"stop of job {jid!r}: not preemptible (no preemption of a non-preemptible job)")
+        if typed:
+            v.append(f"stop of job {jid!r}: services with per-type capacity: stops are not supported")
+        if short <= 0:
+            v.append(f"stop of job {jid!r}: no real-time need at step 0 (services want {want} GPUs, {free} are free)")
+        elif freed - up_of[jid] >= short:
+            v.append(f"stop of job {jid!r}: not needed (the other stops free {freed - up_of[jid]} GPUs of a "
+                     f"shortfall of {short})")
+        if lost != r.lost_steps:
+            v.append(f"stop of job {jid!r}: lost_steps = {lost}, the rule gives {r.lost_steps} "
+                     f"({r.steps_since_checkpoint} since the checkpoint + {r.restart_steps} restart)")
     return v
 
 
