@@ -38,7 +38,7 @@ from typing import Any
 
 from domain.conformal import conformal_upper
 from domain.kinds import JOB_KINDS
-from optimizer import planners
+from optimizer import planners, preemption
 from optimizer.errors import InputError
 from optimizer.fast import place_arrivals
 from optimizer.objective import objective_value
@@ -75,8 +75,10 @@ class JobRecord:
     ``first_start_step``: first start (wait time is measured to it); ``start_step``: start of the
     last run; ``end_step``: completion step (None if not completed in the window);
     ``run_gpu_steps``: GPU-steps it ran inside the window, including runs later lost to a node
-    failure; ``lost_gpu_steps``: GPU-steps of runs killed by a failure; ``restarts``: times it was
-    requeued.
+    failure; ``lost_gpu_steps``: GPU-steps of runs killed by a failure or a stop, since their last
+    checkpoint; ``restarts``: times it was requeued; ``stop_steps``: steps at which a surge preemption
+    stopped it; ``preempted_gpu_steps``: GPU-steps those stops lost (work since the last checkpoint +
+    restart, x GPUs).
     """
 
     job_id: str
@@ -91,6 +93,13 @@ class JobRecord:
     run_gpu_steps: int = 0
     lost_gpu_steps: int = 0
     restarts: int = 0
+    stop_steps: list[int] = field(default_factory=list)
+    preempted_gpu_steps: int = 0
+
+    @property
+    def stops(self) -> int:
+        """Times the job was stopped by a surge preemption (issue 30)."""
+        return len(self.stop_steps)
 
     @property
     def completed(self) -> bool:
@@ -173,6 +182,16 @@ class SimResult:
     type_batch_gpus: dict[str, list[int]] = field(default_factory=dict)
     type_service_gpus: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     service_served: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def preempted_gpu_h(self) -> float:
+        """GPU-hours lost to surge preemption (issue 30): per stop (work since the last checkpoint + restart) x GPUs."""
+        return sum(r.preempted_gpu_steps for r in self.jobs.values()) * self.step_h
+
+    @property
+    def stops_per_job(self) -> dict[str, int]:
+        """Stops per job, only jobs stopped at least once (issue 30)."""
+        return {j: r.stops for j, r in self.jobs.items() if r.stops}
 
 
 # ----------------------------------------------------------------------------- planners
@@ -273,6 +292,7 @@ class _Run:
     start: int
     true_end: int
     forecast_end: int
+    overhead: int = 0  # restart steps at the start of this run (a requeued preemptible job), issue 30
 
 
 class _State:
@@ -303,6 +323,16 @@ class _State:
         self.pins = {(p.step, p.job_id): p for p in sc.pinned}
         #: actual / forecast duration of every job completed so far (None: not used, :func:`_remaining_upper`)
         self.run_ratios: list[float] | None = []
+        #: restart steps the next run of a requeued job starts with (issue 30)
+        self.overhead: dict[str, int] = {}
+        #: stops per job allowed in any 24 h (issue 30, ``simulate(max_stops_per_24h=...)``)
+        self.max_stops_per_24h = 2
+        self.steps_24h = max(1, (24 * 60) // sc.cluster.step_minutes)
+
+    def may_stop(self, jid: str, t: int) -> bool:
+        """True when job ``jid`` is under its cap of stops in the 24 h up to step ``t`` (issue 30)."""
+        recent = [u for u in self.records[jid].stop_steps if u > t - self.steps_24h]
+        return len(recent) < self.max_stops_per_24h
 
     # -- placement of real-time replicas (only needed to know what a node failure takes)
     def batch_owned(self) -> set[int]:
@@ -410,10 +440,36 @@ def _problem_at(st: _State, t: int, current: dict[str, int], lookahead: bool = F
         )
     q = _upper_ratio(st)
     running = tuple(
-        RunningJob(r.job.job_id, r.job.kind, r.job.priority, r.job.gpus, r.offset, _remaining_upper(r, t, q))
+        RunningJob(r.job.job_id, r.job.kind, r.job.priority, r.job.gpus, r.offset, _remaining_upper(r, t, q),
+                   **_preemption_fields(st, r, t))
         for r in sorted(st.running.values(), key=lambda r: r.job.job_id)
     )
     return Problem(sc.cluster, sc.settings, services, jobs, running, tuple(sorted(st.down)))
+
+
+def checkpoint_progress(r: _Run, t: int) -> tuple[int, int]:
+    """``(steps since the last checkpoint or the run's start, work steps checkpointed in this run)`` at step ``t``.
+
+    A run spends its first ``overhead`` steps restarting (no progress), then checkpoints after every
+    ``checkpoint_interval_steps`` steps of work; without an interval nothing is ever checkpointed (issue 30).
+    """
+    e = t - r.start
+    ci = r.job.checkpoint_interval_steps
+    k = (e - r.overhead) // ci if ci and e > r.overhead else 0
+    return e - (r.overhead + k * ci if k else 0), k * (ci or 0)
+
+
+def _preemption_fields(st: _State, r: _Run, t: int) -> dict[str, Any]:
+    """The preemption fields of a running job's :class:`RunningJob` at ``t``; none for a non-preemptible job.
+
+    ``preemptible`` is False once the job has had its cap of stops in the last 24 h (the rule and the
+    verifier then leave it running).
+    """
+    if not r.job.preemptible:
+        return {}
+    since, _ = checkpoint_progress(r, t)
+    return {"preemptible": st.may_stop(r.job.job_id, t), "checkpoint_interval_steps": r.job.checkpoint_interval_steps,
+            "restart_steps": r.job.restart_steps, "steps_since_checkpoint": since}
 
 
 #: Miscoverage of a running job's upper run length (:func:`_remaining_upper`): its P90 under the
@@ -526,6 +582,8 @@ def simulate(
     rt_margin_alpha: float | None = RT_MARGIN_ALPHA,
     run_upper: bool = True,
     place_arrivals: bool = False,
+    preempt_order: str | None = "loss",
+    max_stops_per_24h: int = 2,
 ) -> SimResult:
     """Run ``planner`` on ``scenario`` over its window; returns the :class:`SimResult`.
 
@@ -558,12 +616,22 @@ def simulate(
       one starts at once, the plan with them is verified and followed from this step (counted in
       ``SimResult.arrival_placements``). False (default): arrivals wait for the next replan.
 
-    Raises :class:`InputError` for ``replan_every_steps < 1``.
+    - ``preempt_order`` (issue 30): at a surge replan, stop preemptible running jobs by
+      :func:`optimizer.preemption.surge_stops` in this order (``"loss"``: gpuplan's cheapest loss first;
+      ``"priority"``: the baselines' lowest priority first); None: never stop. Only jobs marked preemptible can be
+      stopped, so a scenario without them is unchanged. ``max_stops_per_24h``: stops per job in any 24 h (>= 0).
+
+    Raises :class:`InputError` for ``replan_every_steps < 1``, an unknown ``preempt_order`` or a negative cap.
     """
     if replan_every_steps < 1:
         raise InputError(f"replan_every_steps = {replan_every_steps} must be >= 1")
+    if preempt_order is not None and preempt_order not in preemption.ORDERS:
+        raise InputError(f"preempt_order = {preempt_order!r} must be one of {', '.join(preemption.ORDERS)} or None")
+    if max_stops_per_24h < 0:
+        raise InputError(f"max_stops_per_24h = {max_stops_per_24h} must be >= 0")
     t_wall = time.perf_counter()
     st = _State(scenario)
+    st.max_stops_per_24h = max_stops_per_24h
     if not run_upper:
         st.run_ratios = None
     res = _empty_result(scenario, st, name)
@@ -571,7 +639,7 @@ def simulate(
     if rt_margin_alpha is not None and not lookahead:  # the clairvoyant reference plans the true demand
         margin = ConformalMargin(rt_margin_alpha, scenario.cluster.horizon_steps, scenario.cluster.step_minutes)
     loop = _Loop(planner, verify or verify_plan, name, replan_every_steps, keep_plans, lookahead, st, res,
-                 margin=margin, place_arrivals=place_arrivals)
+                 margin=margin, place_arrivals=place_arrivals, preempt_order=preempt_order)
     st.place_services(initial=True)
     for t in range(scenario.n_steps):
         failed_now = _observe(loop, t)
@@ -604,6 +672,7 @@ class _Loop:
     prev_at: int = 0
     margin: ConformalMargin | None = None
     place_arrivals: bool = False
+    preempt_order: str | None = None
 
 
 @dataclass(frozen=True)
@@ -696,15 +765,42 @@ def _kill_jobs_on(st: _State, gpus: tuple[int, ...], t: int) -> tuple[list[str],
     killed, lost = [], 0
     for jid, r in list(st.running.items()):
         if set(range(r.offset, r.offset + r.job.gpus)) & set(gpus):
-            rec = st.records[jid]
-            steps_run = t - r.start
-            rec.lost_gpu_steps += steps_run * r.job.gpus
-            rec.restarts += 1
-            lost += steps_run * r.job.gpus
+            lost += _requeue(st, jid, t)
             killed.append(jid)
-            del st.running[jid]
-            st.queue[jid] = r.job  # full duration again: no checkpoint
     return killed, lost
+
+
+def _requeue(st: _State, jid: str, t: int) -> int:
+    """Take running job ``jid`` off its block at ``t`` and put it back in the queue; returns the GPU-steps lost.
+
+    The job keeps its priority, arrival and GPUs; its remaining work is its duration minus the work
+    checkpointed in this run (:func:`checkpoint_progress`; none without a checkpoint interval: the full
+    duration again) plus its ``restart_steps``, which its next run spends first. GPU-steps lost: the steps since
+    the last checkpoint (or the run's start) x GPUs. Shared by node failures and surge stops (issue 30).
+    """
+    r = st.running.pop(jid)
+    rec = st.records[jid]
+    since, saved = checkpoint_progress(r, t)
+    rec.lost_gpu_steps += since * r.job.gpus
+    rec.restarts += 1
+    job = r.job
+    done = r.overhead + saved  # steps of this run that will not be repeated... except the restart below
+    if done or job.restart_steps:
+        job = replace(job, true_steps=max(1, job.true_steps - done + job.restart_steps),
+                      forecast_steps=max(1, job.forecast_steps - done + job.restart_steps))
+    st.overhead[jid] = job.restart_steps if job is not r.job else 0
+    st.queue[jid] = job
+    return since * r.job.gpus
+
+
+def _stop(st: _State, jid: str, t: int) -> None:
+    """Stop running job ``jid`` at ``t`` by a surge preemption: requeue it (:func:`_requeue`) and count the stop."""
+    r = st.running[jid]
+    since, _ = checkpoint_progress(r, t)
+    _requeue(st, jid, t)
+    rec = st.records[jid]
+    rec.stop_steps.append(t)
+    rec.preempted_gpu_steps += (since + r.job.restart_steps) * r.job.gpus
 
 
 def _drop_replicas_on(st: _State, gpus: tuple[int, ...]) -> dict[str, int]:
@@ -839,7 +935,10 @@ def _surge(loop: _Loop, problem: Problem, t: int) -> None:
     so waiting for the next interval leaves it unmet for a whole step. The new problem is the one
     of step ``t`` seen after the commit: the jobs just started are running, the queue is what is
     left, each service keeps the swap cap from the GPUs it held before the step
-    (``problem``'s ``current_gpus``), and its step-0 demand is the actual one (known now; no margin). The plan
+    (``problem``'s ``current_gpus``), and its step-0 demand is the actual one (known now; no margin). With
+    ``simulate(preempt_order=...)`` set, the preemptible running jobs :func:`optimizer.preemption.surge_stops`
+    chooses are stopped first (issue 30: only when the actual step-0 demand exceeds what the free GPUs and the
+    swap caps give), the planner plans without them and they are requeued (:func:`_stop`). The plan
     is verified and committed like any other (its step-0 starts and service GPUs) and becomes the
     plan followed from here; the record has reason :data:`SURGE_REASON`. Without free GPUs
     (batch jobs are never preempted) or room under the swap cap the shortfall stays.
@@ -862,8 +961,15 @@ def _surge(loop: _Loop, problem: Problem, t: int) -> None:
     )
     again = replace(again, services=services)
     res.surge_replans += 1
-    decision = _Decision(loop.planner(again, None), replanned=True, reason=SURGE_REASON)
+    stops = preemption.surge_stops(again, loop.preempt_order) if loop.preempt_order else ()
+    if stops:  # issue 30: real-time demand the plan did not foresee, only stops of preemptible jobs can serve
+        plan = preemption.with_stops(loop.planner(preemption.without_stopped(again, stops), None), again, stops)
+    else:
+        plan = loop.planner(again, None)
+    decision = _Decision(plan, replanned=True, reason=SURGE_REASON)
     _verify(loop, decision, again, t)
+    for jid in stops:
+        _stop(st, jid, t)
     _commit(loop, decision, again, t)
 
 
@@ -902,7 +1008,8 @@ def _start(st: _State, job: SimJob, offset: int | None, t: int) -> None:
     if offset is None or job.job_id not in st.queue:
         raise SimulationError(f"step {t}: cannot start job {job.job_id!r} (not queued or no block)")
     del st.queue[job.job_id]
-    st.running[job.job_id] = _Run(job, offset, t, t + job.true_steps, t + job.forecast_steps)
+    st.running[job.job_id] = _Run(job, offset, t, t + job.true_steps, t + job.forecast_steps,
+                                  st.overhead.pop(job.job_id, 0))
     rec = st.records[job.job_id]
     rec.start_step = t
     rec.block_offset = offset

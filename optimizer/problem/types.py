@@ -466,7 +466,7 @@ class RunningJob:
     Preemption (issue 30, DESIGN §3.1): ``preemptible`` (default False: never stopped);
     ``checkpoint_interval_steps`` (>= 1, None: no checkpoint, all work since the run's start is lost);
     ``restart_steps`` (>= 0) added to the remaining work of a requeued job; ``steps_since_checkpoint``
-    (>= 0, below the interval when one is given) the steps the run has held its block since its last
+    (>= 0; a requeued run's restart steps count, so it may reach the interval) the steps the run has held its block since its last
     checkpoint or its start. A stop loses ``steps_since_checkpoint + restart_steps`` steps on ``gpus`` GPUs
     (:attr:`lost_steps`).
     """
@@ -738,7 +738,8 @@ def _check_preemption(j: Job | RunningJob, w: str) -> None:
 
     Raises :class:`InputError` naming the job and the field: ``preemptible`` not a bool,
     ``checkpoint_interval_steps`` not an int >= 1 (or null), ``restart_steps`` not an int >= 0, and for a
-    running job ``steps_since_checkpoint`` not an int >= 0 or not below its checkpoint interval.
+    running job ``steps_since_checkpoint`` not an int >= 0 (it may reach the interval: a requeued run's restart
+    steps come before its first checkpoint).
     """
     if not isinstance(j.preemptible, bool):
         raise InputError(f"{w}: preemptible = {j.preemptible!r} must be true or false")
@@ -750,8 +751,6 @@ def _check_preemption(j: Job | RunningJob, w: str) -> None:
     object.__setattr__(j, "restart_steps", rs)
     if isinstance(j, RunningJob):
         sc = as_int(j.steps_since_checkpoint, w, "steps_since_checkpoint", lo=0)
-        if ci is not None and sc >= ci:
-            raise InputError(f"{w}: steps_since_checkpoint = {sc} must be below checkpoint_interval_steps = {ci}")
         object.__setattr__(j, "steps_since_checkpoint", sc)
 
 

@@ -40,7 +40,8 @@ class SimJob:
     ``arrival_step``: step at which it joins the queue (>= 0). ``gpus``: requested power-of-two
     block. ``true_steps``: how long it actually runs (>= 1); ``forecast_steps``: what the planner
     is told (>= 1). ``priority`` > 0. ``gpu_types``: the GPU types it may run on (a typed cluster
-    only; ``()`` = any type).
+    only; ``()`` = any type). Preemption (issue 30): ``preemptible``, ``checkpoint_interval_steps`` (None:
+    no checkpoint), ``restart_steps`` (>= 0), as in the problem file (DESIGN §3.1).
     """
 
     job_id: str
@@ -51,6 +52,9 @@ class SimJob:
     true_steps: int
     forecast_steps: int
     gpu_types: tuple[str, ...] = ()
+    preemptible: bool = False
+    checkpoint_interval_steps: int | None = None
+    restart_steps: int = 0
 
     def __post_init__(self) -> None:
         w = f"scenario job {self.job_id!r}"

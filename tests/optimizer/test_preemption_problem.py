@@ -51,7 +51,6 @@ def test_steps_run_gives_steps_since_checkpoint():
         ({"restart_steps": -1}, None, "job 'A': restart_steps"),
         (None, {"checkpoint_interval_steps": 2.5}, "running job 'R': checkpoint_interval_steps"),
         (None, {"steps_since_checkpoint": -1}, "running job 'R': steps_since_checkpoint"),
-        (None, {"checkpoint_interval_steps": 2, "steps_since_checkpoint": 2}, "running job 'R': steps_since_checkpoint"),
         (None, {"steps_run": 2, "steps_since_checkpoint": 1}, "running job 'R'"),
         (None, {"preemptible": 1}, "running job 'R': preemptible"),
     ],

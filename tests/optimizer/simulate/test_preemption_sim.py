@@ -1,0 +1,79 @@
+"""Surge preemption in the simulator, by hand (issue 30, DESIGN §6.2).
+
+8 GPUs (one node), horizon 4, window 12 steps of 30 min, real-time margin off. Service ``chat`` [0, 8], swap
+cap 2, forecast 0 everywhere (the plan foresees nothing), actual 2 at the surge step(s), else 0. Jobs arriving
+at step 0, all started at once (8 GPUs): P1 (2 GPUs, 6 steps, preemptible, checkpoint every 2, restart 1,
+priority 1), P2 (2 GPUs, 6 steps, preemptible, no checkpoint, priority 1), N (4 GPUs, 8 steps, not preemptible,
+priority 0.1). At a surge of 2 at step 3 nothing is free, so only a stop serves it: P1 has 1 step since its
+checkpoint at 2 (+ restart 1: loses 1 x 2 x 2 = 4), P2 3 steps since its start (loses 6), N cheapest by
+priority but not preemptible. P1 is stopped: 4 GPU-steps = 2.0 GPU-h lost, requeued with 6 - 2 + 1 = 5 steps,
+restarted at step 4 (the service gives its 2 GPUs back), done at 9.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from optimizer.metrics import compute
+from optimizer.problem import Cluster, PlanSettings
+from optimizer.scenarios import Scenario, SimJob, SimService
+from optimizer.simulate import planner_fn, simulate
+
+T, H = 12, 4
+
+
+def scenario(surge_steps=(3,)):
+    cluster = Cluster(n_gpus=8, gpus_per_node=8, step_minutes=30, horizon_steps=H)
+    demand = tuple(2 if t in surge_steps else 0 for t in range(T + H))
+    svc = SimService(service="chat", min_gpus=0, max_gpus=8, swap_cap_gpus=2, initial_gpus=0,
+                     demand_true=demand, demand_forecast=(0,) * (T + H))
+    jobs = (
+        SimJob("P1", "training", 1.0, 0, 2, 6, 6, preemptible=True, checkpoint_interval_steps=2, restart_steps=1),
+        SimJob("P2", "training", 1.0, 0, 2, 6, 6, preemptible=True),
+        SimJob("N", "training", 0.1, 0, 4, 8, 8),
+    )
+    return Scenario("preempt", 0, cluster, PlanSettings(mip_rel_gap=0.0), T, (svc,), jobs)
+
+
+@pytest.mark.parametrize("planner", ["fast", "priority", "milp"])
+def test_surge_only_a_stop_serves_stops_the_cheapest(planner):
+    res = simulate(scenario(), planner_fn(planner), name=planner, rt_margin_alpha=None)
+    assert res.stops_per_job == {"P1": 1}
+    assert res.jobs["P1"].stop_steps == [3]
+    assert res.preempted_gpu_h == 2.0  # (1 since the checkpoint + 1 restart) x 2 GPUs x 0.5 h
+    assert res.service_gpus["chat"][3] == 2
+    assert compute(res).rt_unmet_gpu_h == 0.0
+    p1 = res.jobs["P1"]
+    assert (p1.priority, p1.start_step, p1.end_step) == (1.0, 4, 9)  # 5 steps of remaining work + restart
+    assert res.jobs["P2"].end_step == 6 and res.jobs["N"].end_step == 8
+
+
+def test_priority_order_stops_lowest_priority_preemptible():
+    res = simulate(scenario(), planner_fn("priority"), name="priority", rt_margin_alpha=None,
+                   preempt_order="priority")
+    assert res.stops_per_job == {"P1": 1}  # P1, P2 tie on priority 1: by id; N (0.1) is not preemptible
+
+
+def test_no_surge_nothing_stopped():
+    res = simulate(scenario(surge_steps=()), planner_fn("fast"), name="fast", rt_margin_alpha=None)
+    assert res.stops_per_job == {} and res.preempted_gpu_h == 0.0
+
+
+def test_no_preemption_leaves_the_shortfall():
+    res = simulate(scenario(), planner_fn("fast"), name="fast", rt_margin_alpha=None, preempt_order=None)
+    assert res.stops_per_job == {} and res.service_gpus["chat"][3] == 0
+    assert compute(res).rt_unmet_gpu_h == 1.0
+
+
+def test_stopped_at_its_checkpoint_loses_only_the_restart():
+    res = simulate(scenario(surge_steps=(2,)), planner_fn("fast"), name="fast", rt_margin_alpha=None)
+    assert res.stops_per_job == {"P1": 1}
+    assert res.preempted_gpu_h == 1.0  # 0 since the checkpoint at 2 + restart 1, x 2 GPUs x 0.5 h
+    assert res.jobs["P1"].end_step == 3 + (6 - 2 + 1)
+
+
+def test_stop_cap_holds():
+    res = simulate(scenario(surge_steps=(2, 5, 8)), planner_fn("fast"), name="fast", rt_margin_alpha=None,
+                   max_stops_per_24h=1)
+    assert all(n <= 1 for n in res.stops_per_job.values())
+    assert sum(res.stops_per_job.values()) >= 1
