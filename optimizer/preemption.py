@@ -104,3 +104,42 @@ def with_stops(plan, problem: Problem, stops: tuple[str, ...]):
     extra = tuple(JobAssignment(j, None, None, None, None, running=True) for j in stops)
     return replace(plan, assignments=tuple(plan.assignments) + extra,
                    stops=tuple((j, by_id[j].lost_steps) for j in stops))
+
+
+#: Checkpoint interval and restart cost given to every job the bench draws preemptible (issue 30): fixed, not
+#: drawn, so that a share changes only which jobs may be stopped. 2 steps = 1 h between checkpoints on 30-min
+#: steps; 1 step (30 min) to reload a checkpoint.
+BENCH_CHECKPOINT_INTERVAL_STEPS = 2
+BENCH_RESTART_STEPS = 1
+
+
+def with_preemptible_share(scenario, share: float, seed: int):
+    """``scenario`` with a share of its batch jobs marked preemptible (``gpuplan bench --preemptible-share``).
+
+    Each job is drawn preemptible with probability ``share`` in [0, 1] from its own stream
+    ``numpy.random.default_rng([seed, 30, *b"preempt"])``, separate from the scenario's, so the scenario's own
+    draws are untouched; with ``share = 0`` the scenario itself is returned (every figure unchanged). A drawn job
+    gets :data:`BENCH_CHECKPOINT_INTERVAL_STEPS` and :data:`BENCH_RESTART_STEPS`. Raises ``ValueError`` for a
+    share outside [0, 1].
+    """
+    from dataclasses import replace
+
+    import numpy as np
+
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"preemptible share = {share} must be in [0, 1]")
+    if share == 0.0:
+        return scenario
+    rng = np.random.default_rng([int(seed), 30, *b"preempt"])
+    draws = rng.random(len(scenario.jobs))
+    jobs = tuple(
+        replace(j, preemptible=True, checkpoint_interval_steps=BENCH_CHECKPOINT_INTERVAL_STEPS,
+                restart_steps=BENCH_RESTART_STEPS) if u < share else j
+        for j, u in zip(scenario.jobs, draws, strict=True)
+    )
+    return replace(scenario, jobs=jobs)
+
+
+def bench_order(planner: str) -> str:
+    """Victim order a planner uses at a surge: ``"priority"`` for the baselines (Slurm / Kueue), else ``"loss"``."""
+    return "priority" if planner in ("fifo", "easy", "priority") else "loss"

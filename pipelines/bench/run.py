@@ -38,6 +38,7 @@ from typing import Any
 from optimizer.bound import OfflineBound, offline_bound
 from optimizer.metrics import compute, type_utilization
 from optimizer.planners import PLANNERS
+from optimizer.preemption import bench_order, with_preemptible_share
 from optimizer.scenarios import HET_TRACES, REAL_TRACES, SCENARIOS, build
 from optimizer.simulate import planner_fn, simulate, simulate_clairvoyant
 from pipelines.catalog import TRACE_DIR, load_real_trace
@@ -76,6 +77,9 @@ class BenchConfig:
     uniform_priority seeds 0-4). None: the LP relaxation alone (0.1-0.3 s), 0.8-9.9 % higher (``benchmarks/bench_bound.py``).
     ``place_arrivals``: between replans, arrivals that fit at once are started by the fast mode on the followed plan
     (:func:`optimizer.simulate.simulate`'s option, issue 29; ``gpuplan bench --place-arrivals``); off by default.
+    ``preemptible_share`` (issue 30): the share of batch jobs drawn preemptible by the seed on a separate stream
+    (:func:`optimizer.preemption.with_preemptible_share`; 0: every figure unchanged); the baselines stop the
+    lowest-priority ones first, the other planners the cheapest (:func:`optimizer.preemption.bench_order`).
     """
 
     scenarios: tuple[str, ...]
@@ -98,6 +102,7 @@ class BenchConfig:
     dask: str | None = None
     bound_mip_nodes: int | None = 1
     place_arrivals: bool = False
+    preemptible_share: float = 0.0
 
 
 @dataclass
@@ -247,13 +252,14 @@ def run_item(item: BenchItem, cfg: BenchConfig, trace_dir: Path | None = None) -
         trace = _TRACES[key]
     sc = build_scenario(item.scenario, replace(cfg, seed=item.seed), trace)
     sc = replace(sc, name=scenario_label(sc.name, item.seed, cfg))
+    sc = with_preemptible_share(sc, cfg.preemptible_share, item.seed)
     if item.planner == CLAIRVOYANT:
         sim = simulate_clairvoyant(sc, planner_fn("milp"), name=CLAIRVOYANT,
                                    replan_every_steps=cfg.clairvoyant_replan_every_steps)
     else:
         k = cfg.replan_every_steps if item.planner == "milp" else cfg.baseline_replan_every_steps
         sim = simulate(sc, planner_fn(item.planner), name=item.planner, replan_every_steps=k,
-                       place_arrivals=cfg.place_arrivals)
+                       place_arrivals=cfg.place_arrivals, preempt_order=bench_order(item.planner))
     bound = offline_bound(sc, mip_max_nodes=cfg.bound_mip_nodes) if carries_bound(item, cfg) else None
     return ItemResult(sim, compute(sim), dict(sc.params), sc.exact_forecasts, time.perf_counter() - ts, bound)
 

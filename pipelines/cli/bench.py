@@ -50,6 +50,11 @@ def bench(
              "that do not replan every step: the MILP (every 2 steps); the baselines and fast replan every step. "
              "bench.md's settings line says it was on.",
     ),
+    preemptible_share: float = typer.Option(
+        0.0, "--preemptible-share", min=0.0, max=1.0,
+        help="Share of batch jobs drawn preemptible by the seed (separate stream; checkpoint every 2 steps, "
+             "restart 1 step); a surge replan may then stop them (issue 30). 0 (default): every figure unchanged.",
+    ),
     workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
 ) -> None:
     """Simulate every planner on the scenarios; write bench.csv, bench.md and plots; print the results table.
@@ -79,6 +84,7 @@ def bench(
             seed=first_seed,
             dask=dask or ws.config.dask.address,
             place_arrivals=place_arrivals,
+            preemptible_share=preemptible_share,
         )
         if cfg.dask:
             from pipelines.workspace.config import parse_dask
