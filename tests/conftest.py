@@ -135,5 +135,6 @@ def mlflow_outside_the_clone(tmp_path_factory):
         mp.delenv("GPUPLAN_ARTIFACT_ROOT", raising=False)
         yield root
     new = sorted(mlruns_entries() - before)
-    assert not new, (f"tests left {len(new)} new entries in {MLRUNS} (use a temporary store: the iso_env fixture "
-                     f"or GPUPLAN_TRACKING_URI): {new[:10]}")
+    assert not new, (f"{len(new)} new entries in {MLRUNS} while the tests ran: a test that logged there (use a "
+                     f"temporary store: the iso_env fixture or GPUPLAN_TRACKING_URI), or a gpuplan command run in "
+                     f"this clone at the same time (run it elsewhere, or the suite again alone): {new[:10]}")

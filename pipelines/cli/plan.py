@@ -45,10 +45,11 @@ def plan(
             if out.is_dir():
                 raise InputError(f"--out {out} is a folder; give a file path such as {out / 'plan.parquet'}")
             if out.suffix.lower() != ".parquet":  # the plan file is parquet whatever the name says
-                # a bare ".parquet" is a hidden file with no suffix: suggest a real name in its folder
-                example = out.with_name("plan.parquet") if out.name.startswith(".") else out.with_suffix(".parquet")
+                if out.name.startswith("."):  # ".parquet" is a hidden file with no suffix, not a plan file name
+                    raise InputError(f"--out {out}: give a file name before .parquet (such as "
+                                     f"{out.with_name('plan.parquet')}; --json prints JSON on stdout)")
                 raise InputError(f"--out {out}: the plan is written as parquet, expected a path ending in .parquet "
-                                 f"(such as {example}; --json prints JSON on stdout)")
+                                 f"(such as {out.with_suffix('.parquet')}; --json prints JSON on stdout)")
         if budget is not None and budget not in ("time", "work"):
             raise InputError(f"--budget {budget!r} is unknown; choose time or work")
         prob = read_problem_file(problem)

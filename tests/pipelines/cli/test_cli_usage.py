@@ -58,8 +58,8 @@ def test_plan_out_folder_checked_before_reading_or_solving(tmp_path):
     assert not js.exists()
     bare = tmp_path / ".parquet"  # a hidden file without a suffix: the example is a real name, not ".parquet.parquet"
     assert _bad(["plan", "--problem", str(tmp_path / "missing.json"), "--out", str(bare)]) == (
-        f"error: --out {bare}: the plan is written as parquet, expected a path ending in .parquet "
-        f"(such as {tmp_path / 'plan.parquet'}; --json prints JSON on stdout)")
+        f"error: --out {bare}: give a file name before .parquet (such as {tmp_path / 'plan.parquet'}; --json "
+        "prints JSON on stdout)")
 
 
 def test_run_out_creates_only_the_last_level(tmp_path):
