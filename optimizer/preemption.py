@@ -16,8 +16,13 @@ Then every chosen job is checked, largest first, and dropped when the others sti
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
+import numpy as np
+
+from optimizer.plan import JobAssignment, Plan
 from optimizer.problem import Problem, RunningJob
+from optimizer.scenarios import Scenario
 
 ORDERS: tuple[str, ...] = ("loss", "priority")
 """Victim orderings of :func:`surge_stops`."""
@@ -86,18 +91,15 @@ def surge_stops(problem: Problem, order: str = "loss", *, allowed: Mapping[str, 
 
 def without_stopped(problem: Problem, stops: tuple[str, ...]) -> Problem:
     """``problem`` with the running jobs ``stops`` left out (their GPUs free): what the planner plans after the stops."""
-    from dataclasses import replace
-
     return replace(problem, running=tuple(r for r in problem.running if r.job_id not in set(stops)))
 
 
-def with_stops(plan, problem: Problem, stops: tuple[str, ...]):
-    """A plan made on :func:`without_stopped` completed for ``problem``: each stopped job listed with no start
-    (``running`` True) and in ``Plan.stops`` with its lost steps (:attr:`RunningJob.lost_steps`). Returns a new Plan."""
-    from dataclasses import replace
+def with_stops(plan: Plan, problem: Problem, stops: tuple[str, ...]) -> Plan:
+    """A plan made on :func:`without_stopped` completed for ``problem``.
 
-    from optimizer.plan import JobAssignment
-
+    Each stopped job is listed with no start (``running`` True) and in ``Plan.stops`` with its lost steps
+    (:attr:`RunningJob.lost_steps`). Returns a new Plan (``plan`` itself when ``stops`` is empty).
+    """
     if not stops:
         return plan
     by_id = {r.job_id: r for r in problem.running}
@@ -113,7 +115,7 @@ BENCH_CHECKPOINT_INTERVAL_STEPS = 2
 BENCH_RESTART_STEPS = 1
 
 
-def with_preemptible_share(scenario, share: float, seed: int):
+def with_preemptible_share(scenario: Scenario, share: float, seed: int) -> Scenario:
     """``scenario`` with a share of its batch jobs marked preemptible (``gpuplan bench --preemptible-share``).
 
     Each job is drawn preemptible with probability ``share`` in [0, 1] from its own stream
@@ -122,10 +124,6 @@ def with_preemptible_share(scenario, share: float, seed: int):
     gets :data:`BENCH_CHECKPOINT_INTERVAL_STEPS` and :data:`BENCH_RESTART_STEPS`. Raises ``ValueError`` for a
     share outside [0, 1].
     """
-    from dataclasses import replace
-
-    import numpy as np
-
     if not 0.0 <= share <= 1.0:
         raise ValueError(f"preemptible share = {share} must be in [0, 1]")
     if share == 0.0:

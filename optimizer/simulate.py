@@ -454,9 +454,9 @@ def checkpoint_progress(r: _Run, t: int) -> tuple[int, int]:
     ``checkpoint_interval_steps`` steps of work; without an interval nothing is ever checkpointed (issue 30).
     """
     e = t - r.start
-    ci = r.job.checkpoint_interval_steps
+    ci = r.job.checkpoint_interval_steps or 0
     k = (e - r.overhead) // ci if ci and e > r.overhead else 0
-    return e - (r.overhead + k * ci if k else 0), k * (ci or 0)
+    return e - (r.overhead + k * ci if k else 0), k * ci
 
 
 def _preemption_fields(st: _State, r: _Run, t: int) -> dict[str, Any]:
