@@ -781,7 +781,9 @@ def _requeue(st: _State, jid: str, t: int) -> int:
     r = st.running.pop(jid)
     rec = st.records[jid]
     since, saved = checkpoint_progress(r, t)
-    rec.lost_gpu_steps += since * r.job.gpus
+    # the restart steps of this run are already lost (:func:`_advance`): not twice
+    overlap = min(t - r.start, r.overhead) if since == t - r.start else 0
+    rec.lost_gpu_steps += (since - overlap) * r.job.gpus
     rec.restarts += 1
     job = r.job
     done = r.overhead + saved  # steps of this run that will not be repeated... except the restart below
@@ -982,6 +984,8 @@ def _advance(loop: _Loop, t: int) -> None:
     for r in st.running.values():
         res.batch_gpus[r.job.kind][t] += r.job.gpus
         st.records[r.job.job_id].run_gpu_steps += r.job.gpus
+        if t - r.start < r.overhead:  # a requeued run's restart produces nothing (issue 30): busy, not value
+            st.records[r.job.job_id].lost_gpu_steps += r.job.gpus
         if st.gpu_type:
             res.type_batch_gpus[st.gpu_type[r.offset]][t] += r.job.gpus
     for s in st.sc.services:

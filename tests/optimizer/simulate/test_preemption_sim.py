@@ -46,6 +46,8 @@ def test_surge_only_a_stop_serves_stops_the_cheapest(planner):
     p1 = res.jobs["P1"]
     assert (p1.priority, p1.start_step, p1.end_step) == (1.0, 4, 9)  # 5 steps of remaining work + restart
     assert res.jobs["P2"].end_step == 6 and res.jobs["N"].end_step == 8
+    # lost (not value): 1 step since the checkpoint at stop + the restart step run at 4, on 2 GPUs
+    assert (p1.lost_gpu_steps, p1.run_gpu_steps) == (4, 2 * 3 + 2 * 5)
 
 
 def test_priority_order_stops_lowest_priority_preemptible():
