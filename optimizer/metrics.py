@@ -8,7 +8,8 @@ Definitions (window = the scenario's ``n_steps`` steps of ``step_h`` hours; N GP
   counts (the GPUs were busy).
 - ``value`` = sum over batch GPU-hours executed inside the window of the job's priority ``p_j``
   (undiscounted; partial runs of jobs still running at the window end count). Work lost to a node
-  failure (the killed run, no checkpoint) is *not* value: it produced nothing.
+  failure (the killed run, no checkpoint) is *not* value: it produced nothing; nor, with preemption (issue 30),
+  the work since the last checkpoint of a stopped or killed run and a requeued run's restart steps.
 - ``jobs_completed`` (finished inside the window) of ``jobs_total`` (jobs arriving inside the
   window).
 - ``rt_unmet_gpu_h`` = sum of ``max(0, actual - allocated) x step_h``; ``rt_sla_pct`` = 100 x
