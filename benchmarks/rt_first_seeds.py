@@ -7,6 +7,9 @@ service is at least every baseline's. Same scenarios, settings and simulator as 
 clairvoyant rows (their ~100 s per seed would dominate). Usage::
 
     nice -n 10 .venv/bin/python benchmarks/rt_first_seeds.py --scenario forecast_error --seeds 5
+
+``--preemptible-share F`` (issue 30): the share of batch jobs drawn preemptible (``gpuplan bench``'s option); with
+F > 0 each line also gives the GPU-hours lost to preemption and the number of stops.
 """
 
 from __future__ import annotations
@@ -25,22 +28,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenario", required=True, help="comma-separated scenario names")
     ap.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1")
     ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--preemptible-share", type=float, default=0.0)
+    ap.add_argument("--planners", default=",".join(PLANNERS), help="comma-separated; milp and priority needed")
     a = ap.parse_args(argv)
+    planners = tuple(a.planners.split(","))
     names = tuple(a.scenario.split(","))
-    cfg = BenchConfig(scenarios=names, seeds=a.seeds, clairvoyant=False)
-    print("scenario,seed,planner,value,utilization_pct,rt_sla_pct,surge_replans,seconds", flush=True)
+    cfg = BenchConfig(scenarios=names, seeds=a.seeds, clairvoyant=False, preemptible_share=a.preemptible_share)
+    extra = ",preempted_gpu_h,stops" if a.preemptible_share else ""
+    print("scenario,seed,planner,value,utilization_pct,rt_sla_pct,surge_replans,seconds" + extra, flush=True)
     for name in names:
         for seed in range(a.first_seed, a.first_seed + a.seeds):
             row = {}
-            for p in PLANNERS:
+            for p in planners:
                 t0 = time.perf_counter()
-                m = run_item(BenchItem(name, seed, p), cfg).metrics
-                row[p] = m
+                item = run_item(BenchItem(name, seed, p), cfg)
+                m = row[p] = item.metrics
+                more = f",{item.sim.preempted_gpu_h},{sum(item.sim.stops_per_job.values())}" if extra else ""
                 print(f"{name},{seed},{p},{m.value},{m.utilization_pct},{m.rt_sla_pct},{m.surge_replans},"
-                      f"{time.perf_counter() - t0:.0f}", flush=True)
+                      f"{time.perf_counter() - t0:.0f}" + more, flush=True)
             mi = row["milp"]
             ratio = mi.value / row["priority"].value if row["priority"].value else float("nan")
-            rt_ok = all(mi.rt_sla_pct >= row[b].rt_sla_pct for b in PLANNERS[1:])
+            rt_ok = all(mi.rt_sla_pct >= row[b].rt_sla_pct for b in planners if b != "milp")
             print(f"# {name}@{seed}: milp/priority value {ratio:.4f}, util - fifo {mi.utilization_pct - row['fifo'].utilization_pct:+.2f} "
                   f"pts, milp RT {mi.rt_sla_pct:.3f} % {'>=' if rt_ok else '<'} every baseline's", flush=True)
     return 0
