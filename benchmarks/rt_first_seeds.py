@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
             mi = row["milp"]
             ratio = mi.value / row["priority"].value if row["priority"].value else float("nan")
             rt_ok = all(mi.rt_sla_pct >= row[b].rt_sla_pct for b in planners if b != "milp")
-            print(f"# {name}@{seed}: milp/priority value {ratio:.4f}, util - fifo {mi.utilization_pct - row['fifo'].utilization_pct:+.2f} "
+            print(f"# {name}@{seed}: milp/priority value {ratio:.4f}, util - fifo {mi.utilization_pct - row['fifo'].utilization_pct if 'fifo' in row else float('nan'):+.2f} "
                   f"pts, milp RT {mi.rt_sla_pct:.3f} % {'>=' if rt_ok else '<'} every baseline's", flush=True)
     return 0
 
