@@ -15,7 +15,6 @@ Then every chosen job is checked, largest first, and dropped when the others sti
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 
 import numpy as np
@@ -54,12 +53,12 @@ def rt_shortfall(problem: Problem) -> int:
     return max(0, want - (up - held))
 
 
-def surge_stops(problem: Problem, order: str = "loss", *, allowed: Mapping[str, bool] | None = None) -> tuple[str, ...]:
+def surge_stops(problem: Problem, order: str = "loss") -> tuple[str, ...]:
     """Running jobs to stop at step 0 of a surge problem so that real time gets the GPUs it is short of.
 
     ``problem``: the surge replan's problem (step-0 demand = actual demand). ``order``: ``"loss"`` or
-    ``"priority"`` (module docstring). ``allowed``: job id -> may be stopped (e.g. False past the stop cap);
-    missing = allowed. Only ``preemptible`` running jobs with at least one GPU up are candidates. Returns the
+    ``"priority"`` (module docstring). Only ``preemptible`` running jobs with at least one GPU up are candidates
+    (a job past its cap of stops comes in as not preemptible: ``optimizer.simulate``). Returns the
     job ids to stop, sorted; empty when :func:`rt_shortfall` is 0. When all candidates together free less
     than the shortfall, all of them are stopped (each is then needed). Raises ``ValueError`` for an unknown order.
     """
@@ -68,8 +67,7 @@ def surge_stops(problem: Problem, order: str = "loss", *, allowed: Mapping[str, 
     short = rt_shortfall(problem)
     if short <= 0:
         return ()
-    cands = [r for r in problem.running if r.preemptible and (allowed is None or allowed.get(r.job_id, True))
-             and up_gpus_of(r, problem) > 0]
+    cands = [r for r in problem.running if r.preemptible and up_gpus_of(r, problem) > 0]
     if order == "loss":
         cands.sort(key=lambda r: (lost_value(r), r.job_id))
     else:
@@ -91,7 +89,8 @@ def surge_stops(problem: Problem, order: str = "loss", *, allowed: Mapping[str, 
 
 def without_stopped(problem: Problem, stops: tuple[str, ...]) -> Problem:
     """``problem`` with the running jobs ``stops`` left out (their GPUs free): what the planner plans after the stops."""
-    return replace(problem, running=tuple(r for r in problem.running if r.job_id not in set(stops)))
+    stopped = set(stops)
+    return replace(problem, running=tuple(r for r in problem.running if r.job_id not in stopped))
 
 
 def with_stops(plan: Plan, problem: Problem, stops: tuple[str, ...]) -> Plan:

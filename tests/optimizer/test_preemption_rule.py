@@ -58,6 +58,7 @@ def test_never_more_than_needed_largest_first_check():
 
 
 def test_disallowed_jobs_past_the_cap_are_not_stopped():
-    p = _p(4, RUN)
-    assert surge_stops(p, allowed={"P2": False}) == ("P1",)
-    assert surge_stops(p, allowed={"P1": False, "P2": False}) == ()
+    """A job past its cap of stops comes to the rule as not preemptible (optimizer.simulate._preemption_fields)."""
+    p2_capped = _r("P2", 2, 2, 2, pre=False, restart=1, ci=4)
+    assert surge_stops(_p(4, [RUN[0], p2_capped, RUN[2]])) == ("P1",)
+    assert surge_stops(_p(4, [_r("P1", 1, 2, 0, pre=False, since=3, ci=4), p2_capped, RUN[2]])) == ()
