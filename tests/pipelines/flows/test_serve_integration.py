@@ -80,6 +80,14 @@ def test_serve_trigger_complete_and_c28(prefect_server, srv_env, make_problem, s
                 break
             time.sleep(2)
         assert state is not None and state.is_completed(), (state, (tmp_path / "serve.log").read_text()[-3000:])
+        # a flow run's logs reach the server in batches after its final state: wait for its last line (an event),
+        # before the worker is stopped; the deadline is a safety stop only
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(
+                r["message"].startswith("MLflow run ") for r in
+                prefect_api("/logs/filter", {"logs": {"flow_run_id": {"any_": [run_id]}}, "limit": 200})):
+            assert serve.poll() is None, "gpuplan serve exited"
+            time.sleep(0.5)
     finally:
         stop_group(serve, signal.SIGINT)  # the serve process group we started, by its PID
         log.close()

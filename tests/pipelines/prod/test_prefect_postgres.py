@@ -127,6 +127,15 @@ def test_two_serve_workers_on_prefect_over_postgres_plan_a_slot_once(prefect_on_
         states = _until("both flow runs final", finals, 300, procs, logs)
         assert [s["type"] for s in states] == ["COMPLETED", "COMPLETED"], [s["message"] for s in states]
         wall_s = time.monotonic() - t0
+
+        def shipped():  # a flow run's logs reach the server in batches, after its final state: wait for them
+            got = [r["message"] for r in _post(url + "/logs/filter", {"logs": {"flow_run_id": {"any_": runs}},
+                                                                     "limit": 200})]
+            done = any(m.startswith("published run folder ") for m in got) and any(
+                m.startswith("replan of slot 20250901T1000Z skipped: ") for m in got)
+            return got if done else None
+
+        msgs = _until("both runs' log lines on the server", shipped, 120, procs, logs)
     finally:
         for p in procs:
             stop_group(p, signal.SIGINT)
@@ -135,7 +144,6 @@ def test_two_serve_workers_on_prefect_over_postgres_plan_a_slot_once(prefect_on_
     published = sorted(p.name for p in out_dir.iterdir() if re.match(r"^\d{8}T\d{4}Z_", p.name))
     assert len(published) == 1 and published[0].startswith("20250901T1000Z_")
     assert (out_dir / "latest").resolve().name == published[0]
-    msgs = [r["message"] for r in _post(url + "/logs/filter", {"logs": {"flow_run_id": {"any_": runs}}, "limit": 200})]
     skipped = [m for m in msgs if m.startswith("replan of slot 20250901T1000Z skipped: ")]
     assert len(skipped) == 1 and (skipped[0].endswith("running in another process") or
                                   skipped[0].endswith(f"already published as {published[0]}")), skipped
