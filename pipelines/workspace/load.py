@@ -184,9 +184,27 @@ class Workspace:
         files = [p for p in files if p.is_file()]
         if not files:
             where = "" if Path(src.path).expanduser().is_absolute() else \
-                f" (a relative path is read from the workspace folder {self.root}: {os.path.normpath(pattern)})"
+                f" (a relative path is read from the workspace folder {self.root}: {os.path.normpath(pattern)}; " \
+                "give it from there, or an absolute path)"
             raise InputError(f"{self.config_path}: sources.{role}.path = {src.path!r}: no such file{where}")
         return sorted(files, key=lambda p: (p.stat().st_mtime, p.name))
+
+    def check_source_files(self) -> None:
+        """Refuse now, in one line, a file source that matches no file (``gpuplan run`` calls it first).
+
+        Every ``[sources.<role>]`` read from files (not ``demo``, not pulled by a command or from Prometheus) must
+        match at least one file: the check :meth:`source_files` makes at ingest, made before Prefect, MLflow and
+        the imports start (a wrong relative path was reported after ~26 s of start-up). Globs only, no file read.
+
+        Raises:
+            InputError: a path matching no file (the message of :meth:`source_files`: the key, the pattern, and
+                where a relative path is read from).
+        """
+        for role in ("history", "queue", "traffic", "nodes"):
+            src = getattr(self.config.sources, role)
+            if src is None or src.pulled or src.format == "demo" or not src.path:
+                continue
+            self.source_files(role)
 
     def services(self) -> list[ServiceSettings]:
         """The real-time services: ``[[services]]``, or the ``services.json`` named by ``services_file``.

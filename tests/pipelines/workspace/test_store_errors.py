@@ -89,7 +89,8 @@ def test_a_copied_workspace_names_where_its_relative_source_path_was_looked_for(
         ws.source_files("traffic")
     assert str(err.value) == (
         f"{ws_dir / 'gpuplan.toml'}: sources.traffic.path = '../../servegen/prometheus.json': no such file "
-        f"(a relative path is read from the workspace folder {ws_dir}: {tmp_path / 'a' / 'servegen' / 'prometheus.json'})")
+        f"(a relative path is read from the workspace folder {ws_dir}: {tmp_path / 'a' / 'servegen' / 'prometheus.json'}; "
+        "give it from there, or an absolute path)")
 
 
 def test_a_run_that_fails_on_its_inputs_leaves_no_empty_runs_folder(tmp_path):
@@ -107,7 +108,11 @@ def test_a_run_that_fails_on_its_inputs_leaves_no_empty_runs_folder(tmp_path):
         res = subprocess.run([str(VENV_BIN / "gpuplan"), "run", "--workspace", str(ws_dir), *out], env=env,
                              capture_output=True, text=True, timeout=300)
         assert res.returncode == 2
-        assert res.stderr.strip().splitlines()[-1].startswith(
-            f"error: {ws_dir / 'gpuplan.toml'}: sources.traffic.path = '../../servegen/prometheus.json': no such file")
+        # refused before Prefect, MLflow and the imports start: the error is the only line, no tracking database
+        assert res.stderr.strip().splitlines() == [
+            f"error: {ws_dir / 'gpuplan.toml'}: sources.traffic.path = '../../servegen/prometheus.json': no such file "
+            f"(a relative path is read from the workspace folder {ws_dir}: {tmp_path.parent / 'servegen' / 'prometheus.json'}; "
+            "give it from there, or an absolute path)"], res.stderr
+        assert not (tmp_path / "mlflow.db").exists()
     assert not (ws_dir / "runs").exists()
     assert not (tmp_path / "runs").exists()
