@@ -98,6 +98,12 @@ def forecast_document(df, timezone: str | None, horizon_h: int) -> dict:
     }
 
 
+#: The line above ``gpuplan forecast``'s table: its units and what the last column is (new users asked).
+FORECAST_TABLE_NOTE = ("values: the file's `value` per hour (ServeGen: requests/h), the hour starting at ts; "
+                       "hourly share: weight of the hourly mode's correction in that hour's P50 (1 = the hourly mode "
+                       "alone, the first hour)")
+
+
 def forecast(
     traffic: Annotated[Path, typer.Option("--traffic", help="Hourly traffic file (ts, value[, service]).")],
     timezone: str | None = typer.Option(None, "--timezone", help="IANA zone of the service's clock (default: the "
@@ -133,9 +139,10 @@ def forecast(
             f"{b['lead_h'][0]}-{b['lead_h'][1] if b['lead_h'][1] is not None else ''} h x{b['quantile']:.3f}"
             f" (coverage {b['coverage']:.2f})" if b["coverage"] is not None else f"{b['lead_h'][0]} h x{b['quantile']:.3f}"
             for b in doc["p90"]["bands"]))
-        typer.echo(f"{'ts (UTC)':22s} {'p50':>14s} {'p90':>14s} {'hourly':>6s}")
+        typer.echo(FORECAST_TABLE_NOTE)
+        typer.echo(f"{'ts (UTC)':22s} {'p50 per h':>14s} {'p90 per h':>14s} {'hourly share':>12s}")
         for r in doc["forecast"]:
-            typer.echo(f"{r['ts']:22s} {r['p50']:14.1f} {r['p90']:14.1f} {r['hourly_share']:6.2f}")
+            typer.echo(f"{r['ts']:22s} {r['p50']:14.1f} {r['p90']:14.1f} {r['hourly_share']:12.2f}")
         return 0
 
     run_guarded(body)

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pipelines.cli.app import app
+from pipelines.cli.forecast import FORECAST_TABLE_NOTE
 
 ROOT = Path(__file__).resolve().parents[3]
 TRAFFIC = ROOT / "data" / "traffic"
@@ -72,3 +73,13 @@ def test_forecast_refuses_a_bad_horizon_in_one_line():
     res = CliRunner().invoke(app, ["forecast", "--traffic", str(TRAFFIC / "servegen_m-small_hourly.csv"),
                                    "--horizon-h", "0"])
     assert res.exit_code == 2 and "--horizon-h must be between 1 and 336" in res.output
+
+
+def test_forecast_table_names_its_units_and_columns():
+    res = CliRunner().invoke(app, ["forecast", "--traffic", str(TRAFFIC / "servegen_m-small_hourly.csv"),
+                                   "--horizon-h", "2"])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    i = lines.index(FORECAST_TABLE_NOTE)
+    assert lines[i + 1].split() == ["ts", "(UTC)", "p50", "per", "h", "p90", "per", "h", "hourly", "share"]
+    assert len(lines) == i + 4 and lines[i + 2].startswith("2025-03-16T16:00:00Z") and lines[i + 2].endswith(" 1.00")
