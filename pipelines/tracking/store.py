@@ -228,6 +228,7 @@ def _init_store(settings: Settings) -> dict[str, str]:
     with _init_lock(settings):
         client = mlflow_client(settings)  # creates/migrates the schema for a new SQLite file
         ids: dict[str, str] = {}
+        renamed: list[tuple[str, str]] = []  # (name before workspace ids, new name): said once, in one line
         for key in EXPERIMENTS:
             name = experiment_name(settings, key)
             exp = client.get_experiment_by_name(name)
@@ -237,13 +238,19 @@ def _init_store(settings: Settings) -> dict[str, str]:
                 ids[key] = client.create_experiment(name, artifact_location=location.as_uri(),
                                                     tags=dict(EXPERIMENT_TAGS))
                 if name != EXPERIMENTS[key] and client.get_experiment_by_name(EXPERIMENTS[key]) is not None:
-                    # created once per store: this is said once
-                    _LOG.warning("MLflow experiment %r (its name before workspace ids) is kept and still read for "
-                                 "%s's runs; its new runs go to %r", EXPERIMENTS[key], settings.workspace_dir, name)
+                    renamed.append((EXPERIMENTS[key], name))  # created once per store: this is said once
             else:
                 ids[key] = exp.experiment_id
                 if (exp.tags or {}).get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:  # a store made before the tag
                     client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        if len(renamed) == 1:
+            _LOG.warning("MLflow experiment %r (its name before workspace ids) is kept and still read for "
+                         "%s's runs; its new runs go to %r", renamed[0][0], settings.workspace_dir, renamed[0][1])
+        elif renamed:
+            suffix = renamed[0][1][len(renamed[0][0]):]
+            _LOG.warning("MLflow experiments %s (their names before workspace ids) are kept and still read for "
+                         "%s's runs; their new runs go to the same names + %r", ", ".join(repr(o) for o, _ in renamed),
+                         settings.workspace_dir, suffix)
         db = sqlite_path(settings.tracking_uri)
         if db is not None:
             con = sqlite3.connect(db, timeout=20)

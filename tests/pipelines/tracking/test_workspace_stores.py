@@ -246,6 +246,23 @@ def test_an_old_store_with_plain_experiment_names_is_still_read_for_its_own_work
     assert c.get_experiment(old).lifecycle_stage == "active"  # kept
 
 
+def test_several_old_experiment_names_are_said_in_one_line(tmp_path, no_env_store, caplog):
+    a = _ws(tmp_path / "clusterA" / "gpuplan", f"sqlite:///{tmp_path}/shared-mlflow.db")
+    from pipelines.tracking.store import init_store, mlflow_client
+
+    sa = load_settings(a)
+    c = mlflow_client(sa)
+    for name in ("gpuplan-plans", "gpuplan-forecaster-scheduler"):
+        c.create_experiment(name, artifact_location=(tmp_path / name).as_uri())
+    with caplog.at_level("WARNING", logger="gpuplan"):
+        init_store(sa)
+        init_store(sa)
+    said = [r.getMessage() for r in caplog.records if "before workspace ids" in r.getMessage()]
+    assert said == [f"MLflow experiments 'gpuplan-forecaster-scheduler', 'gpuplan-plans' (their names before "
+                    f"workspace ids) are kept and still read for {a.root}'s runs; their new runs go to the same "
+                    f"names + '-gpuplan-{a.workspace_id[:12]}'"]
+
+
 def test_a_registration_under_the_old_model_name_is_said_once_and_new_versions_go_to_the_keyed_name(
         tmp_path, no_env_store, caplog):
     shared = f"sqlite:///{tmp_path}/shared-mlflow.db"
