@@ -5,8 +5,11 @@ actual step-0 demand exceeds what the GPUs not held by running jobs and the swap
 enough GPUs for that shortfall by stopping preemptible running jobs, never a non-preemptible one and never more
 than needed. Two orderings:
 
-- ``"loss"`` (gpuplan: ``milp``, ``fast``, ``greedy``): cheapest first, the least lost value
-  ``priority x gpus x (steps_since_checkpoint + restart_steps)``, ties by job id;
+- ``"loss"`` (gpuplan: ``milp``, ``fast``, ``greedy``): the set of stops with the least total lost value
+  ``sum priority x gpus x (steps_since_checkpoint + restart_steps)`` that frees the shortfall: a min-cost cover
+  solved exactly (:func:`min_loss_cover`, a 0/1 knapsack dynamic programme over the GPUs freed), ties by fewer
+  GPUs freed, then by the job-id order. Taking the cheapest jobs one by one is not the same: four 1-GPU jobs losing
+  1.5 each cost 6 where one 4-GPU job losing 4 frees the same 4 GPUs;
 - ``"priority"`` (the baselines, as Slurm ``PreemptMode=REQUEUE`` / Kueue priority preemption): lowest priority
   first, ties by job id.
 
@@ -68,23 +71,65 @@ def surge_stops(problem: Problem, order: str = "loss") -> tuple[str, ...]:
     if short <= 0:
         return ()
     cands = [r for r in problem.running if r.preemptible and up_gpus_of(r, problem) > 0]
-    if order == "loss":
-        cands.sort(key=lambda r: (lost_value(r), r.job_id))
-    else:
-        cands.sort(key=lambda r: (r.priority, r.job_id))
     chosen: list[RunningJob] = []
     freed = 0
-    for r in cands:
-        if freed >= short:
-            break
-        chosen.append(r)
-        freed += up_gpus_of(r, problem)
+    if order == "loss":
+        cands.sort(key=lambda r: (lost_value(r), r.job_id))
+        picked = min_loss_cover([up_gpus_of(r, problem) for r in cands], [lost_value(r) for r in cands], short)
+        chosen = [cands[i] for i in picked]
+        freed = sum(up_gpus_of(r, problem) for r in chosen)
+    else:
+        cands.sort(key=lambda r: (r.priority, r.job_id))
+        for r in cands:
+            if freed >= short:
+                break
+            chosen.append(r)
+            freed += up_gpus_of(r, problem)
     for r in sorted(chosen, key=lambda r: (-up_gpus_of(r, problem), r.job_id)):  # never more than needed
         g = up_gpus_of(r, problem)
         if freed - g >= short:
             chosen.remove(r)
             freed -= g
     return tuple(sorted(r.job_id for r in chosen))
+
+
+def min_loss_cover(gpus: list[int], loss: list[float], need: int) -> list[int]:
+    """Indices of the items with the least total ``loss`` whose ``gpus`` sum to at least ``need`` (exact).
+
+    ``gpus``: GPUs each item frees (>= 1); ``loss``: its cost (>= 0); ``need`` (>= 1): GPUs to free. A 0/1
+    knapsack cover solved by dynamic programming over the GPUs freed, capped at ``need`` (O(len x need) time and
+    memory): among the covers of least loss, the one freeing the fewest GPUs, then the one found first in the
+    items' order (callers sort by loss, then id). When all items together free less than ``need``, all of them
+    (sorted). Returns sorted indices.
+    """
+    n = len(gpus)
+    if sum(gpus) < need:
+        return list(range(n))
+    inf = float("inf")
+    cost = np.full(need + 1, inf)
+    freed = np.zeros(need + 1, dtype=np.int64)
+    cost[0] = 0.0
+    prev = np.full((n, need + 1), -1, dtype=np.int64)  # the state an item was added to, per item and state
+    for i in range(n):
+        w, c = gpus[i], float(loss[i])
+        old_cost, old_freed = cost.copy(), freed.copy()
+        for f in range(need + 1):
+            if old_cost[f] == inf:
+                continue
+            nf = min(need, f + w)
+            cand = (old_cost[f] + c, int(old_freed[f]) + w)
+            if cand < (cost[nf], int(freed[nf])):
+                cost[nf], freed[nf] = cand
+                prev[i, nf] = f
+    # back from the full cover: a state's final value was set by the last item that improved it, from the value
+    # the state prev[j, f] had before item j
+    picked, f, i = [], need, n - 1
+    while f > 0:
+        while prev[i, f] < 0:
+            i -= 1
+        picked.append(i)
+        f, i = int(prev[i, f]), i - 1
+    return sorted(picked)
 
 
 def without_stopped(problem: Problem, stops: tuple[str, ...]) -> Problem:

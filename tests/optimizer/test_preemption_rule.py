@@ -1,6 +1,11 @@
 """The surge stop rule (issue 30, DESIGN §5.1): hand-solvable cases."""
 
-from optimizer.preemption import lost_value, rt_shortfall, surge_stops
+import itertools
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from optimizer.preemption import lost_value, min_loss_cover, rt_shortfall, surge_stops
 from optimizer.problem import Problem
 
 
@@ -62,3 +67,31 @@ def test_disallowed_jobs_past_the_cap_are_not_stopped():
     p2_capped = _r("P2", 2, 2, 2, pre=False, restart=1, ci=4)
     assert surge_stops(_p(4, [RUN[0], p2_capped, RUN[2]])) == ("P1",)
     assert surge_stops(_p(4, [_r("P1", 1, 2, 0, pre=False, since=3, ci=4), p2_capped, RUN[2]])) == ()
+
+
+def test_one_larger_job_is_cheaper_than_two_small_ones_taken_cheapest_first():
+    # 8 GPUs: A (2 GPUs, 1 step since its checkpoint: loses 2), B and C (1 GPU each, prio 0.5, 3 steps: lose 1.5
+    # each), N (2 GPUs, not preemptible); the service wants 4, 2 are free: short by 2. Cheapest first would stop B
+    # and C (3.0); the least total loss is A alone (2.0).
+    run = [_r("A", 1, 2, 0, since=1), _r("B", 0.5, 1, 2, since=3), _r("C", 0.5, 1, 3, since=3),
+           _r("N", 1, 2, 4, pre=False)]
+    p = _p(4, run)
+    assert rt_shortfall(p) == 2 and [lost_value(r) for r in p.running] == [2, 1.5, 1.5, 0]
+    assert surge_stops(p, "loss") == ("A",)
+    assert surge_stops(p, "priority") == ("B", "C")  # the baselines' order: lowest priority first
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 5), st.integers(0, 6)), min_size=0, max_size=7), st.integers(1, 12))
+def test_min_loss_cover_is_the_cheapest_cover_by_enumeration(items, need):
+    gpus = [g for g, _c in items]
+    loss = [c / 2 for _g, c in items]
+    got = min_loss_cover(gpus, loss, need)
+    assert got == sorted(got)
+    if sum(gpus) < need:
+        assert got == list(range(len(items)))
+        return
+    best = min((sum(loss[i] for i in sub), sum(gpus[i] for i in sub))
+               for k in range(len(items) + 1) for sub in itertools.combinations(range(len(items)), k)
+               if sum(gpus[i] for i in sub) >= need)
+    assert (sum(loss[i] for i in got), sum(gpus[i] for i in got)) == best
