@@ -738,8 +738,10 @@ def _check_preemption(j: Job | RunningJob, w: str) -> None:
 
     Raises :class:`InputError` naming the job and the field: ``preemptible`` not a bool,
     ``checkpoint_interval_steps`` not an int >= 1 (or null), ``restart_steps`` not an int >= 0, and for a
-    running job ``steps_since_checkpoint`` not an int >= 0 (it may reach the interval: a requeued run's restart
-    steps come before its first checkpoint).
+    running job ``steps_since_checkpoint`` not an int >= 0, or, with a checkpoint interval, not below
+    ``checkpoint_interval_steps + restart_steps`` (a run checkpoints after every interval of work; a requeued
+    run's restart steps come before its first checkpoint, so it may reach the interval but never pass
+    ``interval + restart_steps - 1``: :func:`optimizer.simulate.checkpoint_progress`).
     """
     if not isinstance(j.preemptible, bool):
         raise InputError(f"{w}: preemptible = {j.preemptible!r} must be true or false")
@@ -751,6 +753,10 @@ def _check_preemption(j: Job | RunningJob, w: str) -> None:
     object.__setattr__(j, "restart_steps", rs)
     if isinstance(j, RunningJob):
         sc = as_int(j.steps_since_checkpoint, w, "steps_since_checkpoint", lo=0)
+        if ci is not None and sc >= ci + rs:
+            raise InputError(
+                f"{w}: steps_since_checkpoint = {sc} must be below checkpoint_interval_steps + restart_steps = "
+                f"{ci} + {rs} (a checkpoint is written after every {ci} steps of work)")
         object.__setattr__(j, "steps_since_checkpoint", sc)
 
 

@@ -58,3 +58,29 @@ def test_steps_run_gives_steps_since_checkpoint():
 def test_bad_value_is_one_input_error_naming_job_and_field(job, running, msg):
     with pytest.raises(InputError, match=msg.replace("(", r"\(")):
         Problem.from_dict(_doc(job, running))
+
+
+@pytest.mark.parametrize(
+    ("running", "msg"),
+    [
+        ({"checkpoint_interval_steps": 3, "steps_since_checkpoint": 4},
+         "running job 'R': steps_since_checkpoint = 4 must be below checkpoint_interval_steps + restart_steps = 3 + 0"),
+        ({"checkpoint_interval_steps": 3, "steps_since_checkpoint": 3},
+         "running job 'R': steps_since_checkpoint = 3 must be below checkpoint_interval_steps + restart_steps = 3 + 0"),
+        ({"preemptible": True, "checkpoint_interval_steps": 2, "restart_steps": 1, "steps_since_checkpoint": 3},
+         "running job 'R': steps_since_checkpoint = 3 must be below checkpoint_interval_steps + restart_steps = 2 + 1"),
+    ],
+)
+def test_steps_since_checkpoint_past_the_interval_is_refused(running, msg):
+    with pytest.raises(InputError, match=msg.replace("(", r"\(").replace("+", r"\+")) as e:
+        Problem.from_dict(_doc(running=running))
+    assert "\n" not in str(e.value)
+
+
+def test_steps_since_checkpoint_may_reach_the_interval_after_a_restart():
+    # a requeued run: 1 restart step, then 2 steps of work before its first checkpoint (checkpoint_progress)
+    r = Problem.from_dict(_doc(running={"preemptible": True, "checkpoint_interval_steps": 2, "restart_steps": 1,
+                                        "steps_since_checkpoint": 2})).running[0]
+    assert r.lost_steps == 3
+    # without an interval every step since the start counts: no bound
+    assert Problem.from_dict(_doc(running={"steps_since_checkpoint": 50})).running[0].steps_since_checkpoint == 50
