@@ -25,6 +25,7 @@ from optimizer.diagnose import check_feasible, check_size, coverage_shortfalls
 from optimizer.errors import InputError
 from optimizer.fast import FAST, fast_plan
 from optimizer.plan import Plan
+from optimizer.preemption import bench_order, plan_stopping
 from optimizer.problem import Problem
 from optimizer.ranking import UnverifiedPlanError, best_baseline, verified
 from optimizer.strategy import MilpRun, deadline_status
@@ -34,7 +35,7 @@ PLANNERS: tuple[str, ...] = ("milp", "fifo", "easy", "priority", FAST)
 
 #: The planners' public face: :func:`plan` for every planner, :func:`best_baseline` (the MILP's answer of last
 #: resort, also asked for by benchmarks and tests) and the error a plan failing verification raises.
-__all__ = ["PLANNERS", "UnverifiedPlanError", "best_baseline", "plan"]
+__all__ = ["PLANNERS", "UnverifiedPlanError", "best_baseline", "plan", "production_plan"]
 
 
 def never_fits_on_its_types(problem: Problem) -> list[str]:
@@ -132,3 +133,19 @@ def plan(problem: Problem, planner: str = "milp", warm_start: Plan | None = None
     if typed:  # the pool master and packing (issue 26), with the starvation guard when max_wait_steps is set
         return deadline_status(TypedMilpRun(problem, warm_start, notes, t0, capacity).plan(), problem)
     return deadline_status(MilpRun(problem, warm_start, notes, t0, capacity).plan(), problem)
+
+
+def production_plan(problem: Problem, planner: str = "milp", warm_start: Plan | None = None) -> Plan:
+    """The production replan (``gpuplan plan``, the pipelines' solve stage): :func:`plan` with the stop rule first.
+
+    When the problem has preemptible running jobs and the services' step-0 demand exceeds the GPUs no running
+    job holds (:func:`optimizer.preemption.rt_shortfall` > 0), the jobs
+    :func:`optimizer.preemption.surge_stops` picks in ``planner``'s order
+    (:func:`optimizer.preemption.bench_order`: the baselines lowest priority first, the others least lost value)
+    are stopped, ``planner`` plans without them and the plan lists them in ``Plan.stops`` (DESIGN §5, issue 30):
+    the same function the simulator's surge replan uses (:func:`optimizer.preemption.plan_stopping`). Otherwise
+    this is :func:`plan` itself (same plan). The plan with stops is verified on ``problem``. Raises what
+    :func:`plan` raises, and :class:`UnverifiedPlanError` when the plan with its stops fails the verifier.
+    """
+    out = plan_stopping(problem, lambda p: plan(p, planner, warm_start), bench_order(planner))
+    return verified(out, problem) if out.stops else out

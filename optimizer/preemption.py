@@ -18,7 +18,8 @@ Then every chosen job is checked, largest first, and dropped when the others sti
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -41,6 +42,11 @@ def up_gpus_of(r: RunningJob, problem: Problem) -> int:
     return sum(1 for g in range(r.block_offset, r.block_offset + r.gpus) if g not in down)
 
 
+def step0_wants(problem: Problem) -> dict[str, int]:
+    """GPUs each service can take at step 0: ``min(demand_gpus[0], max_gpus, current_gpus + swap_cap_gpus)`` (GPUs)."""
+    return {s.service: min(s.demand_gpus[0], s.max_gpus, s.current_gpus + s.swap_cap_gpus) for s in problem.services}
+
+
 def rt_shortfall(problem: Problem) -> int:
     """GPUs the services want at step 0 beyond the GPUs no running job holds (>= 0, or 0 when nothing is short).
 
@@ -50,7 +56,7 @@ def rt_shortfall(problem: Problem) -> int:
     """
     if any(s.typed_capacity for s in problem.services):
         return 0
-    want = sum(min(s.demand_gpus[0], s.max_gpus, s.current_gpus + s.swap_cap_gpus) for s in problem.services)
+    want = sum(step0_wants(problem).values())
     up = problem.cluster.n_gpus - len(set(problem.down_gpus))
     held = sum(up_gpus_of(r, problem) for r in problem.running)
     return max(0, want - (up - held))
@@ -150,6 +156,54 @@ def with_stops(plan: Plan, problem: Problem, stops: tuple[str, ...]) -> Plan:
     extra = tuple(JobAssignment(j, None, None, None, None, running=True) for j in stops)
     return replace(plan, assignments=tuple(plan.assignments) + extra,
                    stops=tuple((j, by_id[j].lost_steps) for j in stops))
+
+
+def plan_stopping(problem: Problem, plan_fn: Callable[[Problem], Plan], order: str | None) -> Plan:
+    """Plan ``problem`` with the stop rule first: the one path of the simulator's surge replan and of production.
+
+    ``plan_fn(problem) -> Plan`` is the planner. With ``order`` (``"loss"`` or ``"priority"``, :func:`bench_order`)
+    the jobs :func:`surge_stops` picks are stopped: ``plan_fn`` plans :func:`without_stopped` and the plan is
+    completed by :func:`with_stops` (``Plan.stops`` lists them with their lost steps). With ``order`` None, or no
+    stop (no preemptible running job, or :func:`rt_shortfall` 0), this is ``plan_fn(problem)`` itself: the plan of
+    a problem without preemption is the one it always was. The caller verifies the result on ``problem``. Raises
+    ``ValueError`` for an unknown order, and whatever ``plan_fn`` raises.
+    """
+    stops = surge_stops(problem, order) if order else ()
+    if not stops:
+        return plan_fn(problem)
+    return with_stops(plan_fn(without_stopped(problem, stops)), problem, stops)
+
+
+@dataclass(frozen=True)
+class StopDetail:
+    """One stop of a plan, with why and what it costs (issue 30): the outputs' line, the risk report's row.
+
+    ``shortfall_gpus``: :func:`rt_shortfall` of the problem (GPUs real time is short of at step 0, before any stop);
+    ``lost_steps`` = ``steps_since_checkpoint + restart_steps`` steps on ``gpus`` GPUs.
+    """
+
+    job_id: str
+    gpus: int
+    priority: float
+    steps_since_checkpoint: int
+    restart_steps: int
+    lost_steps: int
+    shortfall_gpus: int
+
+    def lost_gpu_h(self, step_minutes: float) -> float:
+        """GPU-hours the stop loses: ``lost_steps x gpus x step_minutes / 60``."""
+        return self.lost_steps * self.gpus * step_minutes / 60.0
+
+
+def stop_details(plan: Plan, problem: Problem) -> tuple[StopDetail, ...]:
+    """One :class:`StopDetail` per ``plan.stops`` entry, in its order, from ``problem`` (the problem before the stops).
+
+    Raises ``KeyError`` when a stopped job is not a running job of ``problem`` (the verifier refuses such a plan).
+    """
+    short = rt_shortfall(problem)
+    by_id = {r.job_id: r for r in problem.running}
+    return tuple(StopDetail(j, by_id[j].gpus, by_id[j].priority, by_id[j].steps_since_checkpoint,
+                            by_id[j].restart_steps, n, short) for j, n in plan.stops)
 
 
 #: Checkpoint interval and restart cost given to every job the bench draws preemptible (issue 30): fixed, not

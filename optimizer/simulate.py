@@ -963,11 +963,10 @@ def _surge(loop: _Loop, problem: Problem, t: int) -> None:
     )
     again = replace(again, services=services)
     res.surge_replans += 1
-    stops = preemption.surge_stops(again, loop.preempt_order) if loop.preempt_order else ()
-    if stops:  # issue 30: real-time demand the plan did not foresee, only stops of preemptible jobs can serve
-        plan = preemption.with_stops(loop.planner(preemption.without_stopped(again, stops), None), again, stops)
-    else:
-        plan = loop.planner(again, None)
+    # issue 30: real-time demand the plan did not foresee, only stops of preemptible jobs can serve (the
+    # production replan's path too: optimizer.planners.production_plan)
+    plan = preemption.plan_stopping(again, lambda p: loop.planner(p, None), loop.preempt_order)
+    stops = tuple(j for j, _ in plan.stops)
     decision = _Decision(plan, replanned=True, reason=SURGE_REASON)
     _verify(loop, decision, again, t)
     for jid in stops:

@@ -31,7 +31,7 @@ def plan(
         # imported here, not at the top: the optimizer, pandas and pyarrow cost ~0.5 s (measured on the
         # 2-core machine against ~0.14 s for the whole CLI), which `gpuplan --help` need not pay.
         from optimizer.planners import PLANNERS
-        from optimizer.planners import plan as run_planner
+        from optimizer.planners import production_plan as run_planner
         from optimizer.verify import verify
         from pipelines.catalog import read_problem_file, write_plan_file
         from pipelines.cli.support import check_out_parent, emit_json
@@ -64,9 +64,9 @@ def plan(
         if out is not None:  # a problem file has no calendar time: ts counts from 1970-01-01T00:00Z
             write_plan_file(out, plan_tables(prob, result, PLAN_FILE_EPOCH), result)
         if json_out:
-            emit_json({**result.to_dict(), "verified": True})
+            emit_json({**result.to_dict(), **_preemption_json(result, prob), "verified": True})
         else:
-            _print_plan(result, prob.horizon_steps, out)
+            _print_plan(result, prob.horizon_steps, out, _preemption_lines(result, prob))
         return 0
 
     run_guarded(body)
@@ -76,8 +76,51 @@ def plan(
 RANGE_NOTE = "ranges are half-open [first, end): steps [0, 2) are steps 0 and 1; GPUs [4, 8) are GPUs 4 to 7"
 
 
-def _print_plan(result, horizon_steps: int, out: Path | None) -> None:
+def stop_line(d) -> str:
+    """The text line of one stop (issue 30) from an :class:`optimizer.preemption.StopDetail`."""
+    return (f"stops {d.job_id} (preemptible, {d.gpus} GPU{'s' if d.gpus != 1 else ''}): real-time short of "
+            f"{d.shortfall_gpus} GPU{'s' if d.shortfall_gpus != 1 else ''} at step 0; loses {d.lost_steps} "
+            f"step{'s' if d.lost_steps != 1 else ''} ({d.steps_since_checkpoint} since checkpoint + "
+            f"{d.restart_steps} restart)")
+
+
+def _preemption_lines(result, prob) -> list[str]:
+    """Text lines on preemption: none when no running job is preemptible (the output is then as before issue 30).
+
+    Otherwise how many running jobs are preemptible, then one :func:`stop_line` per stop of the plan.
+    """
+    from optimizer.preemption import stop_details
+
+    n = sum(1 for r in prob.running if r.preemptible)
+    if not n and not result.stops:
+        return []
+    lines = [f"running jobs: {len(prob.running)}, {n} preemptible (only these may be stopped, when real time is "
+             "short at step 0)"]
+    return lines + [stop_line(d) for d in stop_details(result, prob)]
+
+
+def _preemption_json(result, prob) -> dict:
+    """JSON keys on preemption: none without a preemptible running job; else ``preemptible_running`` (count) and,
+    when the plan stops a job, ``stops`` [{job_id, gpus, lost_steps, steps_since_checkpoint, restart_steps,
+    shortfall_gpus, lost_gpu_h}]."""
+    from dataclasses import asdict
+
+    from optimizer.preemption import stop_details
+
+    n = sum(1 for r in prob.running if r.preemptible)
+    if not n and not result.stops:
+        return {}
+    out: dict = {"preemptible_running": n}
+    if result.stops:
+        out["stops"] = [{**{k: v for k, v in asdict(d).items() if k != "priority"},
+                         "lost_gpu_h": d.lost_gpu_h(prob.cluster.step_minutes)} for d in stop_details(result, prob)]
+    return out
+
+
+def _print_plan(result, horizon_steps: int, out: Path | None, preemption: list[str] | None = None) -> None:
     """Human-readable summary on standard output.
+
+    ``preemption``: the lines of :func:`_preemption_lines`, printed after the model line.
 
     One range convention throughout (:data:`RANGE_NOTE`): a job's steps and GPUs are half-open
     ``[first, end)``, as ``end_step`` is in the JSON document; the status line says ``verified`` (the
@@ -91,9 +134,13 @@ def _print_plan(result, horizon_steps: int, out: Path | None) -> None:
         typer.echo("model: " + ", ".join(f"{k} {v}" for k, v in result.model.items()))
     if result.message:
         typer.echo(result.message)
+    for line in preemption or ():
+        typer.echo(line)
     typer.echo(RANGE_NOTE)
     for a in result.assignments:
-        if a.start_step is None:
+        if a.start_step is None and a.running:  # a stop (issue 30): off its block at step 0, back in the queue
+            typer.echo(f"  {a.job_id} (running): stopped at step 0, requeued with its remaining work")
+        elif a.start_step is None:
             typer.echo(f"  {a.job_id}: not started in the horizon [0, {horizon_steps})")
         else:
             tag = " (running)" if a.running else ""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from optimizer.plan import Plan
-from optimizer.planners import plan as run_planner
+from optimizer.planners import production_plan as run_planner
 from optimizer.problem import Problem
 from optimizer.verify import verify
 
