@@ -67,7 +67,7 @@ def write_outputs(settings: Settings, ws: Workspace, run: RunCatalog, run_name: 
         paths.update(write_risk_report(run.folder, inp, run_name, report_table,  # what-if lines name the published folder
                                        run_folder=run.folder.parent / run_name))
         if queue is not None and queue.users is not None:
-            paths.update(write_commands(settings, ws, run, run_name, queue, start))
+            paths.update(write_commands(settings, ws, run, run_name, queue, start, plan.stops))
         doc = outputs.summary(run_name, start, problem, plan, inp.demand, inp.rt_status, report=inp,
                               report_table=report_table)
         if queue is not None:
@@ -86,14 +86,17 @@ def write_outputs(settings: Settings, ws: Workspace, run: RunCatalog, run_name: 
 
 
 def write_commands(settings: Settings, ws: Workspace, run: RunCatalog, run_name: str, queue: QueueForecast,
-                   start: datetime) -> dict[str, Path]:
-    """``commands.sh`` and ``commands.tsv`` of a workspace's plan (:mod:`pipelines.stages.commands`)."""
+                   start: datetime, stops: tuple[tuple[str, int], ...] = ()) -> dict[str, Path]:
+    """``commands.sh`` and ``commands.tsv`` of a workspace's plan (:mod:`pipelines.stages.commands`).
+
+    ``stops``: the plan's ``Plan.stops`` (issue 30): a requeue (Slurm) or eviction (Kueue) line each.
+    """
     s = settings
     tables = run.load("plan_tables")
     fmt = ws.source("queue").format
     dialect = "slurm" if fmt.startswith("slurm") else "kueue" if fmt == "kueue-json" else "table"
     tz = ws.config.cluster.timezone
-    table = commands_stage.commands_table(tables, queue.jobs, start, s.step_minutes, s.replan_every_min, tz)
+    table = commands_stage.commands_table(tables, queue.jobs, start, s.step_minutes, s.replan_every_min, tz, stops)
     text = commands_stage.commands_text(table, tables, queue.users or {}, dialect, run_name, start,
                                         s.replan_every_min, s.step_minutes, tz)
     a = run.save("commands", text)

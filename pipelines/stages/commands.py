@@ -14,6 +14,15 @@ From a verified plan of an operator's workspace, for each queued job:
   --type=merge -p '{"spec":{"active":false}}'`` with the time to re-activate it in a comment.
 - not started in the horizon: a comment.
 
+For each running job the plan stops at step 0 (issue 30, ``Plan.stops``: a preemptible job stopped because
+real-time demand at step 0 exceeds the GPUs no running job holds, DESIGN §5): *Slurm* ``scontrol requeue
+JobId=<id>`` (``scontrol(1)``: ``requeue [<option>] <job_list>`` puts a running batch job back to pending;
+scontrol strips a leading ``JobId=`` as for ``update``); *Kueue* the workload's eviction ``kubectl patch
+workloads.kueue.x-k8s.io -n <ns> <name> --type=merge -p '{"spec":{"active":false}}'`` (a workload whose
+``spec.active`` turns false is evicted and not admitted again while inactive), with its re-activation
+(``"active":true``) as a comment: a later plan's file emits it when it plans the job's restart. Stops later in
+the horizon are never emitted (a later replan decides them).
+
 Times in Slurm commands are the scheduler's clock (``[cluster] timezone``, ``YYYY-MM-DDTHH:MM:SS``,
 as ``scontrol`` reads them); every line also says the UTC time. :func:`commands_table` is the same
 content as rows (``job_id``, ``action``, ``planned_start_utc``, ``planned_start_local``, ``nodes``,
@@ -23,6 +32,7 @@ content as rows (``job_id``, ``action``, ``planned_start_utc``, ``planned_start_
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal
 
@@ -30,13 +40,13 @@ import pandas as pd
 
 Dialect = Literal["slurm", "kueue", "table"]
 
-#: Actions of :func:`commands_table`.
-ACTIONS = ("start_now", "hold_until", "not_in_horizon")
+#: Actions of :func:`commands_table` (``stop_now``: a running job the plan stops at step 0, issue 30).
+ACTIONS = ("stop_now", "start_now", "hold_until", "not_in_horizon")
 
 
 def commands_table(tables: pd.DataFrame, jobs: pd.DataFrame, start: datetime, step_minutes: int,
-                   interval_min: int, timezone: str) -> pd.DataFrame:
-    """One row per queued job of the plan: what to do in the next interval.
+                   interval_min: int, timezone: str, stops: Sequence[tuple[str, int]] = ()) -> pd.DataFrame:
+    """One row per queued job of the plan, and one per running job it stops: what to do in the next interval.
 
     Args:
         tables: ``plan.parquet`` rows (:data:`pipelines.io.schemas.PLAN_TABLES` plus ``node``).
@@ -45,10 +55,12 @@ def commands_table(tables: pd.DataFrame, jobs: pd.DataFrame, start: datetime, st
         step_minutes: the planning step.
         interval_min: the re-plan interval: jobs starting before ``start + interval_min`` start now.
         timezone: the scheduler's clock (IANA).
+        stops: ``Plan.stops``, ``(job_id, lost_steps)`` of the running jobs stopped at step 0 (issue 30); each
+            gets a ``stop_now`` row (start step 0, the plan start, no nodes: the job leaves its own).
 
     Returns:
         ``job_id, kind, action (ACTIONS), start_step, planned_start_utc, planned_start_local, nodes,
-        gpus`` sorted by planned start then job id (start_now first).
+        gpus`` sorted by action (stop_now, start_now, hold_until, not_in_horizon), planned start, job id.
     """
     queued = jobs.loc[jobs["state"] == "queued", ["job_id", "kind"]].astype({"job_id": str})
     rows = tables[(tables["row_type"] == "job") & (~tables["running"].fillna(False).astype(bool))]
@@ -56,6 +68,12 @@ def commands_table(tables: pd.DataFrame, jobs: pd.DataFrame, start: datetime, st
     now_steps = max(1, math.ceil(interval_min / step_minutes))
     t0 = pd.Timestamp(start).tz_convert("UTC")
     out = []
+    kinds = dict(zip(jobs["job_id"].astype(str), jobs["kind"], strict=True))
+    for job_id, _lost in stops:
+        jid = str(job_id)
+        out.append({"job_id": jid, "kind": kinds.get(jid, ""), "action": "stop_now", "start_step": 0,
+                    "planned_start_utc": t0, "planned_start_local": t0.tz_convert(timezone).strftime("%Y-%m-%dT%H:%M:%S"),
+                    "nodes": "", "gpus": pd.NA})
     for job_id, kind in zip(queued["job_id"], queued["kind"]):
         r = planned.loc[job_id] if job_id in planned.index else None
         if r is None or pd.isna(r["start_step"]):
@@ -89,12 +107,17 @@ def commands_text(table: pd.DataFrame, tables: pd.DataFrame, users: dict[str, st
     """
     t0 = pd.Timestamp(start).tz_convert("UTC")
     end = t0 + pd.Timedelta(minutes=interval_min)
+    n_stop = int((table["action"] == "stop_now").sum())
+    running = (["# newest file. Running jobs keep their GPUs (no preemption) and need nothing."] if not n_stop else
+               [f"# newest file. Running jobs keep their GPUs except the {n_stop} stopped below (preemptible jobs,",
+                "# stopped because real-time demand now exceeds the GPUs no running job holds); the others need "
+                "nothing."])
     lines = [
         "#!/bin/sh",
         f"# gpuplan commands of plan {run_name}: next interval {t0:%Y-%m-%dT%H:%MZ} .. {end:%Y-%m-%dT%H:%MZ} "
         f"(scheduler clock {timezone}).",
         "# Review, then apply by hand; gpuplan never runs them. Plans are redone every interval: apply only the",
-        "# newest file. Running jobs keep their GPUs (no preemption) and need nothing.",
+        *running,
     ]
     if dialect == "table":
         lines.append("# This workspace's queue is a plain table: no scheduler commands; see commands.tsv.")
@@ -102,7 +125,9 @@ def commands_text(table: pd.DataFrame, tables: pd.DataFrame, users: dict[str, st
         lines += ["# Kueue: a workload planned later is held by deactivating it (spec.active=false) and released",
                   "# at its planned start (spec.active=true, the first command of a later file); Kueue's flavors",
                   "# choose the nodes (the nodes named below are the plan's)."]
-    for action, title in (("start_now", "start in this interval, on the planned nodes"),
+    for action, title in (("stop_now", "stop now (preemptible, real time short at step 0): requeued with the work "
+                                        "since its last checkpoint lost"),
+                          ("start_now", "start in this interval, on the planned nodes"),
                           ("hold_until", "planned later in the horizon: hold until the planned start"),
                           ("not_in_horizon", "no start within the horizon")):
         part = table[table["action"] == action]
@@ -111,7 +136,10 @@ def commands_text(table: pd.DataFrame, tables: pd.DataFrame, users: dict[str, st
         lines += ["", f"# --- {title} ({len(part)})"]
         for order, r in enumerate(part.itertuples(index=False), start=1):
             utc = "" if pd.isna(r.planned_start_utc) else f"{pd.Timestamp(r.planned_start_utc):%Y-%m-%dT%H:%MZ}"
-            note = f"# {r.job_id}: {r.kind}" + (f", {r.gpus} GPU(s) on {r.nodes} from {utc}" if utc else "")
+            if action == "stop_now":
+                note = f"# {r.job_id}: {r.kind}, stopped at {utc}"
+            else:
+                note = f"# {r.job_id}: {r.kind}" + (f", {r.gpus} GPU(s) on {r.nodes} from {utc}" if utc else "")
             lines.append(note)
             if dialect == "slurm":
                 lines += _slurm(r, action, tables, users, step_minutes)
@@ -122,6 +150,8 @@ def commands_text(table: pd.DataFrame, tables: pd.DataFrame, users: dict[str, st
 
 def _slurm(r: object, action: str, tables: pd.DataFrame, users: dict[str, str], step_minutes: int) -> list[str]:
     job_id, nodes = str(r.job_id), str(r.nodes)
+    if action == "stop_now":
+        return [f"scontrol requeue JobId={job_id}"]
     if action == "not_in_horizon":
         return []
     if action == "hold_until":
@@ -142,6 +172,9 @@ def _kueue(r: object, action: str, order: int) -> list[str]:
     job_id = str(r.job_id)
     ns, _, name = job_id.partition("/")
     patch = f"kubectl patch workloads.kueue.x-k8s.io -n {ns} {name} --type=merge -p"
+    if action == "stop_now":  # evict now; re-activated by the later plan that restarts it
+        return [f"{patch} '{{\"spec\":{{\"active\":false}}}}'   # evict (stop) now",
+                f"# later, when a plan starts it again: {patch} '{{\"spec\":{{\"active\":true}}}}'"]
     if action == "start_now":
         return [f"{patch} '{{\"spec\":{{\"active\":true}}}}'   # admission order {order}"]
     if action == "hold_until":

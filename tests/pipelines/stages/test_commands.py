@@ -61,3 +61,46 @@ def test_kueue_lines_and_a_wider_interval():
     assert cmds[2].endswith("'{\"spec\":{\"active\":false}}'   # re-activate at 2025-03-16T18:00Z")
     assert len(cmds) == 3
 
+
+
+def _stopped() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The fixture with running job 901 stopped at step 0 (issue 30): no start, no block, no node in the plan."""
+    tables = pd.concat([_tables(), pd.DataFrame([{"row_type": "job", "job_id": "901", "start_step": None,
+                                                  "end_step": None, "gpus": None, "running": True, "node": None}])],
+                       ignore_index=True)
+    jobs = pd.concat([_jobs(), pd.DataFrame({"job_id": ["901"], "kind": ["training"], "state": ["running"]})],
+                     ignore_index=True)
+    return tables, jobs
+
+
+def test_a_stop_at_step_0_is_one_requeue_line_and_the_header_says_so():
+    tables, jobs = _stopped()
+    table = commands_table(tables, jobs, START, 30, 30, "UTC", stops=(("901", 2),))
+    assert list(zip(table["job_id"], table["action"]))[0] == ("901", "stop_now")
+    text = commands_text(table, tables, {"102": "ann"}, "slurm", "run-1", START, 30, 30, "UTC")
+    cmds = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
+    assert cmds[0] == "scontrol requeue JobId=901"
+    assert [c for c in cmds if "requeue" in c] == ["scontrol requeue JobId=901"]
+    assert "(no preemption)" not in text and "Running jobs keep their GPUs except the 1 stopped below" in text
+    assert "900" not in text  # the running job not stopped needs nothing
+
+
+def test_no_stop_no_requeue_line_and_the_file_as_before():
+    tables, jobs = _stopped()
+    before = commands_text(commands_table(_tables(), _jobs(), START, 30, 30, "UTC"), _tables(), {}, "slurm", "r",
+                           START, 30, 30, "UTC")
+    assert "requeue" not in before and "Running jobs keep their GPUs (no preemption) and need nothing." in before
+    assert commands_table(_tables(), _jobs(), START, 30, 30, "UTC", stops=()).equals(
+        commands_table(_tables(), _jobs(), START, 30, 30, "UTC"))
+
+
+def test_kueue_stop_is_the_workload_eviction_then_a_later_reactivation():
+    tables, jobs = _stopped()
+    tables = tables.assign(job_id=["ns/a", "ns/b", "ns/c", "ns/d", "ns/r", None, "ns/s"])
+    jobs = jobs.assign(job_id=["ns/a", "ns/b", "ns/c", "ns/d", "ns/r", "ns/s"])
+    table = commands_table(tables, jobs, START, 30, 30, "UTC", stops=(("ns/s", 1),))
+    lines = commands_text(table, tables, {}, "kueue", "run-2", START, 30, 30, "UTC").splitlines()
+    patch = "kubectl patch workloads.kueue.x-k8s.io -n ns s --type=merge -p"
+    assert [ln for ln in lines if ln.startswith("kubectl")][0] == (
+        patch + " '{\"spec\":{\"active\":false}}'   # evict (stop) now")
+    assert "# later, when a plan starts it again: " + patch + " '{\"spec\":{\"active\":true}}'" in lines
