@@ -206,6 +206,94 @@ def stop_details(plan: Plan, problem: Problem) -> tuple[StopDetail, ...]:
                             by_id[j].restart_steps, n, short) for j, n in plan.stops)
 
 
+def since_after(since: int, interval: int | None, restart_steps: int, steps: int) -> int:
+    """``steps_since_checkpoint`` of a run ``steps`` steps later (issue 30; the rule of ``checkpoint_progress``).
+
+    Without an interval every step counts. With one, a run at ``since < interval`` is taken to be in its
+    checkpoint cycle (a checkpoint every ``interval`` steps); at ``since >= interval`` it is a requeued run still
+    before its first checkpoint, written after ``restart_steps + interval`` steps.
+    """
+    e = since + steps
+    if not interval:
+        return e
+    if since < interval:
+        return e % interval
+    first = interval + restart_steps
+    return e if e < first else (e - first) % interval
+
+
+def running_at(plan: Plan, problem: Problem, t: int) -> tuple[RunningJob, ...]:
+    """The batch jobs ``plan`` has on their blocks at step ``t`` (>= 0), as running jobs of a replan at ``t``.
+
+    A running job of ``problem`` the plan keeps (not stopped) with ``planned_steps > t``, its
+    ``steps_since_checkpoint`` aged by ``t`` (:func:`since_after`) and ``remaining_steps`` less ``t``; a queued job the
+    plan starts at ``s <= t < end`` as a fresh run (``steps_since_checkpoint`` from ``t - s``, no restart before
+    it), with its preemption fields. Sorted by job id.
+    """
+    stopped = {j for j, _ in plan.stops}
+    out: list[RunningJob] = []
+    for r in problem.running:
+        if r.job_id not in stopped and r.planned_steps > t:
+            out.append(replace(r, remaining_steps=r.planned_steps - t,
+                               steps_since_checkpoint=since_after(r.steps_since_checkpoint, r.checkpoint_interval_steps,
+                                                                  r.restart_steps, t)))
+    jobs = {j.job_id: j for j in problem.jobs}
+    for a in plan.assignments:
+        j = jobs.get(a.job_id)
+        if (j is None or a.running or a.start_step is None or a.end_step is None or a.block_offset is None
+                or a.gpus is None or not a.start_step <= t < a.end_step):
+            continue
+        out.append(RunningJob(j.job_id, j.kind, j.priority, a.gpus, a.block_offset, a.end_step - t,
+                              preemptible=j.preemptible, checkpoint_interval_steps=j.checkpoint_interval_steps,
+                              restart_steps=j.restart_steps,
+                              steps_since_checkpoint=since_after(0, j.checkpoint_interval_steps, 0, t - a.start_step)))
+    return tuple(sorted(out, key=lambda r: r.job_id))
+
+
+@dataclass(frozen=True)
+class LaterStop:
+    """A running job the stop rule would pick at a later replan (:func:`stop_outlook`).
+
+    ``step``: the first step of the horizon at which it would be picked; ``shortfall_gpus``: :func:`rt_shortfall`
+    there; ``lost_steps``: what a stop then loses (since the checkpoint + restart) on ``gpus`` GPUs.
+    """
+
+    job_id: str
+    step: int
+    gpus: int
+    lost_steps: int
+    shortfall_gpus: int
+
+
+def stop_outlook(plan: Plan, problem: Problem, want: dict[str, tuple[int, ...]], order: str = "loss",
+                 ) -> tuple[LaterStop, ...]:
+    """The jobs :func:`surge_stops` would pick if real-time demand reached ``want`` at some step ``t >= 1`` of ``plan``.
+
+    ``want``: service -> GPUs per step over the horizon (e.g. the P90 forecast, rounded up). At each step ``t`` the
+    replan it stands for has the plan's batch jobs at ``t`` running (:func:`running_at`), each service holding the
+    plan's GPUs of step ``t - 1`` (its swap cap counted from there) and wanting ``want[service][t]``; the rule picks
+    by ``order`` (:func:`bench_order`). Each job is listed once, at its first such step; sorted by step, then id.
+    Step 0 is the plan's own decision (``Plan.stops``). Raises ``KeyError`` when ``want`` misses a service.
+    """
+    seen: dict[str, LaterStop] = {}
+    for t in range(1, problem.cluster.horizon_steps):
+        running = running_at(plan, problem, t)
+        if not any(r.preemptible for r in running if r.job_id not in seen):
+            continue
+        services = tuple(replace(s, demand_gpus=(int(want[s.service][t]),) + tuple(s.demand_gpus[1:]),
+                                 current_gpus=int(plan.service_gpus[s.service][t - 1])) for s in problem.services)
+        at = replace(problem, services=services, jobs=(), running=running)
+        short = rt_shortfall(at)
+        if short <= 0:
+            continue
+        by_id = {r.job_id: r for r in running}
+        for jid in surge_stops(at, order):
+            if jid not in seen:
+                r = by_id[jid]
+                seen[jid] = LaterStop(jid, t, r.gpus, r.lost_steps, short)
+    return tuple(sorted(seen.values(), key=lambda x: (x.step, x.job_id)))
+
+
 #: Checkpoint interval and restart cost given to every job the bench draws preemptible (issue 30): fixed, not
 #: drawn, so that a share changes only which jobs may be stopped. 2 steps = 1 h between checkpoints on 30-min
 #: steps; 1 step (30 min) to reload a checkpoint.

@@ -21,7 +21,7 @@ from domain.units import Horizon
 #: Schema of ``risk_report.parquet``: one long table, the ``section`` column says what a row is.
 REPORT_COLUMNS: dict[str, str] = {
     # coverage_risk | rt_calibration | rt_exceedance | idle_window | job_at_risk | queue_eta | long_holder
-    # | queue_outlook
+    # | queue_outlook | stop_now | stop_later (issue 30, pipelines.report.stops)
     "section": "str",
     "service": "str",
     "job_id": "str",

@@ -29,6 +29,7 @@ from pipelines.report.calibration import ServiceCalibration, calibrate, calibrat
 from pipelines.report.html import render_html
 from pipelines.report.numbers import headline
 from pipelines.report.planview import PlanView, plan_view
+from pipelines.report.stops import stop_lines
 from pipelines.report.plots import plot_bands, plot_demand, plot_gantt, plot_outlook
 from pipelines.report.risks import IDLE_MIN_H, build_report_table
 from pipelines.report.status import explain_rt_status, model_text, not_proven_text, pct_text, status_flag, status_text
@@ -218,6 +219,7 @@ def render_page(inp: ReportInputs, table: pd.DataFrame, plots: Mapping[str, str]
     acts = list(actions) if actions is not None else at_risk_actions(inp, view, sec["job_at_risk"],
                                                                        run_folder or run_name)
     out += ["", "## What to do first", ""] + action_lines(inp, view, acts) + solver
+    out += stop_lines(inp, table)  # issue 30: nothing without a preemptible running job
     out += ["## Waiting jobs by reason", "",
             "Each queued job that does not start at release, by what it waits for; the jobs in its way are "
             "named once per group (the folded table below has every job's own sentence).", "",

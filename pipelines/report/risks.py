@@ -48,6 +48,7 @@ from pipelines.report.basics import (
 )
 from pipelines.report.calibration import Z90, calibrate, calibration_rows, exceed_probability
 from pipelines.report.planview import PlanView, plan_view
+from pipelines.report.stops import stop_rows
 from pipelines.report.waits import block_text, cannot_fit, is_long_holder, size_text, wait_reason
 
 __all__ = [
@@ -338,7 +339,7 @@ def build_report_table(inp: ReportInputs) -> pd.DataFrame:
     view = plan_view(inp)
     eta, risk = jobs_outlook(inp, view)
     parts = [calibration_rows(inp, calibrate(inp)), coverage_risks(inp), idle_windows(inp), risk, eta,
-             long_holders(inp, view), queue_outlook(inp)]
+             long_holders(inp, view), queue_outlook(inp), stop_rows(inp)]
     parts = [p for p in parts if len(p)]
     if not parts:
         return frame([])

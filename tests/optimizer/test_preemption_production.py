@@ -56,3 +56,19 @@ def test_no_surge_or_no_preemptible_job_gives_the_same_plan(planner):
     none = Problem.from_dict(d)
     a, b = production_plan(none, planner), plan(none, planner)
     assert a.stops == () and replace(a, solve_s=0.0).to_dict() == replace(b, solve_s=0.0).to_dict()
+
+
+def test_running_at_ages_checkpoints_and_counts_the_plans_starts():
+    from optimizer.preemption import running_at, since_after
+
+    prob = Problem.from_dict(surge_doc())
+    p = production_plan(prob, "fast")  # Q starts at step 1 on P2's GPUs [2, 4)
+    (q,) = [a for a in p.assignments if a.job_id == "Q"]
+    assert (q.start_step, q.block_offset) == (1, 2)
+    at2 = {r.job_id: r for r in running_at(p, prob, 2)}
+    assert sorted(at2) == ["N", "P1", "Q"]  # P2 was stopped
+    assert at2["P1"].steps_since_checkpoint == 1 and at2["P1"].remaining_steps == 2  # (3 + 2) mod 4
+    assert at2["Q"].steps_since_checkpoint == 1 and not at2["Q"].preemptible
+    # a requeued run before its first checkpoint (since >= interval): it comes after restart + interval steps
+    assert [since_after(2, 2, 2, k) for k in range(4)] == [2, 3, 0, 1]
+    assert since_after(5, None, 0, 3) == 8

@@ -1,0 +1,86 @@
+"""The risk report's preemption section (issue 30, DESIGN §6.4): the jobs the plan stops now and why, and the
+preemptible running jobs the stop rule would pick at a later replan if real-time demand reached its P90.
+
+Rows (:data:`pipelines.report.basics.REPORT_COLUMNS`): section ``stop_now`` (``Plan.stops``: ``step`` 0,
+``count`` = lost steps, ``value`` = lost GPU-hours, ``shortfall_gpus`` = real-time GPUs short at step 0) and
+``stop_later`` (:func:`optimizer.preemption.stop_outlook` on the report's P90 demand, rounded up: ``step`` = the
+first step it would be picked, ``count`` / ``value`` what a stop there loses, ``shortfall_gpus`` there). The
+victim order is the planner's (:func:`optimizer.preemption.bench_order`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from optimizer.preemption import bench_order, step0_wants, stop_details, stop_outlook
+from pipelines.report.basics import ReportInputs, clock, frame, plural, step_ts
+
+
+def _kinds(inp: ReportInputs) -> dict[str, str]:
+    p = inp.problem
+    return {j.job_id: j.kind for j in p.jobs} | {r.job_id: r.kind for r in p.running}
+
+
+def p90_want(inp: ReportInputs) -> dict[str, tuple[int, ...]]:
+    """Service -> P90 demand in GPUs per step (rounded up; a step missing from ``inp.demand``: the problem's)."""
+    p = inp.problem
+    d = inp.demand.set_index(["service", "step"])["demand_gpus_p90"] if len(inp.demand) else pd.Series(dtype=float)
+    out = {}
+    for s in p.services:
+        out[s.service] = tuple(int(math.ceil(float(d[(s.service, t)]) - 1e-9)) if (s.service, t) in d.index
+                               else int(s.demand_gpus[t]) for t in range(p.cluster.horizon_steps))
+    return out
+
+
+def stop_rows(inp: ReportInputs) -> pd.DataFrame:
+    """The ``stop_now`` and ``stop_later`` rows (module docstring); empty without a preemptible running job or stop."""
+    p, plan = inp.problem, inp.plan
+    if not plan.stops and not any(r.preemptible for r in p.running):
+        return frame([])
+    kinds, h = _kinds(inp), inp.step_h
+    rows = []
+    wants = step0_wants(p)
+    why0 = ", ".join(f"{s.service} wants {wants[s.service]} (holds {s.current_gpus})" for s in p.services)
+    for d in stop_details(plan, p):
+        rows.append({"section": "stop_now", "job_id": d.job_id, "kind": kinds.get(d.job_id, ""), "step": 0,
+                     "start_ts": step_ts(inp, 0), "gpus": d.gpus, "count": d.lost_steps,
+                     "value": d.lost_gpu_h(p.cluster.step_minutes), "shortfall_gpus": d.shortfall_gpus,
+                     "reason": f"real-time short of {plural(d.shortfall_gpus, 'GPU')} at step 0 ({why0}); loses "
+                               f"{plural(d.lost_steps, 'step')} ({d.steps_since_checkpoint} since checkpoint + "
+                               f"{d.restart_steps} restart) on {plural(d.gpus, 'GPU')}"})
+    for x in stop_outlook(plan, p, p90_want(inp), bench_order(plan.planner)):
+        rows.append({"section": "stop_later", "job_id": x.job_id, "kind": kinds.get(x.job_id, ""), "step": x.step,
+                     "start_ts": step_ts(inp, x.step), "gpus": x.gpus, "count": x.lost_steps,
+                     "value": x.lost_steps * x.gpus * h, "shortfall_gpus": x.shortfall_gpus,
+                     "reason": f"if real-time demand reaches its P90 at step {x.step} ({clock(step_ts(inp, x.step))}): "
+                               f"short of {plural(x.shortfall_gpus, 'GPU')}; a stop then loses "
+                               f"{plural(x.lost_steps, 'step')} on {plural(x.gpus, 'GPU')}"})
+    return frame(rows)
+
+
+def stop_lines(inp: ReportInputs, table: pd.DataFrame) -> list[str]:
+    """The page's "Preemption" section from ``table``'s stop rows; none without a preemptible running job or stop.
+
+    Imported by :mod:`pipelines.report.page`, which passes its own ``md_table``-rendered tables in.
+    """
+    from pipelines.report.page import md_table
+
+    p, plan = inp.problem, inp.plan
+    n = sum(1 for r in p.running if r.preemptible)
+    if not plan.stops and not n:
+        return []
+    now = table[table["section"] == "stop_now"]
+    later = table[table["section"] == "stop_later"]
+    cols = ["job_id", "kind", "gpus", "count", "value", "shortfall_gpus", "reason"]
+    heads = {"count": "lost steps", "value": "lost GPU-h", "shortfall_gpus": "real-time short (GPUs)"}
+    out = ["## Preemption (opt-in)", "",
+           f"{n} of {plural(len(p.running), 'running job')} {'is' if n == 1 else 'are'} preemptible. A job is stopped "
+           "only when the services' step-0 demand (each capped by its band and swap cap) exceeds the GPUs no running "
+           "job holds; it loses the work since its last checkpoint plus its restart and goes back to the queue.", "",
+           f"Stopped now ({len(now)}):", "", md_table(now, cols, headers=heads),
+           "Could be stopped at a later replan (the same rule, if real-time demand reached its P90 forecast at that "
+           f"step; each job at its first such step) ({len(later)}):", "",
+           md_table(later, ["job_id", "kind", "step", "start_ts", *cols[2:]], headers={**heads, "start_ts": "time"})]
+    return out

@@ -1,0 +1,74 @@
+"""The risk report's preemption section (issue 30): the job stopped now and why, the jobs a later replan could stop.
+
+The problem of ``tests/optimizer/test_preemption_production.py``: 8 GPUs, 30-min steps from 16:00Z; P1 (priority 2,
+2 GPUs, 3 since checkpoint + 1 restart), P2 (priority 1, 2 GPUs, 1 + 1), N (2 GPUs, not preemptible); chat holds 2
+and wants 4 at step 0 with 2 GPUs free: the plan stops P2 (2 steps x 2 GPUs x 0.5 h = 2 GPU-h lost).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+from optimizer.planners import production_plan
+from optimizer.preemption import running_at, since_after, stop_outlook
+from optimizer.problem import Problem
+from pipelines.report import write_risk_report
+from pipelines.report.risks import build_report_table
+from pipelines.stages.outputs import report_inputs
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "optimizer"))
+from test_preemption_production import surge_doc  # noqa: E402
+
+T0 = datetime(2025, 3, 16, 16, tzinfo=UTC)
+
+
+def _inputs(demand0=4, preemptible=True):
+    d = surge_doc(demand0)
+    if not preemptible:
+        for r in d["running"]:
+            r.pop("preemptible", None)
+    problem = Problem.from_dict(d)
+    return report_inputs(problem, production_plan(problem, "priority"), T0, written_at=T0)
+
+
+def test_stop_now_row_and_page_name_the_job_the_shortfall_and_the_loss(tmp_path):
+    inp = _inputs()
+    table = build_report_table(inp)
+    now = table[table["section"] == "stop_now"]
+    assert now["job_id"].tolist() == ["P2"] and int(now["count"].iloc[0]) == 2
+    assert float(now["value"].iloc[0]) == 2.0 and int(now["shortfall_gpus"].iloc[0]) == 2
+    page = write_risk_report(tmp_path, inp, "run-s")["risk_report.md"].read_text()
+    assert "## Preemption (opt-in)" in page and "2 of 3 running jobs are preemptible" in page
+    assert ("real-time short of 2 GPUs at step 0 (chat wants 4 (holds 2)); loses 2 steps (1 since checkpoint + "
+            "1 restart) on 2 GPUs") in page
+
+
+def test_later_stops_on_the_p90_demand():
+    inp = _inputs()
+    plan, problem = inp.plan, inp.problem
+    # the priority plan keeps chat at its peak, 4 GPUs, and leaves Q waiting. Chat's P90 at 6 GPUs from step 1: it
+    # may take min(6, 8, 4 + 4) = 6 at step 1; P1 and N hold 4, 4 are free: 2 short. Only P1 is preemptible: it is
+    # picked (its checkpoint is due at step 1: 3 + 1 = 4 = the interval, so a stop then loses only its restart)
+    want = {"chat": (4, 6, 6, 6)}
+    assert plan.service_gpus["chat"] == (4, 4, 4, 4)
+    assert since_after(3, 4, 1, 1) == 0 and [r.job_id for r in running_at(plan, problem, 1)] == ["N", "P1"]
+    (x,) = stop_outlook(plan, problem, want, "priority")
+    assert (x.job_id, x.step, x.gpus, x.lost_steps, x.shortfall_gpus) == ("P1", 1, 2, 1, 2)
+    assert stop_outlook(plan, problem, {"chat": (4, 2, 2, 2)}, "priority") == ()
+    demand = inp.demand.copy()
+    demand.loc[demand["step"] >= 1, "demand_gpus_p90"] = 6.0
+    later = build_report_table(replace(inp, demand=demand))
+    later = later[later["section"] == "stop_later"]
+    assert later["job_id"].tolist() == ["P1"] and int(later["step"].iloc[0]) == 1
+    assert later["reason"].iloc[0] == ("if real-time demand reaches its P90 at step 1 (2025-03-16 16:30Z): short of "
+                                       "2 GPUs; a stop then loses 1 step on 2 GPUs")
+
+
+def test_no_preemptible_job_no_section(tmp_path):
+    inp = _inputs(preemptible=False)
+    table = build_report_table(inp)
+    assert not table["section"].isin(["stop_now", "stop_later"]).any()
+    assert "Preemption" not in write_risk_report(tmp_path, inp, "run-n")["risk_report.md"].read_text()
