@@ -100,9 +100,11 @@ def _preemption_lines(result, prob) -> list[str]:
 
 
 def _preemption_json(result, prob) -> dict:
-    """JSON keys on preemption: none without a preemptible running job; else ``preemptible_running`` (count) and,
-    when the plan stops a job, ``stops`` [{job_id, gpus, lost_steps, steps_since_checkpoint, restart_steps,
-    shortfall_gpus, lost_gpu_h}]."""
+    """JSON keys on preemption: none without a preemptible running job or stop.
+
+    Else ``preemptible_running`` (count) and, when the plan stops a job, ``stops`` [{job_id, gpus, lost_steps,
+    steps_since_checkpoint, restart_steps, shortfall_gpus, lost_gpu_h}] (replacing the plan's shorter list).
+    """
     from dataclasses import asdict
 
     from optimizer.preemption import stop_details

@@ -29,7 +29,6 @@ from pipelines.report.calibration import ServiceCalibration, calibrate, calibrat
 from pipelines.report.html import render_html
 from pipelines.report.numbers import headline
 from pipelines.report.planview import PlanView, plan_view
-from pipelines.report.stops import stop_lines
 from pipelines.report.plots import plot_bands, plot_demand, plot_gantt, plot_outlook
 from pipelines.report.risks import IDLE_MIN_H, build_report_table
 from pipelines.report.status import explain_rt_status, model_text, not_proven_text, pct_text, status_flag, status_text
@@ -173,6 +172,30 @@ def headline_rows(inp: ReportInputs, head: Mapping[str, Any], cal: Sequence[Serv
     rows.append(("Models that forecast", f"job durations: {jobs_m}; real-time (combination weights): {rt_m or 'n/a'}"))
     rows.append(("Plots", " · ".join(f"[{key}]({name})" for key, name in plots.items()) or "none"))
     return rows
+
+
+def stop_lines(inp: ReportInputs, table: pd.DataFrame) -> list[str]:
+    """The page's "Preemption" section from ``table``'s stop rows (:mod:`pipelines.report.stops`).
+
+    None without a preemptible running job or stop: the page is then as before issue 30.
+    """
+    p, plan = inp.problem, inp.plan
+    n = sum(1 for r in p.running if r.preemptible)
+    if not plan.stops and not n:
+        return []
+    now = table[table["section"] == "stop_now"]
+    later = table[table["section"] == "stop_later"]
+    cols = ["job_id", "kind", "gpus", "count", "value", "shortfall_gpus", "reason"]
+    heads = {"count": "lost steps", "value": "lost GPU-h", "shortfall_gpus": "real-time short (GPUs)"}
+    out = ["## Preemption (opt-in)", "",
+           f"{n} of {plural(len(p.running), 'running job')} {'is' if n == 1 else 'are'} preemptible. A job is stopped "
+           "only when the services' step-0 demand (each capped by its band and swap cap) exceeds the GPUs no running "
+           "job holds; it loses the work since its last checkpoint plus its restart and goes back to the queue.", "",
+           f"Stopped now ({len(now)}):", "", md_table(now, cols, headers=heads),
+           "Could be stopped at a later replan (the same rule, if real-time demand reached its P90 forecast at that "
+           f"step; each job at its first such step) ({len(later)}):", "",
+           md_table(later, ["job_id", "kind", "step", "start_ts", *cols[2:]], headers={**heads, "start_ts": "time"})]
+    return out
 
 
 def render_page(inp: ReportInputs, table: pd.DataFrame, plots: Mapping[str, str], run_name: str,

@@ -1,5 +1,7 @@
-"""The risk report's preemption section (issue 30, DESIGN §6.4): the jobs the plan stops now and why, and the
-preemptible running jobs the stop rule would pick at a later replan if real-time demand reached its P90.
+"""The risk report's preemption rows (issue 30, DESIGN §6.4): the jobs the plan stops now, and those a later replan could.
+
+The jobs the plan stops now and why, and the preemptible running jobs the stop rule would pick at a later replan if
+real-time demand reached its P90 (the page's section: :func:`pipelines.report.page.stop_lines`).
 
 Rows (:data:`pipelines.report.basics.REPORT_COLUMNS`): section ``stop_now`` (``Plan.stops``: ``step`` 0,
 ``count`` = lost steps, ``value`` = lost GPU-hours, ``shortfall_gpus`` = real-time GPUs short at step 0) and
@@ -58,29 +60,3 @@ def stop_rows(inp: ReportInputs) -> pd.DataFrame:
                                f"short of {plural(x.shortfall_gpus, 'GPU')}; a stop then loses "
                                f"{plural(x.lost_steps, 'step')} on {plural(x.gpus, 'GPU')}"})
     return frame(rows)
-
-
-def stop_lines(inp: ReportInputs, table: pd.DataFrame) -> list[str]:
-    """The page's "Preemption" section from ``table``'s stop rows; none without a preemptible running job or stop.
-
-    Imported by :mod:`pipelines.report.page`, which passes its own ``md_table``-rendered tables in.
-    """
-    from pipelines.report.page import md_table
-
-    p, plan = inp.problem, inp.plan
-    n = sum(1 for r in p.running if r.preemptible)
-    if not plan.stops and not n:
-        return []
-    now = table[table["section"] == "stop_now"]
-    later = table[table["section"] == "stop_later"]
-    cols = ["job_id", "kind", "gpus", "count", "value", "shortfall_gpus", "reason"]
-    heads = {"count": "lost steps", "value": "lost GPU-h", "shortfall_gpus": "real-time short (GPUs)"}
-    out = ["## Preemption (opt-in)", "",
-           f"{n} of {plural(len(p.running), 'running job')} {'is' if n == 1 else 'are'} preemptible. A job is stopped "
-           "only when the services' step-0 demand (each capped by its band and swap cap) exceeds the GPUs no running "
-           "job holds; it loses the work since its last checkpoint plus its restart and goes back to the queue.", "",
-           f"Stopped now ({len(now)}):", "", md_table(now, cols, headers=heads),
-           "Could be stopped at a later replan (the same rule, if real-time demand reached its P90 forecast at that "
-           f"step; each job at its first such step) ({len(later)}):", "",
-           md_table(later, ["job_id", "kind", "step", "start_ts", *cols[2:]], headers={**heads, "start_ts": "time"})]
-    return out
