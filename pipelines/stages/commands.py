@@ -68,7 +68,9 @@ def commands_table(tables: pd.DataFrame, jobs: pd.DataFrame, start: datetime, st
     now_steps = max(1, math.ceil(interval_min / step_minutes))
     t0 = pd.Timestamp(start).tz_convert("UTC")
     out = []
-    kinds = dict(zip(jobs["job_id"].astype(str), jobs["kind"], strict=True))
+    job_rows = tables[tables["row_type"] == "job"]
+    kinds = (dict(zip(job_rows["job_id"].astype(str), job_rows["kind"], strict=True)) if "kind" in tables else {})
+    kinds |= dict(zip(jobs["job_id"].astype(str), jobs["kind"], strict=True))
     for job_id, _lost in stops:
         jid = str(job_id)
         out.append({"job_id": jid, "kind": kinds.get(jid, ""), "action": "stop_now", "start_step": 0,

@@ -104,3 +104,28 @@ def test_kueue_stop_is_the_workload_eviction_then_a_later_reactivation():
     assert [ln for ln in lines if ln.startswith("kubectl")][0] == (
         patch + " '{\"spec\":{\"active\":false}}'   # evict (stop) now")
     assert "# later, when a plan starts it again: " + patch + " '{\"spec\":{\"active\":true}}'" in lines
+
+
+def test_the_surge_plan_of_a_problem_gives_exactly_the_requeue_of_the_cheapest_job():
+    """End to end from the problem of tests/optimizer/test_preemption_production.py: the plan stops P2 (not P1, not
+    the non-preemptible N), and its plan tables give one requeue line, for P2; the calm problem gives none."""
+    import sys
+    from pathlib import Path
+
+    from optimizer.planners import production_plan
+    from optimizer.problem import Problem
+    from pipelines.stages.outputs import jobs_from_problem, plan_tables
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "optimizer"))
+    from test_preemption_production import surge_doc
+
+    for demand0, expect in ((4, ["scontrol requeue JobId=P2"]), (2, [])):
+        prob = Problem.from_dict(surge_doc(demand0))
+        plan = production_plan(prob, "milp")
+        tables = plan_tables(prob, plan, START)
+        table = commands_table(tables, jobs_from_problem(prob), START, 30, 30, "UTC", stops=plan.stops)
+        text = commands_text(table, tables, {}, "slurm", "run-p", START, 30, 30, "UTC")
+        assert [ln for ln in text.splitlines() if "requeue" in ln and not ln.startswith("#")] == expect
+        assert ("(no preemption)" in text) == (not expect)
+        if expect:
+            assert "# P2: training, stopped at 2025-03-16T16:00Z" in text
