@@ -27,10 +27,14 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipelines.config.settings import Settings, sqlite_file
 from pipelines.io.errors import InputError
 from pipelines.io.run_folder import file_lock
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
 
 #: experiment key -> experiment name
 EXPERIMENTS: dict[str, str] = {
@@ -237,7 +241,8 @@ def _init_store(settings: Settings) -> dict[str, str]:
                 location.mkdir(parents=True, exist_ok=True)
                 ids[key] = client.create_experiment(name, artifact_location=location.as_uri(),
                                                     tags=dict(EXPERIMENT_TAGS))
-                if name != EXPERIMENTS[key] and client.get_experiment_by_name(EXPERIMENTS[key]) is not None:
+                old = client.get_experiment_by_name(EXPERIMENTS[key]) if name != EXPERIMENTS[key] else None
+                if old is not None and _has_runs_of(client, old.experiment_id, settings.workspace_dir):
                     renamed.append((EXPERIMENTS[key], name))  # created once per store: this is said once
             else:
                 ids[key] = exp.experiment_id
@@ -259,6 +264,21 @@ def _init_store(settings: Settings) -> dict[str, str]:
             finally:
                 con.close()
     return ids
+
+
+def _has_runs_of(client: "MlflowClient", experiment_id: str, workspace_dir: Path) -> bool:
+    """Whether experiment ``experiment_id`` holds a run of ``workspace_dir`` (an ``MlflowClient``'s search).
+
+    A run of it names the folder in its tag ``gpuplan.workspace`` or param ``workspace``, as
+    :func:`pipelines.tracking.runs.finished_runs` reads them. The plain names are also the shipped demo's own experiments, so their mere presence says nothing about this
+    workspace (a new workspace after ``scripts/run.sh`` was told its "old" runs were kept). A folder name MLflow's
+    filter cannot quote (a ``'``) is taken as having runs (the note is then said, as before).
+    """
+    root = str(Path(workspace_dir).resolve())
+    if "'" in root:
+        return True
+    return any(client.search_runs([experiment_id], filter_string=flt, max_results=1)
+               for flt in (f"tags.`gpuplan.workspace` = '{root}'", f"params.workspace = '{root}'"))
 
 
 def _decode_mlflow_sqlite_mkdir() -> None:

@@ -252,8 +252,16 @@ def test_several_old_experiment_names_are_said_in_one_line(tmp_path, no_env_stor
 
     sa = load_settings(a)
     c = mlflow_client(sa)
-    for name in ("gpuplan-plans", "gpuplan-forecaster-scheduler"):
-        c.create_experiment(name, artifact_location=(tmp_path / name).as_uri())
+    for name in ("gpuplan-plans", "gpuplan-forecaster-scheduler", "gpuplan-forecaster-training"):
+        exp = c.create_experiment(name, artifact_location=(tmp_path / name).as_uri())
+        r = c.create_run(exp, run_name="old")
+        # two with a run of this workspace (param, as before workspace ids; tag), one with another folder's only
+        if name == "gpuplan-plans":
+            c.log_param(r.info.run_id, "workspace", str(a.root))
+        elif name == "gpuplan-forecaster-scheduler":
+            c.set_tag(r.info.run_id, "gpuplan.workspace", str(a.root))
+        else:
+            c.log_param(r.info.run_id, "workspace", str(tmp_path / "elsewhere"))
     with caplog.at_level("WARNING", logger="gpuplan"):
         init_store(sa)
         init_store(sa)
@@ -288,3 +296,19 @@ def test_a_registration_under_the_old_model_name_is_said_once_and_new_versions_g
     c = mlflow_client(s)
     assert str(c.get_model_version_by_alias(name, "champion").version) == "2"
     assert [str(v.version) for v in c.search_model_versions(f"name='{old}'")] == ["1"]  # kept
+
+
+def test_the_shipped_demos_plain_experiments_are_not_called_this_workspaces_old_runs(tmp_path, no_env_store, caplog):
+    """The plain names are also the shipped demo's experiments: with none of this workspace's runs in them (a new
+    workspace after ``scripts/run.sh``), nothing is said (a new user read the note as "my workspace reads old runs")."""
+    a = _ws(tmp_path / "new" / "gpuplan", f"sqlite:///{tmp_path}/shared-mlflow.db")
+    from pipelines.tracking.store import EXPERIMENTS, init_store, mlflow_client
+
+    sa = load_settings(a)
+    c = mlflow_client(sa)
+    for name in EXPERIMENTS.values():
+        exp = c.create_experiment(name, artifact_location=(tmp_path / name).as_uri())
+        c.log_param(c.create_run(exp, run_name="demo").info.run_id, "workspace", str(tmp_path / "data" / "demo"))
+    with caplog.at_level("WARNING", logger="gpuplan"):
+        init_store(sa)
+    assert not [r for r in caplog.records if "before workspace ids" in r.getMessage()]
