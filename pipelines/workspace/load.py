@@ -184,8 +184,8 @@ class Workspace:
         files = [p for p in files if p.is_file()]
         if not files:
             where = "" if Path(src.path).expanduser().is_absolute() else \
-                f" (a relative path is read from the workspace folder {self.root}: {os.path.normpath(pattern)}; " \
-                "give it from there, or an absolute path)"
+                f" (a relative path is read from the workspace folder {self.root}, here {os.path.normpath(pattern)}; " \
+                "write the path from that folder, or an absolute one)"
             raise InputError(f"{self.config_path}: sources.{role}.path = {src.path!r}: no such file{where}")
         return sorted(files, key=lambda p: (p.stat().st_mtime, p.name))
 

@@ -89,8 +89,8 @@ def test_a_copied_workspace_names_where_its_relative_source_path_was_looked_for(
         ws.source_files("traffic")
     assert str(err.value) == (
         f"{ws_dir / 'gpuplan.toml'}: sources.traffic.path = '../../servegen/prometheus.json': no such file "
-        f"(a relative path is read from the workspace folder {ws_dir}: {tmp_path / 'a' / 'servegen' / 'prometheus.json'}; "
-        "give it from there, or an absolute path)")
+        f"(a relative path is read from the workspace folder {ws_dir}, here {tmp_path / 'a' / 'servegen' / 'prometheus.json'}; "
+        "write the path from that folder, or an absolute one)")
 
 
 def test_a_run_that_fails_on_its_inputs_leaves_no_empty_runs_folder(tmp_path):
@@ -111,8 +111,8 @@ def test_a_run_that_fails_on_its_inputs_leaves_no_empty_runs_folder(tmp_path):
         # refused before Prefect, MLflow and the imports start: the error is the only line, no tracking database
         assert res.stderr.strip().splitlines() == [
             f"error: {ws_dir / 'gpuplan.toml'}: sources.traffic.path = '../../servegen/prometheus.json': no such file "
-            f"(a relative path is read from the workspace folder {ws_dir}: {tmp_path.parent / 'servegen' / 'prometheus.json'}; "
-            "give it from there, or an absolute path)"], res.stderr
+            f"(a relative path is read from the workspace folder {ws_dir}, here {tmp_path.parent / 'servegen' / 'prometheus.json'}; "
+            "write the path from that folder, or an absolute one)"], res.stderr
         assert not (tmp_path / "mlflow.db").exists()
     assert not (ws_dir / "runs").exists()
     assert not (tmp_path / "runs").exists()
