@@ -98,6 +98,11 @@ def forecast_document(df, timezone: str | None, horizon_h: int) -> dict:
     }
 
 
+def _num(v: float) -> str:
+    """``v`` for a person: thousands separated from 100 up (1,594,023), else 3 significant digits (0.412)."""
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
 #: The line above ``gpuplan forecast``'s table: its units and what the last column is (new users asked).
 FORECAST_TABLE_NOTE = ("values: the file's `value` per hour (ServeGen: requests/h), the hour starting at ts; "
                        "hourly share: weight of the hourly mode's correction in that hour's P50 (1 = the hourly mode "
@@ -130,11 +135,16 @@ def forecast(
                    f"plan start: {doc['plan_start']}")
         for m in doc["messages"]:
             typer.echo(f"  note: {m}")
-        typer.echo("candidates: " + ", ".join(f"{c} weight {v['weight']:.2f} (MAE {v['mae']:.4g})"
-                                              for c, v in doc["candidates"].items()))
+        typer.echo("candidates (backtest MAE in the file's units per hour): " + ", ".join(
+            f"{c} weight {v['weight']:.2f} (MAE {_num(v['mae'])})" for c, v in doc["candidates"].items()))
         h = doc["hourly"]
         typer.echo(f"hourly mode: {h['kind']} from the {h['anchor']} hour {h['anchor_ts']}; guard t = "
-                   f"{h['guard'].get('t', float('nan')):.2f} (needs > {h['guard'].get('t_crit', float('nan')):.2f})")
+                   f"{h['guard'].get('t', float('nan')):.2f} (a model of the change replaces persistence only above "
+                   f"{h['guard'].get('t_crit', float('nan')):.2f}: a one-sided test on the recent days, DESIGN §4.4)")
+        p90 = doc["p90"]
+        first = (f"; the first hour: the hourly mode's own, {'x' if p90['kind'] == 'ratio' else '+'}"
+                 f"{p90['hourly_q90']:.3f}")
+        typer.echo(f"P90 = P50 {'x' if p90['kind'] == 'ratio' else '+'} the quantile of its lead band{first}")
         typer.echo("P90 lead bands: " + ", ".join(
             f"{b['lead_h'][0]}-{b['lead_h'][1] if b['lead_h'][1] is not None else ''} h x{b['quantile']:.3f}"
             f" (coverage {b['coverage']:.2f})" if b["coverage"] is not None else f"{b['lead_h'][0]} h x{b['quantile']:.3f}"

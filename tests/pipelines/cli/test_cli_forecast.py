@@ -83,3 +83,16 @@ def test_forecast_table_names_its_units_and_columns():
     i = lines.index(FORECAST_TABLE_NOTE)
     assert lines[i + 1].split() == ["ts", "(UTC)", "p50", "per", "h", "p90", "per", "h", "hourly", "share"]
     assert len(lines) == i + 4 and lines[i + 2].startswith("2025-03-16T16:00:00Z") and lines[i + 2].endswith(" 1.00")
+
+
+def test_forecast_text_says_what_multiplies_the_first_hours_p90():
+    """The first hour's P90 is the hourly mode's own quantile, not its lead band's (a new user could not match them)."""
+    doc = _forecast(TRAFFIC / "servegen_m-mid_hourly.csv", "--horizon-h", "2")
+    q1 = doc["p90"]["hourly_q90"]
+    first = doc["forecast"][0]
+    assert doc["p90"]["kind"] == "ratio" and abs(first["p90"] / first["p50"] - q1) < 1e-9
+    res = CliRunner().invoke(app, ["forecast", "--traffic", str(TRAFFIC / "servegen_m-mid_hourly.csv"),
+                                   "--timezone", "Asia/Shanghai", "--horizon-h", "2"])
+    assert f"P90 = P50 x the quantile of its lead band; the first hour: the hourly mode's own, x{q1:.3f}" \
+        in res.stdout.splitlines()
+    assert "candidates (backtest MAE in the file's units per hour): profile weight " in res.stdout
