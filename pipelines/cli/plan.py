@@ -66,11 +66,15 @@ def plan(
         if json_out:
             emit_json({**result.to_dict(), **_preemption_json(result, prob), "verified": True})
         else:
-            _print_plan(result, prob.horizon_steps, out, _preemption_lines(result, prob))
+            _print_plan(result, prob.horizon_steps, out, _preemption_lines(result, prob), prob.cluster.step_minutes)
         return 0
 
     run_guarded(body)
 
+
+#: What the objective and bound of the plan text are in (DESIGN §5, "Units of the objective").
+OBJECTIVE_NOTE = ("objective and bound: priority x GPU-steps of work (each step's value decayed by the setting gamma), "
+                  "less the penalty for unmet real-time demand (DESIGN §5)")
 
 #: The range convention of the plan text: half-open, the first value in, the end out.
 RANGE_NOTE = "ranges are half-open [first, end): steps [0, 2) are steps 0 and 1; GPUs [4, 8) are GPUs 4 to 7"
@@ -119,10 +123,12 @@ def _preemption_json(result, prob) -> dict:
     return out
 
 
-def _print_plan(result, horizon_steps: int, out: Path | None, preemption: list[str] | None = None) -> None:
+def _print_plan(result, horizon_steps: int, out: Path | None, preemption: list[str] | None = None,
+                step_minutes: int | None = None) -> None:
     """Human-readable summary on standard output.
 
-    ``preemption``: the lines of :func:`_preemption_lines`, printed after the model line.
+    ``preemption``: the lines of :func:`_preemption_lines`, printed after the model line. ``step_minutes``: the
+    problem's step length, said under the range note.
 
     One range convention throughout (:data:`RANGE_NOTE`): a job's steps and GPUs are half-open
     ``[first, end)``, as ``end_step`` is in the JSON document; the status line says ``verified`` (the
@@ -132,13 +138,15 @@ def _print_plan(result, horizon_steps: int, out: Path | None, preemption: list[s
     bound = "-" if result.bound is None else f"{result.bound + 0.0:.6g}"
     typer.echo(f"planner {result.planner} (plan from {result.source}): status {result.status}, verified (0 "
                f"violations); objective {result.objective + 0.0:.6g}, bound {bound}, gap {gap}, {result.solve_s:.2f} s")
+    typer.echo(OBJECTIVE_NOTE)
     if result.model:
-        typer.echo("model: " + ", ".join(f"{k} {v}" for k, v in result.model.items()))
+        typer.echo("model: " + ", ".join(f"{k} {'none' if v is None else v}" for k, v in result.model.items()))
     if result.message:
         typer.echo(result.message)
     for line in preemption or ():
         typer.echo(line)
-    typer.echo(RANGE_NOTE)
+    typer.echo(RANGE_NOTE + ("" if step_minutes is None else
+                             f"; a step is {step_minutes} min, step 0 the start of the plan"))
     for a in result.assignments:
         if a.start_step is None and a.running:  # a stop (issue 30): off its block at step 0, back in the queue
             typer.echo(f"  {a.job_id} (running): stopped at step 0, requeued with its remaining work")

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from pipelines.cli.app import app
 from pipelines.cli.bench import SCENARIO_NAMES
+from pipelines.cli.plan import OBJECTIVE_NOTE, RANGE_NOTE
 
 ROOT = Path(__file__).resolve().parents[3]
 VALLEY = ROOT / "data" / "examples" / "valley.json"
@@ -68,6 +69,8 @@ def test_plan_text_one_range_convention_and_verified():
     out = res.stdout
     assert "status optimal, verified (0 violations)" in out
     assert "ranges are half-open [first, end)" in out
+    assert f"{RANGE_NOTE}; a step is 30 min, step 0 the start of the plan" in out.splitlines()
+    assert out.splitlines()[1] == OBJECTIVE_NOTE and ", mip_work_limit none," in out  # units; no Python None
     assert re.search(r"^  A: steps \[2, 6\) on GPUs \[(0, 4|4, 8)\) \(4 GPUs\)$", out, re.M), out
     assert not re.search(r"steps \d+-\d+|\d+\.\.\d+", out)  # no inclusive or dotted ranges left
     res = CliRunner().invoke(app, ["plan", "--problem", str(VALLEY), "--planner", "fifo"])
