@@ -8,6 +8,12 @@ to the solve, the verifier and the outputs; ``problem.json`` is its file form (`
 - Elastic sizes: the requested size first, then each larger forecast size with efficiency = GPU-hours
   at the request ÷ GPU-hours at that size (≤ 1, 4 decimals).
 - Deadlines: whole steps from the plan start, rounded up, at least 1.
+- Preemption (issue 30, opt-in; the optional columns ``preemptible``, ``checkpoint_interval_min``,
+  ``restart_min`` of :func:`pipelines.stages.queue.store.forecast_cluster_queue`): a preemptible job gets
+  ``preemptible``, ``checkpoint_interval_steps`` (minutes / step, rounded up, at least 1) and ``restart_steps``
+  (rounded up); a running one also ``steps_since_checkpoint`` = (its elapsed minutes at the plan start modulo
+  the interval; all of them without an interval) / step, rounded up. That assumes a checkpoint every interval
+  since the run's start: gpuplan does not see the job's real checkpoints.
 - Running jobs: aligned blocks, first fit, largest first, on the node the scheduler reports when
   the jobs frame has a ``node_hint`` (node index) and a block is free there
   (:func:`assign_running_blocks`); remaining steps from the P50 duration minus the time already run.
@@ -154,6 +160,7 @@ def problem_document(cluster: Cluster, services: Sequence[ServiceSettings], jobs
             job["sizes"] = sizes
         else:
             job.update({"gpus": gpus, "duration_steps": steps})
+        job.update(_preemption_fields(r, cluster.step_minutes))
         if pd.notna(r.deadline_at) and pd.Timestamp(r.deadline_at) > now:  # a passed one: no deadline_step
             job["deadline_step"] = max(1, int(math.ceil((pd.Timestamp(r.deadline_at) - now) / pd.Timedelta(hours=step_h))))
         if cluster.typed and isinstance(getattr(r, "gpu_types", None), str) and r.gpu_types:
@@ -178,8 +185,19 @@ def problem_document(cluster: Cluster, services: Sequence[ServiceSettings], jobs
     for r, g, o in zip(running.itertuples(index=False), gpus_run, offsets):
         elapsed_h = (now - pd.Timestamp(r.started_at)) / pd.Timedelta(hours=1)
         remaining_h = float(getattr(r, f"duration_{DURATION_QUANTILE}_h")) - elapsed_h
-        out_running.append({"job_id": r.job_id, "kind": r.kind, "priority": float(r.priority), "gpus": g,
-                            "block_offset": int(o), "remaining_steps": max(1, int(math.ceil(remaining_h / step_h)))})
+        run: dict[str, Any] = {"job_id": r.job_id, "kind": r.kind, "priority": float(r.priority), "gpus": g,
+                               "block_offset": int(o), "remaining_steps": max(1, int(math.ceil(remaining_h / step_h)))}
+        fields = _preemption_fields(r, cluster.step_minutes)
+        if fields:
+            since_min = max(0.0, elapsed_h * 60.0) if pd.notna(elapsed_h) else 0.0
+            interval = getattr(r, "checkpoint_interval_min", math.nan)
+            if pd.notna(interval):  # assumes a checkpoint every interval since the run's start
+                since_min = math.fmod(since_min, float(interval))
+            since = _minutes_to_steps(since_min, cluster.step_minutes)
+            if since:
+                fields["steps_since_checkpoint"] = since
+        run.update(fields)
+        out_running.append(run)
     if cluster.typed:  # problem-file version 2 (DESIGN §5 "Typed clusters"): the nodes with their types
         shape: dict[str, Any] = {"nodes": [{"name": nd.name, "gpus": nd.gpus, "gpu_type": nd.gpu_type,
                                             "domain": nd.domain, "down": list(nd.down)} for nd in cluster.nodes],
@@ -199,6 +217,32 @@ def problem_document(cluster: Cluster, services: Sequence[ServiceSettings], jobs
         "jobs": out_jobs,
         "running": out_running,
     }
+
+
+def _minutes_to_steps(minutes: float, step_minutes: int) -> int:
+    """Whole steps covering ``minutes``, rounded up (``0`` -> 0); float noise below 1e-6 step ignored."""
+    return int(math.ceil(round(float(minutes) / step_minutes, 6))) if minutes > 0 else 0
+
+
+def _preemption_fields(r: Any, step_minutes: int) -> dict[str, Any]:
+    """A preemptible job's problem-file fields (DESIGN §3.1) from its ``checkpoint_interval_min`` / ``restart_min``.
+
+    ``{}`` for a job that is not preemptible (or a frame without the columns), so a workspace without
+    preemption writes the problem it wrote before. The interval rounds up to whole steps, at least 1 (a
+    stop never loses less than the job's real work since its checkpoint); the restart cost rounds up too.
+    """
+    flag = getattr(r, "preemptible", False)
+    if not (isinstance(flag, bool | np.bool_) and bool(flag)):
+        return {}
+    out: dict[str, Any] = {"preemptible": True}
+    interval = getattr(r, "checkpoint_interval_min", math.nan)
+    if pd.notna(interval):
+        out["checkpoint_interval_steps"] = max(1, _minutes_to_steps(float(interval), step_minutes))
+    restart = getattr(r, "restart_min", 0.0)
+    steps = _minutes_to_steps(float(restart), step_minutes) if pd.notna(restart) else 0
+    if steps:
+        out["restart_steps"] = steps
+    return out
 
 
 def passed_deadlines(jobs: pd.DataFrame, now: datetime) -> list[str]:

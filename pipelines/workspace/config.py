@@ -26,6 +26,9 @@ and the file, one line). Keys (``docs/operations.md``, "Connect your cluster"):
 - ``[sources.nodes]`` (optional): the cluster's inventory, ``format`` ``slurm-sinfo-json``,
   ``kubernetes-nodes-json``, ``csv`` or ``parquet`` (:mod:`pipelines.workspace.sources.nodes`); the newest
   ingested export is the cluster (it replaces ``[cluster] nodes``).
+- ``[preemption]`` (issue 30, opt-in): ``qos``, ``partitions`` (names, case-insensitive, that mark a job
+  preemptible), ``checkpoint_interval_min`` and ``restart_min`` (their defaults);
+  :mod:`pipelines.workspace.preemption` applies them with the per-job fields.
 - ``[gpu_types]``: export name -> planned type name (``"NVIDIA-A100-SXM4-80GB" = "a100_80gb"``, ``G2 = "g2"``),
   over :mod:`domain.gpus`'s names (:mod:`pipelines.workspace.gpu_types`).
 
@@ -487,6 +490,25 @@ class PrioritiesConfig(_Strict):
     default: float = Field(default=1.0, gt=0)
 
 
+class PreemptionConfig(_Strict):
+    """``[preemption]`` (issue 30, opt-in): which jobs the planner may stop, and what a stop costs.
+
+    ``qos``: Slurm QoS names (Kueue: WorkloadPriorityClass / PriorityClass names, the record's ``qos``) whose
+    jobs are preemptible; ``partitions``: Slurm partitions (Kueue: LocalQueue names, the record's
+    ``partition``) likewise; both match case-insensitively. ``checkpoint_interval_min`` (minutes > 0; none =
+    a job checkpoints never, a stop loses all its work since its start) and ``restart_min`` (minutes >= 0,
+    default 0: work a requeued job repeats before it progresses) apply to every preemptible job that does not
+    give its own (``gpuplan.checkpoint=`` / ``gpuplan.restart=`` in its comment or labels, CSV columns).
+    A job's own ``gpuplan.preemptible=true|false`` wins over both lists. Default: empty lists, nothing
+    preemptible (plans unchanged).
+    """
+
+    qos: list[str] = Field(default_factory=list)
+    partitions: list[str] = Field(default_factory=list)
+    checkpoint_interval_min: float | None = Field(default=None, gt=0)
+    restart_min: float = Field(default=0.0, ge=0)
+
+
 class ReplanConfig(_Strict):
     """``[replan]``: the re-plan deployment's freshness rule and the planner of ``gpuplan run`` and the replans.
 
@@ -526,6 +548,7 @@ class WorkspaceConfig(_Strict):
     kinds: KindsConfig = Field(default_factory=KindsConfig)
     priorities: PrioritiesConfig = Field(default_factory=PrioritiesConfig)
     replan: ReplanConfig = Field(default_factory=ReplanConfig)
+    preemption: PreemptionConfig = Field(default_factory=PreemptionConfig)
     retrain: RetrainConfig = Field(default_factory=RetrainConfig)
     gpu_types: dict[str, str] = Field(default_factory=dict)
 

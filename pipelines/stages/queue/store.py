@@ -5,6 +5,9 @@
   for the QoS classes it knows (case-insensitive), else ``[kinds] default``.
 - :func:`queue_priorities`: the planner's priority weight: ``[priorities] qos`` (case-insensitive),
   else :data:`domain.kinds.QOS_PRIORITY` for the QoS classes it knows, else ``[priorities] default``.
+- preemption (issue 30, :mod:`pipelines.workspace.preemption`): :func:`forecast_cluster_queue` adds
+  ``preemptible``, ``checkpoint_interval_min``, ``restart_min`` per job when any job is preemptible; a job's bad
+  field is a line of ``notes["preemption_errors"]``.
 - :func:`queue_forecasts`: the scheduler-history forecaster's quantiles per pending/running job as
   :data:`pipelines.io.schemas.JOB_FORECASTS` rows (GPUs: the request rounded up to a power of two, the
   planner's contiguous blocks; jobs without GPUs are dropped and counted).
@@ -26,6 +29,7 @@ from domain.units import pow2_ceil_array
 from pipelines.io import schemas
 from pipelines.io.errors import InputError
 from pipelines.workspace.load import Workspace
+from pipelines.workspace.preemption import PREEMPTION_COLUMNS, queue_preemption
 
 
 def queue_kinds(queue: pd.DataFrame, qos: Mapping[str, str], partition: Mapping[str, str], default: str) -> list[str]:
@@ -171,6 +175,13 @@ def forecast_cluster_queue(history: pd.DataFrame, queue: pd.DataFrame, ws: Works
     kinds = queue_kinds(queue, k.qos, k.partition, k.default)
     prios = queue_priorities(queue, ws.config.priorities.qos, ws.config.priorities.default)
     jobs, notes = queue_forecasts(pred, queue, kinds, prios, step_minutes, start, cluster.node_names)
+    preempt, bad = queue_preemption(queue[queue["gpus"].to_numpy(int) > 0].reset_index(drop=True), ws.config.preemption)
+    if bad:
+        notes["preemption_errors"] = bad
+    if preempt["preemptible"].any():  # the columns only then: a workspace without preemption plans as before
+        for col in PREEMPTION_COLUMNS:
+            jobs[col] = preempt[col].to_numpy()
+        notes["preemptible_jobs"] = int(preempt["preemptible"].sum())
     if cluster.typed:
         jobs["gpu_types"] = typed_eligibility(queue, ws)
         jobs["durations_by_type"] = typed_durations(model, queue, jobs["gpu_types"].tolist(), cluster.gpu_types,

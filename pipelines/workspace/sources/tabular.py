@@ -67,6 +67,41 @@ def _state(value: Any, row: dict[str, Any]) -> str:
     raise ValueError(f"state {text!r} is not a job state (expected one of {', '.join(STATES)} or a Slurm state)")
 
 
+#: Optional job columns of a preemptible job (issue 30): ``preemptible`` (true/false), its checkpoint interval
+#: and restart cost in minutes. Read into the annotations ``preemptible``, ``checkpoint``, ``restart``
+#: (:mod:`pipelines.workspace.preemption`); an empty cell is absent.
+PREEMPTION_COLUMNS: tuple[str, ...] = ("preemptible", "checkpoint_interval_min", "restart_min")
+
+
+def _preemption_annotations(raw: dict[str, Any], where: str) -> dict[str, str]:
+    """The row's :data:`PREEMPTION_COLUMNS` as annotations.
+
+    Raises:
+        InputError: a bad value (one line naming the row and the column): the whole file is refused, so
+            that a queue whose stop rules cannot be read is not planned with part of its jobs.
+    """
+    from pipelines.workspace.preemption import parse_flag, parse_minutes
+
+    out: dict[str, str] = {}
+    try:
+        flag = raw.get("preemptible")
+        if flag is not None and not (isinstance(flag, float) and np.isnan(flag)) and str(flag).strip() != "":
+            out["preemptible"] = "true" if parse_flag(flag, "preemptible") else "false"
+        for col, key, positive in (("checkpoint_interval_min", "checkpoint", True), ("restart_min", "restart", False)):
+            v = raw.get(col)
+            if v is None or (isinstance(v, float) and np.isnan(v)) or str(v).strip() == "":
+                continue
+            try:
+                minutes = float(v)
+            except (TypeError, ValueError):
+                raise ValueError(f"{col} {v!r} is not a number of minutes") from None
+            parse_minutes(minutes, col, positive=positive)
+            out[key] = f"{minutes:g}m"
+    except ValueError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    return out
+
+
 def parse_jobs(frame: pd.DataFrame, timezone: str, csv: bool = True, source: str = "table",
                sidecar: pd.DataFrame | None = None) -> ParseResult:
     """Job rows of a CSV/parquet (module docstring) -> job records.
@@ -86,7 +121,7 @@ def parse_jobs(frame: pd.DataFrame, timezone: str, csv: bool = True, source: str
         if "job_id" not in sidecar.columns:
             raise InputError("sidecar: missing column 'job_id'")
         extra_side = {str(r.pop("job_id")): r for r in sidecar.to_dict(orient="records")}
-    known = set(JOB_RECORD) | set(ALIASES)
+    known = set(JOB_RECORD) | set(ALIASES) | set(PREEMPTION_COLUMNS)
     rows: list[dict[str, Any]] = []
     errors: list[str] = []
     for i, raw in enumerate(frame.to_dict(orient="records")):
@@ -118,6 +153,7 @@ def parse_jobs(frame: pd.DataFrame, timezone: str, csv: bool = True, source: str
                 raise ValueError(f"gpus {gpus!r} is not a whole number of GPUs")
             row["gpus"] = int(float(gpus))
             ann = {str(k): str(v) for k, v in raw.items() if k not in known and pd.notna(v)}
+            ann.update(_preemption_annotations(raw, _where(i, csv)))
             if isinstance(raw.get("annotations"), str) and raw["annotations"].strip():
                 ann.update(json.loads(raw["annotations"]))
             ann.update({str(k): str(v) for k, v in extra_side.get(row["job_id"], {}).items() if pd.notna(v)})
@@ -126,6 +162,8 @@ def parse_jobs(frame: pd.DataFrame, timezone: str, csv: bool = True, source: str
             row["annotations"] = json.dumps(ann, sort_keys=True)
             row["censored"] = is_censored(row["state"], pd.notna(row["started_at"]))
             rows.append(row)
+        except InputError:  # a value that refuses the whole file (preemption columns, a deadline without a zone)
+            raise
         except (ValueError, TypeError, json.JSONDecodeError) as exc:
             errors.append(f"{_where(i, csv)}: {exc}")
     return ParseResult(job_frame(rows), len(frame), errors)
