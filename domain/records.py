@@ -9,7 +9,7 @@ from __future__ import annotations
 JOB_RECORD: tuple[str, ...] = (
     "source", "job_id", "submitted_at", "eligible_at", "started_at", "ended_at", "state", "censored",
     "elapsed_s", "time_limit_s", "gpus", "gpu_type", "nodes", "user", "account", "partition", "qos",
-    "priority", "job_name", "kind", "annotations",
+    "priority", "job_name", "kind", "annotations", "deadline_at",
 )
 #: The store's key of a job record: the same job seen again (pending, then finished) is updated.
 JOB_KEY: tuple[str, ...] = ("source", "job_id", "submitted_at")

@@ -21,6 +21,7 @@ and ``apis/kueue/v1beta2/workload_types.go`` in kubernetes-sigs/kueue): the expo
 | ``job_name`` | ``metadata.ownerReferences[0].name`` (the Job, JobSet, RayJob ...), else ``metadata.name`` |
 | ``kind`` | ``gpuplan.kind`` when it is ``training`` / ``quantization`` / ``batch_inference`` |
 | ``annotations`` | every ``gpuplan.*`` key of the pod templates, the Workload's labels and its annotations |
+| ``deadline_at`` | the ``gpuplan.deadline`` annotation, ISO 8601 with a zone (a label value cannot hold ``:``); a Workload has no deadline field; a bad or zone-less one rejects the workload naming it |
 | ``eligible_at`` / ``nodes`` | not in a Workload: NaT / None |
 
 State (conditions are ``metav1.Condition``; "X" below means ``type: X, status: "True"``):
@@ -221,7 +222,28 @@ def _record(item: Any, source: str) -> dict[str, Any]:
         "partition": _optional_text(spec.get("queueName"), "spec.queueName"), "qos": _priority_class(spec),
         "priority": _priority(spec), "job_name": owner if isinstance(owner, str) and owner else name,
         "kind": kind if kind in KINDS else None, "annotations": annotations,
+        "deadline_at": _deadline(annotations.get("deadline")),
     }
+
+
+def _deadline(text: str | None) -> pd.Timestamp | None:
+    """A ``gpuplan.deadline`` label/annotation (ISO 8601 with a zone; Kueue has no deadline field) -> UTC.
+
+    Raises:
+        Reject: not a time, or a time without a zone (the workload is rejected naming the field).
+    """
+    if text is None or not str(text).strip():
+        return None
+    try:
+        ts = pd.Timestamp(str(text).strip())
+    except (TypeError, ValueError):
+        ts = None
+    if ts is None or pd.isna(ts):
+        raise Reject(f"gpuplan.deadline {text!r} is not a time (expected ISO 8601 with a zone, e.g. 2025-03-16T18:00:00Z)")
+    if ts.tzinfo is None:
+        raise Reject(f"gpuplan.deadline {text!r} has no time zone (expected ISO 8601 with a zone, "
+                     f"e.g. 2025-03-16T18:00:00Z)")
+    return ts.tz_convert("UTC")
 
 
 #: The node label naming a node's GPU product (NVIDIA GPU Feature Discovery).

@@ -29,6 +29,7 @@ component are):
 | ``job_name`` | str | job (workload) name, ``""`` when absent |
 | ``kind`` | str or None | ``training`` / ``quantization`` / ``batch_inference`` when the job says so (annotation ``gpuplan.kind``) |
 | ``annotations`` | str | JSON object of the job's ``gpuplan.*`` fields (key without the prefix -> text value), ``{}`` when none |
+| ``deadline_at`` | datetime64[us, UTC] | the job's deadline when its source gives one (squeue ``deadline``, a CSV ``deadline_at``); NaT otherwise |
 
 Typed requests ride in ``annotations``: ``gpu_types`` (the GPU types the job may run on, as the export names
 them, joined by a vertical bar: a typed ``gres/gpu:TYPE`` request of sacct ``ReqTRES`` or squeue
@@ -88,7 +89,7 @@ JOB_ARROW_SCHEMA: pa.Schema = pa.schema([
     ("elapsed_s", pa.float64()), ("time_limit_s", pa.float64()), ("gpus", pa.int64()), ("gpu_type", pa.string()),
     ("nodes", pa.string()), ("user", pa.string()), ("account", pa.string()), ("partition", pa.string()),
     ("qos", pa.string()), ("priority", pa.float64()), ("job_name", pa.string()), ("kind", pa.string()),
-    ("annotations", pa.string()),
+    ("annotations", pa.string()), ("deadline_at", _TIME),
 ])
 #: The stored type of every traffic-record column.
 TRAFFIC_ARROW_SCHEMA: pa.Schema = pa.schema([("service", pa.string()), ("ts", _TIME), ("value", pa.float64())])
@@ -178,7 +179,7 @@ def job_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
         InputError: a row with a state outside :data:`STATES` or without ``submitted_at``.
     """
     frame = pd.DataFrame(rows, columns=list(JOB_RECORD))
-    for col in ("submitted_at", "eligible_at", "started_at", "ended_at"):
+    for col in ("submitted_at", "eligible_at", "started_at", "ended_at", "deadline_at"):
         frame[col] = pd.to_datetime(frame[col], utc=True).astype("datetime64[us, UTC]")
     bad = ~frame["state"].isin(STATES)
     if bad.any():

@@ -502,12 +502,14 @@ def _sacct_gpus(alloc: str, req: str) -> GpuRequest:
 def job_record(*, source: str, job_id: str, submitted: Any, eligible: Any, start: Any, end: Any, state: str,
             started: bool, elapsed_s: float, time_limit_s: float, gpus: GpuRequest, nodes: str | None, user: str,
             account: str, partition: str, qos: str, priority: float, job_name: str, comment: str,
-            requested_types: str | None = None, constraint: str = "") -> dict[str, Any]:
+            requested_types: str | None = None, constraint: str = "", deadline: Any = None) -> dict[str, Any]:
     """One job record (:data:`~pipelines.workspace.sources.records.JOB_RECORD` keys) of a sacct line or squeue item.
 
     ``requested_types``: the GPU types the job asked for (``|``-joined, from a typed ``gres/gpu:TYPE``
     request) -> annotation ``gpu_types``; ``constraint``: its ``--constraint`` text -> annotation
     ``constraint``. A ``gpuplan.gpu_types`` / ``gpuplan.constraint`` field of the comment wins.
+    ``deadline``: the job's ``--deadline`` (UTC timestamp, squeue only: sacct has no such field) ->
+    ``deadline_at``; None -> NaT.
     """
     annotations = parse_annotations(comment)
     if requested_types and "gpu_types" not in annotations:
@@ -521,5 +523,5 @@ def job_record(*, source: str, job_id: str, submitted: Any, eligible: Any, start
         "elapsed_s": elapsed_s, "time_limit_s": time_limit_s, "gpus": gpus.count, "gpu_type": gpus.gpu_type,
         "nodes": nodes, "user": user or None, "account": account or None, "partition": partition or None,
         "qos": qos or None, "priority": priority, "job_name": job_name, "kind": kind if kind in JOB_KINDS else None,
-        "annotations": annotations,
+        "annotations": annotations, "deadline_at": deadline,
     }

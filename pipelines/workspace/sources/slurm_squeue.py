@@ -65,6 +65,9 @@ def parse_squeue_json(text: str, source: str = "slurm", *, now: pd.Timestamp | N
         * ``state``: ``job_state``, a string (v0.0.39) or a list whose first item is the base
           state (``["PENDING", "REQUEUED"]``), through :data:`~pipelines.workspace.sources.records.SLURM_STATES`.
         * ``time_limit_s``: ``time_limit`` (minutes) * 60.
+        * ``deadline_at``: ``deadline`` (the job's ``--deadline``), epoch seconds by the same rule as the
+          times: 22.05 (v0.0.37/38) a plain integer, 23.02+ ``{"set", "infinite", "number"}``; 0, unset or
+          infinite -> NaT (none).
         * ``gpus``/``gpu_type``: ``tres_alloc_str`` when it is non-empty (a job that got
           resources; TRES rules as in :func:`parse_sacct`); otherwise the first of
           ``tres_req_str``, ``tres_per_job``, ``tres_per_node`` * ``node_count`` that names a GPU
@@ -305,4 +308,5 @@ def _squeue_row(job: Any, source: str, now: pd.Timestamp | None) -> dict[str, An
         gpus=_squeue_gpus(job), nodes=_text(job, "nodes") or None, user=_text(job, "user_name"),
         account=_text(job, "account"), partition=_text(job, "partition"), qos=_text(job, "qos"),
         priority=math.nan if priority is None else priority, job_name=_text(job, "name"),
-        comment=_text(job, "comment"), requested_types=_requested_types(job), constraint=_text(job, "features"))
+        comment=_text(job, "comment"), requested_types=_requested_types(job), constraint=_text(job, "features"),
+        deadline=_epoch("deadline", job.get("deadline")))

@@ -10,6 +10,10 @@ Accepted aliases (the shipped LLM histories' schema, DESIGN §3): ``finished_at`
 are the cluster's clock (``[cluster] timezone``). Every other column (LLM fields: ``variant``,
 ``params_b``, ``dataset_tokens_m``, …) becomes an annotation; so does a side-car file's (``sidecar``,
 keyed by ``job_id``). ``state`` takes the canonical names or Slurm's (``COMPLETED``, ``TIMEOUT``, …).
+Issue 30 and deadlines: ``preemptible`` (true/false), ``checkpoint_interval_min``, ``restart_min``
+(:data:`PREEMPTION_COLUMNS`, read into the annotations :mod:`pipelines.workspace.preemption` reads) and
+``deadline_at`` (ISO 8601 *with* a zone: a naive one is refused, unlike the other times); a bad value in
+one of them refuses the whole file in one line naming the row and the column (exit 2).
 
 **Traffic** (``[sources.traffic]``): columns ``ts``, ``value`` and ``service`` (or no ``service``
 column: the service whose ``file`` is this file's name); as ``gpuplan profile --traffic`` reads.
@@ -102,6 +106,28 @@ def _preemption_annotations(raw: dict[str, Any], where: str) -> dict[str, str]:
     return out
 
 
+def _deadline(value: Any, where: str) -> pd.Timestamp:
+    """A ``deadline_at`` cell: ISO 8601 with its zone -> UTC; empty -> NaT.
+
+    Raises:
+        InputError: not a time, or a time without a zone (one line naming the row and the field; the file is
+            refused, exit 2): a deadline read in the wrong zone would misjudge the job by hours.
+    """
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NaT or str(value).strip() == "":
+        return pd.NaT
+    try:
+        ts = pd.Timestamp(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: deadline_at {value!r} is not a time (expected ISO 8601 with a zone, "
+                         f"e.g. 2025-03-16T18:00:00Z)") from None
+    if pd.isna(ts):
+        return pd.NaT
+    if ts.tzinfo is None:
+        raise InputError(f"{where}: deadline_at {value!r} has no time zone (expected ISO 8601 with a zone, "
+                         f"e.g. 2025-03-16T18:00:00Z or 2025-03-17T02:00:00+08:00)")
+    return ts.tz_convert("UTC")
+
+
 def parse_jobs(frame: pd.DataFrame, timezone: str, csv: bool = True, source: str = "table",
                sidecar: pd.DataFrame | None = None) -> ParseResult:
     """Job rows of a CSV/parquet (module docstring) -> job records.
@@ -143,6 +169,7 @@ def parse_jobs(frame: pd.DataFrame, timezone: str, csv: bool = True, source: str
                     raise ValueError(f"{col} {row.get(col)!r} is not a time (expected ISO 8601)") from None
             if pd.isna(row["submitted_at"]):
                 raise ValueError("submitted_at is empty")
+            row["deadline_at"] = _deadline(raw.get("deadline_at"), _where(i, csv))
             row["state"] = _state(row.get("state"), row)
             if pd.isna(row.get("elapsed_s", np.nan)) and pd.notna(row["started_at"]) and pd.notna(row["ended_at"]):
                 row["elapsed_s"] = (row["ended_at"] - row["started_at"]).total_seconds()
