@@ -298,6 +298,11 @@ path = "store"          # accumulated records (partitioned parquet), inside the 
 # [priorities]          # planner weight per QoS (case-insensitive); default 1
 # qos = {{ high = 8, normal = 2, low = 1 }}
 
+# [preemption]          # jobs the planner may stop for unforeseen real-time demand (default none)
+# qos = ["scavenger"]     # Slurm QoS / Kueue priority class; partitions = [...] likewise
+# checkpoint_interval_min = 60   # a job's own gpuplan.checkpoint=/restart= (comment, label) wins
+# restart_min = 5
+
 # [replan]
 # max_input_age_min = 90  # a replan fails (keeping the previous plan) when exports are older
 # planner = "milp"        # or "fast": a verified heuristic plan in milliseconds, no solver (or fifo, easy, priority)

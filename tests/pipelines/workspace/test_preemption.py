@@ -263,3 +263,15 @@ def test_openb_slurm_workspace_without_preemption_writes_the_problem_it_wrote_be
     # a rule that names no job's QoS changes nothing either
     _, _, other = _fixture_problem(_workspace(tmp_path / "b", '\n[preemption]\nqos = ["nosuch"]\nrestart_min = 5\n'))
     assert json.dumps(other, sort_keys=True) == text
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ("checkpoint_interval_min = 0", "preemption.checkpoint_interval_min: Input should be greater than 0"),
+    ("restart_min = -1", "preemption.restart_min: Input should be greater than or equal to 0"),
+    ('qos = "be"', "preemption.qos: Input should be a valid list"),
+    ("kueue_label = \"x\"", "preemption.kueue_label: unknown key"),
+])
+def test_bad_preemption_settings_are_one_line_naming_the_key(tmp_path, extra, message):
+    with pytest.raises(InputError) as err:
+        _workspace(tmp_path, f"\n[preemption]\n{extra}\n")
+    assert str(err.value) == f"{tmp_path / 'gpuplan.toml'}: {message}"
