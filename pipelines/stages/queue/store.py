@@ -115,8 +115,9 @@ def queue_forecasts(predictions: pd.DataFrame, queue: pd.DataFrame, kinds: Seque
         "gpus_requested": gpus,
     })
     # a record's deadline, where its source gave one (an optional ``deadline_at`` column); NaT otherwise
+    # (nanoseconds, as before the store carried it: the run folder's jobs/queue parquet files keep their type)
     out["deadline_at"] = (pd.to_datetime(q["deadline_at"], utc=True) if "deadline_at" in q.columns
-                          else pd.to_datetime(out["deadline_at"], utc=True))
+                          else pd.to_datetime(out["deadline_at"], utc=True)).astype("datetime64[ns, UTC]")
     elapsed_h = ((pd.Timestamp(start) - now_started) / pd.Timedelta(hours=1)).fillna(0.0).clip(lower=0.0).to_numpy()
     for col in ("duration_p10_h", "duration_p50_h", "duration_p90_h"):
         out[col] = np.maximum(predictions[col].to_numpy(float), step_h) + np.where(running, elapsed_h, 0.0)

@@ -257,6 +257,8 @@ def test_openb_slurm_workspace_without_preemption_writes_the_problem_it_wrote_be
     (tmp_path / "b").mkdir()
     jobs, notes, plain = _fixture_problem(_workspace(tmp_path / "a"))
     assert not set(jobs.columns) & {"preemptible", "checkpoint_interval_min", "restart_min"}
+    # the store's deadline_at (microseconds) leaves the run folder's jobs/queue parquet in its old type
+    assert str(jobs["deadline_at"].dtype) == "datetime64[ns, UTC]"
     assert "preemptible_jobs" not in notes
     text = json.dumps(plain, sort_keys=True)
     assert not any(k in text for k in ("preemptible", "checkpoint", "restart_steps"))
