@@ -118,6 +118,8 @@ def forecast_cluster_queue(settings: Settings, ws: Workspace, data: WorkspaceDat
     for jid in notes.get("dropped_no_eligible_type") or []:
         log().warning("job %s asks only for GPU types no node of this cluster has: not planned (listed first in "
                       "the risk report's What to do first)", jid)
+    for line in notes.get("preemption_errors") or []:  # a job's bad gpuplan.checkpoint= etc. (issue 30)
+        log().warning("%s", line)
     if data.snapshot_note:
         notes["export_clock"] = data.snapshot_note
     name = tracking_models.scheduler_model_name(ws)

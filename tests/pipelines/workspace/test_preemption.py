@@ -111,13 +111,18 @@ def test_kueue_label_and_workload_priority_class():
     assert be and other
     other[0]["metadata"].setdefault("labels", {})["gpuplan.preemptible"] = "true"
     other[0]["metadata"].setdefault("annotations", {})["gpuplan.checkpoint"] = "1h"
+    # a pod template's annotation (Kueue copies the Job's pod template into the podSet)
+    other[1]["spec"]["podSets"][0]["template"].setdefault("metadata", {}).setdefault("annotations", {}).update(
+        {"gpuplan.preemptible": "yes", "gpuplan.restart": "45m"})
     res = parse_kueue_workloads(json.dumps(doc))
     flags, got, _ = _flags(res.frame, PreemptionConfig(qos=["BE"], restart_min=10))
     ref = {f"{i['metadata']['namespace']}/{i['metadata']['name']}" for i in be}
     labelled = f"{other[0]['metadata']['namespace']}/{other[0]['metadata']['name']}"
-    assert {j for j, f in flags.items() if f} == ref | {labelled}
+    podset = f"{other[1]['metadata']['namespace']}/{other[1]['metadata']['name']}"
+    assert {j for j, f in flags.items() if f} == ref | {labelled, podset}
     g = got.set_index(res.frame["job_id"])
     assert g.loc[labelled, "checkpoint_interval_min"] == 60.0 and g.loc[labelled, "restart_min"] == 10.0
+    assert math.isnan(g.loc[podset, "checkpoint_interval_min"]) and g.loc[podset, "restart_min"] == 45.0
     assert all(math.isnan(g.loc[j, "checkpoint_interval_min"]) for j in ref)
 
 
