@@ -64,6 +64,7 @@ import pandas as pd
 from pipelines.io import strict_json
 from pipelines.io.errors import InputError
 from pipelines.workspace.sources.kueue_gpus import GPU_RESOURCE, parse_quantity
+from pipelines.workspace.sources.slurm import BadField, slurm_epoch
 
 __all__ = ["NODE_RECORD", "SLURM_DOWN_STATES", "TOLERATED_TAINTS", "NodeParse", "gres_gpus", "node_frame",
            "parse_kubernetes_nodes_json", "parse_node_table", "parse_slurm_nodes_json"]
@@ -208,11 +209,11 @@ def _export_doc(text: str, what: str) -> dict[str, Any]:
 
 
 def _slurm_epoch(value: Any) -> pd.Timestamp | None:
-    if isinstance(value, dict):
-        value = value.get("number") if value.get("set", False) else None
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return pd.Timestamp(value, unit="s", tz="UTC")
-    return None
+    """``last_update`` by the one reader of Slurm's numbers (:func:`~pipelines.workspace.sources.slurm.slurm_epoch`); a bad one -> None."""
+    try:
+        return slurm_epoch("last_update", value)
+    except BadField:
+        return None
 
 
 def parse_slurm_nodes_json(text: str) -> NodeParse:

@@ -499,6 +499,46 @@ def _sacct_gpus(alloc: str, req: str) -> GpuRequest:
     return tres_gpus("ReqTRES", req) or GpuRequest(0, None)
 
 
+def slurm_number(field: str, value: Any) -> tuple[float | None, bool]:
+    """(number or None when missing, infinite?) of a Slurm JSON number: plain, or ``{"set", "infinite", "number"}``.
+
+    The one reader of that shape (squeue, sinfo / scontrol exports): 21.08/22.05 (openapi v0.0.37/38) send a
+    plain integer, 23.02+ (data_parser v0.0.39+) the object; ``infinite`` -> ``(None, True)``, ``set: false``
+    -> missing, and Slurm's NO_VAL / INFINITE sentinels likewise.
+
+    Raises:
+        BadField: not a number (names ``field``).
+    """
+    if value is None:
+        return None, False
+    if isinstance(value, dict):
+        if value.get("infinite"):
+            return None, True
+        if not value.get("set", False):
+            return None, False
+        value = value.get("number")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BadField(f"{field} {value!r} is not a number (expected N or {{\"set\": true, \"infinite\": false, "
+                   f"\"number\": N}})")
+    if value in INFINITE:
+        return None, True
+    if value in NO_VAL:
+        return None, False
+    return float(value), False
+
+
+def slurm_epoch(field: str, value: Any) -> pd.Timestamp | None:
+    """A Slurm JSON time (epoch seconds, :func:`slurm_number`) -> UTC; None when missing, infinite or <= 0.
+
+    Raises:
+        BadField: not a number.
+    """
+    number, _ = slurm_number(field, value)
+    if number is None or number <= 0:
+        return None
+    return pd.Timestamp(int(number), unit="s", tz="UTC")
+
+
 def job_record(*, source: str, job_id: str, submitted: Any, eligible: Any, start: Any, end: Any, state: str,
             started: bool, elapsed_s: float, time_limit_s: float, gpus: GpuRequest, nodes: str | None, user: str,
             account: str, partition: str, qos: str, priority: float, job_name: str, comment: str,

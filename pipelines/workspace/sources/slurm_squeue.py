@@ -20,17 +20,20 @@ from pipelines.workspace.sources.records import (
     job_frame,
 )
 from pipelines.workspace.sources.slurm import (
-    INFINITE,
-    NO_VAL,
     BadField,
     GpuRequest,
     array_task_ids,
     expand_array,
     has_started,
     job_record,
+    slurm_epoch,
+    slurm_number,
     slurm_state,
     tres_gpus,
 )
+
+_number = slurm_number  # the one reader of Slurm's plain / {"set", "infinite", "number"} numbers
+_epoch = slurm_epoch
 
 
 def parse_squeue_json(text: str, source: str = "slurm", *, now: pd.Timestamp | None = None) -> ParseResult:
@@ -166,33 +169,6 @@ def _error_text(error: Any) -> str:
 def _plain(value: Any) -> Any:
     """A number field shown in a message: the ``number`` of ``{"set", "infinite", "number"}``, else as given."""
     return value.get("number") if isinstance(value, dict) else value
-
-
-def _number(field: str, value: Any) -> tuple[float | None, bool]:
-    """(number or None when missing, infinite?) of a plain or ``{"set", "infinite", "number"}`` number."""
-    if value is None:
-        return None, False
-    if isinstance(value, dict):
-        if value.get("infinite"):
-            return None, True
-        if not value.get("set", False):
-            return None, False
-        value = value.get("number")
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise BadField(f"{field} {value!r} is not a number (expected N or {{\"set\": true, \"infinite\": false, "
-                   f"\"number\": N}})")
-    if value in INFINITE:
-        return None, True
-    if value in NO_VAL:
-        return None, False
-    return float(value), False
-
-
-def _epoch(field: str, value: Any) -> pd.Timestamp | None:
-    number, _ = _number(field, value)
-    if number is None or number <= 0:
-        return None
-    return pd.Timestamp(int(number), unit="s", tz="UTC")
 
 
 def _text(job: dict[str, Any], key: str) -> str:
