@@ -282,3 +282,28 @@ def test_bad_preemption_settings_are_one_line_naming_the_key(tmp_path, extra, me
     with pytest.raises(InputError) as err:
         _workspace(tmp_path, f"\n[preemption]\n{extra}\n")
     assert str(err.value) == f"{tmp_path / 'gpuplan.toml'}: {message}"
+
+
+def test_csv_queue_through_ingest_and_the_store_into_the_problem(tmp_path):
+    (tmp_path / "queue.csv").write_text(
+        "job_id,submitted_at,started_at,state,gpus,qos,preemptible,checkpoint_interval_min,restart_min,deadline_at\n"
+        "c1,2025-03-16T12:00:00Z,2025-03-16T13:00:00Z,running,4,be,true,50,20,\n"  # 180 min: 180 mod 50 = 30 -> 1
+        "c2,2025-03-16T12:00:00Z,,pending,2,be,,,,2025-03-16T19:00:00Z\n"  # no own fields: not preemptible
+        "c3,2025-03-16T12:00:00Z,,pending,2,be,1,,,\n")  # own flag, no interval: none
+    ws = _workspace(tmp_path)
+    cfg = tmp_path / "gpuplan.toml"
+    text = cfg.read_text()
+    old = 'format = "slurm-squeue-json"\npath = "' + str(ROOT / "data" / "fixtures" / "openb" / "squeue.json") + '"'
+    assert old in text
+    cfg.write_text(text.replace(old, 'format = "csv"\npath = "queue.csv"'))
+    from pipelines.workspace.load import load_workspace
+
+    _, notes, doc = _fixture_problem(load_workspace(tmp_path))
+    assert notes["preemptible_jobs"] == 2
+    run = {r["job_id"]: r for r in doc["running"]}["c1"]
+    assert {k: run.get(k) for k in ("preemptible", "checkpoint_interval_steps", "restart_steps",
+                                     "steps_since_checkpoint")} == {
+        "preemptible": True, "checkpoint_interval_steps": 2, "restart_steps": 1, "steps_since_checkpoint": 1}
+    queued = {j["job_id"]: j for j in doc["jobs"]}
+    assert "preemptible" not in queued["c2"] and queued["c2"]["deadline_step"] == 6
+    assert queued["c3"]["preemptible"] is True and "checkpoint_interval_steps" not in queued["c3"]
