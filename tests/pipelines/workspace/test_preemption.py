@@ -290,7 +290,7 @@ def test_csv_queue_through_ingest_and_the_store_into_the_problem(tmp_path):
         "c1,2025-03-16T12:00:00Z,2025-03-16T13:00:00Z,running,4,be,true,50,20,\n"  # 180 min: 180 mod 50 = 30 -> 1
         "c2,2025-03-16T12:00:00Z,,pending,2,be,,,,2025-03-16T19:00:00Z\n"  # no own fields: not preemptible
         "c3,2025-03-16T12:00:00Z,,pending,2,be,1,,,\n")  # own flag, no interval: none
-    ws = _workspace(tmp_path)
+    _workspace(tmp_path)
     cfg = tmp_path / "gpuplan.toml"
     text = cfg.read_text()
     old = 'format = "slurm-squeue-json"\npath = "' + str(ROOT / "data" / "fixtures" / "openb" / "squeue.json") + '"'
