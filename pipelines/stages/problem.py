@@ -12,8 +12,10 @@ to the solve, the verifier and the outputs; ``problem.json`` is its file form (`
   ``restart_min`` of :func:`pipelines.stages.queue.store.forecast_cluster_queue`): a preemptible job gets
   ``preemptible``, ``checkpoint_interval_steps`` (minutes / step, rounded up, at least 1) and ``restart_steps``
   (rounded up); a running one also ``steps_since_checkpoint`` = (its elapsed minutes at the plan start modulo
-  the interval; all of them without an interval) / step, rounded up. That assumes a checkpoint every interval
-  since the run's start: gpuplan does not see the job's real checkpoints.
+  the interval; all of them without an interval) / step, rounded up, and at most ``checkpoint_interval_steps +
+  restart_steps - 1`` (the problem's rule: rounded up, 40 minutes of a 45-minute interval would reach the
+  interval's 2 steps). That assumes a checkpoint every interval since the run's start: gpuplan does not see the
+  job's real checkpoints.
 - Running jobs: aligned blocks, first fit, largest first, on the node the scheduler reports when
   the jobs frame has a ``node_hint`` (node index) and a block is free there
   (:func:`assign_running_blocks`); remaining steps from the P50 duration minus the time already run.
@@ -194,6 +196,9 @@ def problem_document(cluster: Cluster, services: Sequence[ServiceSettings], jobs
             if pd.notna(interval):  # assumes a checkpoint every interval since the run's start
                 since_min = math.fmod(since_min, float(interval))
             since = _minutes_to_steps(since_min, cluster.step_minutes)
+            if "checkpoint_interval_steps" in fields:  # rounded up, it could reach the interval: the problem's
+                # rule is since < interval + restart (optimizer.problem.types._check_preemption), so cap it there
+                since = min(since, fields["checkpoint_interval_steps"] + fields.get("restart_steps", 0) - 1)
             if since:
                 fields["steps_since_checkpoint"] = since
         run.update(fields)

@@ -307,3 +307,14 @@ def test_csv_queue_through_ingest_and_the_store_into_the_problem(tmp_path):
     queued = {j["job_id"]: j for j in doc["jobs"]}
     assert "preemptible" not in queued["c2"] and queued["c2"]["deadline_step"] == 6
     assert queued["c3"]["preemptible"] is True and "checkpoint_interval_steps" not in queued["c3"]
+
+
+def test_a_rounded_up_time_since_checkpoint_stays_below_the_interval_without_a_restart_cost(tmp_path):
+    """No restart cost: 700174's 32.9 minutes since its checkpoint round up to 2 steps, the interval itself; the
+    problem's rule is since < interval + restart, so it is capped at 1 and the problem reads (it raised before)."""
+    ws = _workspace(tmp_path, '\n[preemption]\nqos = ["be"]\ncheckpoint_interval_min = 45\n')
+    _jobs, _notes, doc = _fixture_problem(ws)
+    keys = ("preemptible", "checkpoint_interval_steps", "restart_steps", "steps_since_checkpoint")
+    running = {r["job_id"]: tuple(r.get(k) for k in keys) for r in doc["running"]}
+    assert running["700174"] == (True, 2, None, 1) and running["700212"] == (True, 2, None, 1)
+    Problem.from_dict(doc)  # valid
