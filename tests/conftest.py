@@ -123,6 +123,22 @@ def mlruns_entries(root: Path = MLRUNS) -> set[str]:
     return out
 
 
+@pytest.fixture(autouse=True)
+def workspace_choice_restored():
+    """Put ``$GPUPLAN_WORKSPACE`` back after each test.
+
+    A command run in-process (typer's ``CliRunner``) with ``--workspace DIR`` sets it for its process
+    (``pipelines.cli.support.use_workspace``), as the real command does; in the suite's one process it then leaked
+    into later tests (``gpuplan train`` without ``--workspace`` trained on an ingest test's workspace).
+    """
+    before = os.environ.get("GPUPLAN_WORKSPACE")
+    yield
+    if before is None:
+        os.environ.pop("GPUPLAN_WORKSPACE", None)
+    else:
+        os.environ["GPUPLAN_WORKSPACE"] = before
+
+
 @pytest.fixture(scope="session", autouse=True)
 def mlflow_outside_the_clone(tmp_path_factory):
     """Point the MLflow store and the model store of the whole session at a temporary folder; check ``mlruns/``."""
