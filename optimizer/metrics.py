@@ -26,6 +26,10 @@ Definitions (window = the scenario's ``n_steps`` steps of ``step_h`` hours; N GP
   proving the gap; ``wall_clock_limited_solves``: those where a solve behind the plan stopped on
   the wall clock (:attr:`optimizer.plan.Plan.wall_clock_limited`) — such a row may not repeat.
   Neither is a bench.csv column (DESIGN §7.1); ``bench.md``/``bench.json`` report them.
+- ``preempted_gpu_h`` (issue 30): GPU-hours lost to surge preemption (:attr:`SimResult.preempted_gpu_h`: per stop,
+  the work since the last checkpoint plus the restart, x GPUs); ``stops``: stops over all jobs; ``stops_max_per_job``:
+  the most stops of any one job. Columns of bench.csv only in a run with a preemptible share above 0
+  (:data:`pipelines.bench.tables.PREEMPT_COLUMNS`).
 """
 
 from __future__ import annotations
@@ -87,6 +91,9 @@ class Metrics:
     time_limited_solves: int
     wall_clock_limited_solves: int = 0
     surge_replans: int = 0
+    preempted_gpu_h: float = 0.0
+    stops: int = 0
+    stops_max_per_job: int = 0
 
     def row(self) -> dict[str, object]:
         """The bench.csv row: exactly :data:`CSV_COLUMNS`."""
@@ -168,6 +175,9 @@ def compute(res: SimResult) -> Metrics:
         time_limited_solves=sum(1 for r in solves if r.status == "time_limit" and r.source != "fallback"),
         wall_clock_limited_solves=sum(1 for r in solves if r.wall_clock_limited),
         surge_replans=res.surge_replans,
+        preempted_gpu_h=_r(res.preempted_gpu_h),
+        stops=sum(res.stops_per_job.values()),
+        stops_max_per_job=max(res.stops_per_job.values(), default=0),
     )
 
 

@@ -1,7 +1,8 @@
 """The benchmark's tables, computed from a :class:`~pipelines.bench.run.BenchResult`.
 
 ``bench.csv`` (DESIGN §7.1 columns), ``bench.md`` (results, goals, run facts) and the ``--json``
-document.
+document. With a preemptible share above 0 (issue 30) each also carries :data:`PREEMPT_COLUMNS` per row and the share
+in the run's settings; at share 0 none of them changes.
 """
 
 from __future__ import annotations
@@ -53,18 +54,49 @@ def bound_columns(res: BenchResult, m) -> dict[str, Any]:
     }
 
 
+#: The columns after :data:`BENCH_CSV_COLUMNS` in a run with a preemptible share above 0 (issue 30): the share of
+#: the run, the GPU-hours lost to preemption, the stops over all jobs and the most stops of one job
+#: (:class:`optimizer.metrics.Metrics`). At share 0 they are not written, so that bench.csv stays the file of the
+#: non-preemptive bench byte for byte.
+PREEMPT_COLUMNS: tuple[str, ...] = ("preemptible_share", "preempted_gpu_h", "stops", "stops_max_per_job")
+
+
+def preemptive(res: BenchResult) -> bool:
+    """True when the run drew preemptible jobs (``--preemptible-share`` above 0): the outputs then carry :data:`PREEMPT_COLUMNS`."""
+    return getattr(res.config, "preemptible_share", 0.0) > 0
+
+
+def csv_columns(res: BenchResult) -> tuple[str, ...]:
+    """The columns of this run's ``bench.csv``: :data:`BENCH_CSV_COLUMNS`, plus :data:`PREEMPT_COLUMNS` when :func:`preemptive`."""
+    return (*BENCH_CSV_COLUMNS, *PREEMPT_COLUMNS) if preemptive(res) else BENCH_CSV_COLUMNS
+
+
+def preempt_columns(res: BenchResult, m) -> dict[str, Any]:
+    """:data:`PREEMPT_COLUMNS` of row ``m`` when :func:`preemptive`, else ``{}``."""
+    if not preemptive(res):
+        return {}
+    return {"preemptible_share": res.config.preemptible_share, "preempted_gpu_h": m.preempted_gpu_h,
+            "stops": m.stops, "stops_max_per_job": m.stops_max_per_job}
+
+
+def csv_row(res: BenchResult, m) -> dict[str, Any]:
+    """Row ``m`` of ``bench.csv`` as a dict of :func:`csv_columns` (values unformatted)."""
+    return {**m.row(), **bound_columns(res, m), **preempt_columns(res, m)}
+
+
 def bench_csv(res: BenchResult) -> str:
-    """``bench.csv`` text: :data:`BENCH_CSV_COLUMNS`, one row per scenario x planner (x seed).
+    """``bench.csv`` text: :func:`csv_columns`, one row per scenario x planner (x seed).
 
     The timing columns are empty when ``res.config.reproducible``.
     """
     blank = set(TIMING_COLUMNS) if res.config.reproducible else set()
+    cols = csv_columns(res)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(BENCH_CSV_COLUMNS)
+    w.writerow(cols)
     for m in res.metrics:
-        row = {**m.row(), **bound_columns(res, m)}
-        w.writerow(["" if c in blank else _fmt(row[c]) for c in BENCH_CSV_COLUMNS])
+        row = csv_row(res, m)
+        w.writerow(["" if c in blank else _fmt(row[c]) for c in cols])
     return buf.getvalue()
 
 
@@ -108,6 +140,7 @@ def comparison_rows(res: BenchResult) -> list[dict[str, Any]]:
                 "wait_p95_h": m.wait_p95_h,
                 "wait_by_priority": m.wait_by_priority,
                 "lost_gpu_h": m.lost_gpu_h,
+                **preempt_columns(res, m),
             }
         )
     return out
@@ -127,7 +160,7 @@ def _ratio(a, b):
 
 def bench_frame(res: BenchResult):
     """The rows of ``bench.csv`` as :func:`pipelines.bench.aggregate.frame` reads them (for the over-seed tables and goals)."""
-    return frame([{**m.row(), **bound_columns(res, m)} for m in res.metrics])
+    return frame([csv_row(res, m) for m in res.metrics])
 
 
 def goals(res: BenchResult) -> list[dict[str, Any]]:
@@ -164,6 +197,11 @@ def bench_md(res: BenchResult) -> str:
            f"{sum(getattr(s, 'arrival_placements', 0) for s in res.sims.values())} steps over all runs."
            if getattr(cfg, "place_arrivals", False) else "")
     )
+    if preemptive(res):
+        L.append("")
+        L.append(f"Preemptible share {cfg.preemptible_share:g} (--preemptible-share, issue 30): each batch job drawn "
+                 "preemptible with that probability by the seed (checkpoint every 2 steps, restart 1 step); a surge "
+                 "replan may stop such jobs (table \"Preemption\" below).")
     L.append("")
     L.append(f"Verified plans: **{res.verified_plans}** (every committed plan: one per simulated step, plus one "
              "per in-step replan on a real-time demand surge), "
@@ -192,6 +230,15 @@ def bench_md(res: BenchResult) -> str:
     if missing:
         L.append("")
         L.append(missing)
+    if preemptive(res):
+        L.append("")
+        L.append(f"## Preemption (preemptible share {cfg.preemptible_share:g})")
+        L.append("")
+        L.append("| scenario | planner | GPU-h lost to preemption | stops | most stops of one job |")
+        L.append("|---|---|---:|---:|---:|")
+        for r in rows:
+            L.append(f"| {r['scenario']} | {r['planner']} | {r['preempted_gpu_h']:.1f} | {r['stops']} | "
+                     f"{r['stops_max_per_job']} |")
     L.append("")
     L.append("## Wait time by priority class (hours; P50 / P95; never-started jobs censored at the window end)")
     L.append("")
@@ -306,7 +353,8 @@ def bench_json(res: BenchResult, out_dir: Path, files: Sequence[str]) -> dict[st
         "planners": list(res.config.planners) + ([CLAIRVOYANT] if res.config.clairvoyant else []),
         "seed": res.config.seed,
         "quick": res.config.quick,
-        "rows": [{**m.row(), **bound_columns(res, m)} for m in res.metrics],
+        **({"preemptible_share": res.config.preemptible_share} if preemptive(res) else {}),
+        "rows": [csv_row(res, m) for m in res.metrics],
         "bounds": {k: dataclasses.asdict(b) for k, b in res.bounds.items()},
         "comparison": comparison_rows(res),
         "goals": goals(res),
@@ -324,6 +372,7 @@ def bench_json(res: BenchResult, out_dir: Path, files: Sequence[str]) -> dict[st
             "mip_work_limit": res.config.mip_work_limit,
             "reproducible": res.config.reproducible,
             "place_arrivals": res.config.place_arrivals,
+            **({"preemptible_share": res.config.preemptible_share} if preemptive(res) else {}),
         },
     }
 
