@@ -48,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
             "pre": [(r.job_id, up_gpus_of(r, problem), bool(r.preemptible)) for r in problem.running
                     if r.preemptible or getattr(r, "checkpoint_interval_steps", None)],
             "stops": stops,
+            "running": len(problem.running),
+            "held": held,
         }
         return stops
 
@@ -78,8 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     m = item.metrics
     print(f"{a.scenario}@{a.seed} share {a.share:g} {a.planner}: RT {m.rt_sla_pct} %, unmet {m.rt_unmet_gpu_h} GPU-h, "
           f"surge replans {m.surge_replans}, stops {sim.stops_per_job}, lost {sim.preempted_gpu_h} GPU-h")
+    for jid, r in sim.jobs.items():
+        if r.stop_steps:
+            print(f"stopped: {jid} ({r.gpus} GPUs, priority {r.priority:g}) at step(s) {r.stop_steps}")
     print("step,demand,allocated,unmet_gpus,surge_replan,rule_want(swap cap),rule_current,free,rule_short,"
-          "preemptible_running(id:gpus:allowed),stops")
+          "running_jobs(gpus),preemptible_running(id:gpus:allowed),stops")
     h = sim.step_h
     unmet_by_cause = {"swap cap": 0.0, "no preemptible running": 0.0, "other": 0.0}
     for t in range(sim.n_steps):
@@ -89,11 +94,12 @@ def main(argv: list[str] | None = None) -> int:
             continue
         v = by_t.get(t)
         if v is None:
-            print(f"{t},{d},{g},{d - g},no,,,,,,")
+            print(f"{t},{d},{g},{d - g},no,,,,,,,")
             unmet_by_cause["other"] += (d - g) * h
             continue
         pre = " ".join(f"{j}:{n}:{'y' if ok else 'n'}" for j, n, ok in v["pre"]) or "none"
-        print(f"{t},{d},{g},{d - g},yes,{v['want']},{v['current']},{v['free']},{v['short']},{pre},{' '.join(v['stops']) or '-'}")
+        print(f"{t},{d},{g},{d - g},yes,{v['want']},{v['current']},{v['free']},{v['short']},{v['running']}({v['held']}),"
+              f"{pre},{' '.join(v['stops']) or '-'}")
         cap_part = max(0, v["demand"] - v["want"])
         unmet_by_cause["swap cap"] += min(cap_part, d - g) * h
         rest = (d - g) - min(cap_part, d - g)
