@@ -129,3 +129,26 @@ def test_bench_tables_replaces_the_generated_block(tmp_path, capsys):
     assert "| diurnal_peak | fifo | 1/2 | 1.000 | 0.900 (1) | 1/2 |" in text
     doc.write_text("no markers\n")
     assert mod.main([str(tmp_path / "bench.csv"), "--doc", str(doc)]) == 2
+
+
+def test_bench_tables_issue30_block_from_csvs_of_two_shares(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("bench_tables", ROOT / "scripts" / "bench_tables.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "bench.csv").write_text(HAND_CSV)
+    pre = HAND_CSV.splitlines()
+    pre = [pre[0] + ",preemptible_share,preempted_gpu_h,stops,stops_max_per_job"] + [r + ",0.3,1.5,1,1" for r in pre[1:]]
+    (tmp_path / "b" / "bench.csv").write_text("\n".join(pre) + "\n")
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"x\n{mod.BEGIN}\nkeep\n{mod.END}\n{mod.BEGIN30}\nold\n{mod.END30}\ny\n")
+    csvs = [str(tmp_path / "a" / "bench.csv"), str(tmp_path / "b" / "bench.csv")]
+    assert mod.main(["--issue30", *csvs, "--doc", str(doc)]) == 0
+    text = doc.read_text()
+    assert "keep" in text and "old" not in text and text.endswith(f"{mod.END30}\ny\n")
+    assert "| forecast_error | 0.3 | 0 | 100.000 | 100.000 / – / 100.000 | 50.0 | 1.000 | 84.0 % | 1.5 (1, 1) | 1.5 / – / 1.5 |" in text
+    assert "| forecast_error | 0 | 0 | 100.000 | 100.000 / – / 100.000 | 50.0 | 1.000 | 84.0 % | – | – |" in text
+    # the issue-15 tables take one share
+    assert mod.main(csvs) == 2
+    assert "several preemptible shares" in capsys.readouterr().err
