@@ -781,9 +781,7 @@ def _requeue(st: _State, jid: str, t: int) -> int:
     r = st.running.pop(jid)
     rec = st.records[jid]
     since, saved = checkpoint_progress(r, t)
-    # the restart steps of this run are already lost (:func:`_advance`): not twice
-    overlap = min(t - r.start, r.overhead) if since == t - r.start else 0
-    rec.lost_gpu_steps += (since - overlap) * r.job.gpus
+    rec.lost_gpu_steps += (since - restart_overlap(r, t, since)) * r.job.gpus
     rec.restarts += 1
     job = r.job
     done = r.overhead + saved  # steps of this run that will not be repeated... except the restart below
@@ -795,14 +793,28 @@ def _requeue(st: _State, jid: str, t: int) -> int:
     return since * r.job.gpus
 
 
+def restart_overlap(r: _Run, t: int, since: int) -> int:
+    """Restart steps of run ``r`` elapsed at ``t`` and inside ``since``: lost already, to the stop or failure before.
+
+    ``since``: the run's steps since its last checkpoint (:func:`checkpoint_progress`). A requeued run spends its first ``overhead`` steps restarting; until its first checkpoint they are part of
+    its steps since the run's start, and a loss counted from ``since`` would count them a second time.
+    """
+    return min(t - r.start, r.overhead) if since == t - r.start else 0
+
+
 def _stop(st: _State, jid: str, t: int) -> None:
-    """Stop running job ``jid`` at ``t`` by a surge preemption: requeue it (:func:`_requeue`) and count the stop."""
+    """Stop running job ``jid`` at ``t`` by a surge preemption: requeue it (:func:`_requeue`) and count the stop.
+
+    The stop loses the work since the last checkpoint (the restart steps of this run already elapsed were
+    counted by the stop before: :func:`restart_overlap`) plus the new restart, x GPUs.
+    """
     r = st.running[jid]
     since, _ = checkpoint_progress(r, t)
+    overlap = restart_overlap(r, t, since)
     _requeue(st, jid, t)
     rec = st.records[jid]
     rec.stop_steps.append(t)
-    rec.preempted_gpu_steps += (since + r.job.restart_steps) * r.job.gpus
+    rec.preempted_gpu_steps += (since - overlap + r.job.restart_steps) * r.job.gpus
 
 
 def _drop_replicas_on(st: _State, gpus: tuple[int, ...]) -> dict[str, int]:

@@ -79,3 +79,13 @@ def test_stop_cap_holds():
                    max_stops_per_24h=1)
     assert all(n <= 1 for n in res.stops_per_job.values())
     assert sum(res.stops_per_job.values()) >= 1
+
+
+def test_a_second_stop_before_the_next_checkpoint_does_not_count_the_first_restart_again():
+    # P1 (2 GPUs, checkpoint every 2 steps, restart 1): stopped at its checkpoint at 2 (loses the restart only:
+    # 1 step), back at 3 where it restarts for 1 step, stopped again at 5: 1 step of work since its start + the new
+    # restart = 2 steps (the restart step of 3 was the first stop's loss). (1 + 2) x 2 GPUs x 0.5 h = 3.0 GPU-h.
+    res = simulate(scenario(surge_steps=(2, 5, 8)), planner_fn("fast"), name="fast", rt_margin_alpha=None)
+    assert res.jobs["P1"].stop_steps == [2, 5]
+    assert res.preempted_gpu_h == 3.0  # was 4.0: the restart step counted by both stops
+    assert res.jobs["P1"].lost_gpu_steps * 0.5 == 3.0  # the job's own record of lost work agrees
