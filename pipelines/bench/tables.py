@@ -306,6 +306,7 @@ def bench_text(res: BenchResult) -> str:
         L.append(f"{r['scenario']:<17}{planner:<25}{r['utilization_pct']:>7.1f}"
                  f"{_s(r['util_vs_fifo_pts'], '+.1f'):>9}{r['value']:>10.0f}{_s(r['value_vs_fifo_pct'], '+.1f', '%'):>9}"
                  f"{r['rt_sla_pct']:>8.2f}{jobs:>8}{solve:>17}{r['verified_plans']:>10}{r['violations']:>11}")
+    L.append(COLUMNS_NOTE)
     if any(r["planner"] == CLAIRVOYANT for r in comparison_rows(res)):
         L.append(CLAIRVOYANT_NOTE)
     missing = missing_reference_note(comparison_rows(res), references=(("fifo", "vs FIFO"),))
@@ -333,6 +334,11 @@ def missing_reference_note(rows: list[dict], references: tuple[tuple[str, str], 
     return (f"{cols}: – ({' and '.join(n for n, _l in gone)} {'was' if len(gone) == 1 else 'were'} not among "
             f"--planners; add {'it' if len(gone) == 1 else 'them'}, e.g. --planners {names}, to compare)")
 
+
+#: The line under ``gpuplan bench``'s table: what its columns count (new users asked about ``jobs``).
+COLUMNS_NOTE = ("util %: GPU-hours busy with batch work or serving real-time demand, of all; value: priority x "
+                "GPU-hours of batch work done in the window; \"vs FIFO\": util in points, value in %; RT %: real-time "
+                "demand served; jobs: completed / arrived in the window (long valuable jobs may finish after it)")
 
 #: How ``gpuplan bench`` labels the clairvoyant row, and the line under its table (issue 33).
 CLAIRVOYANT_LABEL = "clairvoyant (reference)"

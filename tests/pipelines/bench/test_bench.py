@@ -146,5 +146,6 @@ def test_bench_text_labels_the_clairvoyant_row_a_reference_not_a_bound(monkeypat
                                                                {**row, "planner": "clairvoyant"}])
     lines = tables.bench_text(None).splitlines()
     assert lines[2].startswith("mixed            milp  ") and lines[3].startswith("mixed            clairvoyant (reference)")
-    assert lines[4] == ("clairvoyant (reference): a rolling MILP given the true demand and durations; a reference, not a "
+    assert lines[4] == tables.COLUMNS_NOTE
+    assert lines[5] == ("clairvoyant (reference): a rolling MILP given the true demand and durations; a reference, not a "
                         "bound: a planner can score above it (the offline bound is in bench.md)")
