@@ -261,4 +261,7 @@ def action_lines(inp: ReportInputs, view: PlanView, actions: list[JobAction]) ->
                        f"held for the whole horizon by {names_text([holder_text(inp, view, j) for j in x.in_the_way])}.")
         for what, cmd in x.commands:
             out.append(f"  - Try ({what}): `{cmd}`")
+    if any(x.commands for x in actions):  # a what-if re-plans everything: its gain can cost other jobs
+        out += ["", "Each `gpuplan whatif` re-plans the whole queue: its first lines say what the change costs other "
+                "jobs (later starts, deadlines missed) before you act on it."]
     return out + [""]

@@ -88,6 +88,9 @@ def test_the_page_lists_the_actions_and_writes_the_add_job_files(tmp_path):
     assert head < todo < page.index("## Waiting jobs by reason") < page.index("## Estimated start of every queued job")
     assert "- **`W`** (batch_inference, priority 1, 8 GPUs): never fits: needs 8 GPUs, at most 6 of 8 are ever free" in page
     assert f"`gpuplan whatif {tmp_path} --add-gpus 8`" in page
+    todo_section = page[todo:page.index("## Waiting jobs by reason")]
+    assert todo_section.count("Each `gpuplan whatif` re-plans the whole queue: its first lines say what the change "
+                              "costs other jobs (later starts, deadlines missed) before you act on it.") == 1
     assert json.loads((tmp_path / "whatif-L-2gpus.json").read_text()) == {
         "job_id": "L-2gpus", "kind": "training", "priority": 1.0, "release_step": 0, "gpus": 2, "duration_steps": 8,
         "deadline_step": 5}
