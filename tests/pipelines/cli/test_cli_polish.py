@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from pipelines.bench.tables import COLUMNS_NOTE
 from pipelines.cli.app import app
 from pipelines.cli.bench import SCENARIO_NAMES
-from pipelines.bench.tables import COLUMNS_NOTE
 from pipelines.cli.plan import OBJECTIVE_NOTE, RANGE_NOTE
 
 ROOT = Path(__file__).resolve().parents[3]
