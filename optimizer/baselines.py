@@ -36,6 +36,7 @@ from optimizer.objective import objective_value, run_decay
 from optimizer.placement import gpu_weights, hold_services
 from optimizer.plan import JobAssignment, Plan
 from optimizer.problem import Job, Problem
+from optimizer.reserve import surprise_room
 from optimizer.solver import SolveStatus
 
 
@@ -101,9 +102,14 @@ class Board:
     more occupied than [t, t + d). So only t0 and the steps with ``frees`` set are tried, and the
     answer is the one a scan of every step gives. ``frees`` is kept up to date by :meth:`place`
     (a block changes it only at its first step and the step after its last).
+
+    ``np_room`` (horizon_steps,) int, optional: the surprise reserve (issue 30, :func:`optimizer.reserve.surprise_room`),
+    the GPUs new non-preemptible blocks may hold per step; a block placed or searched with ``reserve=True`` must
+    also fit in it (``np_free``, with its own rises ``np_frees`` as events). None (the baselines): no such count.
     """
 
-    def __init__(self, problem: Problem, service_gpus: np.ndarray, capacity: Capacity | None = None) -> None:
+    def __init__(self, problem: Problem, service_gpus: np.ndarray, capacity: Capacity | None = None,
+                 np_room: np.ndarray | None = None) -> None:
         H, N = problem.horizon_steps, problem.n_gpus
         self.H, self.N = H, N
         self.occ = fixed_occupancy(problem) if capacity is None else capacity.occupancy.copy()
@@ -116,19 +122,29 @@ class Board:
             self.frees[1:] = (self.occ[:-1] & ~self.occ[1:]).any(axis=1) | (self.free_count[1:] > self.free_count[:-1])
         self.type_res = type_reservations(problem, service_gpus, self.occ) \
             if any(s.typed_capacity for s in problem.services) else []
+        self.np_free = None if np_room is None else np.asarray(np_room, dtype=np.int64).copy()
+        self.np_frees = np.zeros(H, dtype=bool)
+        if self.np_free is not None and H > 1:
+            self.np_frees[1:] = self.np_free[1:] > self.np_free[:-1]
 
     def _update_frees(self, t: int) -> None:
         if 0 < t < self.H:
             self.frees[t] = bool((self.occ[t - 1] & ~self.occ[t]).any() or self.free_count[t] > self.free_count[t - 1])
+            if self.np_free is not None:
+                self.np_frees[t] = bool(self.np_free[t] > self.np_free[t - 1])
 
-    def fit_at(self, t: int, gpus: int, duration: int, allowed: np.ndarray | None = None) -> int | None:
+    def fit_at(self, t: int, gpus: int, duration: int, allowed: np.ndarray | None = None,
+               reserve: bool = False) -> int | None:
         """Lowest aligned offset where ``gpus`` GPUs are free over steps [t, min(t+duration, H)), or None.
 
         ``allowed``: (n_gpus // gpus,) bool, the blocks the job may use (typed clusters,
-        :func:`optimizer.eligibility.block_options`); None = every block.
+        :func:`optimizer.eligibility.block_options`); None = every block. ``reserve``: a non-preemptible job under
+        the surprise reserve (it must also fit ``np_free``; ignored without ``np_room``).
         """
         te = min(t + duration, self.H)
         if np.any(self.free_count[t:te] < gpus):
+            return None
+        if reserve and self.np_free is not None and np.any(self.np_free[t:te] < gpus):
             return None
         blocked = self.occ[t:te].reshape(te - t, self.N // gpus, gpus).any(axis=(0, 2))
         if allowed is not None:
@@ -139,52 +155,60 @@ class Board:
         free = np.flatnonzero(~blocked)
         return int(free[0]) * gpus if len(free) else None
 
-    def fit_options(self, t: int, gpus: int, options: list[BlockOption]) -> tuple[int, int] | None:
-        """First fit over the eligible blocks of every option: the lowest (offset, duration) free at ``t``, or None."""
+    def fit_options(self, t: int, gpus: int, options: list[BlockOption], reserve: bool = False) -> tuple[int, int] | None:
+        """First fit over the eligible blocks of every option: the lowest (offset, duration) free at ``t``, or None (``reserve`` as :meth:`fit_at`)."""
         best: tuple[int, int] | None = None
         for d, mask, _ in options:
-            o = self.fit_at(t, gpus, d, mask)
+            o = self.fit_at(t, gpus, d, mask, reserve)
             if o is not None and (best is None or o < best[0]):
                 best = (o, d)
         return best
 
-    def earliest_options(self, t0: int, gpus: int, options: list[BlockOption]) -> tuple[int, int, int] | None:
-        """Earliest (step, offset, duration) over the options (lowest offset among equal steps), or None."""
+    def earliest_options(self, t0: int, gpus: int, options: list[BlockOption],
+                         reserve: bool = False) -> tuple[int, int, int] | None:
+        """Earliest (step, offset, duration) over the options (lowest offset among equal steps), or None (``reserve`` as :meth:`fit_at`)."""
         best: tuple[int, int, int] | None = None
         for d, mask, _ in options:
-            hit = self.earliest(t0, gpus, d, mask)
+            hit = self.earliest(t0, gpus, d, mask, reserve)
             if hit is not None and (best is None or hit < best[:2]):
                 best = (hit[0], hit[1], d)
         return best
 
-    def next_frees(self, t: int) -> int:
-        """The first step > t where room frees up (``frees``), or H when there is none."""
-        hit = np.flatnonzero(self.frees[t + 1 :])
+    def next_frees(self, t: int, reserve: bool = False) -> int:
+        """The first step > t where room frees up (``frees``, and ``np_frees`` with ``reserve``), or H when there is none."""
+        hit = np.flatnonzero(self._events(reserve)[t + 1 :])
         return t + 1 + int(hit[0]) if len(hit) else self.H
 
-    def earliest(self, t0: int, gpus: int, duration: int, allowed: np.ndarray | None = None) -> tuple[int, int] | None:
+    def _events(self, reserve: bool) -> np.ndarray:
+        """(H,) bool: the steps where room frees up for a block (``np_frees`` too for one under the reserve)."""
+        return self.frees | self.np_frees if reserve and self.np_free is not None else self.frees
+
+    def earliest(self, t0: int, gpus: int, duration: int, allowed: np.ndarray | None = None,
+                 reserve: bool = False) -> tuple[int, int] | None:
         """Earliest (step, offset) with step >= t0 where the block fits, or None inside the horizon.
 
         Tries t0 and then only the steps where room frees up (see the class docstring): the same
-        answer as trying every step, in O(events) fit checks instead of O(H).
+        answer as trying every step, in O(events) fit checks instead of O(H). ``reserve`` as :meth:`fit_at`.
         """
         t0 = max(0, t0)
         if t0 >= self.H:
             return None
-        o = self.fit_at(t0, gpus, duration, allowed)
+        o = self.fit_at(t0, gpus, duration, allowed, reserve)
         if o is not None:
             return t0, o
-        for t in (np.flatnonzero(self.frees[t0 + 1 :]) + (t0 + 1)).tolist():
-            o = self.fit_at(t, gpus, duration, allowed)
+        for t in (np.flatnonzero(self._events(reserve)[t0 + 1 :]) + (t0 + 1)).tolist():
+            o = self.fit_at(t, gpus, duration, allowed, reserve)
             if o is not None:
                 return t, o
         return None
 
-    def place(self, t: int, o: int, gpus: int, duration: int, sign: int = 1) -> None:
-        """Occupy (sign=1) or release (sign=-1) a block over its in-horizon steps."""
+    def place(self, t: int, o: int, gpus: int, duration: int, sign: int = 1, reserve: bool = False) -> None:
+        """Occupy (sign=1) or release (sign=-1) a block over its in-horizon steps (``reserve``: a non-preemptible one, also counted in ``np_free``)."""
         te = min(t + duration, self.H)
         self.occ[t:te, o : o + gpus] = sign > 0
         self.free_count[t:te] -= sign * gpus
+        if reserve and self.np_free is not None:
+            self.np_free[t:te] -= sign * gpus
         self.version += 1
         self._update_frees(t)
         self._update_frees(te)
@@ -283,6 +307,9 @@ def _backfill(
     def opts(j: Job) -> list[BlockOption]:
         return options[j.job_id]
 
+    def rv(j: Job) -> bool:  # under the surprise reserve (a board with np_room, a non-preemptible job)
+        return board.np_free is not None and not j.preemptible
+
     releases = sorted({j.release_step for j in order if j.release_step < H})
     ri = 0
     cached: tuple[str, int, tuple[int, int, int] | None] | None = None  # (head id, board version, earliest)
@@ -294,10 +321,10 @@ def _backfill(
         queue = [j for j in order if j.job_id not in out and j.release_step <= t]
         while queue:  # start heads for as long as they fit
             hs = queue[0].requested
-            fit = board.fit_options(t, hs.gpus, opts(queue[0]))
+            fit = board.fit_options(t, hs.gpus, opts(queue[0]), rv(queue[0]))
             if fit is None:
                 break
-            board.place(t, fit[0], hs.gpus, fit[1])
+            board.place(t, fit[0], hs.gpus, fit[1], reserve=rv(queue[0]))
             out[queue.pop(0).job_id] = (t, fit[0])
             placed = True
         if queue:
@@ -309,25 +336,25 @@ def _backfill(
                     and (cached[2] is None or cached[2][0] >= t + 1)):
                 res = cached[2]
             else:
-                res = board.earliest_options(t + 1, hs.gpus, opts(head))
+                res = board.earliest_options(t + 1, hs.gpus, opts(head), rv(head))
                 cached = (head.job_id, board.version, res)
             for j in queue[1:]:
                 s = j.requested
-                fit = board.fit_options(t, s.gpus, opts(j))
+                fit = board.fit_options(t, s.gpus, opts(j), rv(j))
                 if fit is None:
                     continue
                 o, d = fit
-                board.place(t, o, s.gpus, d)
+                board.place(t, o, s.gpus, d, reserve=rv(j))
                 # nothing fitted the head in [t+1, res) and the board only grew, so the head's
                 # earliest start moves later exactly when it no longer fits at res
-                if res is not None and board.fit_options(res[0], hs.gpus, opts(head)) is None:
-                    board.place(t, o, s.gpus, d, sign=-1)
+                if res is not None and board.fit_options(res[0], hs.gpus, opts(head), rv(head)) is None:
+                    board.place(t, o, s.gpus, d, sign=-1, reserve=rv(j))
                     continue
                 out[j.job_id] = (t, o)
                 placed = True
         while ri < len(releases) and releases[ri] <= t:
             ri += 1
-        nxt = board.next_frees(t)
+        nxt = board.next_frees(t, reserve=board.np_free is not None)
         if ri < len(releases):
             nxt = min(nxt, releases[ri])
         t = t + 1 if placed else nxt
@@ -390,17 +417,20 @@ def assemble_plan(
 
 
 def baseline_plan(problem: Problem, planner: str, deadline: float | None = None,
-                  capacity: Capacity | None = None) -> Plan:
+                  capacity: Capacity | None = None, np_room: np.ndarray | None = None) -> Plan:
     """Plan ``problem`` with baseline ``planner`` in {"fifo", "easy", "priority"}.
 
     ``deadline`` (a ``time.perf_counter()`` value) stops the placement when passed: jobs not yet
     placed stay unstarted (still a valid plan) and the plan's message says so. The plan is
     unverified (:func:`optimizer.planners.plan` verifies). Raises ValueError for another name.
     ``capacity``: :meth:`optimizer.capacity.Capacity.of` of ``problem`` when the caller has it.
+    ``np_room``: the surprise reserve (:func:`optimizer.reserve.surprise_room`, (horizon_steps,) GPUs) that
+    non-preemptible jobs must keep: given only by the fast mode's and the MILP's priority-backfill candidate
+    (issue 30); the baselines themselves run with None (Slurm/Kueue behaviour, no reserve).
     """
     t0 = time.perf_counter()
     svc = reserved_service_gpus(problem, capacity=capacity)
-    board = Board(problem, svc, capacity)
+    board = Board(problem, svc, capacity, np_room)
     if planner == "fifo":
         placed, stopped = _fifo(problem, board, deadline)
     elif planner == "easy":
@@ -440,6 +470,7 @@ def demand_following_target(problem: Problem) -> np.ndarray:
 def greedy_place(
     problem: Problem, service_gpus: np.ndarray, jobs: list[Job], planner: str = "greedy", deadline: float | None = None,
     capacity: Capacity | None = None, fixed: dict[str, tuple[int, int, int, int]] | None = None,
+    np_room: np.ndarray | None = None,
 ) -> Plan:
     """Place ``jobs`` one by one, in the given order, each at its earliest fitting start.
 
@@ -449,14 +480,17 @@ def greedy_place(
     placed stay unstarted. ``capacity``: :meth:`optimizer.capacity.Capacity.of` of ``problem`` when the caller has it.
     ``fixed``: ``job_id -> (start_step, block_offset, gpus, duration_steps)`` of queued jobs already placed (a
     committed plan's starts, :func:`optimizer.fast.place_arrivals`): occupied first, kept as they are, and ``jobs``
-    fill the room they leave.
+    fill the room they leave. ``np_room``: the surprise reserve (:func:`optimizer.reserve.surprise_room`,
+    (horizon_steps,) GPUs): non-preemptible jobs (fixed ones included) are counted in it and placed only where
+    they fit it (issue 30); None: no reserve.
     """
     t0 = time.perf_counter()
     g = problem.settings.decay_per_step
-    board = Board(problem, service_gpus, capacity)
+    board = Board(problem, service_gpus, capacity, np_room)
+    preemptible = {j.job_id for j in problem.jobs if j.preemptible}
     starts: dict[str, tuple[int, int, int]] = {}
     for jid, (t, o, gpus, d) in (fixed or {}).items():
-        board.place(t, o, gpus, d)
+        board.place(t, o, gpus, d, reserve=jid not in preemptible)
         starts[jid] = (t, o, gpus)
     for j in jobs:
         if j.job_id in starts:
@@ -464,8 +498,9 @@ def greedy_place(
         if _past(deadline):
             break
         best = None
+        rv = not j.preemptible
         for s in j.sizes:
-            hit = board.earliest_options(j.release_step, s.gpus, block_options(problem, j, s))
+            hit = board.earliest_options(j.release_step, s.gpus, block_options(problem, j, s), rv)
             if hit is not None:
                 # the work of the run (s.duration_steps reference steps) earned over its d steps on that type
                 value = j.priority * s.efficiency * s.gpus * (s.duration_steps / hit[2]) * run_decay(g, hit[0], hit[2]) \
@@ -474,7 +509,7 @@ def greedy_place(
                     best = (value, -hit[0], s, hit)
         if best is not None:
             _, _, s, (t, o, d) = best
-            board.place(t, o, s.gpus, d)
+            board.place(t, o, s.gpus, d, reserve=rv)
             starts[j.job_id] = (t, o, s.gpus)
     return assemble_plan(problem, planner, SolveStatus.FEASIBLE, starts, service_gpus, time.perf_counter() - t0)
 
@@ -487,8 +522,11 @@ def greedy_plans(problem: Problem, deadline: float | None = None, capacity: Capa
     GPU-step (priority x efficiency), and size x duration (largest first). Past ``deadline`` (a
     ``time.perf_counter()`` value) no further order is started (fewer candidates come back).
     ``capacity``: :meth:`optimizer.capacity.Capacity.of` of ``problem`` when the caller has it.
+    With a preemptible job in the problem the orders keep the surprise reserve
+    (:func:`optimizer.reserve.surprise_room`, issue 30), so they stay feasible starts of the MILP that has its rows.
     """
     svc = reserved_service_gpus(problem, demand_following_target(problem), capacity)
+    np_room = surprise_room(problem)
     orders = (
         lambda j: (-j.priority, j.release_step, j.job_id),
         lambda j: (-j.priority * max(s.efficiency for s in j.sizes), j.release_step, j.job_id),
@@ -498,5 +536,6 @@ def greedy_plans(problem: Problem, deadline: float | None = None, capacity: Capa
     for key in orders:
         if _past(deadline):
             break
-        out.append(greedy_place(problem, svc, sorted(problem.jobs, key=key), deadline=deadline, capacity=capacity))
+        out.append(greedy_place(problem, svc, sorted(problem.jobs, key=key), deadline=deadline, capacity=capacity,
+                                np_room=np_room))
     return out

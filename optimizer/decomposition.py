@@ -44,16 +44,19 @@ from optimizer.milp import (
     add_max_wait,
     add_real_time_first,
     add_start_once,
+    add_surprise_reserve,
     add_swap_cap,
     assign_group_members,
     complete_guard,
     make_context,
     model_size,
+    non_preemptible_sets,
     set_service_values,
 )
 from optimizer.objective import run_decay
 from optimizer.plan import Plan
 from optimizer.problem import Problem
+from optimizer.reserve import surprise_room
 from optimizer.solver import SolveOutcome, SparseModel, check_solution, solve
 
 
@@ -236,6 +239,9 @@ def build_count_model(problem: Problem, u_star: np.ndarray | None = None,
     add_real_time_first(b, ctx, u_cols)
     add_gpu_count(b, ctx, count_coverage(ys, runs), a_cols)
     add_block_levels(b, occ, ys, runs)
+    np_sets = non_preemptible_sets(ctx, ys)
+    add_surprise_reserve(b, ctx, count_coverage([v for v, f in zip(ys, np_sets, strict=True) if f],
+                                                [r for r, f in zip(runs, np_sets, strict=True) if f]))
     add_start_once(b, ctx, ys)
     add_swap_cap(b, ctx, a_cols)
     guard = add_max_wait(b, ctx, ys)
@@ -412,7 +418,7 @@ def lp_rounded_plans(cm: CountModel, x: np.ndarray, deadline: float | None = Non
         if deadline is not None and time.perf_counter() >= deadline:
             break
         out.append(greedy_place(p, svc, sorted(p.jobs, key=keys[name]), planner="lp_guided", deadline=deadline,
-                                capacity=cm.ctx.capacity))
+                                capacity=cm.ctx.capacity, np_room=cm.ctx.np_room))
     return out
 
 
@@ -443,7 +449,8 @@ def lp_guided_plan(cm: CountModel, time_limit_s: float = 2.0, log: list | None =
         return (-round(f, 3), mean_t.get(j.job_id, 0.0) / f if f > 1e-9 else float("inf"), j.job_id)
 
     svc = reserved_service_gpus(p, demand_following_target(p), cm.ctx.capacity)
-    return greedy_place(p, svc, sorted(p.jobs, key=key), planner="lp_guided", capacity=cm.ctx.capacity)
+    return greedy_place(p, svc, sorted(p.jobs, key=key), planner="lp_guided", capacity=cm.ctx.capacity,
+                        np_room=cm.ctx.np_room)
 
 
 def master_guided_plan(problem: Problem, picks: dict[str, tuple[int, int, int]], service_gpus: np.ndarray,
@@ -451,7 +458,7 @@ def master_guided_plan(problem: Problem, picks: dict[str, tuple[int, int, int]],
     """A repair of a master solution that could not be packed: services at the master's ``service_gpus`` (S, H); the master's picked jobs (``job_id -> (start, gpus, duration)``) placed first, by master start, then larger first, then id; then the jobs the master left out; each by :func:`optimizer.baselines.greedy_place` at its earliest aligned fit.
 
     Unverified; the planner verifies before use. ``capacity``: :meth:`optimizer.capacity.Capacity.of` of ``problem``
-    when the caller has it.
+    when the caller has it. Non-preemptible jobs keep the surprise reserve (:func:`optimizer.reserve.surprise_room`).
     """
     far = problem.horizon_steps
 
@@ -460,7 +467,7 @@ def master_guided_plan(problem: Problem, picks: dict[str, tuple[int, int, int]],
         return (j.job_id not in picks, t, -g, j.job_id)
 
     return greedy_place(problem, np.asarray(service_gpus), sorted(problem.jobs, key=key), planner="master_guided",
-                        capacity=capacity)
+                        capacity=capacity, np_room=surprise_room(problem))
 
 
 def master_admits(cm: CountModel, plan: Plan) -> bool:

@@ -150,7 +150,11 @@ class SizeEstimate:
 
 
 def job_groups(problem: Problem) -> list[list[int]]:
-    """Indices of queued jobs that are interchangeable (same priority, release and sizes).
+    """Indices of queued jobs that are interchangeable (same priority, release, sizes and ``preemptible``).
+
+    ``preemptible`` is part of the key so a group is all preemptible or all not (the surprise reserve,
+    :func:`optimizer.milp.add_surprise_reserve`, counts only non-preemptible starts); without preemptible jobs
+    the groups are the same as without it.
 
     Interchangeable jobs share one set of start variables with "start at most k times"
     (removes symmetric solutions); job ids are assigned to the chosen starts afterwards.
@@ -169,7 +173,7 @@ def job_groups(problem: Problem) -> list[list[int]]:
         return _arrival_runs(problem, W)
     groups: dict[tuple, list[int]] = {}
     for k, j in enumerate(problem.jobs):
-        key = (j.priority, j.release_step, j.sizes)
+        key = (j.priority, j.release_step, j.sizes, j.preemptible)
         groups.setdefault(key, []).append(k)
     return list(groups.values())
 
@@ -185,7 +189,7 @@ def _arrival_runs(problem: Problem, wait_steps: int) -> list[list[int]]:
     prev = None
     for k in order:
         j = problem.jobs[k]
-        key = (j.priority, j.release_step, j.sizes)
+        key = (j.priority, j.release_step, j.sizes, j.preemptible)
         shareable = j.release_step + wait_steps >= min(last_drop, H)
         if out and key == prev and shareable:
             out[-1].append(k)

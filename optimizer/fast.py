@@ -35,6 +35,7 @@ from optimizer.capacity import Capacity, least_unmet_rt
 from optimizer.plan import Plan, PlanSource
 from optimizer.problem import Problem
 from optimizer.ranking import rank, verified
+from optimizer.reserve import surprise_room
 from optimizer.verify import verify
 
 #: The planner name of fast plans (:data:`optimizer.planners.PLANNERS`).
@@ -46,9 +47,11 @@ def fast_candidates(problem: Problem, deadline: float | None = None, capacity: C
 
     ``deadline`` (a ``time.perf_counter()`` value): no further greedy order is started once passed (priority
     backfill always runs, stopping its own placement there). Each plan covers ``problem.horizon_steps`` steps.
+    With a preemptible job in the problem every candidate keeps the surprise reserve (issue 30,
+    :func:`optimizer.reserve.surprise_room`: non-preemptible starts leave the GPUs a one-step surprise may claim).
     """
     cap = capacity if capacity is not None else Capacity.of(problem)
-    return [baseline_plan(problem, "priority", deadline, cap), *greedy_plans(problem, deadline, cap)]
+    return [baseline_plan(problem, "priority", deadline, cap, surprise_room(problem)), *greedy_plans(problem, deadline, cap)]
 
 
 def fast_plan(problem: Problem, deadline: float | None = None, capacity: Capacity | None = None) -> Plan:
@@ -86,7 +89,8 @@ def place_arrivals(problem: Problem, committed: Plan, job_ids: set[str] | frozen
     step) is kept, the services keep its GPUs per step, and the jobs of ``job_ids`` are placed one by one, highest
     priority first (then release, id), each at its earliest fitting start and size
     (:func:`optimizer.baselines.greedy_place` on a board holding the committed blocks). Planner
-    ``committed.planner``, source ``greedy``; unverified (the caller verifies before committing).
+    ``committed.planner``, source ``greedy``; unverified (the caller verifies before committing). Non-preemptible
+    arrivals keep the surprise reserve (:func:`optimizer.reserve.surprise_room`, issue 30).
     """
     H = problem.horizon_steps
     fixed = {a.job_id: (a.start_step, a.block_offset, a.gpus, a.end_step - a.start_step)
@@ -96,5 +100,6 @@ def place_arrivals(problem: Problem, committed: Plan, job_ids: set[str] | frozen
     svc = np.array([committed.service_gpus[s.service] for s in problem.services], dtype=np.int64).reshape(-1, H)
     new = sorted((j for j in problem.jobs if j.job_id in job_ids and j.job_id not in fixed),
                  key=lambda j: (-j.priority, j.release_step, j.job_id))
-    placed = greedy_place(problem, svc, new, committed.planner, capacity=capacity, fixed=fixed)
+    placed = greedy_place(problem, svc, new, committed.planner, capacity=capacity, fixed=fixed,
+                          np_room=surprise_room(problem))
     return replace(placed, source=PlanSource.GREEDY, message="arrivals placed by the fast mode on the committed plan")

@@ -56,6 +56,7 @@ from optimizer.diagnose import job_groups
 from optimizer.objective import run_decay
 from optimizer.plan import Plan
 from optimizer.problem import Problem
+from optimizer.reserve import surprise_room
 from optimizer.solver import SparseModel
 
 
@@ -159,6 +160,7 @@ class Context:
     unmet_cap: np.ndarray  # (S, H) u's upper bound: u* with one service, else the demand
     least_unmet: int  # U* = least unmet real-time GPU-steps of any valid plan (real time first)
     capacity: Capacity  # the problem's capacity arrays (running, up, fixed occupancy, service bounds and need)
+    np_room: np.ndarray | None = None  # (H,) GPUs new non-preemptible starts may hold (surprise reserve); None: no row
 
 
 def make_context(problem: Problem, u_star: np.ndarray | None = None, capacity: Capacity | None = None) -> Context:
@@ -182,7 +184,7 @@ def make_context(problem: Problem, u_star: np.ndarray | None = None, capacity: C
     # several services: U* can be split among them in several ways, so the row of add_real_time_first
     cap = u_star if len(problem.services) == 1 else D
     return Context(problem, groups, unit, n_cells, blocked, np.asarray(room), L, U, problem.max_priority(),
-                   cap, int(u_star.sum()), capacity)
+                   cap, int(u_star.sum()), capacity, surprise_room(problem))
 
 
 # ----------------------------------------------------------------------------- families
@@ -327,6 +329,39 @@ def add_gpu_count(b: ModelBuilder, ctx: Context, cov: Coverage, a_cols: np.ndarr
         b.add_coeffs(rows[cov.step_rows], cov.step_cols, cov.step_vals)
     if a_cols.size:
         b.add_coeffs(np.broadcast_to(rows[None, :], a_cols.shape), a_cols, 1.0)
+
+
+def non_preemptible_sets(ctx: Context, xs: list[StartVars]) -> list[bool]:
+    """Per start-variable set of ``xs``: True when its group's jobs are not preemptible (groups never mix, :func:`optimizer.diagnose.job_groups`)."""
+    return [not ctx.problem.jobs[ctx.groups[v.group][0]].preemptible for v in xs]
+
+
+def add_surprise_reserve(b: ModelBuilder, ctx: Context, np_cov: Coverage) -> None:
+    """The surprise reserve (issue 30, :mod:`optimizer.reserve`): per step, GPUs of new non-preemptible starts <= ``ctx.np_room``.
+
+    ``ctx.np_room[t] = max(0, up − running non-preemptible − Σ_i min(max_gpus_i, D_{i,t} + swap_cap_gpus_i))``
+    (:func:`optimizer.reserve.surprise_room`, shape (H,), GPUs): running non-preemptible work is in the right-hand
+    side, preemptible starts have no coefficient (they may use the reserve). ``np_cov``: the step coverage of the
+    non-preemptible start sets only (:func:`non_preemptible_sets`; the full model's :func:`add_no_preemption`
+    entries, or the master's running counts, :func:`optimizer.decomposition.count_coverage`). No row when
+    ``ctx.np_room`` is None (no preemptible job: the model is exactly the one without the reserve) or nothing
+    non-preemptible can start. Always feasible: starting nothing keeps every row.
+    """
+    if ctx.np_room is None or not len(np_cov.step_rows):
+        return
+    rows = b.add_rows(-np.inf, ctx.np_room.astype(np.float64), "surprise_reserve")
+    b.add_coeffs(rows[np_cov.step_rows], np_cov.step_cols, np_cov.step_vals)
+
+
+def full_np_coverage(ctx: Context, cov: Coverage, xs: list[StartVars]) -> Coverage:
+    """The step entries of ``cov`` (the full model's, :func:`add_no_preemption`) of non-preemptible start sets only."""
+    z = np.zeros(0, dtype=np.int64)
+    flags = non_preemptible_sets(ctx, xs)
+    np_cols = [v.cols for v, f in zip(xs, flags, strict=True) if f]
+    if ctx.np_room is None or not np_cols:
+        return Coverage(z, z, z, z, np.zeros(0))
+    keep = np.isin(cov.step_cols, np.concatenate(np_cols))
+    return Coverage(z, z, cov.step_rows[keep], cov.step_cols[keep], cov.step_vals[keep])
 
 
 def add_start_once(b: ModelBuilder, ctx: Context, xs: list[StartVars]) -> None:
@@ -638,6 +673,7 @@ def build_model(problem: Problem, u_star: np.ndarray | None = None, capacity: Ca
     a_cols, u_cols = add_demand_band(b, ctx)
     add_real_time_first(b, ctx, u_cols)
     add_one_task_per_gpu(b, ctx, cov, a_cols)
+    add_surprise_reserve(b, ctx, full_np_coverage(ctx, cov, xs))
     add_start_once(b, ctx, xs)
     add_swap_cap(b, ctx, a_cols)
     guard = add_max_wait(b, ctx, xs)

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from optimizer.baselines import assemble_plan, greedy_plans
+from optimizer.baselines import assemble_plan, baseline_plan, greedy_plans
 from optimizer.capacity import Capacity, least_unmet_by_step
 from optimizer.decomposition import (
     CountModel,
@@ -68,6 +68,7 @@ from optimizer.objective import objective_value
 from optimizer.plan import SOURCE_OF_PLANNER, Plan, PlanSource
 from optimizer.problem import Problem
 from optimizer.ranking import below, best_baseline, min_bound, rank, rt_excess, verified
+from optimizer.reserve import reserve_excess, surprise_room
 from optimizer.solver import WORK_MIN_CHECKS, SolveOutcome, SolveStatus, auto_work_limit, mip_gap, solve
 from optimizer.verify import verify
 
@@ -291,8 +292,33 @@ class MilpRun:
         self.u_star = least_unmet_by_step(self.problem, self.capacity)
         self.least = int(self.u_star.sum())
         self.base = best_baseline(self.problem, b.deadline + BASELINE_GRACE_S, self.least, self.capacity)
+        self.np_room = surprise_room(self.problem)
+        if self.np_room is not None:
+            self.base = self.reserve_base(b.deadline + BASELINE_GRACE_S)
         b.past("baselines", b.deadline + BASELINE_GRACE_S)
         b.took("baselines")
+
+    def keeps_reserve(self, p: Plan) -> bool:
+        """``p`` keeps the surprise reserve (issue 30, :func:`optimizer.reserve.reserve_excess`; always True without it)."""
+        return self.np_room is None or reserve_excess(p, self.problem, self.np_room) == 0
+
+    def reserve_base(self, deadline: float) -> Plan:
+        """The answer of last resort under the surprise reserve: the best of priority backfill keeping the reserve and the best baseline when it keeps it too.
+
+        The plain baselines (Slurm/Kueue behaviour) do not keep the reserve; the MILP's plans are compared with
+        this one instead (:meth:`finish`), so a plan of the reserved model is never refused for ranking below a
+        plan the reserve forbids. With ``max_wait_steps`` the reserved backfill counts only when it keeps the guard.
+        """
+        problem = self.problem
+        cands = [self.base] if self.keeps_reserve(self.base) else []
+        rp = verified(baseline_plan(problem, "priority", deadline, self.capacity, self.np_room), problem)
+        if problem.settings.max_wait_steps is None or not verify(rp, problem, guard=True):
+            cands.append(rp)
+        if not cands:
+            return self.base
+        self.notes.append("surprise reserve (issue 30): a preemptible job in the problem, so non-preemptible starts "
+                          "leave each service min(max_gpus, demand + swap_cap_gpus) GPUs (DESIGN §5)")
+        return max(cands, key=lambda p: rank(p, problem, self.least))
 
     def greedy_starts(self) -> None:
         """The verified starts: the best baseline, the greedy plans and the warm start, best first."""
@@ -305,6 +331,9 @@ class MilpRun:
             # a warm start comes from another problem (the last replan, a what-if's base): its objective field is
             # that problem's, so it is valued again on this one before it competes with the other starts
             self.seeds.append(replace(ws, objective=objective_value(ws, problem)))
+        if self.np_room is not None:  # only starts that keep the surprise reserve (feasible points of the models)
+            kept = [s for s in self.seeds if self.keeps_reserve(s)]
+            self.seeds = kept or self.seeds
         self.rank_seeds()
         b.took("greedy warm starts")
 
