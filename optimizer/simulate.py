@@ -428,14 +428,14 @@ def _problem_at(st: _State, t: int, current: dict[str, int], lookahead: bool = F
     )
     jobs = tuple(
         Job(j.job_id, j.kind, aged_priority(j.priority, t - j.arrival_step, sc.settings.max_wait_steps), 0,
-            (SizeOption(j.gpus, j.forecast_steps),), gpu_types=j.gpu_types)
+            (SizeOption(j.gpus, j.forecast_steps),), gpu_types=j.gpu_types, **_queued_preemption(st, j, t))
         for j in sorted(st.queue.values(), key=lambda j: (j.arrival_step, j.job_id))
     )
     if lookahead:
         future = [j for u in range(t + 1, t + H) for j in st.arrivals.get(u, [])]
         jobs += tuple(
             Job(j.job_id, j.kind, j.priority, j.arrival_step - t, (SizeOption(j.gpus, j.forecast_steps),),
-                gpu_types=j.gpu_types)
+                gpu_types=j.gpu_types, **_queued_preemption(st, j, t))
             for j in sorted(future, key=lambda j: (j.arrival_step, j.job_id))
         )
     q = _upper_ratio(st)
@@ -457,6 +457,20 @@ def checkpoint_progress(r: _Run, t: int) -> tuple[int, int]:
     ci = r.job.checkpoint_interval_steps or 0
     k = (e - r.overhead) // ci if ci and e > r.overhead else 0
     return e - (r.overhead + k * ci if k else 0), k * ci
+
+
+def _queued_preemption(st: _State, j: SimJob, t: int) -> dict[str, Any]:
+    """The preemption fields of a queued job's :class:`Job` at ``t``; none for a non-preemptible job (issue 30).
+
+    ``preemptible`` is False once the job has had its cap of stops in the last 24 h, as for a running job
+    (:func:`_preemption_fields`). The planners read it for the surprise reserve (:mod:`optimizer.reserve`): a
+    preemptible queued job may start in the GPUs a real-time surprise may claim; with no preemptible job every
+    field is the default and the problem is the one without preemption.
+    """
+    if not j.preemptible:
+        return {}
+    return {"preemptible": st.may_stop(j.job_id, t), "checkpoint_interval_steps": j.checkpoint_interval_steps,
+            "restart_steps": j.restart_steps}
 
 
 def _preemption_fields(st: _State, r: _Run, t: int) -> dict[str, Any]:

@@ -61,7 +61,11 @@ def test_no_surge_or_no_preemptible_job_gives_the_same_plan(planner):
 def test_running_at_ages_checkpoints_and_counts_the_plans_starts():
     from optimizer.preemption import running_at, since_after
 
-    prob = Problem.from_dict(surge_doc())
+    d = surge_doc()
+    # swap cap 2, not 4: with P1, P2 preemptible the surprise reserve (issue 30) leaves non-preemptible Q
+    # 8 - 2 (N) - min(8, 2 + cap) GPUs from step 1: 0 with a cap of 4, 2 with a cap of 2
+    d["services"][0]["swap_cap_gpus"] = 2
+    prob = Problem.from_dict(d)
     p = production_plan(prob, "fast")  # Q starts at step 1 on P2's GPUs [2, 4)
     (q,) = [a for a in p.assignments if a.job_id == "Q"]
     assert (q.start_step, q.block_offset) == (1, 2)
