@@ -6,7 +6,9 @@ anything is allocated, from the problem alone), the infeasibility diagnosis
 :class:`optimizer.strategy.MilpRun`: the three baselines (each verified), the greedy and LP-guided warm
 starts, the master (or full) model solved under the work budget, with the best baseline plan as the answer
 of last resort (``source="fallback"``). Its objective is never below the best baseline's
-(:func:`best_baseline`); an unverified plan is never returned. On a typed cluster (``Cluster.nodes``) ``milp`` runs
+(:func:`best_baseline`); an unverified plan is never returned. With a preemptible job in the problem the MILP and
+the fast mode keep the surprise reserve (:mod:`optimizer.reserve`, issue 30) and are compared with priority
+backfill run under it instead, so they may rank below a plain baseline, which ignores the reserve. On a typed cluster (``Cluster.nodes``) ``milp`` runs
 :class:`optimizer.typed_milp.TypedMilpRun` (a master on (GPU type, node size) pools, then packing on nodes;
 DESIGN §5 "Typed clusters"; with ``max_wait_steps`` set, with the starvation guard). The baselines ``fifo``, ``easy`` and
 ``priority`` are :func:`optimizer.baselines.baseline_plan`, stopped at ``time_limit_s``. ``fast`` is the fast mode
