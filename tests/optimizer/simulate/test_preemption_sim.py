@@ -89,3 +89,17 @@ def test_a_second_stop_before_the_next_checkpoint_does_not_count_the_first_resta
     assert res.jobs["P1"].stop_steps == [2, 5]
     assert res.preempted_gpu_h == 3.0  # was 4.0: the restart step counted by both stops
     assert res.jobs["P1"].lost_gpu_steps * 0.5 == 3.0  # the job's own record of lost work agrees
+
+
+def test_queued_jobs_carry_their_preemption_fields():
+    """The replan's problem marks queued jobs as the scenario does (the surprise reserve reads them, issue 30)."""
+    seen = []
+    inner = planner_fn("fast")
+
+    def fn(problem, warm_start):
+        seen.append(problem)
+        return inner(problem, warm_start)
+
+    simulate(scenario(), fn, name="fast", rt_margin_alpha=None)
+    first = {j.job_id: (j.preemptible, j.checkpoint_interval_steps, j.restart_steps) for j in seen[0].jobs}
+    assert first == {"P1": (True, 2, 1), "P2": (True, None, 0), "N": (False, None, 0)}
