@@ -145,5 +145,5 @@ def result_lines(res: dict[str, Any], settings: Any, wall_s: float) -> list[str]
         f"MLflow:        {settings.tracking_uri} (run {res['mlflow_run_id']}); browse with",
         f"               {Path(sys.executable).parent / 'mlflow'} ui --host 127.0.0.1 --port 5000 "
         f"--backend-store-uri {settings.tracking_uri} --default-artifact-root {settings.artifact_root}",
-        f"wall time:     {wall_s:.1f} s (this command, from its start; a first scripts/run.sh also installs)",
+        f"wall time:     {wall_s:.1f} s (this command, from its start; the stage bars overlap)",
     ]

@@ -325,8 +325,10 @@ def buys_lines(problem: Problem, plan: Plan, b: dict[str, Any], n: dict[str, Any
             f" (no planned value: {changed} job{'s' if changed != 1 else ''} change{'' if changed != 1 else 's'}, "
             "e.g. start earlier, for the same priority x GPU-h)"
             if same else "")
-    L = [f"the change buys: plan value {dv:+,.1f}{pct}, jobs started {delta.get('jobs_started', 0):+d}, "
-         f"idle GPU-h {delta.get('idle_gpu_h') or 0.0:+,.1f}" + tail]
+    idle = delta.get("idle_gpu_h") or 0.0
+    L = [f"the change buys: plan value {dv:+,.1f}{pct}, jobs started {delta.get('jobs_started', 0):+d}; "
+         f"idle GPU-h {idle:+,.1f}" + (" (GPUs the plan leaves unused: a cost, not a gain)" if idle > 0.05 else "")
+         + tail]
     mb, mn = b.get("jobs_missing_deadline"), n.get("jobs_missing_deadline")
     if mb is not None and mn is not None and mb != mn:
         L[0] += f"; jobs missing their deadline (P90) {mb} -> {mn}"

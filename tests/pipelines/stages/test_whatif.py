@@ -248,7 +248,8 @@ def test_the_first_lines_say_what_the_change_buys_and_no_job_moves_for_nothing(h
     same value) and every other job keeps its base start and block (issue 29's tie-break)."""
     doc = _json(hand, "--add-gpus", "8")
     assert [j["change"] for j in doc["jobs"]] == ["earlier"]
-    assert doc["summary"] == ["the change buys: plan value +0.0 (+0.0%), jobs started +0, idle GPU-h +32.0 (no planned "
+    assert doc["summary"] == ["the change buys: plan value +0.0 (+0.0%), jobs started +0; idle GPU-h +32.0 (GPUs the plan "
+                              "leaves unused: a cost, not a gain) (no planned "
                               "value: 1 job changes, e.g. start earlier, for the same priority x GPU-h)"]
     text = CliRunner().invoke(app, ["whatif", str(hand), "--add-gpus", "8"]).stdout.splitlines()
     assert text[0] == doc["summary"][0] and text[1].startswith("what-if on run ")
