@@ -84,7 +84,7 @@ def stop_line(d) -> str:
     """The text line of one stop (issue 30) from an :class:`optimizer.preemption.StopDetail`."""
     return (f"stops {d.job_id} (preemptible, {d.gpus} GPU{'s' if d.gpus != 1 else ''}): real-time short of "
             f"{d.shortfall_gpus} GPU{'s' if d.shortfall_gpus != 1 else ''} at step 0; loses {d.lost_steps} "
-            f"step{'s' if d.lost_steps != 1 else ''} ({d.steps_since_checkpoint} since checkpoint + "
+            f"step{'s' if d.lost_steps != 1 else ''} ({d.steps_since_checkpoint} since the last checkpoint or start + "
             f"{d.restart_steps} restart)")
 
 

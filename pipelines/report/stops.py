@@ -50,7 +50,7 @@ def stop_rows(inp: ReportInputs) -> pd.DataFrame:
                      "start_ts": step_ts(inp, 0), "gpus": d.gpus, "count": d.lost_steps,
                      "value": d.lost_gpu_h(p.cluster.step_minutes), "shortfall_gpus": d.shortfall_gpus,
                      "reason": f"real-time short of {plural(d.shortfall_gpus, 'GPU')} at step 0 ({why0}); loses "
-                               f"{plural(d.lost_steps, 'step')} ({d.steps_since_checkpoint} since checkpoint + "
+                               f"{plural(d.lost_steps, 'step')} ({d.steps_since_checkpoint} since the last checkpoint or start + "
                                f"{d.restart_steps} restart) on {plural(d.gpus, 'GPU')}"})
     for x in stop_outlook(plan, p, p90_want(inp), bench_order(plan.planner)):
         rows.append({"section": "stop_later", "job_id": x.job_id, "kind": kinds.get(x.job_id, ""), "step": x.step,

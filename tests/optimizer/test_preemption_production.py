@@ -13,7 +13,7 @@ from optimizer.verify import verify
 
 
 def surge_doc(demand0: int = 4) -> dict:
-    """8 GPUs; P1 (priority 2, 2 GPUs, 3 since checkpoint + 1 restart: loses 4 steps), P2 (priority 1, 2 GPUs,
+    """8 GPUs; P1 (priority 2, 2 GPUs, 3 since the last checkpoint or start + 1 restart: loses 4 steps), P2 (priority 1, 2 GPUs,
     1 + 1: loses 2, the cheapest and the lowest priority: both orders pick it),
     N (2 GPUs, not preemptible, nothing to lose); 2 GPUs free; chat holds 2 and wants ``demand0`` at step 0."""
     return {

@@ -1,7 +1,7 @@
 """The risk report's preemption section (issue 30): the job stopped now and why, the jobs a later replan could stop.
 
 The problem of ``tests/optimizer/test_preemption_production.py``: 8 GPUs, 30-min steps from 16:00Z; P1 (priority 2,
-2 GPUs, 3 since checkpoint + 1 restart), P2 (priority 1, 2 GPUs, 1 + 1), N (2 GPUs, not preemptible); chat holds 2
+2 GPUs, 3 since the last checkpoint or start + 1 restart), P2 (priority 1, 2 GPUs, 1 + 1), N (2 GPUs, not preemptible); chat holds 2
 and wants 4 at step 0 with 2 GPUs free: the plan stops P2 (2 steps x 2 GPUs x 0.5 h = 2 GPU-h lost).
 """
 
@@ -42,7 +42,7 @@ def test_stop_now_row_and_page_name_the_job_the_shortfall_and_the_loss(tmp_path)
     assert float(now["value"].iloc[0]) == 2.0 and int(now["shortfall_gpus"].iloc[0]) == 2
     page = write_risk_report(tmp_path, inp, "run-s")["risk_report.md"].read_text()
     assert "## Preemption (opt-in)" in page and "2 of 3 running jobs are preemptible" in page
-    assert ("real-time short of 2 GPUs at step 0 (chat wants 4 (holds 2)); loses 2 steps (1 since checkpoint + "
+    assert ("real-time short of 2 GPUs at step 0 (chat wants 4 (holds 2)); loses 2 steps (1 since the last checkpoint or start + "
             "1 restart) on 2 GPUs") in page
 
 
