@@ -41,6 +41,8 @@ window plus generated LLM jobs, read at plan time). Every command takes ``--work
 from __future__ import annotations
 
 import os
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -81,8 +83,25 @@ def _check_zone(v: str) -> str:
     return v
 
 
+def _number_types(annotation: Any) -> tuple[bool, bool]:
+    """``(takes a number, takes a bool)`` of a field's annotation (``float | None`` -> (True, False))."""
+    args = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) \
+        else (annotation,)
+    return any(a in (int, float) for a in args), any(a is bool or a is Any for a in args)
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, value: Any, info: Any) -> Any:
+        """Refuse ``true``/``false`` where a number is expected (pydantic would read ``true`` as 1 or 1.0)."""
+        if isinstance(value, bool) and info.field_name in cls.model_fields:
+            number, boolean = _number_types(cls.model_fields[info.field_name].annotation)
+            if number and not boolean:
+                raise ValueError(f"expected a number, not {str(value).lower()}")
+        return value
 
 
 class NodeSpec(_Strict):

@@ -318,3 +318,15 @@ def test_a_rounded_up_time_since_checkpoint_stays_below_the_interval_without_a_r
     running = {r["job_id"]: tuple(r.get(k) for k in keys) for r in doc["running"]}
     assert running["700174"] == (True, 2, None, 1) and running["700212"] == (True, 2, None, 1)
     Problem.from_dict(doc)  # valid
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ("\n[preemption]\ncheckpoint_interval_min = true\n", "preemption.checkpoint_interval_min: expected a number, not true"),
+    ("\n[preemption]\nrestart_min = false\n", "preemption.restart_min: expected a number, not false"),
+    ("\n[replan]\nmax_input_age_min = true\n", "replan.max_input_age_min: expected a number, not true"),
+])
+def test_a_boolean_where_a_number_is_expected_is_refused_naming_the_key(tmp_path, extra, message):
+    """TOML ``true`` is not 1: pydantic read it as 1.0 (an operator set ``checkpoint_interval_min = true``, exit 0)."""
+    with pytest.raises(InputError) as err:
+        _workspace(tmp_path, extra)
+    assert str(err.value) == f"{tmp_path / 'gpuplan.toml'}: {message}"
