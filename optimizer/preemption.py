@@ -206,20 +206,27 @@ def stop_details(plan: Plan, problem: Problem) -> tuple[StopDetail, ...]:
                             by_id[j].restart_steps, n, short) for j, n in plan.stops)
 
 
+def checkpoint_state(elapsed: int, overhead: int, interval: int | None) -> tuple[int, int]:
+    """``(steps since the last checkpoint or the run's start, work steps checkpointed)`` after ``elapsed`` steps of a run.
+
+    The one checkpoint rule (issue 30; the simulator's ``checkpoint_progress`` and :func:`since_after`): a run spends
+    its first ``overhead`` steps restarting (a requeued run's ``restart_steps``; 0 for a first run), then writes a
+    checkpoint after every ``interval`` steps of work; without an interval nothing is ever checkpointed.
+    """
+    ci = interval or 0
+    k = (elapsed - overhead) // ci if ci and elapsed > overhead else 0
+    return elapsed - (overhead + k * ci if k else 0), k * ci
+
+
 def since_after(since: int, interval: int | None, restart_steps: int, steps: int) -> int:
-    """``steps_since_checkpoint`` of a run ``steps`` steps later (issue 30; the rule of ``checkpoint_progress``).
+    """``steps_since_checkpoint`` of a run ``steps`` steps later, by :func:`checkpoint_state`.
 
     Without an interval every step counts. With one, a run at ``since < interval`` is taken to be in its
-    checkpoint cycle (a checkpoint every ``interval`` steps); at ``since >= interval`` it is a requeued run still
-    before its first checkpoint, written after ``restart_steps + interval`` steps.
+    checkpoint cycle (a checkpoint every ``interval`` steps, no restart before it); at ``since >= interval`` it is a
+    requeued run still before its first checkpoint, written after ``restart_steps + interval`` steps.
     """
-    e = since + steps
-    if not interval:
-        return e
-    if since < interval:
-        return e % interval
-    first = interval + restart_steps
-    return e if e < first else (e - first) % interval
+    overhead = restart_steps if interval and since >= interval else 0
+    return checkpoint_state(since + steps, overhead, interval)[0]
 
 
 def running_at(plan: Plan, problem: Problem, t: int) -> tuple[RunningJob, ...]:

@@ -450,13 +450,10 @@ def _problem_at(st: _State, t: int, current: dict[str, int], lookahead: bool = F
 def checkpoint_progress(r: _Run, t: int) -> tuple[int, int]:
     """``(steps since the last checkpoint or the run's start, work steps checkpointed in this run)`` at step ``t``.
 
-    A run spends its first ``overhead`` steps restarting (no progress), then checkpoints after every
-    ``checkpoint_interval_steps`` steps of work; without an interval nothing is ever checkpointed (issue 30).
+    :func:`optimizer.preemption.checkpoint_state` of the run's ``t - start`` steps, its restart ``overhead`` and its
+    job's ``checkpoint_interval_steps`` (issue 30).
     """
-    e = t - r.start
-    ci = r.job.checkpoint_interval_steps or 0
-    k = (e - r.overhead) // ci if ci and e > r.overhead else 0
-    return e - (r.overhead + k * ci if k else 0), k * ci
+    return preemption.checkpoint_state(t - r.start, r.overhead, r.job.checkpoint_interval_steps)
 
 
 def _queued_preemption(st: _State, j: SimJob, t: int) -> dict[str, Any]:
