@@ -82,10 +82,11 @@ RANGE_NOTE = "ranges are half-open [first, end): steps [0, 2) are steps 0 and 1;
 
 def stop_line(d) -> str:
     """The text line of one stop (issue 30) from an :class:`optimizer.preemption.StopDetail`."""
-    return (f"stops {d.job_id} (preemptible, {d.gpus} GPU{'s' if d.gpus != 1 else ''}): real-time short of "
-            f"{d.shortfall_gpus} GPU{'s' if d.shortfall_gpus != 1 else ''} at step 0; loses {d.lost_steps} "
-            f"step{'s' if d.lost_steps != 1 else ''} ({d.steps_since_checkpoint} since the last checkpoint or start + "
-            f"{d.restart_steps} restart)")
+    from pipelines.report.basics import plural
+    from pipelines.report.stops import loss_text
+
+    return (f"stops {d.job_id} (preemptible, {plural(d.gpus, 'GPU')}): real-time short of "
+            f"{plural(d.shortfall_gpus, 'GPU')} at step 0; {loss_text(d)}")
 
 
 def _preemption_lines(result, prob) -> list[str]:

@@ -20,6 +20,15 @@ from optimizer.preemption import bench_order, step0_wants, stop_details, stop_ou
 from pipelines.report.basics import ReportInputs, clock, frame, plural, step_ts
 
 
+def loss_text(d) -> str:
+    """``"loses 2 steps (1 since the last checkpoint or start + 1 restart)"`` of a stop (:class:`StopDetail`).
+
+    The one wording of a stop's lost work: the risk report's rows and ``gpuplan plan``'s stop lines.
+    """
+    return (f"loses {plural(d.lost_steps, 'step')} ({d.steps_since_checkpoint} since the last checkpoint or start + "
+            f"{d.restart_steps} restart)")
+
+
 def _kinds(inp: ReportInputs) -> dict[str, str]:
     p = inp.problem
     return {j.job_id: j.kind for j in p.jobs} | {r.job_id: r.kind for r in p.running}
@@ -49,9 +58,8 @@ def stop_rows(inp: ReportInputs) -> pd.DataFrame:
         rows.append({"section": "stop_now", "job_id": d.job_id, "kind": kinds.get(d.job_id, ""), "step": 0,
                      "start_ts": step_ts(inp, 0), "gpus": d.gpus, "count": d.lost_steps,
                      "value": d.lost_gpu_h(p.cluster.step_minutes), "shortfall_gpus": d.shortfall_gpus,
-                     "reason": f"real-time short of {plural(d.shortfall_gpus, 'GPU')} at step 0 ({why0}); loses "
-                               f"{plural(d.lost_steps, 'step')} ({d.steps_since_checkpoint} since the last checkpoint or start + "
-                               f"{d.restart_steps} restart) on {plural(d.gpus, 'GPU')}"})
+                     "reason": f"real-time short of {plural(d.shortfall_gpus, 'GPU')} at step 0 ({why0}); "
+                               f"{loss_text(d)} on {plural(d.gpus, 'GPU')}"})
     for x in stop_outlook(plan, p, p90_want(inp), bench_order(plan.planner)):
         rows.append({"section": "stop_later", "job_id": x.job_id, "kind": kinds.get(x.job_id, ""), "step": x.step,
                      "start_ts": step_ts(inp, x.step), "gpus": x.gpus, "count": x.lost_steps,
