@@ -107,14 +107,19 @@ def test_refresh_recent_changes_only_the_runs_table_and_is_leakage_free():
 
 # --- interval width varies with the job ------------------------------------------------------------------------
 
-def test_interval_width_varies_with_the_job():
+def two_users_history():
+    """600 hourly runs of two users, median 2 h each: "steady" (log-sd 0.1) and "erratic" (log-sd 1.0), seed 3."""
     rng = np.random.default_rng(3)
     rows = []
     for i in range(600):
         user = "steady" if i % 2 else "erratic"
         run = 2.0 * float(rng.lognormal(0.0, 0.1 if user == "steady" else 1.0))
         rows.append(rec(i, T0 + pd.Timedelta(hours=i), run, user=user))
-    h = job_frame(rows)
+    return job_frame(rows)
+
+
+def test_interval_width_varies_with_the_job():
+    h = two_users_history()
     m = S.fit_scheduler_model(h)
     jobs = job_frame([rec(1000, T0 + pd.Timedelta(hours=700), 1.0, user="steady", state="pending"),
                       rec(1001, T0 + pd.Timedelta(hours=700), 1.0, user="erratic", state="pending")])
@@ -341,13 +346,7 @@ def test_predict_help_names_every_required_column():
 def test_a_feature_group_within_one_standard_error_is_not_added():
     """The two-user history above: calendar+recent scores lowest on the calibration slice by 0.4 % (noise: the
     runtimes do not depend on the hour or on recent runs); the one-standard-error rule keeps the base model."""
-    rng = np.random.default_rng(3)
-    rows = []
-    for i in range(600):
-        user = "steady" if i % 2 else "erratic"
-        run = 2.0 * float(rng.lognormal(0.0, 0.1 if user == "steady" else 1.0))
-        rows.append(rec(i, T0 + pd.Timedelta(hours=i), run, user=user))
-    sel = S.fit_scheduler_model(job_frame(rows)).info["feature_selection"]
+    sel = S.fit_scheduler_model(two_users_history()).info["feature_selection"]
     cands = sel["candidates"]
     assert sel["best"] == "calendar+recent"
     assert cands["calendar+recent"]["mae_h"] == pytest.approx(1.0630, abs=5e-4)
