@@ -122,9 +122,7 @@ def run_with_progress(stages: tuple[str, ...], out_dir: Path, workspace: Path, s
 
 
 def result_lines(res: dict[str, Any], settings: Any, wall_s: float) -> list[str]:
-    """What ``gpuplan run`` prints: the workspace, run folder, ``latest``, status, files, MLflow, wall time (s)."""
-    import sys
-
+    """What ``gpuplan run`` prints: the workspace, run folder, ``latest``, status, stops, files, MLflow, wall time (s)."""
     from pipelines.catalog import RunCatalog  # imported with the flows
 
     run_dir = Path(res["run_dir"])
@@ -139,6 +137,31 @@ def result_lines(res: dict[str, Any], settings: Any, wall_s: float) -> list[str]
            f"best plan found by {res.get('source') or 'an unknown step'}")
         + (" (FALLBACK: the MILP gave no plan; the best baseline plan is published)" if res.get("fallback") else "")
         + " (verified)",
+        *stop_lines(files),
+        *_file_lines(res, settings, files, wall_s),
+    ]
+
+
+def stop_lines(files: Any) -> list[str]:
+    """One line per running job the published plan stops at step 0 (issue 30), from the risk report's table.
+
+    ``files``: the run folder's :class:`pipelines.catalog.RunCatalog`. The wording is the risk report's
+    Preemption section (:func:`pipelines.report.stops.stop_rows`): the job, its GPUs, why (the real-time
+    shortfall at step 0) and the work it loses; no line without a stop.
+    """
+    if not files.exists("risk_report_table"):
+        return []
+    t = files.load("risk_report_table")
+    if "section" not in t.columns:
+        return []
+    return [f"stop now:      {r.job_id} ({int(r.gpus)} GPU{'' if int(r.gpus) == 1 else 's'}): {r.reason}"
+            for r in t[t["section"] == "stop_now"].itertuples()]
+
+
+def _file_lines(res: dict[str, Any], settings: Any, files: Any, wall_s: float) -> list[str]:
+    import sys
+
+    return [
         f"risk report:   {files.path('risk_report_page')}",
         f"plan:          {files.path('plan_tables')}",
         f"forecasts:     {files.path('forecasts')}",

@@ -97,8 +97,11 @@ def write_commands(settings: Settings, ws: Workspace, run: RunCatalog, run_name:
     dialect = "slurm" if fmt.startswith("slurm") else "kueue" if fmt == "kueue-json" else "table"
     tz = ws.config.cluster.timezone
     table = commands_stage.commands_table(tables, queue.jobs, start, s.step_minutes, s.replan_every_min, tz, stops)
+    jobs = queue.jobs
+    preemptible = (int(((jobs["state"] == "running") & jobs["preemptible"].fillna(False).astype(bool)).sum())
+                   if "preemptible" in jobs.columns else 0)
     text = commands_stage.commands_text(table, tables, queue.users or {}, dialect, run_name, start,
-                                        s.replan_every_min, s.step_minutes, tz)
+                                        s.replan_every_min, s.step_minutes, tz, preemptible_running=preemptible)
     a = run.save("commands", text)
     b = run.save("commands_table", table.to_csv(sep="\t", index=False))
     return {a.name: a, b.name: b}

@@ -56,7 +56,8 @@ def commands_table(tables: pd.DataFrame, jobs: pd.DataFrame, start: datetime, st
         interval_min: the re-plan interval: jobs starting before ``start + interval_min`` start now.
         timezone: the scheduler's clock (IANA).
         stops: ``Plan.stops``, ``(job_id, lost_steps)`` of the running jobs stopped at step 0 (issue 30); each
-            gets a ``stop_now`` row (start step 0, the plan start, no nodes: the job leaves its own).
+            gets a ``stop_now`` row (start step 0, the plan start, no nodes: the job leaves its own; ``gpus`` the
+            GPUs it holds, ``jobs``' ``gpus_requested``, when the frame has that column).
 
     Returns:
         ``job_id, kind, action (ACTIONS), start_step, planned_start_utc, planned_start_local, nodes,
@@ -71,11 +72,13 @@ def commands_table(tables: pd.DataFrame, jobs: pd.DataFrame, start: datetime, st
     job_rows = tables[tables["row_type"] == "job"]
     kinds = (dict(zip(job_rows["job_id"].astype(str), job_rows["kind"], strict=True)) if "kind" in tables else {})
     kinds |= dict(zip(jobs["job_id"].astype(str), jobs["kind"], strict=True))
+    held = (dict(zip(jobs["job_id"].astype(str), jobs["gpus_requested"], strict=True))
+            if "gpus_requested" in jobs.columns else {})
     for job_id, _lost in stops:
         jid = str(job_id)
         out.append({"job_id": jid, "kind": kinds.get(jid, ""), "action": "stop_now", "start_step": 0,
                     "planned_start_utc": t0, "planned_start_local": t0.tz_convert(timezone).strftime("%Y-%m-%dT%H:%M:%S"),
-                    "nodes": "", "gpus": pd.NA})
+                    "nodes": "", "gpus": int(held[jid]) if jid in held and pd.notna(held[jid]) else pd.NA})
     for job_id, kind in zip(queued["job_id"], queued["kind"]):
         r = planned.loc[job_id] if job_id in planned.index else None
         if r is None or pd.isna(r["start_step"]):
@@ -101,16 +104,21 @@ def _duration_min(tables: pd.DataFrame, job_id: str, step_minutes: int) -> int:
 
 
 def commands_text(table: pd.DataFrame, tables: pd.DataFrame, users: dict[str, str], dialect: Dialect, run_name: str,
-                  start: datetime, interval_min: int, step_minutes: int, timezone: str) -> str:
+                  start: datetime, interval_min: int, step_minutes: int, timezone: str,
+                  preemptible_running: int = 0) -> str:
     """The reviewable commands file (module docstring) of :func:`commands_table`'s rows.
 
     ``users``: job id -> its user (a Slurm reservation names who may use it). ``dialect`` ``slurm``,
-    ``kueue`` or ``table`` (comments only).
+    ``kueue`` or ``table`` (comments only). ``preemptible_running``: running jobs the plan could have
+    stopped (issue 30); with none stopped the header says so instead of "no preemption".
     """
     t0 = pd.Timestamp(start).tz_convert("UTC")
     end = t0 + pd.Timedelta(minutes=interval_min)
     n_stop = int((table["action"] == "stop_now").sum())
-    running = (["# newest file. Running jobs keep their GPUs (no preemption) and need nothing."] if not n_stop else
+    kept = ("# newest file. Running jobs keep their GPUs (no preemption) and need nothing." if not preemptible_running
+            else f"# newest file. Running jobs keep their GPUs and need nothing: none stopped ({preemptible_running} "
+                 "preemptible; real-time demand fits at step 0).")
+    running = ([kept] if not n_stop else
                [f"# newest file. Running jobs keep their GPUs except the {n_stop} stopped below (preemptible jobs,",
                 "# stopped because real-time demand now exceeds the GPUs no running job holds); the others need "
                 "nothing."])

@@ -72,3 +72,20 @@ def test_no_preemptible_job_no_section(tmp_path):
     table = build_report_table(inp)
     assert not table["section"].isin(["stop_now", "stop_later"]).any()
     assert "Preemption" not in write_risk_report(tmp_path, inp, "run-n")["risk_report.md"].read_text()
+
+
+def test_gpuplan_run_prints_one_line_per_stop_from_the_run_folder(tmp_path):
+    """`gpuplan run`'s console lines (pipelines.cli.run.stop_lines) read the stops of the published risk table."""
+    from pipelines.catalog import RunCatalog
+    from pipelines.cli.run import stop_lines
+
+    run = RunCatalog(tmp_path)
+    run.save("risk_report_table", build_report_table(_inputs()))
+    assert stop_lines(run) == [
+        "stop now:      P2 (2 GPUs): real-time short of 2 GPUs at step 0 (chat wants 4 (holds 2)); loses 2 steps "
+        "(1 since the last checkpoint or start + 1 restart) on 2 GPUs"]
+    (tmp_path / "none").mkdir()
+    quiet = RunCatalog(tmp_path / "none")
+    quiet.save("risk_report_table", build_report_table(_inputs(preemptible=False)))
+    assert stop_lines(quiet) == []
+    assert stop_lines(RunCatalog(tmp_path / "empty")) == []

@@ -129,3 +129,21 @@ def test_the_surge_plan_of_a_problem_gives_exactly_the_requeue_of_the_cheapest_j
         assert ("(no preemption)" in text) == (not expect)
         if expect:
             assert "# P2: training, stopped at 2025-03-16T16:00Z" in text
+
+
+def test_preemptible_jobs_running_and_none_stopped_the_header_says_so():
+    """Issue 30: with preemption on and nothing stopped, the header no longer says "(no preemption)"."""
+    table = commands_table(_tables(), _jobs(), START, 30, 30, "UTC")
+    text = commands_text(table, _tables(), {}, "slurm", "r", START, 30, 30, "UTC", preemptible_running=2)
+    assert "(no preemption)" not in text
+    assert ("# newest file. Running jobs keep their GPUs and need nothing: none stopped (2 preemptible; real-time "
+            "demand fits at step 0).") in text.splitlines()
+    assert "requeue" not in text
+
+
+def test_a_stop_row_carries_the_gpus_the_stopped_job_holds():
+    tables, jobs = _stopped()
+    jobs = jobs.assign(gpus_requested=[1, 2, 4, 8, 8, 4])
+    table = commands_table(tables, jobs, START, 30, 30, "UTC", stops=(("901", 2),))
+    row = table.iloc[0]
+    assert (row["job_id"], row["action"], row["gpus"], row["nodes"]) == ("901", "stop_now", 4, "")
