@@ -63,7 +63,7 @@ PREEMPT_COLUMNS: tuple[str, ...] = ("preemptible_share", "preempted_gpu_h", "sto
 
 def preemptive(res: BenchResult) -> bool:
     """True when the run drew preemptible jobs (``--preemptible-share`` above 0): the outputs then carry :data:`PREEMPT_COLUMNS`."""
-    return getattr(res.config, "preemptible_share", 0.0) > 0
+    return getattr(getattr(res, "config", None), "preemptible_share", 0.0) > 0
 
 
 def csv_columns(res: BenchResult) -> tuple[str, ...]:
@@ -293,20 +293,27 @@ def bench_text(res: BenchResult) -> str:
 
     Columns (the ``bench.md`` results table, realised on actuals, DESIGN §6.3): utilisation %, its
     change against FIFO in points, priority-weighted value and its change against FIFO in %, real-time
-    demand served %, jobs completed / total, solve time P50 / max (s), verified plans and violations.
+    demand served %, jobs completed / total, solve time P50 / max (s), verified plans and violations; with a
+    preemptible share above 0 (:func:`preemptive`), also the GPU-hours lost to stops and the stops (most of one job).
     The clairvoyant row is labelled :data:`CLAIRVOYANT_LABEL` and explained by :data:`CLAIRVOYANT_NOTE`.
     """
+    pre = preemptive(res)
     head = (f"{'scenario':<17}{'planner':<25}{'util %':>7}{'vs FIFO':>9}{'value':>10}{'vs FIFO':>9}{'RT %':>8}"
-            f"{'jobs':>8}{'solve p50/max s':>17}{'verified':>10}{'violations':>11}")
+            f"{'jobs':>8}{'solve p50/max s':>17}{'verified':>10}{'violations':>11}"
+            + (f"{'lost GPU-h':>12}{'stops (max/job)':>17}" if pre else ""))
     L = [head, "-" * len(head)]
     for r in comparison_rows(res):
         jobs = f"{r['jobs_completed']}/{r['jobs_total']}"
         solve = f"{_s(r['solve_s_p50'], '.2f')}/{_s(r['solve_s_max'], '.2f')}"
         planner = CLAIRVOYANT_LABEL if r["planner"] == CLAIRVOYANT else r["planner"]
+        stops = f"{r['stops']} ({r['stops_max_per_job']})" if pre else ""
         L.append(f"{r['scenario']:<17}{planner:<25}{r['utilization_pct']:>7.1f}"
                  f"{_s(r['util_vs_fifo_pts'], '+.1f'):>9}{r['value']:>10.0f}{_s(r['value_vs_fifo_pct'], '+.1f', '%'):>9}"
-                 f"{r['rt_sla_pct']:>8.2f}{jobs:>8}{solve:>17}{r['verified_plans']:>10}{r['violations']:>11}")
+                 f"{r['rt_sla_pct']:>8.2f}{jobs:>8}{solve:>17}{r['verified_plans']:>10}{r['violations']:>11}"
+                 + (f"{r['preempted_gpu_h']:>12.1f}{stops:>17}" if pre else ""))
     L.append(COLUMNS_NOTE)
+    if pre:
+        L.append(PREEMPT_NOTE.format(share=res.config.preemptible_share))
     if any(r["planner"] == CLAIRVOYANT for r in comparison_rows(res)):
         L.append(CLAIRVOYANT_NOTE)
     missing = missing_reference_note(comparison_rows(res), references=(("fifo", "vs FIFO"),))
@@ -339,6 +346,10 @@ def missing_reference_note(rows: list[dict], references: tuple[tuple[str, str], 
 COLUMNS_NOTE = ("util %: GPU-hours busy with batch work or serving real-time demand, of all; value: priority x "
                 "GPU-hours of batch work done in the window; \"vs FIFO\": util in points, value in %; RT %: real-time "
                 "demand served; jobs: completed / arrived in the window (long valuable jobs may finish after it)")
+
+#: The line under the table of a run with ``--preemptible-share`` above 0 (issue 30): what its two extra columns count.
+PREEMPT_NOTE = ("preemptible share {share:g} of batch jobs: lost GPU-h: work since the last checkpoint plus restarts of "
+                "the jobs stopped, GPU-hours; stops: every stop, and the most stops of one job in parentheses")
 
 #: How ``gpuplan bench`` labels the clairvoyant row, and the line under its table (issue 33).
 CLAIRVOYANT_LABEL = "clairvoyant (reference)"

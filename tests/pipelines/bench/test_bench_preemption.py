@@ -18,7 +18,15 @@ from optimizer.metrics import compute
 from optimizer.simulate import planner_fn, simulate
 from pipelines.bench.aggregate import frame, goals_issue30, issue30_md
 from pipelines.bench.run import BenchConfig, BenchResult
-from pipelines.bench.tables import BENCH_CSV_COLUMNS, PREEMPT_COLUMNS, bench_csv, bench_json, bench_md, comparison_rows
+from pipelines.bench.tables import (
+    BENCH_CSV_COLUMNS,
+    PREEMPT_COLUMNS,
+    bench_csv,
+    bench_json,
+    bench_md,
+    bench_text,
+    comparison_rows,
+)
 from tests.optimizer.simulate.test_preemption_sim import scenario
 
 
@@ -75,6 +83,17 @@ def test_share_zero_writes_none_of_it(tmp_path):
     assert all("stops" not in r for r in comparison_rows(res))
     md = bench_md(res)
     assert "Preemption" not in md and "preemptible" not in md.lower()
+    text = bench_text(res)
+    assert "lost GPU-h" not in text and "stops" not in text and "preemptible" not in text
+
+
+def test_console_table_shows_lost_gpu_hours_and_stops_above_share_zero():
+    """The single surge of the module docstring: one stop of P1, 2.0 GPU-h lost, for both planners."""
+    lines = bench_text(_res(0.3)).splitlines()
+    assert lines[0].endswith("  lost GPU-h  stops (max/job)")
+    fast = next(ln for ln in lines if ln.startswith("preempt") and " fast " in ln)
+    assert fast.split()[-3:] == ["2.0", "1", "(1)"]
+    assert any(ln.startswith("preemptible share 0.3 of batch jobs: lost GPU-h:") for ln in lines)
 
 
 def _df(rows):
