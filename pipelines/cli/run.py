@@ -137,12 +137,12 @@ def result_lines(res: dict[str, Any], settings: Any, wall_s: float) -> list[str]
            f"best plan found by {res.get('source') or 'an unknown step'}")
         + (" (FALLBACK: the MILP gave no plan; the best baseline plan is published)" if res.get("fallback") else "")
         + " (verified)",
-        *stop_lines(files),
+        *stop_now_lines(files),
         *_file_lines(res, settings, files, wall_s),
     ]
 
 
-def stop_lines(files: Any) -> list[str]:
+def stop_now_lines(files: Any) -> list[str]:
     """One line per running job the published plan stops at step 0 (issue 30), from the risk report's table.
 
     ``files``: the run folder's :class:`pipelines.catalog.RunCatalog`. The wording is the risk report's

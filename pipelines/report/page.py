@@ -106,7 +106,7 @@ def waiting_table(inp: ReportInputs, view: PlanView, eta: pd.DataFrame) -> str:
         cell = "; ".join(("never" if key == "never" else "not in horizon") + ": " + ", ".join(ids) if t == 10**9
                          else f"{clock(step_ts(inp, t))}: {', '.join(ids)}" for t, ids in by_start.items())
         held = sorted(held, key=lambda h: (-view.end[h], h))
-        rows.append([f"{text} ({len(jobs)})", cell, "; ".join(holder_text(inp, view, h) for h in held) or "–"])
+        rows.append([f"{text}: {len(jobs)} job{'' if len(jobs) == 1 else 's'}", cell, "; ".join(holder_text(inp, view, h) for h in held) or "–"])
     return markdown_table(["waits for", "planned start: jobs", "in their way (each once)"], rows) + "\n"
 
 

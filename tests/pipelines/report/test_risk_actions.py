@@ -103,3 +103,10 @@ def test_waiting_jobs_grouped_with_their_holders():
     groups = {j.job_id: wait_group(inp, j, inp.plan.job(j.job_id).start_step, view) for j in inp.problem.jobs}
     # X starts at release; L waits for X's block (GPUs 0-3 until 17:00Z); W never fits
     assert groups == {"X": None, "L": ("busy", ["X"]), "W": ("never", [])}
+
+
+def test_a_wait_group_row_names_its_job_count_in_words(tmp_path):
+    """The "waits for" cell ends with the group's count as "N job(s)", not "(N)" (read as part of the reason)."""
+    page = write_risk_report(tmp_path, _inputs(), "run-w", run_folder=tmp_path)["risk_report.md"].read_text()
+    assert "| never fits: its smallest size is more than the GPUs up minus the real-time minimum: 1 job | never: W |" in page
+    assert "real-time minimum (1)" not in page

@@ -75,17 +75,17 @@ def test_no_preemptible_job_no_section(tmp_path):
 
 
 def test_gpuplan_run_prints_one_line_per_stop_from_the_run_folder(tmp_path):
-    """`gpuplan run`'s console lines (pipelines.cli.run.stop_lines) read the stops of the published risk table."""
+    """`gpuplan run`'s console lines (pipelines.cli.run.stop_now_lines) read the stops of the published risk table."""
     from pipelines.catalog import RunCatalog
-    from pipelines.cli.run import stop_lines
+    from pipelines.cli.run import stop_now_lines
 
     run = RunCatalog(tmp_path)
     run.save("risk_report_table", build_report_table(_inputs()))
-    assert stop_lines(run) == [
+    assert stop_now_lines(run) == [
         "stop now:      P2 (2 GPUs): real-time short of 2 GPUs at step 0 (chat wants 4 (holds 2)); loses 2 steps "
         "(1 since the last checkpoint or start + 1 restart) on 2 GPUs"]
     (tmp_path / "none").mkdir()
     quiet = RunCatalog(tmp_path / "none")
     quiet.save("risk_report_table", build_report_table(_inputs(preemptible=False)))
-    assert stop_lines(quiet) == []
-    assert stop_lines(RunCatalog(tmp_path / "empty")) == []
+    assert stop_now_lines(quiet) == []
+    assert stop_now_lines(RunCatalog(tmp_path / "empty")) == []
