@@ -16,7 +16,7 @@ import math
 
 import pandas as pd
 
-from optimizer.preemption import bench_order, step0_wants, stop_details, stop_outlook
+from optimizer.preemption import bench_order, rt_shortfall, step0_wants, stop_details, stop_outlook
 from pipelines.report.basics import ReportInputs, clock, frame, plural, step_ts
 
 
@@ -53,7 +53,12 @@ def stop_rows(inp: ReportInputs) -> pd.DataFrame:
     kinds, h = _kinds(inp), inp.step_h
     rows = []
     wants = step0_wants(p)
-    why0 = ", ".join(f"{s.service} wants {wants[s.service]} (holds {s.current_gpus})" for s in p.services)
+    want = sum(wants.values())
+    each = ", ".join(f"{s.service} {wants[s.service]}" for s in p.services)
+    # the step-0 rule (optimizer.preemption.rt_shortfall): shortfall = want - GPUs up free of running jobs
+    free = want - rt_shortfall(p)
+    why0 = (f"the services take {plural(want, 'GPU')} at step 0 ({each}: demand within band and swap cap), "
+            f"{plural(free, 'GPU')} up {'is' if free == 1 else 'are'} free of running jobs")
     for d in stop_details(plan, p):
         rows.append({"section": "stop_now", "job_id": d.job_id, "kind": kinds.get(d.job_id, ""), "step": 0,
                      "start_ts": step_ts(inp, 0), "gpus": d.gpus, "count": d.lost_steps,

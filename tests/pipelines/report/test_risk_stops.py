@@ -42,7 +42,7 @@ def test_stop_now_row_and_page_name_the_job_the_shortfall_and_the_loss(tmp_path)
     assert float(now["value"].iloc[0]) == 2.0 and int(now["shortfall_gpus"].iloc[0]) == 2
     page = write_risk_report(tmp_path, inp, "run-s")["risk_report.md"].read_text()
     assert "## Preemption (opt-in)" in page and "2 of 3 running jobs are preemptible" in page
-    assert ("real-time short of 2 GPUs at step 0 (chat wants 4 (holds 2)); loses 2 steps (1 since the last checkpoint or start + "
+    assert ("real-time short of 2 GPUs at step 0 (the services take 4 GPUs at step 0 (chat 4: demand within band and swap cap), 2 GPUs up are free of running jobs); loses 2 steps (1 since the last checkpoint or start + "
             "1 restart) on 2 GPUs") in page
 
 
@@ -82,7 +82,7 @@ def test_gpuplan_run_prints_one_line_per_stop_from_the_run_folder(tmp_path):
     run = RunCatalog(tmp_path)
     run.save("risk_report_table", build_report_table(_inputs()))
     assert stop_now_lines(run) == [
-        "stop now:      P2 (2 GPUs): real-time short of 2 GPUs at step 0 (chat wants 4 (holds 2)); loses 2 steps "
+        "stop now:      P2 (2 GPUs): real-time short of 2 GPUs at step 0 (the services take 4 GPUs at step 0 (chat 4: demand within band and swap cap), 2 GPUs up are free of running jobs); loses 2 steps "
         "(1 since the last checkpoint or start + 1 restart) on 2 GPUs"]
     (tmp_path / "none").mkdir()
     quiet = RunCatalog(tmp_path / "none")
