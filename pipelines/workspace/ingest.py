@@ -171,6 +171,7 @@ class SourceRead:
     rejected: int = 0  # records rejected, in unit
     arrays_expanded: int = 0
     array_tasks: int = 0
+    marking_read: list[bool] = field(default_factory=list)  # per row of records: ParseResult.marking_read
 
 
 def read_source(ws: Workspace, role: str) -> SourceRead:
@@ -183,6 +184,7 @@ def read_source(ws: Workspace, role: str) -> SourceRead:
     parse: Callable[[Path], ParseResult] = ((lambda p: parse_traffic_file(ws, p)) if role == "traffic"
                                             else (lambda p: parse_job_file(ws, role, p)))
     frames, errors, read, rejected, arrays, tasks = [], [], 0, 0, 0, 0
+    marking: list[bool] = []
     unit = "samples" if role == "traffic" else "jobs"
     newest = None
     newest_file = None
@@ -212,6 +214,7 @@ def read_source(ws: Workspace, role: str) -> SourceRead:
             unreadable.append(path.name)
             continue
         frames.append(res.frame)
+        marking += [res.marking_read] * len(res.frame)
         # the current export: the one taken last (what it says, else its mtime), not the last in name order
         taken = (pd.Timestamp(res.exported_at).tz_convert("UTC") if res.exported_at is not None
                  else pd.Timestamp(path.stat().st_mtime, unit="s", tz="UTC").floor("s"))
@@ -221,7 +224,7 @@ def read_source(ws: Workspace, role: str) -> SourceRead:
     empty = traffic_frame([]) if role == "traffic" else job_frame([])
     frame = pd.concat(frames, ignore_index=True) if frames else empty
     return SourceRead(frame, read, errors, newest, newest_file, None if best is None else best[0], unreadable, unit,
-                      rejected, arrays, tasks)
+                      rejected, arrays, tasks, marking)
 
 
 def ingest(ws: Workspace) -> dict[str, Any]:
@@ -258,7 +261,8 @@ def ingest(ws: Workspace) -> dict[str, Any]:
     if job_roles:
         frames = [reads[r].records for r in job_roles]
         origin = [r for r, f in zip(job_roles, frames) for _ in range(len(f))]
-        counts.update(store.upsert(JOBS, pd.concat(frames, ignore_index=True), origin))
+        marking = [m for r in job_roles for m in (reads[r].marking_read or [False] * len(reads[r].records))]
+        counts.update(store.upsert(JOBS, pd.concat(frames, ignore_index=True), origin, marking))
     if "traffic" in reads:
         counts.update(store.upsert(TRAFFIC, reads["traffic"].records, ["traffic"] * len(reads["traffic"].records)))
     clock_note = ""

@@ -40,7 +40,13 @@ from pipelines.io import strict_json
 from pipelines.io.atomic import atomic_write_text, fsync_path, temp_sibling
 from pipelines.io.errors import InputError
 from pipelines.io.run_folder import file_lock
-from pipelines.workspace.sources.records import JOB_ARROW_SCHEMA, TRAFFIC_ARROW_SCHEMA, job_frame, traffic_frame
+from pipelines.workspace.sources.records import (
+    JOB_ARROW_SCHEMA,
+    OWN_MARKING_FIELDS,
+    TRAFFIC_ARROW_SCHEMA,
+    job_frame,
+    traffic_frame,
+)
 
 PART_FILE = "part.parquet"
 SNAPSHOT_FILE = "queue_snapshot.parquet"
@@ -211,7 +217,8 @@ class Store:
 
     # ------------------------------------------------------------- write
 
-    def upsert(self, table: Table, records: pd.DataFrame, origin: Sequence[str] | None = None) -> dict[str, UpsertCount]:
+    def upsert(self, table: Table, records: pd.DataFrame, origin: Sequence[str] | None = None,
+               marking_read: Sequence[bool] | None = None) -> dict[str, UpsertCount]:
         """Add new records and replace changed ones (by ``table.key``); returns counts per origin.
 
         - Of several rows with one key, the furthest along its life (ended > running > pending,
@@ -220,11 +227,17 @@ class Store:
           into a pending one).
         - A field the new record lacks (None, NaN, empty text, ``{}`` annotations) keeps the stored
           value: an export with fewer columns never erases what a richer one recorded.
+        - Except a job's own preemption marking (issue 30): a record whose ``marking_read`` is True (its
+          export carries the comment / labels column, ``ParseResult.marking_read``) states
+          :data:`~pipelines.workspace.sources.records.OWN_MARKING_FIELDS` whole: its annotations are the
+          stored ones without those keys, updated with its own (an emptied comment clears them; other keys
+          another source added stay).
         - A job already stored under the same source and job id with a submit time at most
           :data:`REKEY_WINDOW_H` hours away is the same job read in another time zone (a corrected
           ``timezone`` setting): the stored record is replaced, not duplicated (job ids are reused
           only after the scheduler's id space wraps, years apart).
 
+        ``marking_read``: one flag per row (default all False: the rule above for every field).
         ``origin`` (one label per row, e.g. the source role) attributes each added or updated
         record to the row that was kept; default one group ``""``. Raises whatever the filesystem
         raises; then nothing is changed.
@@ -234,7 +247,8 @@ class Store:
         if records.empty:
             return {k: UpsertCount(*v) for k, v in counts.items()}
         key = list(table.key)
-        records = _typed(records[list(table.columns)], table).assign(_origin=labels, _rank=0)
+        flags = list(marking_read) if marking_read is not None else [False] * len(records)
+        records = _typed(records[list(table.columns)], table).assign(_origin=labels, _rank=0, _marking=flags)
         if table is JOBS:
             records["_rank"] = lifecycle_rank(records)
         records = (records.reset_index(drop=True).reset_index().sort_values(["_rank", "index"], kind="stable")
@@ -293,10 +307,15 @@ class Store:
         old = old.assign(_old_rank=lifecycle_rank(old) if table is JOBS else 0)
         m = new.merge(old.rename(columns={c: f"{c}__old" for c in cols}), on=key, how="left", indicator=True)
         is_new = (m["_merge"] == "left_only").to_numpy()
+        marking = m["_marking"].fillna(False).astype(bool).to_numpy() if "_marking" in m else is_new & False
         for c in cols:
             v = m[c]
             missing = v.isna() | v.astype(str).isin(["", "{}", "None", "nan", "NaT"])
             m[c] = v.where(~missing | is_new, m[f"{c}__old"])
+            if c == "annotations":  # a job's own marking read again: stated whole (upsert's docstring)
+                redo = marking & ~is_new
+                m.loc[redo, c] = [_marked_annotations(a, b) for a, b in zip(v[redo], m.loc[redo, f"{c}__old"],
+                                                                              strict=True)]
         m = m.drop(columns=[f"{c}__old" for c in cols] + ["_merge"])
         m = _typed(m[list(table.columns)], table).assign(_origin=m["_origin"].to_numpy(), _rank=m["_rank"].to_numpy(),
                                                          _old_rank=m["_old_rank"].to_numpy())
@@ -352,6 +371,16 @@ class Store:
         if not path.exists():
             return None
         return strict_json.loads(path.read_text(), str(path))
+
+
+def _marked_annotations(new: Any, old: Any) -> str:
+    """Stored ``annotations`` (JSON text) after a record that read the job's own marking (:meth:`Store.upsert`).
+
+    ``old``'s keys except :data:`OWN_MARKING_FIELDS`, updated with ``new``'s; sorted-key JSON text.
+    """
+    mine = json.loads(new) if isinstance(new, str) and new.strip() else {}
+    before = json.loads(old) if isinstance(old, str) and old.strip() else {}
+    return json.dumps({**{k: v for k, v in before.items() if k not in OWN_MARKING_FIELDS}, **mine}, sort_keys=True)
 
 
 def lifecycle_rank(jobs: pd.DataFrame) -> pd.Series:

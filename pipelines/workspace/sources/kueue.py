@@ -162,7 +162,7 @@ def parse_kueue_workloads(text: str, source: str = "kueue") -> ParseResult:
             rows.append(_record(item, source))
         except Reject as exc:
             errors.append(f"item {index} ({_reference(item)}): {exc}")
-    return ParseResult(frame=job_frame(rows), read=len(items), errors=errors)
+    return ParseResult(frame=job_frame(rows), read=len(items), errors=errors, marking_read=True)
 
 
 _YAML_KEY = re.compile(r"^(?:---\s*$|[A-Za-z_][\w.-]*:(?:\s|$))")

@@ -66,7 +66,7 @@ from domain.records import (
 from pipelines.io.errors import InputError
 
 __all__ = ["ACTIVE_STATES", "JOB_ARROW_SCHEMA", "JOB_KEY", "JOB_RECORD", "STATES", "TRAFFIC_ARROW_SCHEMA", "TRAFFIC_KEY", "TRAFFIC_RECORD", "UNCENSORED_END_STATES",
-           "ParseResult", "annotations_from_mapping", "is_censored", "job_frame", "local_to_utc", "parse_annotations",
+           "OWN_MARKING_FIELDS", "ParseResult", "annotations_from_mapping", "is_censored", "job_frame", "local_to_utc", "parse_annotations",
            "traffic_frame"]
 
 #: Slurm job state (``sacct`` State's first word, ``squeue`` job_state) -> canonical state.
@@ -98,6 +98,10 @@ assert tuple(JOB_ARROW_SCHEMA.names) == JOB_RECORD and tuple(TRAFFIC_ARROW_SCHEM
 #: Prefix of gpuplan's fields in a job's comment or annotations (``gpuplan.variant=lora,params_b=7``).
 ANNOTATION_PREFIX = "gpuplan."
 
+#: A job's own preemption marking (annotation keys, issue 30): a record of a source that read the job's comment
+#: or labels (:attr:`ParseResult.marking_read`) states them whole (:meth:`pipelines.workspace.store.Store.upsert`).
+OWN_MARKING_FIELDS: tuple[str, ...] = ("preemptible", "checkpoint", "restart")
+
 
 @dataclass
 class ParseResult:
@@ -115,6 +119,10 @@ class ParseResult:
             series refused whole is one error line but all its samples.
         arrays_expanded: pending array records (``123_[4-9]``) expanded into one record per task.
         array_tasks: the task records they became.
+        marking_read: the export carries the jobs' comment / labels column (squeue ``comment``, Kueue labels and
+            annotations; sacct ``Comment`` only when at least one job line has one: sacct prints it empty unless
+            ``AccountingStoreFlags=job_comment``), so each record states the job's own preemption marking whole
+            (:data:`OWN_MARKING_FIELDS`; an empty comment clears a stored one, issue 30).
     """
 
     frame: pd.DataFrame
@@ -125,6 +133,7 @@ class ParseResult:
     rejected_count: int | None = None
     arrays_expanded: int = 0
     array_tasks: int = 0
+    marking_read: bool = False
 
     @property
     def rejected(self) -> int:

@@ -230,6 +230,7 @@ def parse_sacct(text: str, timezone: str, source: str = "slurm") -> ParseResult:
     rows: list[dict[str, Any]] = []
     errors: list[str] = []
     read = arrays = tasks = 0
+    commented = False  # a job line with a Comment: the cluster records comments (AccountingStoreFlags=job_comment)
     for number, raw in enumerate(lines[header_no:], start=header_no + 1):
         line = raw.rstrip("\r")
         fields = _fields(line, parsable)
@@ -239,6 +240,8 @@ def parse_sacct(text: str, timezone: str, source: str = "slurm") -> ParseResult:
         if "." in job_id:
             continue  # a job step, not a job
         read += 1
+        c = columns.get("comment")
+        commented = commented or (c is not None and c < len(fields) and bool(fields[c].strip()))
         try:
             got = _sacct_line(line, fields, columns, len(header), source)
         except BadField as bad:
@@ -254,7 +257,8 @@ def parse_sacct(text: str, timezone: str, source: str = "slurm") -> ParseResult:
         converted = local_to_utc([row[col] for row in rows], timezone)
         for row, value in zip(rows, converted, strict=True):
             row[col] = value
-    return ParseResult(frame=job_frame(rows), read=read, errors=errors, arrays_expanded=arrays, array_tasks=tasks)
+    return ParseResult(frame=job_frame(rows), read=read, errors=errors, arrays_expanded=arrays, array_tasks=tasks,
+                       marking_read=commented)  # an all-empty Comment column says nothing (sacct 22.05)
 
 
 def _check_timezone(timezone: str) -> None:

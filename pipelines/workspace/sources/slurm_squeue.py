@@ -122,7 +122,8 @@ def parse_squeue_json(text: str, source: str = "slurm", *, now: pd.Timestamp | N
             tasks += len(got)
         rows.extend(got)
     return ParseResult(frame=job_frame(rows), read=len(jobs), errors=errors, exported_at=exported_at,
-                       arrays_expanded=arrays, array_tasks=tasks)
+                       arrays_expanded=arrays, array_tasks=tasks,
+                       marking_read=any(isinstance(j, dict) and "comment" in j for j in jobs))
 
 
 def _is_array_record(job: Any) -> bool:

@@ -330,3 +330,40 @@ def test_a_boolean_where_a_number_is_expected_is_refused_naming_the_key(tmp_path
     with pytest.raises(InputError) as err:
         _workspace(tmp_path, extra)
     assert str(err.value) == f"{tmp_path / 'gpuplan.toml'}: {message}"
+
+
+def test_an_emptied_squeue_comment_clears_the_job_s_own_marking_in_the_store(tmp_path):
+    """Two real-format squeue exports (the openb fixture): 700174 marked preemptible, then its comment emptied.
+
+    The store must not keep the first export's ``gpuplan.preemptible=true`` (the old merge kept a field the new
+    record lacked): the second problem has 700174 not preemptible; its other annotation keys stay.
+    """
+    from pipelines.workspace.load import load_workspace
+    from pipelines.workspace.store import Store
+
+    src = ROOT / "data" / "fixtures" / "openb" / "squeue.json"
+    doc = json.loads(src.read_text())
+    marked = copy.deepcopy(doc)
+    for j in marked["jobs"]:
+        if str(j["job_id"]) == "700174":
+            j["comment"] = "gpuplan.preemptible=true,checkpoint=45m,restart=10m"
+    (tmp_path / "q1.json").write_text(json.dumps(marked))
+    (tmp_path / "q2.json").write_text(json.dumps(doc))  # the same job, comment "" again
+    ws = _workspace(tmp_path)
+    cfg = tmp_path / "gpuplan.toml"
+    text = cfg.read_text()
+    old = 'path = "' + str(src) + '"'
+    assert old in text
+    cfg.write_text(text.replace(old, 'path = "q1.json"'))
+    _, _, first = _fixture_problem(load_workspace(tmp_path))
+    r = {x["job_id"]: x for x in first["running"]}["700174"]
+    assert (r.get("preemptible"), r.get("checkpoint_interval_steps"), r.get("restart_steps")) == (True, 2, 1)
+    cfg.write_text(text.replace(old, 'path = "q2.json"'))
+    ws = load_workspace(tmp_path)
+    _, notes, second = _fixture_problem(ws)
+    r = {x["job_id"]: x for x in second["running"]}["700174"]
+    assert "preemptible" not in r and "checkpoint_interval_steps" not in r and "restart_steps" not in r
+    assert "preemptible_jobs" not in notes
+    stored = Store(ws.store_dir).jobs()
+    ann = json.loads(stored.loc[stored["job_id"] == "700174", "annotations"].iloc[0])
+    assert not set(ann) & {"preemptible", "checkpoint", "restart"}

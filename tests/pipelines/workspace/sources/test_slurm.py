@@ -512,3 +512,13 @@ def test_squeue_unreadable_documents_raise(text, message):
 def test_squeue_now_must_be_tz_aware():
     with pytest.raises(ValueError, match="tz-aware"):
         parse_squeue_json(SQUEUE_V39, now=pd.Timestamp("2024-05-01T09:05:00"))
+
+
+def test_sacct_states_the_jobs_own_marking_only_when_its_comment_column_has_a_comment():
+    """Issue 30: sacct prints Comment empty unless AccountingStoreFlags=job_comment, so an all-empty column cannot
+    clear a marking another export (squeue's comment) recorded; one commented job line says the cluster records them."""
+    assert parse_sacct(SMALL, "UTC").marking_read is True  # 7001's gpuplan.kind=batch_inference
+    empty = SMALL.replace("gpuplan.kind=batch_inference", "")
+    assert parse_sacct(empty, "UTC").marking_read is False
+    no_column = "\n".join(ln.rsplit("|", 1)[0] for ln in SMALL.splitlines()) + "\n"
+    assert parse_sacct(no_column, "UTC").marking_read is False
