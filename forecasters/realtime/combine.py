@@ -392,25 +392,26 @@ def fit_combined(series: pd.Series, timezone: str = "UTC", exclude=None, outlier
                     hourly_anchor=hourly.anchor, hourly_guard=dict(hourly.guard or {}), day_ahead_guard=da_guard,
                     obs_ts=series.index[int(np.flatnonzero(obs_in)[-1])] if obs_in.any() else None,
                     obs_value=float(r.y[np.flatnonzero(obs_in)[-1]]) if obs_in.any() else None,
-                    p90_band_coverage=p90.band_coverage, hourly_live=_live_prior(hourly), **last)
+                    p90_band_coverage=p90.band_coverage, hourly_live=_live_prior(hourly, s.hourly_live_prior_h), **last)
     return _guard_status(comb)
 
 
-#: Hours of the inner days' measured lead the running guard starts from (one day: :func:`_live_prior`).
+#: Hours of the inner days' measured lead the running guard starts from (one day: :func:`_live_prior`; the
+#: default of :attr:`CombineSettings.hourly_live_prior_h`).
 LIVE_PRIOR_H = HOURS_PER_DAY
 
 
-def _live_prior(hourly: HourlyChoice) -> tuple[float, float, int]:
-    """The running guard's start (:attr:`Combined.hourly_live`): one day of the model's measured lead.
+def _live_prior(hourly: HourlyChoice, prior_h: float = LIVE_PRIOR_H) -> tuple[float, float, int]:
+    """The running guard's start (:attr:`Combined.hourly_live`): ``prior_h`` hours of the model's measured lead.
 
-    :data:`LIVE_PRIOR_H` hours at the kept model's and observed persistence's out-of-day one-hour MAE on the inner
-    days, and 0 hours since the fit (``(0, 0, 0)`` for persistence), so the hours after the fit must undo one day
-    of that lead before the one-hour forecast falls back to persistence; a fit itself never falls back.
+    ``prior_h`` (:data:`LIVE_PRIOR_H` = 24 h by default) hours at the kept model's and observed persistence's
+    out-of-day one-hour MAE on the inner days, and 0 hours since the fit (``(0, 0, 0)`` for persistence), so the
+    hours after the fit must undo that much of the lead before the one-hour forecast falls back to persistence; a
+    fit itself never falls back.
     """
     if hourly.kind != "combination" or hourly.actual.size == 0:
         return (0.0, 0.0, 0)
-    return (float(hourly.scores["hourly"]) * LIVE_PRIOR_H, float(hourly.scores["persistence_observed"]) * LIVE_PRIOR_H,
-            0)
+    return (float(hourly.scores["hourly"]) * prior_h, float(hourly.scores["persistence_observed"]) * prior_h, 0)
 
 
 def _profile_only(timezone: str, final: OriginFit, s: CombineSettings, messages: list[str],

@@ -49,6 +49,9 @@ class CombineSettings:
         hourly_guard_level: one-sided level at which the hourly mode must beat persistence from the last observed
             hour (:func:`forecasters.realtime.hourly.guard_test`; 0.05).
         hourly_guard_margin: share of persistence's per-day MAE the hourly mode must gain in that test (0.0).
+        hourly_live_prior_h: hours of the inner days' measured one-hour MAEs (the kept model's and observed
+            persistence's) the running guard's sums start from (24, :data:`forecasters.realtime.combine.LIVE_PRIOR_H`;
+            chosen in issue 31's sixth session from 0, 24, 36, 48 h and the whole inner days).
         day_ahead_guard: the guard of the day-ahead combination against naive 24 h on the inner days
             (leave-one-day-out combination, :func:`forecasters.realtime.combine.fit_combined`).
         day_ahead_guard_rule: ``"naive_wins"`` (naive 24 h alone when it beats the combination significantly) or
@@ -85,6 +88,7 @@ class CombineSettings:
     hourly_se_rule: float = 1.0
     hourly_guard_level: float = 0.05
     hourly_guard_margin: float = 0.0
+    hourly_live_prior_h: float = 24.0
     day_ahead_guard: bool = True
     day_ahead_guard_rule: str = "naive_wins"
     day_ahead_guard_level: float = 0.05

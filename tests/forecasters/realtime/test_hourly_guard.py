@@ -129,3 +129,15 @@ def test_the_running_guard_falls_back_to_persistence_once_the_model_errs_more_si
     kept = reanchor(comb, pd.Series(cont, index=later))
     assert kept.hourly_live[2] == 12 and kept.hourly_live[0] < kept.hourly_live[1] and not kept.live_persistence
     assert forecast_combined(kept, 1, start=later[-1] + pd.Timedelta(hours=1))["p50"].iat[0] != cont[-1]
+
+
+def test_the_running_guard_starts_from_the_settings_hours_of_the_measured_lead():
+    from forecasters.realtime.model import CombineSettings
+
+    raw = pd.DataFrame({"ts": IDX.strftime("%Y-%m-%dT%H:%M:%SZ"), "value": daily_wave()})
+    series, diag = ingest(raw, "UTC")
+    comb = fit_combined(series, "UTC", exclude=diag["imputed"], outliers=diag["outliers"],
+                        settings=CombineSettings(hourly_live_prior_h=6.0))
+    # 6 hours at the inner days' out-of-day MAEs (the default is 24: the test above)
+    m, p = comb.hourly_scores["hourly"], comb.hourly_scores["persistence_observed"]
+    assert comb.hourly_live == (pytest.approx(6.0 * m), pytest.approx(6.0 * p), 0)
