@@ -141,3 +141,24 @@ def test_the_running_guard_starts_from_the_settings_hours_of_the_measured_lead()
     # 6 hours at the inner days' out-of-day MAEs (the default is 24: the test above)
     m, p = comb.hourly_scores["hourly"], comb.hourly_scores["persistence_observed"]
     assert comb.hourly_live == (pytest.approx(6.0 * m), pytest.approx(6.0 * p), 0)
+
+
+def test_the_guard_margin_takes_its_share_of_persistence_s_loss_off_the_model_s_gain():
+    # CombineSettings.hourly_guard_margin m: the test is on (1 - m) x persistence's per-day loss, so the mean gain
+    # drops by exactly m x persistence's mean per-day MAE (the inner days of this wave have 24 scored hours each)
+    from forecasters.realtime.model import CombineSettings
+
+    raw = pd.DataFrame({"ts": IDX.strftime("%Y-%m-%dT%H:%M:%SZ"), "value": daily_wave()})
+    series, diag = ingest(raw, "UTC")
+
+    def fit(m: float):
+        return fit_combined(series, "UTC", exclude=diag["imputed"], outliers=diag["outliers"],
+                            settings=CombineSettings(hourly_guard_margin=m))
+
+    base, half = fit(0.0), fit(0.02)
+    pers = base.hourly_scores["persistence_observed"]
+    assert half.hourly_guard["mean_gain"] == pytest.approx(base.hourly_guard["mean_gain"] - 0.02 * pers, rel=1e-9)
+    # a margin of the whole loss cannot be beaten (the model would need a negative MAE): persistence exactly
+    full = fit(1.0)
+    assert full.hourly_guard["wins"] == 0.0 and full.hourly_model == "persistence" and full.hourly_anchor == "observed"
+    assert forecast_combined(full, 1)["p50"].iat[0] == series.iat[-1]
