@@ -122,7 +122,10 @@ def run_with_progress(stages: tuple[str, ...], out_dir: Path, workspace: Path, s
 
 
 def result_lines(res: dict[str, Any], settings: Any, wall_s: float) -> list[str]:
-    """What ``gpuplan run`` prints: the workspace, run folder, ``latest``, status, stops, files, MLflow, wall time (s)."""
+    """What ``gpuplan run`` prints: workspace, run folder, ``latest``, status, stops, files, MLflow, wall time (s).
+
+    The files include the commands file when the run wrote one (a workspace run).
+    """
     from pipelines.catalog import RunCatalog  # imported with the flows
 
     run_dir = Path(res["run_dir"])
@@ -165,6 +168,7 @@ def _file_lines(res: dict[str, Any], settings: Any, files: Any, wall_s: float) -
         f"risk report:   {files.path('risk_report_page')}",
         f"plan:          {files.path('plan_tables')}",
         f"forecasts:     {files.path('forecasts')}",
+        *([f"commands:      {files.path('commands')} (review, then apply by hand)"] if files.exists("commands") else []),
         f"MLflow:        {settings.tracking_uri} (run {res['mlflow_run_id']}); browse with",
         f"               {Path(sys.executable).parent / 'mlflow'} ui --host 127.0.0.1 --port 5000 "
         f"--backend-store-uri {settings.tracking_uri} --default-artifact-root {settings.artifact_root}",

@@ -84,8 +84,11 @@ def test_the_workspace_s_replan_planner_is_the_planner_of_the_run(tmp_path, iso_
     from pipelines.cli.run import result_lines
     from pipelines.config.settings import load_settings
 
-    status = next(ln for ln in result_lines(res, load_settings(str(ws)), 1.0) if ln.startswith("plan status:"))
+    lines = result_lines(res, load_settings(str(ws)), 1.0)
+    status = next(ln for ln in lines if ln.startswith("plan status:"))
     assert status == f"plan status:   feasible, fast mode: best candidate {res['source']} (verified)"
+    # a workspace run names its commands file, the operator's main output (operator trial)
+    assert f"commands:      {Path(res['run_dir']) / 'commands.sh'} (review, then apply by hand)" in lines
     report = (Path(res["run_dir"]) / "risk_report.md").read_text()
     assert f"planner `fast` (best candidate: `{res['source']}`)" in report
 
