@@ -96,6 +96,34 @@ def deployment_name(base: str, settings: Settings) -> str:
     return base if key is None else f"{base}-{key}"
 
 
+async def _pause_deployments(names: list[str], workspace: str | None = None) -> list[str]:
+    """Pause the deployments ``names`` (``flow/name``) that exist and run; returns the ones paused now.
+
+    With ``workspace``, only a deployment whose ``workspace`` parameter is that folder is paused.
+    Idempotent: an absent or already paused deployment is skipped.
+    """
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    paused: list[str] = []
+    async with get_client() as client:
+        for name in names:
+            try:
+                dep = await client.read_deployment_by_name(name)
+            except ObjectNotFound:
+                continue
+            if dep.paused or (workspace is not None and (dep.parameters or {}).get("workspace") != workspace):
+                continue
+            await client.pause_deployment(dep.id)
+            paused.append(name)
+    return paused
+
+
+def _served_names(settings: Settings) -> list[str]:
+    """``flow/name`` of every deployment ``gpuplan serve`` serves for ``settings.workspace_dir``."""
+    return [f"{flow}/{deployment_name(base, settings)}" for base, flow in DEPLOYMENT_FLOWS.items()]
+
+
 async def _pause_old_deployments(settings: Settings) -> list[str]:
     """Pause this workspace's deployments still registered under their old plain names; returns ``flow/name`` of each.
 
@@ -103,23 +131,8 @@ async def _pause_old_deployments(settings: Settings) -> list[str]:
     nightly-retrain and replan deployments carry it); its schedules would otherwise keep creating runs that
     no worker of this version polls. Paused, not deleted: its run history stays in the UI.
     """
-    from prefect.client.orchestration import get_client
-    from prefect.exceptions import ObjectNotFound
-
-    paused: list[str] = []
-    async with get_client() as client:
-        for base, flow in DEPLOYMENT_FLOWS.items():
-            if deployment_name(base, settings) == base:
-                continue
-            try:
-                dep = await client.read_deployment_by_name(f"{flow}/{base}")
-            except ObjectNotFound:
-                continue
-            if (dep.parameters or {}).get("workspace") != str(settings.workspace_dir) or dep.paused:
-                continue
-            await client.pause_deployment(dep.id)
-            paused.append(f"{flow}/{base}")
-    return paused
+    old = [f"{flow}/{base}" for base, flow in DEPLOYMENT_FLOWS.items() if deployment_name(base, settings) != base]
+    return await _pause_deployments(old, workspace=str(settings.workspace_dir))
 
 
 def build_deployments(settings: Settings, with_schedules: bool = True) -> list[Any]:
@@ -185,7 +198,8 @@ def serve(settings: Settings, limit: int | None = 2) -> None:
     """Serve the deployments against a persistent Prefect server (blocks until SIGTERM or Ctrl-C).
 
     Prints :data:`READY_LINE` once polling; on SIGTERM or Ctrl-C the schedules are paused and the call
-    returns (``tests/pipelines/flows/test_serve_sigterm.py``: exit within 10 s).
+    returns, the served deployments paused by name after the runner stops (``tests/pipelines/flows/
+    test_serve_sigterm.py``).
 
     Raises:
         pipelines.io.errors.InputError: no persistent server (see :func:`require_persistent_server`).
@@ -202,5 +216,9 @@ def serve(settings: Settings, limit: int | None = 2) -> None:
     try:
         asyncio.run(runner.start())
     except KeyboardInterrupt:
+        # Runner.__aexit__ pauses the schedules only when the interrupt lands in the main task; raised
+        # inside another task, asyncio.run cancels the main task and the pause can be skipped (CI, stop 42).
+        # Pausing here, on a fresh loop and client, does not depend on where the interrupt landed.
+        asyncio.run(_pause_deployments(_served_names(settings)))
         print("gpuplan serve: stopped", file=sys.stderr, flush=True)
 

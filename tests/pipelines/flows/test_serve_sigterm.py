@@ -57,3 +57,43 @@ def test_serve_exits_on_sigterm_and_pauses_schedules(prefect_server, srv_env, tm
     assert proc.returncode == 0, rest
     assert _deployment(prefect_server["url"], "plan/replan")["paused"] is True
     assert _deployment(prefect_server["url"], "train_forecasters/nightly-retrain")["paused"] is True
+
+
+_INTERRUPT_WITHOUT_RUNNER_PAUSE = """
+import sys
+from prefect.client.orchestration import get_client
+from prefect.runner import Runner
+from pipelines.config.settings import load_settings
+from pipelines.flows import deployments
+
+async def _no_pause(self):  # the runner's own pause skipped, as when the interrupt lands outside the main task
+    pass
+
+async def _start(self, *args, **kwargs):
+    async with get_client() as client:
+        dep = await client.read_deployment_by_name("plan/replan")
+    print("paused before the interrupt:", dep.paused, flush=True)
+    raise KeyboardInterrupt
+
+Runner._pause_schedules = _no_pause
+deployments._ServeRunner.start = _start
+deployments.serve(load_settings())
+"""
+
+
+@pytest.mark.heavy
+def test_serve_pauses_its_schedules_even_when_the_runner_skips_its_own_pause(prefect_server, srv_env, tmp_path):
+    """CI stop 42: SIGTERM's interrupt landed outside the runner's main task and ``Runner.__aexit__`` never paused.
+
+    The interrupt is raised by the patched ``start`` itself (no signal, no timer); the runner's pause is a no-op,
+    so only serve's own pause by name can pause the deployments (fails on the serve that relied on the runner).
+    """
+    (tmp_path / "tmp").mkdir()
+    env = {**srv_env, "TMPDIR": str(tmp_path / "tmp"), "GPUPLAN_SERVE_SCHEDULES": "1"}
+    done = subprocess.run([sys.executable, "-c", _INTERRUPT_WITHOUT_RUNNER_PAUSE], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "paused before the interrupt: False" in done.stdout, done.stdout + done.stderr[-3000:]
+    assert "gpuplan serve: stopped" in done.stderr, done.stderr[-3000:]
+    assert _deployment(prefect_server["url"], "plan/replan")["paused"] is True
+    assert _deployment(prefect_server["url"], "train_forecasters/nightly-retrain")["paused"] is True
