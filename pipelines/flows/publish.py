@@ -67,7 +67,8 @@ def write_outputs(settings: Settings, ws: Workspace, run: RunCatalog, run_name: 
         paths.update(write_risk_report(run.folder, inp, run_name, report_table,  # what-if lines name the published folder
                                        run_folder=run.folder.parent / run_name))
         if queue is not None and queue.users is not None:
-            paths.update(write_commands(settings, ws, run, run_name, queue, start, plan.stops))
+            paths.update(write_commands(settings, ws, run, run_name, queue, start, plan.stops,
+                                        outputs.running_nodes(problem, cluster.node_names)))
         doc = outputs.summary(run_name, start, problem, plan, inp.demand, inp.rt_status, report=inp,
                               report_table=report_table)
         if queue is not None:
@@ -86,22 +87,26 @@ def write_outputs(settings: Settings, ws: Workspace, run: RunCatalog, run_name: 
 
 
 def write_commands(settings: Settings, ws: Workspace, run: RunCatalog, run_name: str, queue: QueueForecast,
-                   start: datetime, stops: tuple[tuple[str, int], ...] = ()) -> dict[str, Path]:
+                   start: datetime, stops: tuple[tuple[str, int], ...] = (),
+                   stop_nodes: dict[str, str] | None = None) -> dict[str, Path]:
     """``commands.sh`` and ``commands.tsv`` of a workspace's plan (:mod:`pipelines.stages.commands`).
 
-    ``stops``: the plan's ``Plan.stops`` (issue 30): a requeue (Slurm) or eviction (Kueue) line each.
+    ``stops``: the plan's ``Plan.stops`` (issue 30): a requeue (Slurm) or eviction (Kueue) line each;
+    ``stop_nodes``: running job id -> its nodes (:func:`pipelines.stages.outputs.running_nodes`).
     """
     s = settings
     tables = run.load("plan_tables")
     fmt = ws.source("queue").format
     dialect = "slurm" if fmt.startswith("slurm") else "kueue" if fmt == "kueue-json" else "table"
     tz = ws.config.cluster.timezone
-    table = commands_stage.commands_table(tables, queue.jobs, start, s.step_minutes, s.replan_every_min, tz, stops)
+    table = commands_stage.commands_table(tables, queue.jobs, start, s.step_minutes, s.replan_every_min, tz, stops,
+                                          stop_nodes)
     jobs = queue.jobs
-    preemptible = (int(((jobs["state"] == "running") & jobs["preemptible"].fillna(False).astype(bool)).sum())
-                   if "preemptible" in jobs.columns else 0)
+    marked = jobs["preemptible"].fillna(False).astype(bool) if "preemptible" in jobs.columns else None
+    n_marked = {st: 0 if marked is None else int((marked & (jobs["state"] == st)).sum()) for st in ("running", "queued")}
     text = commands_stage.commands_text(table, tables, queue.users or {}, dialect, run_name, start,
-                                        s.replan_every_min, s.step_minutes, tz, preemptible_running=preemptible)
+                                        s.replan_every_min, s.step_minutes, tz, preemptible_running=n_marked["running"],
+                                        preemptible_queued=n_marked["queued"])
     a = run.save("commands", text)
     b = run.save("commands_table", table.to_csv(sep="\t", index=False))
     return {a.name: a, b.name: b}

@@ -32,7 +32,7 @@ content as rows (``job_id``, ``action``, ``planned_start_utc``, ``planned_start_
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Literal
 
@@ -45,7 +45,8 @@ ACTIONS = ("stop_now", "start_now", "hold_until", "not_in_horizon")
 
 
 def commands_table(tables: pd.DataFrame, jobs: pd.DataFrame, start: datetime, step_minutes: int,
-                   interval_min: int, timezone: str, stops: Sequence[tuple[str, int]] = ()) -> pd.DataFrame:
+                   interval_min: int, timezone: str, stops: Sequence[tuple[str, int]] = (),
+                   stop_nodes: Mapping[str, str] | None = None) -> pd.DataFrame:
     """One row per queued job of the plan, and one per running job it stops: what to do in the next interval.
 
     Args:
@@ -56,8 +57,10 @@ def commands_table(tables: pd.DataFrame, jobs: pd.DataFrame, start: datetime, st
         interval_min: the re-plan interval: jobs starting before ``start + interval_min`` start now.
         timezone: the scheduler's clock (IANA).
         stops: ``Plan.stops``, ``(job_id, lost_steps)`` of the running jobs stopped at step 0 (issue 30); each
-            gets a ``stop_now`` row (start step 0, the plan start, no nodes: the job leaves its own; ``gpus`` the
-            GPUs it holds, ``jobs``' ``gpus_requested``, when the frame has that column).
+            gets a ``stop_now`` row (start step 0, the plan start; ``gpus`` the GPUs it holds, ``jobs``'
+            ``gpus_requested``, when the frame has that column; ``nodes`` from ``stop_nodes``).
+        stop_nodes: running job id -> the nodes it runs on (:func:`pipelines.stages.outputs.running_nodes`):
+            the nodes a stop frees; a job missing from it gets empty ``nodes``.
 
     Returns:
         ``job_id, kind, action (ACTIONS), start_step, planned_start_utc, planned_start_local, nodes,
@@ -78,7 +81,8 @@ def commands_table(tables: pd.DataFrame, jobs: pd.DataFrame, start: datetime, st
         jid = str(job_id)
         out.append({"job_id": jid, "kind": kinds.get(jid, ""), "action": "stop_now", "start_step": 0,
                     "planned_start_utc": t0, "planned_start_local": t0.tz_convert(timezone).strftime("%Y-%m-%dT%H:%M:%S"),
-                    "nodes": "", "gpus": int(held[jid]) if jid in held and pd.notna(held[jid]) else pd.NA})
+                    "nodes": (stop_nodes or {}).get(jid, ""),
+                    "gpus": int(held[jid]) if jid in held and pd.notna(held[jid]) else pd.NA})
     for job_id, kind in zip(queued["job_id"], queued["kind"]):
         r = planned.loc[job_id] if job_id in planned.index else None
         if r is None or pd.isna(r["start_step"]):
@@ -105,20 +109,28 @@ def _duration_min(tables: pd.DataFrame, job_id: str, step_minutes: int) -> int:
 
 def commands_text(table: pd.DataFrame, tables: pd.DataFrame, users: dict[str, str], dialect: Dialect, run_name: str,
                   start: datetime, interval_min: int, step_minutes: int, timezone: str,
-                  preemptible_running: int = 0) -> str:
+                  preemptible_running: int = 0, preemptible_queued: int = 0) -> str:
     """The reviewable commands file (module docstring) of :func:`commands_table`'s rows.
 
     ``users``: job id -> its user (a Slurm reservation names who may use it). ``dialect`` ``slurm``,
-    ``kueue`` or ``table`` (comments only). ``preemptible_running``: running jobs the plan could have
-    stopped (issue 30); with none stopped the header says so instead of "no preemption".
+    ``kueue`` or ``table`` (comments only). ``preemptible_running`` / ``preemptible_queued``: the running
+    jobs the plan could have stopped and the queued jobs marked preemptible (issue 30); when either is
+    non-zero preemption is on, and with none stopped the header says so instead of "no preemption".
     """
     t0 = pd.Timestamp(start).tz_convert("UTC")
     end = t0 + pd.Timedelta(minutes=interval_min)
     n_stop = int((table["action"] == "stop_now").sum())
-    kept = ("# newest file. Running jobs keep their GPUs (no preemption) and need nothing." if not preemptible_running
-            else f"# newest file. Running jobs keep their GPUs and need nothing: none stopped ({preemptible_running} "
-                 "preemptible; real-time demand fits at step 0).")
-    running = ([kept] if not n_stop else
+    if preemptible_running:
+        kept = [f"# newest file. Preemption is on and no job is stopped at this step ({preemptible_running} "
+                "preemptible running; real-time",
+                "# demand fits at step 0): running jobs keep their GPUs and need nothing."]
+    elif preemptible_queued:
+        kept = [f"# newest file. Preemption is on and no job is stopped at this step (no running job is "
+                f"preemptible; {preemptible_queued}",
+                "# queued): running jobs keep their GPUs and need nothing."]
+    else:
+        kept = ["# newest file. Running jobs keep their GPUs (no preemption) and need nothing."]
+    running = (kept if not n_stop else
                [f"# newest file. Running jobs keep their GPUs except the {n_stop} stopped below (preemptible jobs,",
                 "# stopped because real-time demand now exceeds the GPUs no running job holds); the others need "
                 "nothing."])
@@ -147,7 +159,8 @@ def commands_text(table: pd.DataFrame, tables: pd.DataFrame, users: dict[str, st
         for order, r in enumerate(part.itertuples(index=False), start=1):
             utc = "" if pd.isna(r.planned_start_utc) else f"{pd.Timestamp(r.planned_start_utc):%Y-%m-%dT%H:%MZ}"
             if action == "stop_now":
-                note = f"# {r.job_id}: {r.kind}, stopped at {utc}"
+                held = "" if pd.isna(r.gpus) else f", frees {r.gpus} GPU(s)" + (f" on {r.nodes}" if r.nodes else "")
+                note = f"# {r.job_id}: {r.kind}, stopped at {utc}{held}"
             else:
                 note = f"# {r.job_id}: {r.kind}" + (f", {r.gpus} GPU(s) on {r.nodes} from {utc}" if utc else "")
             lines.append(note)

@@ -19,14 +19,34 @@ from pipelines.report.grid import display_grid
 from pipelines.report.numbers import PLANNED_METRICS, headline, planned_metrics
 from pipelines.report.risks import ReportInputs, build_report_table
 
-__all__ = ["PLANNED_METRICS", "demand_from_problem", "forecasts_table", "jobs_from_problem", "node_of_gpu",
-           "plan_tables", "planned_metrics", "report_inputs", "summary"]
+__all__ = ["PLANNED_METRICS", "demand_from_problem", "forecasts_table", "gpu_nodes", "jobs_from_problem",
+           "node_of_gpu", "plan_tables", "planned_metrics", "report_inputs", "running_nodes", "summary"]
 
 def node_of_gpu(n_gpus: int, gpus_per_node: int, node_names: Sequence[str] | None = None) -> list[str]:
     """The node name of each GPU index (node ``i`` holds GPUs ``i*gpus_per_node ...``); ``node-XX`` without names."""
     n_nodes = max(1, n_gpus // gpus_per_node)
     names = list(node_names) if node_names and len(node_names) == n_nodes else [f"node-{i:02d}" for i in range(n_nodes)]
     return [names[min(g // gpus_per_node, n_nodes - 1)] for g in range(n_gpus)]
+
+
+def gpu_nodes(problem: Problem, node_names: Sequence[str] | None = None) -> list[str]:
+    """The node name of each of the problem's GPUs, ``(n_gpus,)``.
+
+    The typed layout's (``padding`` past the last node), else :func:`node_of_gpu` of ``node_names``.
+    """
+    c = problem.cluster
+    if c.typed:  # the typed layout (largest node first, padded to a power of two)
+        return [c.nodes[k].name if k is not None else "padding" for k in (c.node_of(g) for g in range(c.n_gpus))]
+    return node_of_gpu(c.n_gpus, c.gpus_per_node, node_names)
+
+
+def running_nodes(problem: Problem, node_names: Sequence[str] | None = None) -> dict[str, str]:
+    """Running job id -> the nodes of the GPU block it holds in the problem (``,``-joined, in GPU order).
+
+    What a stop frees (issue 30): the stopped job's block as the problem holds it (:func:`gpu_nodes`).
+    """
+    nodes = gpu_nodes(problem, node_names)
+    return {r.job_id: ",".join(dict.fromkeys(nodes[r.block_offset:r.block_offset + r.gpus])) for r in problem.running}
 
 
 def plan_tables(problem: Problem, plan: Plan, start: datetime, node_names: Sequence[str] | None = None) -> pd.DataFrame:
@@ -48,12 +68,9 @@ def plan_tables(problem: Problem, plan: Plan, start: datetime, node_names: Seque
     """
     c = problem.cluster
     types: list[str] | None = None
-    if c.typed:  # the typed layout (largest node first, padded to a power of two): its node and type per GPU
-        at = [c.node_of(g) for g in range(c.n_gpus)]
-        nodes = [c.nodes[k].name if k is not None else "padding" for k in at]
-        types = [c.nodes[k].gpu_type if k is not None else "" for k in at]
-    else:
-        nodes = node_of_gpu(c.n_gpus, c.gpus_per_node, node_names)
+    nodes = gpu_nodes(problem, node_names)
+    if c.typed:  # the typed layout (largest node first, padded to a power of two): its type per GPU
+        types = [c.nodes[k].gpu_type if k is not None else "" for k in (c.node_of(g) for g in range(c.n_gpus))]
     step = pd.Timedelta(minutes=problem.cluster.step_minutes)
     t0 = pd.Timestamp(start)
     kinds = {j.job_id: j.kind for j in problem.jobs} | {r.job_id: r.kind for r in problem.running}

@@ -136,9 +136,20 @@ def test_preemptible_jobs_running_and_none_stopped_the_header_says_so():
     table = commands_table(_tables(), _jobs(), START, 30, 30, "UTC")
     text = commands_text(table, _tables(), {}, "slurm", "r", START, 30, 30, "UTC", preemptible_running=2)
     assert "(no preemption)" not in text
-    assert ("# newest file. Running jobs keep their GPUs and need nothing: none stopped (2 preemptible; real-time "
-            "demand fits at step 0).") in text.splitlines()
+    assert text.splitlines()[3:5] == [
+        "# newest file. Preemption is on and no job is stopped at this step (2 preemptible running; real-time",
+        "# demand fits at step 0): running jobs keep their GPUs and need nothing."]
     assert "requeue" not in text
+
+
+def test_preemptible_jobs_only_queued_the_header_says_preemption_is_on_and_none_stopped():
+    """Operator trial: with preemptible jobs queued and none running the header said "(no preemption)"."""
+    table = commands_table(_tables(), _jobs(), START, 30, 30, "UTC")
+    text = commands_text(table, _tables(), {}, "slurm", "r", START, 30, 30, "UTC", preemptible_queued=3)
+    assert text.splitlines()[3:5] == [
+        "# newest file. Preemption is on and no job is stopped at this step (no running job is preemptible; 3",
+        "# queued): running jobs keep their GPUs and need nothing."]
+    assert "(no preemption)" not in text
 
 
 def test_a_stop_row_carries_the_gpus_the_stopped_job_holds():
@@ -147,3 +158,40 @@ def test_a_stop_row_carries_the_gpus_the_stopped_job_holds():
     table = commands_table(tables, jobs, START, 30, 30, "UTC", stops=(("901", 2),))
     row = table.iloc[0]
     assert (row["job_id"], row["action"], row["gpus"], row["nodes"]) == ("901", "stop_now", 4, "")
+    table = commands_table(tables, jobs, START, 30, 30, "UTC", stops=(("901", 2),), stop_nodes={"901": "n4,n5"})
+    row = table.iloc[0]
+    assert (row["job_id"], row["action"], row["gpus"], row["nodes"]) == ("901", "stop_now", 4, "n4,n5")
+    text = commands_text(table, tables, {}, "slurm", "r", START, 30, 30, "UTC")
+    assert "# 901: training, stopped at 2025-03-16T16:00Z, frees 4 GPU(s) on n4,n5" in text.splitlines()
+
+
+def test_the_nodes_of_a_stopped_job_are_those_of_its_block_in_the_problem():
+    """Operator trial: commands.tsv stop rows had no nodes. The surge problem on two 4-GPU nodes gpu-a, gpu-b:
+    P2 holds GPUs 2-3 (gpu-a) and is stopped; on 1-GPU nodes its block spans two nodes."""
+    import sys
+    from pathlib import Path
+
+    from optimizer.planners import production_plan
+    from optimizer.problem import Problem
+    from pipelines.stages.outputs import jobs_from_problem, plan_tables, running_nodes
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "optimizer"))
+    from test_preemption_production import surge_doc
+
+    doc = surge_doc(4)
+    doc["cluster"]["gpus_per_node"] = 4
+    prob = Problem.from_dict(doc)
+    plan = production_plan(prob, "milp")
+    assert plan.stops == (("P2", 2),)
+    where = running_nodes(prob, ["gpu-a", "gpu-b"])
+    assert where == {"P1": "gpu-a", "P2": "gpu-a", "N": "gpu-b"}
+    jobs = jobs_from_problem(prob)
+    jobs = pd.concat([jobs, pd.DataFrame({"job_id": ["P1", "P2", "N"], "kind": "training", "state": "running",
+                                          "gpus_requested": 2})], ignore_index=True)
+    table = commands_table(plan_tables(prob, plan, START, ["gpu-a", "gpu-b"]), jobs, START, 30, 30, "UTC",
+                           stops=plan.stops, stop_nodes=where)
+    stop = table[table["action"] == "stop_now"]
+    assert stop[["job_id", "gpus", "nodes"]].values.tolist() == [["P2", 2, "gpu-a"]]
+    doc["cluster"]["gpus_per_node"] = 1
+    assert running_nodes(Problem.from_dict(doc), [f"n{i}" for i in range(8)]) == {
+        "P1": "n0,n1", "P2": "n2,n3", "N": "n4,n5"}
