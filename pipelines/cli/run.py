@@ -150,15 +150,25 @@ def stop_now_lines(files: Any) -> list[str]:
 
     ``files``: the run folder's :class:`pipelines.catalog.RunCatalog`. The wording is the risk report's
     Preemption section (:func:`pipelines.report.stops.stop_rows`): the job, its GPUs, why (the real-time
-    shortfall at step 0) and the work it loses; no line without a stop.
+    shortfall at step 0) and the work it loses. Without a stop: ``stop now:      no job stopped (...)`` when
+    preemption is on (a job of the run's ``problem.json`` is marked preemptible), else no line.
     """
     if not files.exists("risk_report_table"):
         return []
     t = files.load("risk_report_table")
-    if "section" not in t.columns:
-        return []
-    return [f"stop now:      {r.job_id} ({int(r.gpus)} GPU{'' if int(r.gpus) == 1 else 's'}): {r.reason}"
-            for r in t[t["section"] == "stop_now"].itertuples()]
+    lines = ([] if "section" not in t.columns else
+             [f"stop now:      {r.job_id} ({int(r.gpus)} GPU{'' if int(r.gpus) == 1 else 's'}): {r.reason}"
+              for r in t[t["section"] == "stop_now"].itertuples()])
+    if lines or not files.exists("problem"):
+        return lines
+    doc = files.load("problem")
+    running = sum(bool(r.get("preemptible")) for r in doc.get("running", []))
+    queued = sum(bool(j.get("preemptible")) for j in doc.get("jobs", []))
+    if running:
+        return [f"stop now:      no job stopped ({running} preemptible running; real-time demand fits at step 0)"]
+    if queued:
+        return [f"stop now:      no job stopped (no running job is preemptible; {queued} queued)"]
+    return []
 
 
 def _file_lines(res: dict[str, Any], settings: Any, files: Any, wall_s: float) -> list[str]:

@@ -89,3 +89,28 @@ def test_gpuplan_run_prints_one_line_per_stop_from_the_run_folder(tmp_path):
     quiet.save("risk_report_table", build_report_table(_inputs(preemptible=False)))
     assert stop_now_lines(quiet) == []
     assert stop_now_lines(RunCatalog(tmp_path / "empty")) == []
+
+
+def test_gpuplan_run_says_no_job_stopped_when_preemption_is_on_and_nothing_is_stopped(tmp_path):
+    """Operator trial: with preemptible jobs and no stop `gpuplan run` printed nothing about preemption."""
+    from pipelines.catalog import RunCatalog
+    from pipelines.cli.run import stop_now_lines
+
+    def lines(name, doc):
+        (tmp_path / name).mkdir()
+        run = RunCatalog(tmp_path / name)
+        prob = Problem.from_dict(doc)
+        run.save("risk_report_table", build_report_table(report_inputs(prob, production_plan(prob, "priority"), T0,
+                                                                       written_at=T0)))
+        run.save_problem(prob)
+        return stop_now_lines(run)
+
+    # chat wants 2 at step 0 and holds 2: it fits, P1 and P2 run on
+    assert lines("calm", surge_doc(2)) == [
+        "stop now:      no job stopped (2 preemptible running; real-time demand fits at step 0)"]
+    queued_only = surge_doc(2)
+    for r in queued_only["running"]:
+        r.pop("preemptible", None)
+    queued_only["jobs"][0] |= {"preemptible": True, "checkpoint_interval_steps": 2}
+    assert lines("queued", queued_only) == ["stop now:      no job stopped (no running job is preemptible; 1 queued)"]
+    assert lines("plain", _inputs(preemptible=False).problem.to_dict()) == []
