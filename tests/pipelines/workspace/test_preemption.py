@@ -367,3 +367,31 @@ def test_an_emptied_squeue_comment_clears_the_job_s_own_marking_in_the_store(tmp
     stored = Store(ws.store_dir).jobs()
     ann = json.loads(stored.loc[stored["job_id"] == "700174", "annotations"].iloc[0])
     assert not set(ann) & {"preemptible", "checkpoint", "restart"}
+
+
+def test_an_emptied_comment_leaves_the_qos_rule_s_marking_with_the_workspace_defaults(tmp_path):
+    """Issue 30 item 1: the newest record's comment is the truth, but a cleared comment clears only what the comment
+    said: 700174 (QoS be) stays preemptible by ``[preemption] qos``, its interval and restart the workspace's (45 min,
+    10 min: 2 and 1 steps of 30 min) instead of the comment's 120 min and 60 min (4 and 2 steps)."""
+    from pipelines.workspace.load import load_workspace
+
+    src = ROOT / "data" / "fixtures" / "openb" / "squeue.json"
+    doc = json.loads(src.read_text())
+    marked = copy.deepcopy(doc)
+    for j in marked["jobs"]:
+        if str(j["job_id"]) == "700174":
+            j["comment"] = "gpuplan.preemptible=true,checkpoint=120m,restart=60m"
+    (tmp_path / "q1.json").write_text(json.dumps(marked))
+    (tmp_path / "q2.json").write_text(json.dumps(doc))
+    _workspace(tmp_path, '\n[preemption]\nqos = ["be"]\ncheckpoint_interval_min = 45\nrestart_min = 10\n')
+    cfg = tmp_path / "gpuplan.toml"
+    text = cfg.read_text()
+    old = 'path = "' + str(src) + '"'
+    keys = ("preemptible", "checkpoint_interval_steps", "restart_steps")
+    got = []
+    for name in ("q1.json", "q2.json"):
+        cfg.write_text(text.replace(old, f'path = "{name}"'))
+        _, _, problem = _fixture_problem(load_workspace(tmp_path))
+        r = {x["job_id"]: x for x in problem["running"]}["700174"]
+        got.append(tuple(r.get(k) for k in keys))
+    assert got == [(True, 4, 2), (True, 2, 1)]
