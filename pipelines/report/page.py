@@ -148,9 +148,12 @@ def headline_rows(inp: ReportInputs, head: Mapping[str, Any], cal: Sequence[Serv
         rows.append(("P(demand > plan)", "; ".join(
             f"`{c.service}` up to {max(c.exceed) if len(c.exceed) else 0:.2f} per step, "
             f"{c.expected_hours_over(inp.step_h):.1f} h of {head['horizon_h']:g} h expected above plan" for c in cal)))
+    stopped = [j for j, _ in plan.stops]
     rows.append(("Jobs", f"{head['jobs_queued']} queued: {_verb(head['jobs_start_now'], 'start')} now, "
                          f"{head['jobs_start_later']} later in the horizon, {_verb(head['jobs_waiting'], 'wait')} "
-                         f"past it; **{head['jobs_at_risk']} at risk**; {head['jobs_running']} running"))
+                         f"past it; **{head['jobs_at_risk']} at risk**; {head['jobs_running']} running"
+                         + (f", of which **{len(stopped)} stopped at step 0** (preemptible, requeued: "
+                            f"{', '.join(stopped)})" if stopped else "")))
     rows.append(("Idle", f"{head['idle_gpu_h']:g} GPU-h ({100 * head['idle_gpu_h'] / up_h if up_h else 0:.0f} %); "
                          f"{plural(head['idle_windows'], 'window')} of ≥ {IDLE_MIN_H:g} h with ≥ "
                          f"{problem.cluster.gpus_per_node} GPUs idle: {head['idle_window_gpu_h']:g} GPU-h"))
@@ -172,6 +175,41 @@ def headline_rows(inp: ReportInputs, head: Mapping[str, Any], cal: Sequence[Serv
     rows.append(("Models that forecast", f"job durations: {jobs_m}; real-time (combination weights): {rt_m or 'n/a'}"))
     rows.append(("Plots", " · ".join(f"[{key}]({name})" for key, name in plots.items()) or "none"))
     return rows
+
+
+def stop_first_lines(table: pd.DataFrame) -> list[str]:
+    """"What to do first" bullets of the jobs the plan stops at step 0 (issue 30), before the jobs at risk.
+
+    One per ``stop_now`` row of ``table`` (:mod:`pipelines.report.stops`): the job, its GPUs, the shortfall and
+    the GPU-hours lost; none without a stop.
+    """
+    now = table[table["section"] == "stop_now"] if "section" in table.columns else table.iloc[:0]
+    return [f"- **Stop `{r.job_id}` now** ({r.kind}, {plural(int(r.gpus), 'GPU')}, preemptible): real-time is short "
+            f"of {plural(int(r.shortfall_gpus), 'GPU')} at step 0; it loses {float(r.value):g} GPU-h and goes back "
+            "to the queue with its remaining work. Apply its line under \"stop now\" in `commands.sh` (gpuplan "
+            "never runs it)." for r in now.itertuples()]
+
+
+def stopped_eta_lines(inp: ReportInputs) -> list[str]:
+    """The estimated-start section's lines for the jobs stopped at step 0: they are not queued jobs of the plan.
+
+    A stopped job returns to the queue with its remaining work plus its restart (DESIGN §5): its planned restart
+    when the plan has one, else requeued and not yet planned (the next replan plans it). None without a stop.
+    """
+    plan, p = inp.plan, inp.problem
+    if not plan.stops:
+        return []
+    running = {r.job_id: r for r in p.running}
+    starts = {a.job_id: a for a in plan.assignments if not a.running and a.start_step is not None}
+    out = [f"Stopped at step 0 ({len(plan.stops)}; not in the table above):", ""]
+    for job_id, lost in plan.stops:
+        r = running.get(job_id)
+        left = "" if r is None else f" ({plural(r.remaining_steps + lost, 'step')} of work left with the lost work)"
+        a = starts.get(job_id)
+        when = (f"planned restart {clock(step_ts(inp, a.start_step))}" if a is not None else
+                "requeued, not yet planned: the next replan plans its restart like any queued job")
+        out.append(f"- `{job_id}`: stopped at step 0{left}; {when}.")
+    return out + [""]
 
 
 def stop_lines(inp: ReportInputs, table: pd.DataFrame) -> list[str]:
@@ -241,7 +279,7 @@ def render_page(inp: ReportInputs, table: pd.DataFrame, plots: Mapping[str, str]
     view = plan_view(inp)
     acts = list(actions) if actions is not None else at_risk_actions(inp, view, sec["job_at_risk"],
                                                                        run_folder or run_name)
-    out += ["", "## What to do first", ""] + action_lines(inp, view, acts) + solver
+    out += ["", "## What to do first", ""] + stop_first_lines(table) + action_lines(inp, view, acts) + solver
     out += stop_lines(inp, table)  # issue 30: nothing without a preemptible running job
     out += ["## Waiting jobs by reason", "",
             "Each queued job that does not start at release, by what it waits for; the jobs in its way are "
@@ -293,6 +331,7 @@ def render_page(inp: ReportInputs, table: pd.DataFrame, plots: Mapping[str, str]
             md_table(sec["queue_eta"].sort_values("start_ts", kind="stable", na_position="last"),
                      ["job_id", "kind", "value", "gpus", "start_ts", "end_ts", "deadline_ts", "reason"], max_rows=200,
                      headers={"value": "priority", "end_ts": "planned_end_ts", "gpus": "planned GPUs"}),
+            *stopped_eta_lines(inp),
             "## Long holders", "",
             f"Batch jobs holding at least one node's GPUs ({inp.problem.cluster.gpus_per_node}) for more than "
             f"{LONG_HOLD_H:g} h.", "",

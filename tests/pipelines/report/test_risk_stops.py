@@ -114,3 +114,25 @@ def test_gpuplan_run_says_no_job_stopped_when_preemption_is_on_and_nothing_is_st
     queued_only["jobs"][0] |= {"preemptible": True, "checkpoint_interval_steps": 2}
     assert lines("queued", queued_only) == ["stop now:      no job stopped (no running job is preemptible; 1 queued)"]
     assert lines("plain", _inputs(preemptible=False).problem.to_dict()) == []
+
+
+def test_the_headline_what_to_do_first_and_estimated_starts_name_the_stop(tmp_path):
+    """Operator trial: the headline and "What to do first" ignored the stop and the stopped job was absent from the
+    estimated starts. P2 (4 steps left, loses 1 since its checkpoint + 1 restart) is stopped; the plan has no
+    restart for it in the horizon."""
+    inp = _inputs()
+    assert inp.plan.stops == (("P2", 2),)
+    page = write_risk_report(tmp_path, inp, "run-s")["risk_report.md"].read_text()
+    jobs = next(ln for ln in page.splitlines() if ln.startswith("| Jobs |"))
+    assert jobs.endswith("; 3 running, of which **1 stopped at step 0** (preemptible, requeued: P2) |")
+    first = page.split("## What to do first\n\n")[1].splitlines()
+    assert first[0] == ("- **Stop `P2` now** (training, 2 GPUs, preemptible): real-time is short of 2 GPUs at step 0; "
+                        "it loses 2 GPU-h and goes back to the queue with its remaining work. Apply its line under "
+                        "\"stop now\" in `commands.sh` (gpuplan never runs it).")
+    assert first[1].startswith("- **`Q`**")
+    eta = page.split("## Estimated start of every queued job")[1].split("## Long holders")[0]
+    assert ("Stopped at step 0 (1; not in the table above):\n\n- `P2`: stopped at step 0 (6 steps of work left with "
+            "the lost work); requeued, not yet planned: the next replan plans its restart like any queued job.") in eta
+    (tmp_path / "calm").mkdir()
+    calm = write_risk_report(tmp_path / "calm", _inputs(demand0=2), "run-c")["risk_report.md"].read_text()
+    assert "stopped at step 0" not in calm and "Stop `" not in calm and "Stopped at step 0" not in calm
