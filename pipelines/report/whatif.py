@@ -33,18 +33,27 @@ def _row_values(doc: dict[str, Any], key: str | None, spec: str) -> tuple[str, s
     return _fmt(b[key], spec), _fmt(n[key], spec), _fmt(d.get(key), "+" + spec.lstrip("+"))
 
 
-def _when(ts: str | None) -> str:
+def _when(ts: str | None, stopped: bool = False) -> str:
+    if stopped:  # a running job the plan stops at step 0 (issue 30): not a job that never started
+        return "stopped at step 0 (requeued)"
     return "not started" if ts is None else f"{ts[5:10]} {ts[11:16]}Z"
 
 
 def _was(j: dict[str, Any]) -> str:
-    """A job's base start for display: ``running`` (requeued), ``new`` (added) or the clock time."""
-    return {"requeued": "running", "added": "new"}.get(j["change"]) or _when(j["start_ts_base"])
+    """A job's base start for display: ``running`` (requeued), ``new`` (added), a stop at step 0, or the clock time."""
+    return ({"requeued": "running", "added": "new"}.get(j["change"])
+            or _when(j["start_ts_base"], bool(j.get("stopped_base"))))
+
+
+def _now(j: dict[str, Any]) -> str:
+    """A job's what-if start for display (:func:`_when`)."""
+    return _when(j["start_ts_whatif"], bool(j.get("stopped_whatif")))
 
 
 #: Each kind of job change (:class:`optimizer.whatif.JobChange` ``kind``) as the count line names it, in order.
 CHANGE_LABELS = (("earlier", "earlier"), ("later", "later"), ("moved", "re-packed at the same start"),
-                 ("added", "added"), ("requeued", "requeued"), ("cancelled", "cancelled"),
+                 ("added", "added"), ("requeued", "requeued"), ("stopped", "stopped at step 0 (requeued)"),
+                 ("cancelled", "cancelled"),
                  ("unchanged", "with a new priority, start unchanged"))
 
 
@@ -85,7 +94,7 @@ def render_text(doc: dict[str, Any]) -> str:
         if j.get("misses_deadline_whatif"):
             fin = j.get("p90_finish_whatif")
             late = (f" MISSES DEADLINE {j['deadline_at']}" + (f" (P90 finish {fin})" if fin else " (not started)"))
-        L.append(f"  {j['job_id']:<14s}{was:>13s} -> {_when(j['start_ts_whatif']):<13s}{dh:<10s}"
+        L.append(f"  {j['job_id']:<14s}{was:>13s} -> {_now(j):<13s}{dh:<10s}"
                  f" {j['reason']}{size}{late}")
     for note in doc["notes"]:
         L.append(f"note: {note}")
@@ -107,7 +116,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
           "| job | base start | what-if start | change (h) | reason |", "|---|---|---|---:|---|"]
     for j in doc["jobs"]:
         was = _was(j)
-        L.append(f"| {j['job_id']} | {was} | {_when(j['start_ts_whatif'])} | "
+        L.append(f"| {j['job_id']} | {was} | {_now(j)} | "
                  f"{_fmt(j['delta_h'], '+.1f')} | {j['reason'].replace('|', '/')} |")
     if doc["notes"]:
         L += ["", *[f"- {x}" for x in doc["notes"]]]

@@ -359,8 +359,9 @@ def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> d
     minus base for every numeric key of a side; ``jobs`` one row per job whose start, size or block
     changed or that an edit touched: ``{"job_id", "start_ts_base", "start_ts_whatif", "reason",
     "change", "delta_h", "start_step_base", "start_step_whatif", "gpus_base", "gpus_whatif",
-    "nodes_base", "nodes_whatif"}`` (ISO 8601 UTC times; None when not started within the horizon;
-    a requeued job's base start is None: it was running).
+    "nodes_base", "nodes_whatif", "stopped_base", "stopped_whatif", ...}`` (ISO 8601 UTC times; None when
+    not started within the horizon; a requeued job's base start is None: it was running; ``stopped_*``: the
+    plan stops the running job at step 0, issue 30, and a new stop's ``change`` is ``stopped``).
 
     Raises:
         InputError: an edit names an unknown job, node or service, or makes an invalid problem;
@@ -415,10 +416,17 @@ def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> d
     delta = {k: n[k] - b[k] for k in SIDE_KEYS if isinstance(b[k], (int, float)) and not isinstance(b[k], bool)
              and isinstance(n[k], (int, float)) and b[k] is not None and n[k] is not None}
     jobs = []
+    stopped_b, stopped_n = dict(base.plan.stops), dict(plan.stops)
     for c in changes:
         d = c.delta_steps
+        kind, reason = c.kind, c.reason
+        if c.job_id in stopped_n and c.job_id not in stopped_b:  # issue 30: a stop, not a job that never started
+            kind = "stopped"
+            reason = (f"stopped at step 0 (requeued): preemptible, and real-time demand at step 0 exceeds the GPUs "
+                      f"no running job holds; loses {stopped_n[c.job_id]} step(s) of work")
         jobs.append({"job_id": c.job_id, "start_ts_base": ts(c.start_base), "start_ts_whatif": ts(c.start_whatif),
-                     "reason": c.reason, "change": c.kind,
+                     "reason": reason, "change": kind,
+                     "stopped_base": c.job_id in stopped_b, "stopped_whatif": c.job_id in stopped_n,
                      "delta_h": None if d is None else d * p.cluster.step_minutes / 60.0,
                      "start_step_base": c.start_base, "start_step_whatif": c.start_whatif,
                      "gpus_base": None if c.block_base is None else c.block_base[1],

@@ -269,3 +269,27 @@ def test_a_fast_mode_run_is_replanned_with_the_fast_mode_and_neither_a_budget_no
     assert res.exit_code == 0, res.output
     header = next(ln for ln in res.output.splitlines() if ln.startswith("what-if on run"))
     assert header.endswith("planner fast): +8 GPUs") and "budget" not in header
+
+
+def test_a_job_the_what_if_stops_is_stopped_at_step_0_requeued_not_not_started(tmp_path):
+    """Operator trial (issue 30): the surge problem of tests/optimizer/test_preemption_production.py, its base plan
+    solved without stops (``plan``); the what-if re-plan (production path) stops P2 (2 GPUs, loses 1 + 1 steps).
+    It said "16:00Z -> not started ... no longer starts within the horizon"."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "optimizer"))
+    from test_preemption_production import surge_doc
+
+    folder = run_folder(tmp_path, surge_doc(4), ["gpu-a"])
+    doc = _json(folder, "--priority", "Q=3")
+    (p2,) = [j for j in doc["jobs"] if j["job_id"] == "P2"]
+    assert (p2["change"], p2["stopped_base"], p2["stopped_whatif"], p2["start_ts_whatif"]) == (
+        "stopped", False, True, None)
+    assert p2["reason"] == ("stopped at step 0 (requeued): preemptible, and real-time demand at step 0 exceeds the "
+                            "GPUs no running job holds; loses 2 step(s) of work")
+    res = CliRunner().invoke(app, ["whatif", str(folder), "--priority", "Q=3"])
+    assert res.exit_code == 0, res.output
+    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("  P2 "))
+    assert line.startswith("  P2             03-16 16:00Z -> stopped at step 0 (requeued)")
+    assert "not started" not in line
+    assert "(1 stopped at step 0 (requeued), 1 with a new priority, start unchanged; start times UTC)" in res.stdout
