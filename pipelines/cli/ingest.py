@@ -10,6 +10,29 @@ import typer
 from pipelines.cli.support import WORKSPACE_HELP, emit_json, run_guarded, use_workspace
 
 
+def not_added_lines(r: dict) -> list[str]:
+    """The line under a source's counts naming what happened to the records neither added, updated nor rejected.
+
+    ``r``: one source of :func:`pipelines.workspace.ingest.ingest`'s report. Its ``unchanged``, ``older`` and
+    ``superseded`` counts, only those above zero, then any remainder of ``read`` left unexplained (none when
+    the counts add up); no line when every record read was added, updated or rejected.
+    """
+    unit = r.get("unit", "records")
+    rest = r["read"] - r["added"] - r["updated"] - r["rejected"]
+    if rest <= 0:
+        return []
+    parts = [(r.get("unchanged", 0), "already stored, unchanged"),
+             (r.get("older", 0), "older than the stored record (the stored one is kept)"),
+             (r.get("superseded", 0), "also read from another export or source in this ingest (one record per job "
+                                      "is kept, the one furthest along its life, and counted there)" if unit == "jobs"
+                                      else "also read from another export in this ingest (the later is kept)")]
+    said = [f"{n} {what}" for n, what in parts if n]
+    left = rest - sum(n for n, _ in parts)
+    if left > 0:
+        said.append(f"{left} not accounted for")
+    return [f"         the other {rest} {unit}: " + "; ".join(said)]
+
+
 def ingest(
     workspace: Annotated[Path | None, typer.Option("--workspace", help=WORKSPACE_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as one JSON document.")] = False,
@@ -51,6 +74,7 @@ def ingest(
                          f"updated {r['updated']:>6}  rejected {r['rejected']:>5}"
                          + (f"  ({r['array_tasks']} array tasks from {r['array_records_expanded']} array records)"
                             if r.get("array_records_expanded") else ""))
+            lines.extend(not_added_lines(r))
             if r.get("clock_note"):
                 lines.append(f"         note: {r['clock_note']}")
             lines.extend(f"         {e}" for e in r["errors"][:10])

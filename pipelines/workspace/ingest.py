@@ -9,7 +9,9 @@ running jobs; :meth:`pipelines.workspace.store.Store.set_queue_snapshot`).
 The report (``gpuplan ingest --json``) per source: ``unit`` (what every count of the source counts:
 ``jobs`` for history and queue, a pending array task being one job once expanded; ``samples`` for
 traffic), ``read`` (records read), ``added`` (new keys), ``updated`` (known keys whose record
-changed), ``rejected`` (records refused, in ``unit``: a Prometheus series refused whole counts its
+changed), ``unchanged`` (already stored as they are), ``older`` (earlier in the job's life than the stored
+record, which stays), ``superseded`` (the same key as another record read in this ingest, which was kept:
+a job in both the history and the queue, or in two exports), ``rejected`` (records refused, in ``unit``: a Prometheus series refused whole counts its
 samples), ``error_lines`` and ``errors`` (one message per rejected line, item or series,
 ``<file>: line N: ...``, at most :data:`MAX_ERRORS` listed) and ``unreadable_files``; job sources
 also ``array_records_expanded`` (pending array records such as ``123_[4-9]`` or ``array_task_string``
@@ -278,6 +280,7 @@ def ingest(ws: Workspace) -> dict[str, Any]:
     for role, got in reads.items():
         c = counts.get(role, UpsertCount(0, 0))
         report[role] = {"unit": got.unit, "read": got.read, "added": c.added, "updated": c.updated,
+                        "unchanged": c.unchanged, "older": c.older, "superseded": c.superseded,
                         "rejected": got.rejected, "error_lines": len(got.errors), "errors": got.errors[:MAX_ERRORS],
                         "unreadable_files": got.unreadable}
         if role != "traffic":

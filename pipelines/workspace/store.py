@@ -28,6 +28,7 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from dataclasses import field as dc_field
 from pathlib import Path
 from typing import Any
 
@@ -104,10 +105,20 @@ def _to_arrow(frame: pd.DataFrame, table: Table) -> pa.Table:
 
 @dataclass(frozen=True)
 class UpsertCount:
-    """Records added (new key) and updated (known key, changed content) by one upsert."""
+    """Records added (new key) and updated (known key, changed content) by one upsert.
+
+    And the rows that changed nothing (not compared: two counts are equal when they change the store alike):
+    ``unchanged`` (already stored as they are), ``older`` (earlier in the job's life than the stored record,
+    which is kept) and ``superseded`` (another row of the same key in the same upsert was kept: the one
+    furthest along its life, later among equals). Per origin, added + updated + unchanged + older +
+    superseded = the rows given.
+    """
 
     added: int
     updated: int
+    unchanged: int = dc_field(default=0, compare=False)
+    older: int = dc_field(default=0, compare=False)
+    superseded: int = dc_field(default=0, compare=False)
 
 
 def _partition_value(v: str) -> str:
@@ -243,7 +254,7 @@ class Store:
         raises; then nothing is changed.
         """
         labels = list(origin) if origin is not None else [""] * len(records)
-        counts = {lab: [0, 0] for lab in dict.fromkeys(labels)}
+        counts = {lab: [0, 0, 0, 0, 0] for lab in dict.fromkeys(labels)}
         if records.empty:
             return {k: UpsertCount(*v) for k, v in counts.items()}
         key = list(table.key)
@@ -251,8 +262,11 @@ class Store:
         records = _typed(records[list(table.columns)], table).assign(_origin=labels, _rank=0, _marking=flags)
         if table is JOBS:
             records["_rank"] = lifecycle_rank(records)
-        records = (records.reset_index(drop=True).reset_index().sort_values(["_rank", "index"], kind="stable")
-                   .drop_duplicates(key, keep="last").drop(columns="index"))
+        records = records.reset_index(drop=True).reset_index().sort_values(["_rank", "index"], kind="stable")
+        dropped = records.duplicated(key, keep="last").to_numpy()
+        for lab in records.loc[dropped, "_origin"]:
+            counts[lab][4] += 1
+        records = records[~dropped].drop(columns="index")
         stale = self._rekeyed(records) if table is JOBS else records.iloc[0:0][key]
         rekeyed: set[tuple] = set()
         if len(stale):
@@ -269,12 +283,14 @@ class Store:
                        else _empty(table))
                 gone = old.merge(stale.assign(_gone=True), on=key, how="left")["_gone"].notna().to_numpy()
                 old = old[~gone]
-                merged_new, is_new, changed = self._merge(table, new, old)
-                for lab, a, u, k in zip(merged_new["_origin"], is_new, changed,
-                                        merged_new[key].itertuples(index=False)):
+                merged_new, is_new, changed, kept_old = self._merge(table, new, old)
+                for lab, a, u, ko, k in zip(merged_new["_origin"], is_new, changed, kept_old,
+                                            merged_new[key].itertuples(index=False)):
                     again = tuple(k) in rekeyed
                     counts[lab][0] += int(a and not again)
                     counts[lab][1] += int(u or (a and again))
+                    counts[lab][2] += int(not (a or u or ko))
+                    counts[lab][3] += int(bool(ko) and not a)
                 if not (is_new.any() or changed.any() or gone.any()):
                     continue
                 take = merged_new[is_new | changed][list(table.columns)]
@@ -300,8 +316,11 @@ class Store:
         return out[(exact["_merge"] == "left_only").to_numpy()].reset_index(drop=True)
 
     @staticmethod
-    def _merge(table: Table, new: pd.DataFrame, old: pd.DataFrame) -> tuple[pd.DataFrame, Any, Any]:
-        """New rows with missing fields filled from the stored ones; ``(rows, is_new, changed)`` masks."""
+    def _merge(table: Table, new: pd.DataFrame, old: pd.DataFrame) -> tuple[pd.DataFrame, Any, Any, Any]:
+        """New rows with missing fields filled from the stored ones; ``(rows, is_new, changed, kept_old)`` masks.
+
+        ``kept_old``: a known row earlier in its life than the stored record (the stored one stays).
+        """
         key = list(table.key)
         cols = [c for c in table.columns if c not in key]
         old = old.assign(_old_rank=lifecycle_rank(old) if table is JOBS else 0)
@@ -325,7 +344,7 @@ class Store:
         old_hash = (m[key].merge(old.assign(_h=_row_hash(old, table.columns).to_numpy())[[*key, "_h"]],
                                  on=key, how="left")["_h"].to_numpy())
         changed = known & ~keep_old & (old_hash != new_hash)
-        return m, is_new, changed
+        return m, is_new, changed, keep_old
 
     def set_queue_snapshot(self, records: pd.DataFrame, exported_at: pd.Timestamp | None = None,
                            file: str = "", note: str = "") -> None:

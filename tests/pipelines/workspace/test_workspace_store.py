@@ -133,11 +133,14 @@ def test_ingest_is_idempotent_and_updates_changed_records(tmp_path):
     ws = _ws(tmp_path)
     _write_sources(tmp_path)
     first = ingest(ws)["sources"]
-    assert first["history"] == {"unit": "jobs", "read": 3, "added": 3, "updated": 0, "rejected": 0, "error_lines": 0,
-                                "errors": [], "unreadable_files": [], "array_records_expanded": 0, "array_tasks": 0}
+    assert first["history"] == {"unit": "jobs", "read": 3, "added": 3, "updated": 0, "unchanged": 0, "older": 0,
+                                "superseded": 0, "rejected": 0, "error_lines": 0, "errors": [],
+                                "unreadable_files": [], "array_records_expanded": 0, "array_tasks": 0}
     assert first["queue"]["added"] == 2 and first["traffic"]["added"] == 48
     again = ingest(ws)["sources"]
     assert [again[r]["added"] + again[r]["updated"] for r in ("history", "queue", "traffic")] == [0, 0, 0]
+    # and the report says why: every record read again is already stored
+    assert [again[r]["unchanged"] for r in ("history", "queue", "traffic")] == [3, 2, 48]
     # job 9 has since finished: sacct/the history export now shows it; the queue no longer does
     (tmp_path / "hist" / "b.csv").write_text("job_id,submitted_at,started_at,ended_at,state,gpus,user\n"
                                              "9,2025-03-02T08:00:00,2025-03-02T08:10:00,2025-03-02T09:10:00,"
@@ -305,3 +308,40 @@ def test_a_stored_ended_job_is_never_turned_back_by_a_later_stale_export(tmp_pat
     assert st.upsert(JOBS, done) == {"": store_mod.UpsertCount(1, 0)}
     assert st.upsert(JOBS, stale) == {"": store_mod.UpsertCount(0, 0)}
     assert st.jobs().iloc[0]["state"] == "completed"
+
+
+def _counts(c):
+    return (c.added, c.updated, c.unchanged, c.older, c.superseded)
+
+
+def test_upsert_names_what_happened_to_every_row_it_did_not_add(tmp_path):
+    """Operator trial (issue 30 brief, item 8): 'read 324 added 313' left 11 records unexplained. Per origin the
+    five counts add up to the rows given: a duplicate row of this upsert, a stored row read again, a stale one."""
+    st = Store(tmp_path / "s")
+    base = {"submitted_at": ["2025-01-01T00:00:00Z"] * 3, "gpus": [2, 2, 2]}
+    hist = tabular.parse_jobs(pd.DataFrame({**base, "job_id": ["a", "b", "c"], "state": ["COMPLETED", "RUNNING",
+                                            "PENDING"], "started_at": ["2025-01-01T00:05:00Z",
+                                                                       "2025-01-01T00:05:00Z", None],
+                                            "ended_at": ["2025-01-01T01:05:00Z", None, None]}), "UTC").frame
+    queue = hist.iloc[1:].reset_index(drop=True)  # b and c again, as the queue export lists them
+    got = st.upsert(JOBS, pd.concat([hist, queue], ignore_index=True), ["history"] * 3 + ["queue"] * 2)
+    # b and c: the queue's (later among equals) are kept and added there; history's two are superseded
+    assert {k: _counts(v) for k, v in got.items()} == {"history": (1, 0, 0, 0, 2), "queue": (2, 0, 0, 0, 0)}
+    # the same three again, and a stale a (pending: earlier in its life than the stored completed a)
+    stale = hist.iloc[:1].assign(state="pending", started_at=pd.NaT, ended_at=pd.NaT)
+    again = st.upsert(JOBS, pd.concat([hist.iloc[1:], stale], ignore_index=True))
+    assert _counts(again[""]) == (0, 0, 2, 1, 0) and again[""] == store_mod.UpsertCount(0, 0)
+
+
+def test_gpuplan_ingest_names_the_records_it_did_not_add():
+    from pipelines.cli.ingest import not_added_lines
+
+    r = {"unit": "jobs", "read": 324, "added": 313, "updated": 0, "rejected": 0, "unchanged": 2, "older": 1,
+         "superseded": 8}
+    assert not_added_lines(r) == [
+        "         the other 11 jobs: 2 already stored, unchanged; 1 older than the stored record (the stored one is "
+        "kept); 8 also read from another export or source in this ingest (one record per job is kept, the one "
+        "furthest along its life, and counted there)"]
+    assert not_added_lines({**r, "added": 321, "unchanged": 0, "older": 0, "superseded": 0}) == [
+        "         the other 3 jobs: 3 not accounted for"]
+    assert not_added_lines({**r, "added": 314, "rejected": 10}) == []
