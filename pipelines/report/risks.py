@@ -179,6 +179,25 @@ def planned_durations_h(inp: ReportInputs, job: Any, gpus: int, info: pd.Series 
     return {q: p50_at * scale[q] for q in ("p10", "p50", "p90")}, "scaled from the requested size"
 
 
+#: The forecaster's flag of a job whose quantiles it raised to one step (:func:`forecasters.jobs.steps.clip_to_step`).
+FLAG_CLIPPED = "clipped_min_duration"
+
+
+def quantiles_text(q: dict[str, float], source: str, info: pd.Series | None, step_h: float) -> str:
+    """``"P50 2.00 h, P90 3.00 h"`` of :func:`planned_durations_h`'s quantiles (hours), as the risk report says them.
+
+    A quantile the forecaster raised to one step (the job's ``flags`` hold :data:`FLAG_CLIPPED`; the source is
+    its own forecast) reads ``< 1 step``, not the step's length: its raw value is not kept, and ``P50 0.50 h,
+    P90 0.50 h`` read as a forecast without spread. Once, after the last quantile: what the plan and the
+    finish times use, ``(each planned as one step, 0.50 h)``.
+    """
+    clipped = (source == "forecast" and info is not None
+               and FLAG_CLIPPED in str(info.get("flags") or "").split(","))
+    low = {k: clipped and q[k] <= step_h + 1e-9 for k in ("p50", "p90")}
+    text = ", ".join(f"{k.upper()} < 1 step" if low[k] else f"{k.upper()} {q[k]:.2f} h" for k in ("p50", "p90"))
+    return text + (f" (each under one step planned as one step, {step_h:.2f} h)" if any(low.values()) else "")
+
+
 def deadline_instant(inp: ReportInputs, job: Any, info: pd.Series | None) -> pd.Timestamp | None:
     """The job's real deadline: ``deadline_at`` (or ``deadline_ts``) of its row, else its ``deadline_step``.
 
@@ -273,7 +292,7 @@ def jobs_outlook(inp: ReportInputs, view: PlanView | None = None) -> tuple[pd.Da
                              "end_ts": p90_end, "gpus": a.gpus, "probability": None,
                              "reason": f"P90 finish {instant(p90_end)} is {hours_text(late)} after its deadline "
                                        f"{instant(deadline)} (on {plural(int(a.gpus), 'GPU')}, the planned size: "
-                                       f"P50 {q['p50']:.2f} h, P90 {q['p90']:.2f} h, {source}; P50 end "
+                                       f"{quantiles_text(q, source, info, inp.step_h)}, {source}; P50 end "
                                        f"{instant(p50_end)}{' also late' if p50_end > deadline else ''}); {reason}"})
         else:
             s_min = min(int(z.gpus) for z in job.sizes)

@@ -549,3 +549,19 @@ def test_wait_after_the_block_frees_names_what_holds_the_gpus_until_the_start():
         "2025-03-16 18:00Z: the planner's choice (real-time holds 0–6 GPUs)")
     # W starting the moment its block frees: nothing more to say
     assert case([0, 0, 0, 0, 0, 0, 0, 0], 2) == head
+
+
+def test_a_forecast_under_one_step_reads_under_one_step_not_p50_equal_p90():
+    """Operator trial: a job forecast under one step (the forecaster raises every quantile to one step and flags
+    it ``clipped_min_duration``) read 'P50 0.50 h, P90 0.50 h'. S: 1 step at step 0, deadline 16:10 (P90 finish
+    16:30 at one step: at risk); T the same job unflagged (really one step) keeps its hours."""
+    problem = _problem(8, [{"job_id": j, "kind": "training", "priority": 1, "release_step": 0, "deadline_step": 1,
+                            "sizes": [{"gpus": 1, "duration_steps": 1}]} for j in ("S", "T")])
+    plan = _plan(problem, [JobAssignment("S", 0, 1, 0, 1), JobAssignment("T", 0, 1, 1, 1)])
+    deadline = pd.Timestamp("2025-03-16 16:10", tz="UTC")
+    jobs = _jobs([{"job_id": j, "duration_p10_h": 0.5, "duration_p50_h": 0.5, "duration_p90_h": 0.5,
+                   "deadline_at": deadline, "flags": f} for j, f in (("S", "clipped_min_duration"), ("T", ""))])
+    risk = _section(build_report_table(_inputs(problem, plan, jobs)), "job_at_risk").set_index("job_id")
+    assert ("the planned size: P50 < 1 step, P90 < 1 step (each under one step planned as one step, 0.50 h), "
+            "forecast; P50 end") in risk.loc["S", "reason"]
+    assert "the planned size: P50 0.50 h, P90 0.50 h, forecast; P50 end" in risk.loc["T", "reason"]
