@@ -133,7 +133,7 @@ def headline_rows(summary: Mapping[str, Any], report: pd.DataFrame | None) -> li
     """
     head = summary.get("headline")
     if isinstance(head, Mapping) and head:
-        return _risk_headline_rows(head, summary)
+        return _risk_headline_rows(head, summary) + stop_rows(report)
     m = summary.get("metrics") or {}
     rows: list[tuple[str, str]] = []
     if "planned_utilization_pct" in m:
@@ -149,7 +149,22 @@ def headline_rows(summary: Mapping[str, Any], report: pd.DataFrame | None) -> li
     if "idle_gpu_h" in m:
         rows.append(("idle GPU-hours over the horizon", f"{m['idle_gpu_h']:.1f}"))
     rows += _models_rows(summary.get("models") or {})
-    return rows
+    return rows + stop_rows(report)
+
+
+def stop_rows(report: pd.DataFrame | None) -> list[tuple[str, str]]:
+    """The headline row of the jobs the plan stops at step 0 (issue 30; ``stop_now`` rows of ``report``), or none.
+
+    ``("stopped at step 0 (requeued)", "P2 (2 GPUs, 2 GPU-h lost)")``; several jobs ``;``-joined.
+    """
+    if report is None or report.empty or "section" not in report.columns:
+        return []
+    now = report[report["section"] == "stop_now"]
+    if now.empty:
+        return []
+    return [("stopped at step 0 (requeued)", "; ".join(
+        f"{r.job_id} ({int(r.gpus)} GPU{'' if int(r.gpus) == 1 else 's'}, {float(r.value):g} GPU-h lost)"
+        for r in now.itertuples()))]
 
 
 def _models_rows(models: Mapping[str, Any]) -> list[tuple[str, str]]:

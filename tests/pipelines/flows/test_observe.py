@@ -214,3 +214,14 @@ def test_the_stale_inputs_warning_names_which_input_is_newest(monkeypatch):
     assert seen == ["shipped data: inputs 4 h old: the newest input (2025-03-16 15:00Z, the traffic's newest hour) "
                     "is older than the limit of 1 h; this plan is built from stale data (the demo plans from the "
                     "2025 data it ships)"]
+
+
+def test_headline_names_the_jobs_stopped_at_step_0():
+    """Issue 30 (operator trial): the plan-summary headline (and the run's log line) ignored a stop."""
+    stop = pd.DataFrame([{"section": "stop_now", "job_id": "P2", "kind": "training", "step": 0, "gpus": 2,
+                          "count": 2, "value": 2.0, "shortfall_gpus": 2, "reason": "real-time short"},
+                         {"section": "stop_now", "job_id": "P7", "kind": "training", "step": 0, "gpus": 1,
+                          "count": 1, "value": 0.5, "shortfall_gpus": 2, "reason": "real-time short"}])
+    rows = observe.headline_rows(SUMMARY, pd.concat([_report(), stop], ignore_index=True))
+    assert rows[-1] == ("stopped at step 0 (requeued)", "P2 (2 GPUs, 2 GPU-h lost); P7 (1 GPU, 0.5 GPU-h lost)")
+    assert observe.headline_rows(SUMMARY, _report())[-1][0] == "scheduler forecaster"
