@@ -251,19 +251,25 @@ def starts_rows(report: pd.DataFrame | None, limit: int = MAX_TABLE_ROWS) -> lis
     Columns: ``job_id``, ``kind``, ``priority``, ``gpus``, ``start_utc`` and ``planned_end_utc``
     (``2025-03-16 19:30Z``; a job the plan does not start in the horizon, a ``queue_eta`` row without
     ``start_step``, reads ``after <horizon end>``), ``reason``. At most ``limit`` rows, by start (not-started
-    jobs last).
+    jobs last). A running job the plan stops at step 0 (issue 30, a ``stop_now`` row) comes first, as the risk
+    report's estimated starts list it: ``start_utc`` ``stopped now (requeued)``, ``priority`` None, the reason
+    its stop row gives (the shortfall and the work lost); its restart is in the risk report's estimated starts.
     """
+    out: list[dict[str, Any]] = []
+    for r in _section(report, "stop_now").itertuples():
+        out.append({"job_id": r.job_id, "kind": r.kind, "priority": None, "gpus": _int(r.gpus),
+                    "start_utc": "stopped now (requeued)", "planned_end_utc": "",
+                    "reason": f"stopped at step 0: {r.reason}"})
     d = _section(report, "queue_eta")
-    if d.empty:
-        return []
-    d = d.assign(_ns=d["start_step"].isna()).sort_values(["_ns", "start_ts", "job_id"], kind="stable")
-    out = []
-    for r in d.head(limit).itertuples():
-        started = not pd.isna(r.start_step)
-        out.append({"job_id": r.job_id, "kind": r.kind, "priority": None if pd.isna(r.value) else float(r.value),
-                    "gpus": _int(r.gpus), "start_utc": fmt_ts(r.start_ts) if started else f"after {fmt_ts(r.start_ts)}",
-                    "planned_end_utc": fmt_ts(r.end_ts) if started else "", "reason": r.reason})
-    return out
+    if not d.empty:
+        d = d.assign(_ns=d["start_step"].isna()).sort_values(["_ns", "start_ts", "job_id"], kind="stable")
+        for r in d.itertuples():
+            started = not pd.isna(r.start_step)
+            out.append({"job_id": r.job_id, "kind": r.kind, "priority": None if pd.isna(r.value) else float(r.value),
+                        "gpus": _int(r.gpus),
+                        "start_utc": fmt_ts(r.start_ts) if started else f"after {fmt_ts(r.start_ts)}",
+                        "planned_end_utc": fmt_ts(r.end_ts) if started else "", "reason": r.reason})
+    return out[:limit]
 
 
 def plan_markdown(summary: Mapping[str, Any], report: pd.DataFrame | None, run_dir: Path,

@@ -225,3 +225,16 @@ def test_headline_names_the_jobs_stopped_at_step_0():
     rows = observe.headline_rows(SUMMARY, pd.concat([_report(), stop], ignore_index=True))
     assert rows[-1] == ("stopped at step 0 (requeued)", "P2 (2 GPUs, 2 GPU-h lost); P7 (1 GPU, 0.5 GPU-h lost)")
     assert observe.headline_rows(SUMMARY, _report())[-1][0] == "scheduler forecaster"
+
+
+def test_estimated_starts_list_a_job_stopped_at_step_0_first():
+    """Issue 30 (operator trial): the Prefect table of estimated starts left out the job the plan stops now."""
+    stop = pd.DataFrame([{"section": "stop_now", "job_id": "P2", "kind": "training", "step": 0, "gpus": 2,
+                          "count": 2, "value": 2.0, "shortfall_gpus": 2, "reason": "real-time short of 2 GPUs"}])
+    rows = observe.starts_rows(pd.concat([_report(), stop], ignore_index=True))
+    assert rows[0] == {"job_id": "P2", "kind": "training", "priority": None, "gpus": 2,
+                       "start_utc": "stopped now (requeued)", "planned_end_utc": "",
+                       "reason": "stopped at step 0: real-time short of 2 GPUs"}
+    assert [r["job_id"] for r in rows] == ["P2", "A", "B", "C"]
+    assert [r["job_id"] for r in observe.starts_rows(pd.concat([_report(), stop]), limit=2)] == ["P2", "A"]
+    assert observe.starts_rows(_report()) == observe.starts_rows(pd.concat([_report(), stop]))[1:]
