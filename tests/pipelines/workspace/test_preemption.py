@@ -332,6 +332,20 @@ def test_a_boolean_where_a_number_is_expected_is_refused_naming_the_key(tmp_path
     assert str(err.value) == f"{tmp_path / 'gpuplan.toml'}: {message}"
 
 
+def _two_squeue_exports(tmp_path, comment: str):
+    """``q1.json``: the openb squeue fixture with job 700174's comment set to ``comment``; ``q2.json``: the fixture as
+    is (the same job, comment "" again). Returns the fixture's path (the workspace's source before the switch)."""
+    src = ROOT / "data" / "fixtures" / "openb" / "squeue.json"
+    doc = json.loads(src.read_text())
+    marked = copy.deepcopy(doc)
+    for j in marked["jobs"]:
+        if str(j["job_id"]) == "700174":
+            j["comment"] = comment
+    (tmp_path / "q1.json").write_text(json.dumps(marked))
+    (tmp_path / "q2.json").write_text(json.dumps(doc))
+    return src
+
+
 def test_an_emptied_squeue_comment_clears_the_job_s_own_marking_in_the_store(tmp_path):
     """Two real-format squeue exports (the openb fixture): 700174 marked preemptible, then its comment emptied.
 
@@ -341,14 +355,7 @@ def test_an_emptied_squeue_comment_clears_the_job_s_own_marking_in_the_store(tmp
     from pipelines.workspace.load import load_workspace
     from pipelines.workspace.store import Store
 
-    src = ROOT / "data" / "fixtures" / "openb" / "squeue.json"
-    doc = json.loads(src.read_text())
-    marked = copy.deepcopy(doc)
-    for j in marked["jobs"]:
-        if str(j["job_id"]) == "700174":
-            j["comment"] = "gpuplan.preemptible=true,checkpoint=45m,restart=10m"
-    (tmp_path / "q1.json").write_text(json.dumps(marked))
-    (tmp_path / "q2.json").write_text(json.dumps(doc))  # the same job, comment "" again
+    src = _two_squeue_exports(tmp_path, "gpuplan.preemptible=true,checkpoint=45m,restart=10m")
     ws = _workspace(tmp_path)
     cfg = tmp_path / "gpuplan.toml"
     text = cfg.read_text()
@@ -375,14 +382,7 @@ def test_an_emptied_comment_leaves_the_qos_rule_s_marking_with_the_workspace_def
     10 min: 2 and 1 steps of 30 min) instead of the comment's 120 min and 60 min (4 and 2 steps)."""
     from pipelines.workspace.load import load_workspace
 
-    src = ROOT / "data" / "fixtures" / "openb" / "squeue.json"
-    doc = json.loads(src.read_text())
-    marked = copy.deepcopy(doc)
-    for j in marked["jobs"]:
-        if str(j["job_id"]) == "700174":
-            j["comment"] = "gpuplan.preemptible=true,checkpoint=120m,restart=60m"
-    (tmp_path / "q1.json").write_text(json.dumps(marked))
-    (tmp_path / "q2.json").write_text(json.dumps(doc))
+    src = _two_squeue_exports(tmp_path, "gpuplan.preemptible=true,checkpoint=120m,restart=60m")
     _workspace(tmp_path, '\n[preemption]\nqos = ["be"]\ncheckpoint_interval_min = 45\nrestart_min = 10\n')
     cfg = tmp_path / "gpuplan.toml"
     text = cfg.read_text()
