@@ -25,7 +25,55 @@ from optimizer.problem import Problem
 
 
 class InfeasibleProblemError(InputError):
-    """No valid plan exists; the message names the step (or service) and the numbers."""
+    """No valid plan exists; the message names the step (or service) and the numbers.
+
+    ``conflict``: the first step where the services' smallest allocations plus the running jobs exceed the
+    GPUs up (:func:`capacity_conflict`), None when the reason is another one (one service's band).
+    """
+
+    def __init__(self, message: str, conflict: CapacityConflict | None = None):
+        super().__init__(message)
+        self.conflict = conflict
+
+
+@dataclass(frozen=True)
+class CapacityConflict:
+    """The first step where real time's smallest allocations plus the running jobs exceed the GPUs up (GPUs).
+
+    ``need = realtime + running`` > ``up``; ``minimums``: each service's smallest allocation at ``step``
+    (band, swap cap, current_gpus and hard demand) beside its ``min_gpus``: ``(service, smallest, min_gpus)``;
+    ``preemptible_running``: GPUs of the preemptible running jobs at ``step`` (a stop could free them).
+    """
+
+    step: int
+    need: int
+    up: int
+    realtime: int
+    running: int
+    minimums: tuple[tuple[str, int, int], ...]
+    preemptible_running: int
+
+    @property
+    def shortfall(self) -> int:
+        """GPUs missing at ``step``."""
+        return self.need - self.up
+
+
+def capacity_conflict(problem: Problem) -> CapacityConflict | None:
+    """The first step where the services' smallest valid allocations plus the running jobs exceed the GPUs up."""
+    if not problem.services:
+        return None
+    L, _ = service_bounds(problem)
+    run = running_gpus_per_step(problem)
+    cap = up_gpus(problem)
+    bad = np.nonzero(L.sum(axis=0) + run > cap)[0]
+    if not len(bad):
+        return None
+    t = int(bad[0])
+    pre = sum(r.gpus for r in problem.running if r.preemptible and t < r.planned_steps)
+    return CapacityConflict(t, int(L[:, t].sum() + run[t]), int(cap), int(L[:, t].sum()), int(run[t]),
+                            tuple((s.service, int(L[i, t]), int(s.min_gpus)) for i, s in enumerate(problem.services)),
+                            int(pre))
 
 
 class ModelTooLargeError(InputError):
@@ -81,7 +129,7 @@ def check_feasible(problem: Problem) -> None:
     """Raise :class:`InfeasibleProblemError` (naming step and numbers) when no plan is valid."""
     reasons = diagnose(problem)
     if reasons:
-        raise InfeasibleProblemError("infeasible: " + "; ".join(reasons))
+        raise InfeasibleProblemError("infeasible: " + "; ".join(reasons), capacity_conflict(problem))
 
 
 def coverage_shortfalls(problem: Problem) -> list[str]:

@@ -52,7 +52,8 @@ def run_guarded(fn: Callable[[], int | None]) -> None:
     """Run a command body, mapping failures to exit codes.
 
     Bad input (any class from :func:`pipelines.io.errors.input_error_types`) prints
-    ``error: <message>`` on one line to standard error and exits 2; any other exception
+    ``error: <message>`` on one line to standard error (and the error's ``hint``, when it has one, on a second
+    line: what the operator can do) and exits 2; any other exception
     prints ``internal error: <Type>: <message>`` and exits 1, except an OSError of a full disk, a quota, a
     read-only file system or a refused permission (:func:`environment_error_line`: one line naming the path,
     exit 2); a closed standard output (a pipe
@@ -68,6 +69,8 @@ def run_guarded(fn: Callable[[], int | None]) -> None:
         _debug_trace()
         msg = str(exc) if not isinstance(exc, KeyError) else str(exc.args[0])
         typer.echo(f"error: {_one_line(msg)}", err=True)
+        if getattr(exc, "hint", None):  # what the operator can do about it, when the raiser knows (one line)
+            typer.echo(_one_line(str(exc.hint)), err=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)

@@ -161,8 +161,8 @@ class ShippedJobs:
         """The traffic samples of the source files (``service``, ``ts``, ``value``)."""
         return read_source(self.ws, "traffic").records
 
-    def start_models(self, retrain: bool = False) -> None:
-        """Train or load the three job forecasters in Prefect's thread pool, beside the flow's own work.
+    def start_models(self, retrain: bool = False) -> list[Any]:
+        """Train or load the three job forecasters in Prefect's thread pool, beside the flow's own work; their futures.
 
         The tasks overlap the flow's thread (ingest, the realtime fit), not each other: LightGBM's
         native work is one kind at a time (:data:`pipelines.models.jobs.LIGHTGBM_LOCK`).
@@ -172,6 +172,7 @@ class ShippedJobs:
         training is bounded by LightGBM's fixed number of rounds.
         """
         self._models = {k: train_or_load.submit(self.settings, k, retrain=retrain) for k in JOB_KINDS}
+        return list(self._models.values())
 
     def forecast(self, inputs: PlanInputs) -> QueueForecast:
         """The trace queue at the plan start with each job's duration quantiles and GPUs."""
@@ -229,8 +230,9 @@ class StoreJobs:
         """The stored traffic samples (else the sources parsed now)."""
         return workspace_data(self.ws).traffic
 
-    def start_models(self, retrain: bool = False) -> None:
-        """Nothing ahead of the plan: the champion is loaded (or a model fitted) with the queue."""
+    def start_models(self, retrain: bool = False) -> list[Any]:
+        """Nothing ahead of the plan: the champion is loaded (or a model fitted) with the queue; no future."""
+        return []
 
     def forecast(self, inputs: PlanInputs) -> QueueForecast:
         """The stored queue with the scheduler-history forecaster's quantiles (``queue_notes`` say which model)."""

@@ -55,6 +55,36 @@ def run_logger() -> logging.Logger | logging.LoggerAdapter:
         return _FALLBACK
 
 
+#: Prefect's run loggers: its task and flow engines log a failed run's exception on them, with its traceback.
+RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
+
+
+class BadInputTraceFilter(logging.Filter):
+    """Drops the traceback of a record whose exception is bad input (:func:`pipelines.io.errors.input_error_types`).
+
+    Prefect's engines log every failed task and flow run with ``exc_info``; for bad input (an infeasible problem,
+    a stale export) the message already names what is wrong, and the command prints it as its one-line error, so
+    the ~40 lines of engine frames per run are noise. The record stays (one line, on the console and the run page);
+    any other exception keeps its traceback.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:  # noqa: D102
+        from pipelines.io.errors import input_error_types
+
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and isinstance(exc, input_error_types()):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def quiet_bad_input_tracebacks() -> None:
+    """Install :class:`BadInputTraceFilter` on Prefect's run loggers (:data:`RUN_LOGGERS`) once per process."""
+    for name in RUN_LOGGERS:
+        lg = logging.getLogger(name)
+        if not any(isinstance(f, BadInputTraceFilter) for f in lg.filters):
+            lg.addFilter(BadInputTraceFilter())
+
+
 def artifact_key(kind: str, workspace: str | Path | None) -> str:
     """``<kind>-<workspace folder>`` in lowercase letters, digits and dashes (Prefect's rule for artifact keys).
 

@@ -85,18 +85,23 @@ class PlanResult:
 
 
 def build_from_inputs(settings: Settings, jobs_side: ShippedJobs | StoreJobs, run: RunCatalog, inp: PlanInputs,
-                      retrain: bool, replan: bool):
+                      retrain: bool, replan: bool, pending: list[Any] | None = None):
     """Real-time forecasts, job forecasts and demand -> the problem; writes every input table into ``run``.
 
-    Returns ``(problem, queue forecast, demand, fit, the future of the forecasts' logging or None)``.
+    ``pending``: every task future started here in the background is appended to it (the caller waits for them
+    when a later stage fails: :func:`settle`). Returns ``(problem, queue forecast, demand, fit, the future of the
+    forecasts' logging or None)``.
     """
+    pending = [] if pending is None else pending
     services, ingested, start = inp.services, inp.ingested, inp.start
     write_realtime(run, ingested, None)
-    jobs_side.start_models(retrain)  # the job forecasters train beside the real-time fit
+    pending.extend(jobs_side.start_models(retrain))  # the job forecasters train beside the real-time fit
     fit = fit_realtime_forecasts.submit(services, ingested.frame, start, ingested.diagnostics).result()
     write_realtime(run, None, fit)
     # gpuplan run draws and logs each service's forecast (plot + MLflow run); a re-plan every 30 min does not
     logged = None if replan else log_realtime_forecasts.submit(settings, run, fit, start)
+    if logged is not None:
+        pending.append(logged)
     with Stage("queue + forecasts"):
         queue = jobs_side.forecast(inp)
         if queue.notes is not None:
@@ -118,7 +123,9 @@ def plan_once(settings: Settings, ws: Workspace, out: Path, when: datetime, plan
     Raises:
         pipelines.io.errors.InputError: invalid inputs; RuntimeError: no valid plan (C13 b).
     """
+    observe.quiet_bad_input_tracebacks()  # bad input (an infeasible problem) is one line, not engine frames
     jobs_side = job_source(settings, ws)
+    pending: list[Any] = []  # background task futures: waited for when a stage fails (settle)
     if problem_path is None:
         inp = jobs_side.inputs(when, replan=replan, ingest=ingest)
         ws.check_plannable()  # after the ingest: the newest node inventory is the cluster
@@ -134,7 +141,8 @@ def plan_once(settings: Settings, ws: Workspace, out: Path, when: datetime, plan
     try:
         run = Catalog(settings).run(rf.tmp_path)
         if problem_path is None:
-            problem, queue, dem, fit, logged = build_from_inputs(settings, jobs_side, run, inp, retrain, replan)
+            problem, queue, dem, fit, logged = build_from_inputs(settings, jobs_side, run, inp, retrain, replan,
+                                                                 pending)
             start = inp.start
         else:
             problem, queue, dem, fit, logged = read_problem(run, problem_path), None, None, None, None
@@ -147,6 +155,7 @@ def plan_once(settings: Settings, ws: Workspace, out: Path, when: datetime, plan
             logged.result()
         info, moved = rf.commit()
     except BaseException:
+        settle(pending)  # before the folder goes: a background task still drawing into it must not crash
         rf.abort()
         raise
     log().info("published run folder %s (status %s, verified)%s", info.path, status,
@@ -155,6 +164,20 @@ def plan_once(settings: Settings, ws: Workspace, out: Path, when: datetime, plan
     publish_plan_or_warn(settings, str(info.path), rid, str(ws.root))
     return PlanResult(info.path, info.slot, moved, status, None if plan.source is None else str(plan.source),
                       plan.fallback, outs, rid)
+
+
+def settle(futures: list[Any]) -> None:
+    """Wait for every background task future of a failed plan; their own outcome is not raised.
+
+    Without it a failed stage (an infeasible problem) left the flow while ``log-profiles`` or ``train-or-load``
+    still ran: Prefect's task runner then cancelled them, each logging a crash with its traceback after the
+    real error. A future that failed too is logged as one warning line.
+    """
+    for f in futures:
+        f.wait()
+        state = f.state
+        if state.is_failed() or state.is_crashed():
+            log().warning("background task %s did not finish: %s", getattr(f, "task_run_id", "?"), state.message)
 
 
 def read_problem(run: RunCatalog, problem_path: str) -> Problem:

@@ -49,6 +49,7 @@ def train_forecasters(scheduled_at: datetime | None = None, kinds: list[str] | N
     Returns ``{"local_day", "skipped", "models": {kind: model folder}, "realtime_run_id"}`` (and a workspace's
     retraining document).
     """
+    observe.quiet_bad_input_tracebacks()
     ws, s = workspace_settings(workspace)
     tracking_store.init_store(s)
     when = scheduled_time(scheduled_at)

@@ -78,8 +78,10 @@ def whatif_flow(run_folder: str | None = None, add_gpus: int = 0, drain_nodes: l
     """
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
+    from pipelines.flows import observe
     from pipelines.report import whatif as wi_text
 
+    observe.quiet_bad_input_tracebacks()  # an unknown job or node is one line, not engine frames
     s = load_settings()
     folder = str(Path(run_folder).expanduser() if run_folder else default_whatif_folder(s))
     timed = whatif_replan.with_options(timeout_seconds=s.solve_timeout_s)
