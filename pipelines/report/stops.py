@@ -29,6 +29,25 @@ def loss_text(d) -> str:
             f"{d.restart_steps} restart)")
 
 
+def stop_records(inp: ReportInputs, table: pd.DataFrame | None = None) -> list[dict]:
+    """The plan's stops at step 0 as ``summary.json``'s ``stops`` list (issue 30); ``[]`` without a stop.
+
+    Each ``{job_id, kind, priority, gpus, steps_since_checkpoint, restart_steps, lost_steps, lost_gpu_h,
+    shortfall_gpus, reason}``: ``lost_gpu_h`` = lost steps x GPUs x step hours (the GPU-h lost), ``reason`` the
+    risk report's stop row (``table``'s ``stop_now`` row; built from ``inp`` when None), the console's line.
+    """
+    p, plan = inp.problem, inp.plan
+    if not plan.stops:
+        return []
+    rows = stop_rows(inp) if table is None else table
+    why = {r.job_id: r.reason for r in rows[rows["section"] == "stop_now"].itertuples()} if len(rows) else {}
+    kinds = _kinds(inp)
+    return [{"job_id": d.job_id, "kind": kinds.get(d.job_id, ""), "priority": float(d.priority), "gpus": d.gpus,
+             "steps_since_checkpoint": d.steps_since_checkpoint, "restart_steps": d.restart_steps,
+             "lost_steps": d.lost_steps, "lost_gpu_h": d.lost_gpu_h(p.cluster.step_minutes),
+             "shortfall_gpus": d.shortfall_gpus, "reason": why.get(d.job_id, "")} for d in stop_details(plan, p)]
+
+
 def _kinds(inp: ReportInputs) -> dict[str, str]:
     p = inp.problem
     return {j.job_id: j.kind for j in p.jobs} | {r.job_id: r.kind for r in p.running}

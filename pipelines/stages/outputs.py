@@ -18,6 +18,7 @@ from optimizer.problem import Problem
 from pipelines.report.grid import display_grid
 from pipelines.report.numbers import PLANNED_METRICS, headline, planned_metrics
 from pipelines.report.risks import ReportInputs, build_report_table
+from pipelines.report.stops import stop_records
 
 __all__ = ["PLANNED_METRICS", "demand_from_problem", "forecasts_table", "gpu_nodes", "jobs_from_problem",
            "node_of_gpu", "plan_tables", "planned_metrics", "report_inputs", "running_nodes", "summary"]
@@ -158,7 +159,9 @@ def summary(run_name: str, start: datetime, problem: Problem, plan: Plan, demand
     model size, violations, real-time profile status and :func:`planned_metrics` (key ``metrics``);
     with ``report`` (the risk report's inputs) also the report's headline (key ``headline``,
     :func:`pipelines.report.headline`) from ``report_table`` (the run's
-    :func:`pipelines.report.risks.build_report_table` of ``report``; built here when None).
+    :func:`pipelines.report.risks.build_report_table` of ``report``; built here when None). Always ``stops``
+    (issue 30): the running jobs the plan stops at step 0 (:func:`pipelines.report.stops.stop_records`: job, kind,
+    priority, GPUs, lost steps, ``lost_gpu_h``, shortfall, reason), ``[]`` when none.
     """
     doc = plan.to_dict()  # non-finite objective/bound/gap are null there: summary.json stays strict JSON
     out = {"run": run_name, "plan_start": start.isoformat(), "planner": plan.planner, "status": plan.status,
@@ -170,6 +173,9 @@ def summary(run_name: str, start: datetime, problem: Problem, plan: Plan, demand
     if report is not None:
         table = build_report_table(report) if report_table is None else report_table
         out["headline"] = headline(report, table)
+        out["stops"] = stop_records(report, table)
+    else:
+        out["stops"] = stop_records(report_inputs(problem, plan, start, demand=demand))
     return out
 
 

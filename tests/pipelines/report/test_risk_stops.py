@@ -136,3 +136,24 @@ def test_the_headline_what_to_do_first_and_estimated_starts_name_the_stop(tmp_pa
     (tmp_path / "calm").mkdir()
     calm = write_risk_report(tmp_path / "calm", _inputs(demand0=2), "run-c")["risk_report.md"].read_text()
     assert "stopped at step 0" not in calm and "Stop `" not in calm and "Stopped at step 0" not in calm
+
+
+def test_summary_json_lists_the_stops_at_step_0_with_gpus_gpu_h_lost_and_reason():
+    """Operator trial: summary.json had no record of the stops. P2: 2 GPUs, 1 + 1 steps lost x 0.5 h = 2 GPU-h."""
+    import json
+
+    from pipelines.stages.outputs import summary
+
+    inp = _inputs()
+    doc = json.loads(json.dumps(summary("run-s", T0, inp.problem, inp.plan, inp.demand, {}, report=inp)))
+    assert doc["stops"] == [{
+        "job_id": "P2", "kind": "training", "priority": 1.0, "gpus": 2, "steps_since_checkpoint": 1,
+        "restart_steps": 1, "lost_steps": 2, "lost_gpu_h": 2.0, "shortfall_gpus": 2,
+        "reason": build_report_table(inp).query("section == 'stop_now'")["reason"].iloc[0]}]
+    assert doc["stops"][0]["reason"].startswith("real-time short of 2 GPUs at step 0 (")
+    # without the report's inputs (a plain summary) the same list; without a stop an empty one
+    assert summary("run-s", T0, inp.problem, inp.plan, inp.demand, {})["stops"] == doc["stops"]
+    calm = _inputs(demand0=2)
+    assert summary("run-c", T0, calm.problem, calm.plan, calm.demand, {}, report=calm)["stops"] == []
+    plain = _inputs(preemptible=False)
+    assert summary("run-n", T0, plain.problem, plain.plan, plain.demand, {})["stops"] == []
