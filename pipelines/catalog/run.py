@@ -172,9 +172,20 @@ class RunCatalog:
         """Read and validate ``problem.json``."""
         return plan_io.read_problem(self.path("problem"))
 
-    def save_plan(self, plan: Plan) -> Path:
-        """Write ``plan.json`` (:meth:`optimizer.plan.Plan.to_dict`, one line)."""
-        return self.save("plan", plan.to_dict())
+    def save_plan(self, plan: Plan, problem: Problem | None = None) -> Path:
+        """Write ``plan.json`` (:meth:`optimizer.plan.Plan.to_dict`, one line).
+
+        With ``problem`` (the planned one), each entry of ``stops`` also names the job's ``gpus`` and its
+        ``lost_gpu_h`` (lost steps x GPUs x step hours: the GPU-h lost, as every other output states a stop's cost);
+        :meth:`load_plan` reads the plan back the same.
+        """
+        doc = plan.to_dict()
+        if problem is not None and doc.get("stops"):
+            gpus = {r.job_id: r.gpus for r in problem.running}
+            h = problem.cluster.step_minutes / 60.0
+            doc["stops"] = [{**x, "gpus": gpus[x["job_id"]], "lost_gpu_h": x["lost_steps"] * gpus[x["job_id"]] * h}
+                            for x in doc["stops"]]
+        return self.save("plan", doc)
 
     def load_plan(self) -> Plan:
         """Read ``plan.json``."""

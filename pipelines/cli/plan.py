@@ -80,13 +80,13 @@ OBJECTIVE_NOTE = ("objective and bound: priority x GPU-steps of work (each step'
 RANGE_NOTE = "ranges are half-open [first, end): steps [0, 2) are steps 0 and 1; GPUs [4, 8) are GPUs 4 to 7"
 
 
-def stop_line(d) -> str:
+def stop_line(d, step_minutes: float) -> str:
     """The text line of one stop (issue 30) from an :class:`optimizer.preemption.StopDetail`."""
     from pipelines.report.basics import plural
     from pipelines.report.stops import loss_text
 
     return (f"stops {d.job_id} (preemptible, {plural(d.gpus, 'GPU')}): real-time short of "
-            f"{plural(d.shortfall_gpus, 'GPU')} at step 0; {loss_text(d)}")
+            f"{plural(d.shortfall_gpus, 'GPU')} at step 0; {loss_text(d, step_minutes)}")
 
 
 def _preemption_lines(result, prob) -> list[str]:
@@ -101,7 +101,7 @@ def _preemption_lines(result, prob) -> list[str]:
         return []
     lines = [f"running jobs: {len(prob.running)}, {n} preemptible (only these may be stopped, when real time is "
              "short at step 0)"]
-    return lines + [stop_line(d) for d in stop_details(result, prob)]
+    return lines + [stop_line(d, prob.cluster.step_minutes) for d in stop_details(result, prob)]
 
 
 def _preemption_json(result, prob) -> dict:

@@ -275,19 +275,25 @@ def at_risk_rows(report: pd.DataFrame | None) -> list[dict[str, Any]]:
              "P90 finish (UTC)": fmt_ts(r.end_ts), "reason": r.reason} for r in d.itertuples()]
 
 
-def starts_rows(report: pd.DataFrame | None, limit: int = MAX_TABLE_ROWS) -> list[dict[str, Any]]:
+def starts_rows(report: pd.DataFrame | None, limit: int = MAX_TABLE_ROWS,
+                stops: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
     """The estimated start of every queued job (``queue_eta`` rows of the risk report), earliest first.
 
     Columns: ``job_id``, ``kind``, ``priority``, ``gpus``, ``start_utc`` and ``planned_end_utc``
     (``2025-03-16 19:30Z``; a job the plan does not start in the horizon, a ``queue_eta`` row without
     ``start_step``, reads ``after <horizon end>``), ``reason``. At most ``limit`` rows, by start (not-started
     jobs last). A running job the plan stops at step 0 (issue 30, a ``stop_now`` row) comes first, as the risk
-    report's estimated starts list it: ``start_utc`` ``stopped now (requeued)``, ``priority`` None, the reason
-    its stop row gives (the shortfall and the work lost); its restart is in the risk report's estimated starts.
+    report's estimated starts list it: ``start_utc`` ``stopped now (requeued)``, ``priority`` the job's (from
+    ``stops``, ``summary.json``'s list: :func:`pipelines.report.stops.stop_records`; None only when it lacks the
+    job), the reason its stop row gives (the shortfall and the GPU-h lost); its restart is in the risk report's
+    estimated starts.
     """
     out: list[dict[str, Any]] = []
+    prio = {str(x["job_id"]): x.get("priority") for x in stops or []}
     for r in _section(report, "stop_now").itertuples():
-        out.append({"job_id": r.job_id, "kind": r.kind, "priority": None, "gpus": _int(r.gpus),
+        p = prio.get(r.job_id)
+        out.append({"job_id": r.job_id, "kind": r.kind, "priority": None if p is None else float(p),
+                    "gpus": _int(r.gpus),
                     "start_utc": "stopped now (requeued)", "planned_end_utc": "",
                     "reason": f"stopped at step 0: {r.reason}"})
     d = _section(report, "queue_eta")

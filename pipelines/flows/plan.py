@@ -149,7 +149,7 @@ def plan_once(settings: Settings, ws: Workspace, out: Path, when: datetime, plan
             start = datetime.now(UTC).replace(second=0, microsecond=0)
         plan = solve.with_options(timeout_seconds=settings.solve_timeout_s)(problem, planner)
         status = verify_plan(problem, plan)  # verified before anything of it is written
-        run.save_plan(plan)
+        run.save_plan(plan, problem)
         outs = write_outputs(settings, ws, run, rf.name, problem, plan, start, queue, dem, fit)
         if logged is not None:
             logged.result()

@@ -146,7 +146,7 @@ def publish_plan(settings: Settings, run_dir: str, mlflow_run_id: str | None, wo
     md_key, table_key = observe.artifact_key("plan-summary", workspace), observe.artifact_key("estimated-starts", workspace)
     observe.publish_markdown(md_key, observe.plan_markdown(summary, report, Path(run_dir), link),
                              f"Plan {summary['run']}: headline, jobs at risk, where the run folder and MLflow run are")
-    starts = observe.starts_rows(report)
+    starts = observe.starts_rows(report, stops=summary.get("stops"))
     observe.publish_table(table_key, starts, f"Estimated start of every queued job, plan {summary['run']} "
                                              f"(UTC; {len(starts)} jobs)")
     log().info("published Prefect artifacts %s and %s", md_key, table_key)

@@ -32,6 +32,7 @@ from pipelines.report.planview import PlanView, plan_view
 from pipelines.report.plots import plot_bands, plot_demand, plot_gantt, plot_outlook
 from pipelines.report.risks import IDLE_MIN_H, build_report_table
 from pipelines.report.status import explain_rt_status, model_text, not_proven_text, pct_text, status_flag, status_text
+from pipelines.report.stops import gpu_h_lost
 from pipelines.report.waits import LONG_HOLD_H, WAIT_GROUPS, holder_text, type_utilization, wait_group
 
 #: The plots of the page: key -> (file name, caption). Each is linked from the headline and shown in its section.
@@ -185,7 +186,7 @@ def stop_first_lines(table: pd.DataFrame) -> list[str]:
     """
     now = table[table["section"] == "stop_now"] if "section" in table.columns else table.iloc[:0]
     return [f"- **Stop `{r.job_id}` now** ({r.kind}, {plural(int(r.gpus), 'GPU')}, preemptible): real-time is short "
-            f"of {plural(int(r.shortfall_gpus), 'GPU')} at step 0; it loses {float(r.value):g} GPU-h and goes back "
+            f"of {plural(int(r.shortfall_gpus), 'GPU')} at step 0; {gpu_h_lost(float(r.value))}; it goes back "
             "to the queue with its remaining work. Apply its line under \"stop now\" in `commands.sh` (gpuplan "
             "never runs it)." for r in now.itertuples()]
 
@@ -224,7 +225,7 @@ def stop_lines(inp: ReportInputs, table: pd.DataFrame) -> list[str]:
     now = table[table["section"] == "stop_now"]
     later = table[table["section"] == "stop_later"]
     cols = ["job_id", "kind", "gpus", "count", "value", "shortfall_gpus", "reason"]
-    heads = {"count": "lost steps", "value": "lost GPU-h", "shortfall_gpus": "real-time short (GPUs)"}
+    heads = {"count": "lost steps", "value": "GPU-h lost", "shortfall_gpus": "real-time short (GPUs)"}
     out = ["## Preemption (opt-in)", "",
            f"{n} of {plural(len(p.running), 'running job')} {'is' if n == 1 else 'are'} preemptible. A job is stopped "
            "only when the services' step-0 demand (each capped by its band and swap cap) exceeds the GPUs no running "

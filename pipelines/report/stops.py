@@ -4,7 +4,7 @@ The jobs the plan stops now and why, and the preemptible running jobs the stop r
 real-time demand reached its P90 (the page's section: :func:`pipelines.report.page.stop_lines`).
 
 Rows (:data:`pipelines.report.basics.REPORT_COLUMNS`): section ``stop_now`` (``Plan.stops``: ``step`` 0,
-``count`` = lost steps, ``value`` = lost GPU-hours, ``shortfall_gpus`` = real-time GPUs short at step 0) and
+``count`` = lost steps, ``value`` = GPU-h lost, ``shortfall_gpus`` = real-time GPUs short at step 0) and
 ``stop_later`` (:func:`optimizer.preemption.stop_outlook` on the report's P90 demand, rounded up: ``step`` = the
 first step it would be picked, ``count`` / ``value`` what a stop there loses, ``shortfall_gpus`` there). The
 victim order is the planner's (:func:`optimizer.preemption.bench_order`).
@@ -20,13 +20,19 @@ from optimizer.preemption import bench_order, rt_shortfall, step0_wants, stop_de
 from pipelines.report.basics import ReportInputs, clock, frame, plural, step_ts
 
 
-def loss_text(d) -> str:
-    """``"loses 2 steps (1 since the last checkpoint or start + 1 restart)"`` of a stop (:class:`StopDetail`).
+def gpu_h_lost(gpu_h: float) -> str:
+    """``"2 GPU-h lost"``: the one name and unit of a stop's cost in every output (issue 30; ``lost_gpu_h`` in JSON)."""
+    return f"{gpu_h:g} GPU-h lost"
 
-    The one wording of a stop's lost work: the risk report's rows and ``gpuplan plan``'s stop lines.
+
+def loss_text(d, step_minutes: float) -> str:
+    """``"loses 2 steps (1 since the last checkpoint or start + 1 restart) on 2 GPUs: 2 GPU-h lost"`` of a stop.
+
+    ``d``: a :class:`optimizer.preemption.StopDetail`. The one wording of a stop's lost work: the risk report's
+    rows (so ``gpuplan run``'s ``stop now:`` lines and the Prefect artifacts) and ``gpuplan plan``'s stop lines.
     """
     return (f"loses {plural(d.lost_steps, 'step')} ({d.steps_since_checkpoint} since the last checkpoint or start + "
-            f"{d.restart_steps} restart)")
+            f"{d.restart_steps} restart) on {plural(d.gpus, 'GPU')}: {gpu_h_lost(d.lost_gpu_h(step_minutes))}")
 
 
 def stop_records(inp: ReportInputs, table: pd.DataFrame | None = None) -> list[dict]:
@@ -83,12 +89,13 @@ def stop_rows(inp: ReportInputs) -> pd.DataFrame:
                      "start_ts": step_ts(inp, 0), "gpus": d.gpus, "count": d.lost_steps,
                      "value": d.lost_gpu_h(p.cluster.step_minutes), "shortfall_gpus": d.shortfall_gpus,
                      "reason": f"real-time short of {plural(d.shortfall_gpus, 'GPU')} at step 0 ({why0}); "
-                               f"{loss_text(d)} on {plural(d.gpus, 'GPU')}"})
+                               f"{loss_text(d, p.cluster.step_minutes)}"})
     for x in stop_outlook(plan, p, p90_want(inp), bench_order(plan.planner)):
         rows.append({"section": "stop_later", "job_id": x.job_id, "kind": kinds.get(x.job_id, ""), "step": x.step,
                      "start_ts": step_ts(inp, x.step), "gpus": x.gpus, "count": x.lost_steps,
                      "value": x.lost_steps * x.gpus * h, "shortfall_gpus": x.shortfall_gpus,
                      "reason": f"if real-time demand reaches its P90 at step {x.step} ({clock(step_ts(inp, x.step))}): "
                                f"short of {plural(x.shortfall_gpus, 'GPU')}; a stop then loses "
-                               f"{plural(x.lost_steps, 'step')} on {plural(x.gpus, 'GPU')}"})
+                               f"{plural(x.lost_steps, 'step')} on {plural(x.gpus, 'GPU')}: "
+                               f"{gpu_h_lost(x.lost_steps * x.gpus * h)}"})
     return frame(rows)

@@ -49,7 +49,7 @@ def _surge(demand0=4, preemptible=True):
 
 
 STOP_LINE = ("stops P2 (preemptible, 2 GPUs): real-time short of 2 GPUs at step 0; loses 2 steps "
-             "(1 since the last checkpoint or start + 1 restart)")
+             "(1 since the last checkpoint or start + 1 restart) on 2 GPUs: 2 GPU-h lost")
 
 
 def test_surge_text_names_the_stop_and_the_preemptible_count(tmp_path):

@@ -238,3 +238,13 @@ def test_estimated_starts_list_a_job_stopped_at_step_0_first():
     assert [r["job_id"] for r in rows] == ["P2", "A", "B", "C"]
     assert [r["job_id"] for r in observe.starts_rows(pd.concat([_report(), stop]), limit=2)] == ["P2", "A"]
     assert observe.starts_rows(_report()) == observe.starts_rows(pd.concat([_report(), stop]))[1:]
+
+
+def test_the_estimated_starts_row_of_a_stopped_job_has_the_job_s_priority():
+    """Operator trial: the row of the job stopped at step 0 had priority null; summary.json's stops give it."""
+    stop = pd.DataFrame([{"section": "stop_now", "job_id": "P2", "kind": "training", "step": 0, "gpus": 2,
+                          "count": 2, "value": 2.0, "shortfall_gpus": 2, "reason": "real-time short of 2 GPUs"}])
+    stops = [{"job_id": "P2", "priority": 1.5, "gpus": 2, "lost_gpu_h": 2.0}]
+    rows = observe.starts_rows(pd.concat([_report(), stop], ignore_index=True), stops=stops)
+    assert rows[0]["job_id"] == "P2" and rows[0]["priority"] == 1.5
+    assert [r["priority"] for r in rows[1:]] == [r["priority"] for r in observe.starts_rows(_report())]

@@ -43,7 +43,7 @@ def test_stop_now_row_and_page_name_the_job_the_shortfall_and_the_loss(tmp_path)
     page = write_risk_report(tmp_path, inp, "run-s")["risk_report.md"].read_text()
     assert "## Preemption (opt-in)" in page and "2 of 3 running jobs are preemptible" in page
     assert ("real-time short of 2 GPUs at step 0 (the services take 4 GPUs at step 0 (chat 4: demand within band and swap cap), 2 GPUs up are free of running jobs); loses 2 steps (1 since the last checkpoint or start + "
-            "1 restart) on 2 GPUs") in page
+            "1 restart) on 2 GPUs: 2 GPU-h lost") in page
 
 
 def test_later_stops_on_the_p90_demand():
@@ -64,7 +64,7 @@ def test_later_stops_on_the_p90_demand():
     later = later[later["section"] == "stop_later"]
     assert later["job_id"].tolist() == ["P1"] and int(later["step"].iloc[0]) == 1
     assert later["reason"].iloc[0] == ("if real-time demand reaches its P90 at step 1 (2025-03-16 16:30Z): short of "
-                                       "2 GPUs; a stop then loses 1 step on 2 GPUs")
+                                       "2 GPUs; a stop then loses 1 step on 2 GPUs: 1 GPU-h lost")
 
 
 def test_no_preemptible_job_no_section(tmp_path):
@@ -83,7 +83,7 @@ def test_gpuplan_run_prints_one_line_per_stop_from_the_run_folder(tmp_path):
     run.save("risk_report_table", build_report_table(_inputs()))
     assert stop_now_lines(run) == [
         "stop now:      P2 (2 GPUs): real-time short of 2 GPUs at step 0 (the services take 4 GPUs at step 0 (chat 4: demand within band and swap cap), 2 GPUs up are free of running jobs); loses 2 steps "
-        "(1 since the last checkpoint or start + 1 restart) on 2 GPUs"]
+        "(1 since the last checkpoint or start + 1 restart) on 2 GPUs: 2 GPU-h lost"]
     (tmp_path / "none").mkdir()
     quiet = RunCatalog(tmp_path / "none")
     quiet.save("risk_report_table", build_report_table(_inputs(preemptible=False)))
@@ -127,7 +127,7 @@ def test_the_headline_what_to_do_first_and_estimated_starts_name_the_stop(tmp_pa
     assert jobs.endswith("; 3 running, of which **1 stopped at step 0** (preemptible, requeued: P2) |")
     first = page.split("## What to do first\n\n")[1].splitlines()
     assert first[0] == ("- **Stop `P2` now** (training, 2 GPUs, preemptible): real-time is short of 2 GPUs at step 0; "
-                        "it loses 2 GPU-h and goes back to the queue with its remaining work. Apply its line under "
+                        "2 GPU-h lost; it goes back to the queue with its remaining work. Apply its line under "
                         "\"stop now\" in `commands.sh` (gpuplan never runs it).")
     assert first[1].startswith("- **`Q`**")
     eta = page.split("## Estimated start of every queued job")[1].split("## Long holders")[0]
@@ -157,3 +157,39 @@ def test_summary_json_lists_the_stops_at_step_0_with_gpus_gpu_h_lost_and_reason(
     assert summary("run-c", T0, calm.problem, calm.plan, calm.demand, {}, report=calm)["stops"] == []
     plain = _inputs(preemptible=False)
     assert summary("run-n", T0, plain.problem, plain.plan, plain.demand, {})["stops"] == []
+
+
+def test_every_output_states_a_stop_s_cost_as_gpu_h_lost(tmp_path):
+    """Operator trial: the console and gpuplan plan said "loses 2 steps", the risk report "it loses 2 GPU-h" and
+    "lost GPU-h", the headline "2 GPU-h lost", plan.json only lost_steps. One name and unit: "2 GPU-h lost" in text,
+    ``lost_gpu_h`` in JSON (P2: 2 steps x 2 GPUs x 0.5 h = 2)."""
+    import json
+
+    from optimizer.preemption import stop_details
+    from pipelines.catalog import RunCatalog
+    from pipelines.cli.plan import stop_line
+    from pipelines.cli.run import stop_now_lines
+    from pipelines.flows import observe
+    from pipelines.stages.outputs import summary
+
+    inp = _inputs()
+    table = build_report_table(inp)
+    run = RunCatalog(tmp_path)
+    run.save("risk_report_table", table)
+    run.save_plan(inp.plan, inp.problem)
+    run.save("summary", summary("run-s", T0, inp.problem, inp.plan, inp.demand, {}, report=inp, report_table=table))
+    (line,) = stop_now_lines(run)
+    assert line.endswith("on 2 GPUs: 2 GPU-h lost")
+    (d,) = stop_details(inp.plan, inp.problem)
+    assert stop_line(d, inp.problem.cluster.step_minutes).endswith("on 2 GPUs: 2 GPU-h lost")
+    page = write_risk_report(tmp_path, inp, "run-s", table=table)["risk_report.md"].read_text()
+    assert "at step 0; 2 GPU-h lost; it goes back to the queue" in page
+    assert "| GPU-h lost |" in page and "lost GPU-h" not in page and "loses 2 GPU-h" not in page
+    assert json.loads((tmp_path / "plan.json").read_text())["stops"] == [
+        {"job_id": "P2", "lost_steps": 2, "gpus": 2, "lost_gpu_h": 2.0}]
+    assert run.load_plan().stops == (("P2", 2),)
+    assert run.load("summary")["stops"][0]["lost_gpu_h"] == 2.0
+    assert observe.headline_rows(run.load("summary"), table)[-1] == ("stopped at step 0 (requeued)",
+                                                                    "P2 (2 GPUs, 2 GPU-h lost)")
+    (row,) = [r for r in observe.starts_rows(table, stops=run.load("summary")["stops"]) if r["job_id"] == "P2"]
+    assert row["priority"] == 1.0 and row["reason"].endswith("on 2 GPUs: 2 GPU-h lost")
