@@ -33,7 +33,7 @@ def whatif_log_lines(doc: dict[str, Any]) -> list[str]:
     ``delta``, ``jobs``).
     """
     b, n = doc["base"], doc["whatif"]
-    moved = [j for j in doc["jobs"] if j.get("change")]
+    moved = [j for j in doc["jobs"] if j.get("change") and j["change"] != "still_stopped"]
     return [
         f"what-if base: run {doc['run']} ({doc['run_folder']}), plan start {doc['plan_start']}, planner {doc['planner']}",
         f"what-if changes: {', '.join(doc['changes']) or 'no change'}",

@@ -46,13 +46,17 @@ def _was(j: dict[str, Any]) -> str:
 
 
 def _now(j: dict[str, Any]) -> str:
-    """A job's what-if start for display (:func:`_when`)."""
+    """A job's what-if start for display (:func:`_when`); a base stop the what-if does not make: ``keeps running``."""
+    if j["change"] == "unstopped":
+        return "keeps running"
     return _when(j["start_ts_whatif"], bool(j.get("stopped_whatif")))
 
 
 #: Each kind of job change (:class:`optimizer.whatif.JobChange` ``kind``) as the count line names it, in order.
 CHANGE_LABELS = (("earlier", "earlier"), ("later", "later"), ("moved", "re-packed at the same start"),
                  ("added", "added"), ("requeued", "requeued"), ("stopped", "stopped at step 0 (requeued)"),
+                 ("unstopped", "no longer stopped (keeps running)"),
+                 ("still_stopped", "still stopped at step 0 in both"),
                  ("cancelled", "cancelled"),
                  ("unchanged", "with a new priority, start unchanged"))
 

@@ -55,6 +55,7 @@ from pipelines.catalog import RunCatalog
 from pipelines.io.errors import InputError
 from pipelines.report.basics import ReportInputs
 from pipelines.report.risks import deadline_miss
+from pipelines.report.stops import gpu_h_lost
 from pipelines.stages import solve as solve_stage
 from pipelines.stages.models import DURATION_QUANTILE
 from pipelines.stages.outputs import demand_from_problem, node_of_gpu, planned_metrics
@@ -343,6 +344,20 @@ def buys_lines(problem: Problem, plan: Plan, b: dict[str, Any], n: dict[str, Any
     return L
 
 
+def stops_line(base_plan: Plan, plan: Plan, gpus: Mapping[str, int], step_h: float) -> str:
+    """``"stops at step 0: base 1 (P2, 2 GPU-h lost), what-if 0"``: the running jobs each plan stops (issue 30).
+
+    ``gpus``: job id -> GPUs of the base problem's running jobs; ``step_h``: hours per step.
+    """
+    def one(pl: Plan) -> str:
+        if not pl.stops:
+            return "0"
+        each = ", ".join(f"{j}, {gpu_h_lost(n * gpus.get(j, 0) * step_h)}" for j, n in pl.stops)
+        return f"{len(pl.stops)} ({each})"
+
+    return f"stops at step 0: base {one(base_plan)}, what-if {one(plan)}"
+
+
 def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> dict[str, Any]:
     """Apply ``w`` to the base run, re-plan (same planner and settings), verify and compare.
 
@@ -361,7 +376,10 @@ def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> d
     "change", "delta_h", "start_step_base", "start_step_whatif", "gpus_base", "gpus_whatif",
     "nodes_base", "nodes_whatif", "stopped_base", "stopped_whatif", ...}`` (ISO 8601 UTC times; None when
     not started within the horizon; a requeued job's base start is None: it was running; ``stopped_*``: the
-    plan stops the running job at step 0, issue 30, and a new stop's ``change`` is ``stopped``).
+    plan stops the running job at step 0, issue 30: a new stop's ``change`` is ``stopped``, a stop of the base
+    the what-if no longer makes ``unstopped`` (the job keeps running), a stop in both ``still_stopped``, listed
+    even when nothing else of it changed). With a stop in either plan the summary's second line counts them
+    (:func:`stops_line`).
 
     Raises:
         InputError: an edit names an unknown job, node or service, or makes an invalid problem;
@@ -417,13 +435,30 @@ def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> d
              and isinstance(n[k], (int, float)) and b[k] is not None and n[k] is not None}
     jobs = []
     stopped_b, stopped_n = dict(base.plan.stops), dict(plan.stops)
+    held = {r.job_id: r.gpus for r in base.problem.running}
+    h = p.cluster.step_minutes / 60.0
+
+    def cost(jid: str, lost: int) -> str:  # the one wording of a stop's cost (pipelines.report.stops.gpu_h_lost)
+        g = held.get(jid, 0)
+        return f"loses {lost} step(s) on {g} GPU(s): {gpu_h_lost(lost * g * h)}"
+
+    listed_ids = {c.job_id for c in changes}
+    both = [jid for jid in stopped_b if jid in stopped_n and jid not in listed_ids]
     for c in changes:
         d = c.delta_steps
         kind, reason = c.kind, c.reason
         if c.job_id in stopped_n and c.job_id not in stopped_b:  # issue 30: a stop, not a job that never started
             kind = "stopped"
             reason = (f"stopped at step 0 (requeued): preemptible, and real-time demand at step 0 exceeds the GPUs "
-                      f"no running job holds; loses {stopped_n[c.job_id]} step(s) of work")
+                      f"no running job holds; {cost(c.job_id, stopped_n[c.job_id])}")
+        elif c.job_id in stopped_b and c.job_id not in stopped_n:  # the base stopped it, the what-if keeps it
+            kind = "unstopped"
+            why = reason.split(": ", 1)[1] if reason.startswith("now starts: ") else reason
+            reason = (f"no longer stopped: keeps running on its GPUs (the base plan stopped it at step 0: "
+                      f"{cost(c.job_id, stopped_b[c.job_id])}); why: {why}")
+        elif c.job_id in stopped_b and c.job_id in stopped_n:
+            kind, reason = "still_stopped", (f"still stopped at step 0 (requeued) in both plans; "
+                                             f"{cost(c.job_id, stopped_n[c.job_id])}; {reason}")
         jobs.append({"job_id": c.job_id, "start_ts_base": ts(c.start_base), "start_ts_whatif": ts(c.start_whatif),
                      "reason": reason, "change": kind,
                      "stopped_base": c.job_id in stopped_b, "stopped_whatif": c.job_id in stopped_n,
@@ -437,6 +472,13 @@ def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> d
                      "deadline_at": (miss_n.get(c.job_id) or miss_b.get(c.job_id) or {}).get("deadline_at"),
                      "misses_deadline_base": c.job_id in miss_b, "misses_deadline_whatif": c.job_id in miss_n,
                      "p90_finish_whatif": (miss_n.get(c.job_id) or {}).get("p90_finish_at")})
+    for jid in both:  # a stop in both plans is not a change of the plan, but the operator must still see it
+        jobs.append({"job_id": jid, "start_ts_base": None, "start_ts_whatif": None, "change": "still_stopped",
+                     "reason": f"still stopped at step 0 (requeued) in both plans; {cost(jid, stopped_n[jid])}",
+                     "stopped_base": True, "stopped_whatif": True, "delta_h": None, "start_step_base": None,
+                     "start_step_whatif": None, "gpus_base": held.get(jid), "gpus_whatif": held.get(jid),
+                     "nodes_base": None, "nodes_whatif": None, "deadline_at": None, "misses_deadline_base": False,
+                     "misses_deadline_whatif": False, "p90_finish_whatif": None})
     notes = list(plan.notes)
     if kept_base:
         notes.append(f"tie-break: {len(kept_base)} jobs the re-plan had moved at no gain keep their base start and "
@@ -457,7 +499,10 @@ def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> d
     if applied.requeued:
         notes.append("running jobs on lost GPUs are requeued to restart from scratch with their full P50 duration "
                      "(no checkpoint assumed): " + ", ".join(applied.requeued))
-    summary = buys_lines(p, plan, b, n, delta, changed=len(jobs), newly_missing=sorted(set(miss_n) - set(miss_b)))
+    changed = sum(1 for j in jobs if j["change"] != "still_stopped")
+    summary = buys_lines(p, plan, b, n, delta, changed=changed, newly_missing=sorted(set(miss_n) - set(miss_b)))
+    if stopped_b or stopped_n:  # issue 30: how many running jobs each plan stops, second line
+        summary.insert(1, stops_line(base.plan, plan, held, h))
     return {"summary": summary, "run": base.name, "run_folder": str(base.folder), "plan_start": ts(0),
             "planner": base.planner,
             "time_limit_s": p.settings.time_limit_s, "step_minutes": p.cluster.step_minutes,

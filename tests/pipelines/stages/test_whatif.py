@@ -286,10 +286,64 @@ def test_a_job_the_what_if_stops_is_stopped_at_step_0_requeued_not_not_started(t
     assert (p2["change"], p2["stopped_base"], p2["stopped_whatif"], p2["start_ts_whatif"]) == (
         "stopped", False, True, None)
     assert p2["reason"] == ("stopped at step 0 (requeued): preemptible, and real-time demand at step 0 exceeds the "
-                            "GPUs no running job holds; loses 2 step(s) of work")
+                            "GPUs no running job holds; loses 2 step(s) on 2 GPU(s): 2 GPU-h lost")
+    assert doc["summary"][1] == "stops at step 0: base 0, what-if 1 (P2, 2 GPU-h lost)"
     res = CliRunner().invoke(app, ["whatif", str(folder), "--priority", "Q=3"])
     assert res.exit_code == 0, res.output
     line = next(ln for ln in res.stdout.splitlines() if ln.startswith("  P2 "))
     assert line.startswith("  P2             03-16 16:00Z -> stopped at step 0 (requeued)")
     assert "not started" not in line
     assert "(1 stopped at step 0 (requeued), 1 with a new priority, start unchanged; start times UTC)" in res.stdout
+
+
+def _stopped_base_folder(tmp_path: Path) -> Path:
+    """The surge problem's run folder with its published plan made as production makes it: P2 stopped at step 0."""
+    import sys
+
+    from optimizer.planners import production_plan
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "optimizer"))
+    from test_preemption_production import surge_doc
+
+    folder = run_folder(tmp_path, surge_doc(4), ["gpu-a"])
+    prob = Problem.from_dict(surge_doc(4))
+    base = production_plan(prob, "milp")
+    assert base.stops == (("P2", 2),)
+    (folder / "plan.json").write_text(json.dumps(base.to_dict()))
+    return folder
+
+
+def test_a_stop_in_both_plans_is_listed_as_still_stopped_and_the_summary_counts_the_stops(tmp_path):
+    """Operator trial (issue 30): P2 stopped in the base and in the what-if (--priority Q=3 leaves the surge) was
+    left out of the comparison; the first lines did not count the stops."""
+    folder = _stopped_base_folder(tmp_path)
+    doc = _json(folder, "--priority", "Q=3")
+    assert doc["summary"][1] == "stops at step 0: base 1 (P2, 2 GPU-h lost), what-if 1 (P2, 2 GPU-h lost)"
+    (p2,) = [j for j in doc["jobs"] if j["job_id"] == "P2"]
+    assert (p2["change"], p2["stopped_base"], p2["stopped_whatif"], p2["start_ts_base"], p2["start_ts_whatif"]) == (
+        "still_stopped", True, True, None, None)
+    assert p2["reason"] == "still stopped at step 0 (requeued) in both plans; loses 2 step(s) on 2 GPU(s): 2 GPU-h lost"
+    res = CliRunner().invoke(app, ["whatif", str(folder), "--priority", "Q=3"])
+    assert res.exit_code == 0, res.output
+    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("  P2 "))
+    assert line.startswith("  P2            stopped at step 0 (requeued) -> stopped at step 0 (requeued)")
+    assert "(1 still stopped at step 0 in both, 1 with a new priority, start unchanged; start times UTC)" in res.stdout
+
+
+def test_a_base_stop_the_what_if_does_not_make_reads_no_longer_stopped_keeps_running(tmp_path):
+    """Operator trial (issue 30): with chat's demand halved there is no surge and P2 keeps running; it read
+    "stopped at step 0 (requeued) -> 03-16 16:00Z  now starts: ..."."""
+    folder = _stopped_base_folder(tmp_path)
+    doc = _json(folder, "--demand-scale", "chat=0.5")
+    assert doc["summary"][1] == "stops at step 0: base 1 (P2, 2 GPU-h lost), what-if 0"
+    (p2,) = [j for j in doc["jobs"] if j["job_id"] == "P2"]
+    assert (p2["change"], p2["stopped_base"], p2["stopped_whatif"]) == ("unstopped", True, False)
+    assert p2["reason"].startswith("no longer stopped: keeps running on its GPUs (the base plan stopped it at step 0: "
+                                   "loses 2 step(s) on 2 GPU(s): 2 GPU-h lost); why: ")
+    assert "now starts" not in p2["reason"]
+    res = CliRunner().invoke(app, ["whatif", str(folder), "--demand-scale", "chat=0.5"])
+    assert res.exit_code == 0, res.output
+    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("  P2 "))
+    assert line.startswith("  P2            stopped at step 0 (requeued) -> keeps running")
+    assert "now starts" not in line
+    assert "(1 no longer stopped (keeps running); start times UTC)" in res.stdout
