@@ -90,3 +90,27 @@ def test_gpuplan_run_of_a_step_0_need_the_cluster_cannot_serve_exits_2_in_two_li
         "what you can do: at step 0 the services need at least 61 GPUs (m-small 1 (min_gpus 1), m-mid 60 (min_gpus "
         "60)) and running jobs hold 7 (none preemptible): 68 GPUs needed, 64 up, 4 short; " + HINT_TAIL]
     assert sorted(p.name for p in runs.iterdir()) == ["keep.txt"]  # nothing published, nothing lost
+
+
+def test_settle_waits_for_every_background_future_and_raises_none_of_their_failures(monkeypatch):
+    """The futures a failed plan leaves (log-profiles, train-or-load) are waited for, so Prefect's task runner does not
+    cancel them mid-run; a failed one is a warning line, not a second exception."""
+    from types import SimpleNamespace
+
+    from pipelines.flows import plan as plan_flow
+
+    warned: list[str] = []
+    monkeypatch.setattr(plan_flow, "log", lambda: SimpleNamespace(warning=lambda fmt, *a: warned.append(fmt % a)))
+
+    class Future:
+        def __init__(self, failed: bool):
+            self.waited, self.task_run_id = False, "t-failed" if failed else "t-ok"
+            self.state = SimpleNamespace(is_failed=lambda: failed, is_crashed=lambda: False, message="boom")
+
+        def wait(self):
+            self.waited = True
+
+    fs = [Future(False), Future(True)]
+    plan_flow.settle(fs)
+    assert [f.waited for f in fs] == [True, True]
+    assert warned == ["background task t-failed did not finish: boom"]
