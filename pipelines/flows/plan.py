@@ -154,8 +154,9 @@ def plan_once(settings: Settings, ws: Workspace, out: Path, when: datetime, plan
         if logged is not None:
             logged.result()
         info, moved = rf.commit()
-    except BaseException:
-        settle(pending)  # before the folder goes: a background task still drawing into it must not crash
+    except BaseException as exc:
+        if isinstance(exc, Exception):  # not on Ctrl-C or a kill: that stops now, training or not
+            settle(pending)  # before the folder goes: a background task still drawing into it must not crash
         rf.abort()
         raise
     log().info("published run folder %s (status %s, verified)%s", info.path, status,
