@@ -288,12 +288,17 @@ def test_a_job_the_what_if_stops_is_stopped_at_step_0_requeued_not_not_started(t
     assert p2["reason"] == ("stopped at step 0 (requeued): preemptible, and real-time demand at step 0 exceeds the "
                             "GPUs no running job holds; loses 2 step(s) on 2 GPU(s): 2 GPU-h lost")
     assert doc["summary"][1] == "stops at step 0: base 0, what-if 1 (P2, 2 GPU-h lost)"
-    res = CliRunner().invoke(app, ["whatif", str(folder), "--priority", "Q=3"])
-    assert res.exit_code == 0, res.output
-    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("  P2 "))
+    res, line = _whatif_line(folder, "--priority", "Q=3")
     assert line.startswith("  P2             03-16 16:00Z -> stopped at step 0 (requeued)")
     assert "not started" not in line
     assert "(1 stopped at step 0 (requeued), 1 with a new priority, start unchanged; start times UTC)" in res.stdout
+
+
+def _whatif_line(folder: Path, *args: str, job: str = "P2"):
+    """``gpuplan whatif FOLDER ARGS`` through the CLI (exit 0 asserted): the result and the text line of ``job``."""
+    res = CliRunner().invoke(app, ["whatif", str(folder), *args])
+    assert res.exit_code == 0, res.output
+    return res, next(ln for ln in res.stdout.splitlines() if ln.startswith(f"  {job} "))
 
 
 def _stopped_base_folder(tmp_path: Path) -> Path:
@@ -323,9 +328,7 @@ def test_a_stop_in_both_plans_is_listed_as_still_stopped_and_the_summary_counts_
     assert (p2["change"], p2["stopped_base"], p2["stopped_whatif"], p2["start_ts_base"], p2["start_ts_whatif"]) == (
         "still_stopped", True, True, None, None)
     assert p2["reason"] == "still stopped at step 0 (requeued) in both plans; loses 2 step(s) on 2 GPU(s): 2 GPU-h lost"
-    res = CliRunner().invoke(app, ["whatif", str(folder), "--priority", "Q=3"])
-    assert res.exit_code == 0, res.output
-    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("  P2 "))
+    res, line = _whatif_line(folder, "--priority", "Q=3")
     assert line.startswith("  P2            stopped at step 0 (requeued) -> stopped at step 0 (requeued)")
     assert "(1 still stopped at step 0 in both, 1 with a new priority, start unchanged; start times UTC)" in res.stdout
 
@@ -341,9 +344,7 @@ def test_a_base_stop_the_what_if_does_not_make_reads_no_longer_stopped_keeps_run
     assert p2["reason"].startswith("no longer stopped: keeps running on its GPUs (the base plan stopped it at step 0: "
                                    "loses 2 step(s) on 2 GPU(s): 2 GPU-h lost); why: ")
     assert "now starts" not in p2["reason"]
-    res = CliRunner().invoke(app, ["whatif", str(folder), "--demand-scale", "chat=0.5"])
-    assert res.exit_code == 0, res.output
-    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("  P2 "))
+    res, line = _whatif_line(folder, "--demand-scale", "chat=0.5")
     assert line.startswith("  P2            stopped at step 0 (requeued) -> keeps running")
     assert "now starts" not in line
     assert "(1 no longer stopped (keeps running); start times UTC)" in res.stdout
