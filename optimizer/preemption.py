@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from optimizer.diagnose import InfeasibleProblemError, capacity_conflict
 from optimizer.plan import JobAssignment, Plan
 from optimizer.problem import Problem, RunningJob
 from optimizer.scenarios import Scenario
@@ -171,7 +172,14 @@ def plan_stopping(problem: Problem, plan_fn: Callable[[Problem], Plan], order: s
     stops = surge_stops(problem, order) if order else ()
     if not stops:
         return plan_fn(problem)
-    return with_stops(plan_fn(without_stopped(problem, stops)), problem, stops)
+    try:
+        reduced = plan_fn(without_stopped(problem, stops))
+    except InfeasibleProblemError as e:  # the stops were not enough: say so, with the conflict of ``problem`` itself
+        gpus = {r.job_id: r.gpus for r in problem.running}
+        raise InfeasibleProblemError(
+            f"{e} (even after stopping the preemptible running job(s) {', '.join(stops)}: "
+            f"{sum(gpus[j] for j in stops)} GPUs freed)", capacity_conflict(problem)) from e
+    return with_stops(reduced, problem, stops)
 
 
 @dataclass(frozen=True)

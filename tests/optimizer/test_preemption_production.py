@@ -76,3 +76,24 @@ def test_running_at_ages_checkpoints_and_counts_the_plans_starts():
     # a requeued run before its first checkpoint (since >= interval): it comes after restart + interval steps
     assert [since_after(2, 2, 2, k) for k in range(4)] == [2, 3, 0, 1]
     assert since_after(5, None, 0, 3) == 8
+
+
+def test_stops_that_are_not_enough_say_so_with_the_conflict_before_the_stops():
+    """Operator trial (issue 30): when stopping every preemptible job still leaves real time short, the error
+    counted the running jobs after the stops and the hint said "none preemptible". Hand case: chat min_gpus 7 (holds
+    4, swap cap 4), P1 + P2 (4 GPUs, preemptible) and N (2) running on 8 GPUs: stopping both leaves 7 + 2 = 9 > 8."""
+    from optimizer.diagnose import InfeasibleProblemError
+    from pipelines.stages.solve import infeasible_hint
+
+    d = surge_doc(demand0=8)
+    d["services"][0].update(min_gpus=7, current_gpus=4, demand_gpus=[8, 7, 7, 7])
+    d["running"][0]["block_offset"], d["running"][1]["block_offset"], d["running"][2]["block_offset"] = 0, 2, 4
+    prob = Problem.from_dict(d)
+    with pytest.raises(InfeasibleProblemError) as ei:
+        production_plan(prob, "milp")
+    e = ei.value
+    assert "(even after stopping the preemptible running job(s) P1, P2: 4 GPUs freed)" in str(e)
+    c = e.conflict
+    assert (c.step, c.realtime, c.running, c.preemptible_running, c.up, c.shortfall) == (0, 7, 6, 4, 8, 5)
+    hint = infeasible_hint(c)
+    assert "none preemptible" not in hint and "4 of them on preemptible jobs, not enough" in hint
