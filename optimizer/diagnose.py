@@ -52,6 +52,7 @@ class CapacityConflict:
     running: int
     minimums: tuple[tuple[str, int, int], ...]
     preemptible_running: int
+    more_steps: int = 0  #: further steps with the same conflict after ``step``
 
     @property
     def shortfall(self) -> int:
@@ -59,11 +60,15 @@ class CapacityConflict:
         return self.need - self.up
 
 
-def capacity_conflict(problem: Problem) -> CapacityConflict | None:
-    """The first step where the services' smallest valid allocations plus the running jobs exceed the GPUs up."""
+def capacity_conflict(problem: Problem, lowest: np.ndarray | None = None) -> CapacityConflict | None:
+    """The first step where the services' smallest valid allocations plus the running jobs exceed the GPUs up.
+
+    ``lowest``: the services' smallest allocations per step, shape (services, horizon_steps), as
+    :func:`optimizer.capacity.service_bounds` gives them (computed here when None).
+    """
     if not problem.services:
         return None
-    L, _ = service_bounds(problem)
+    L = service_bounds(problem)[0] if lowest is None else lowest
     run = running_gpus_per_step(problem)
     cap = up_gpus(problem)
     bad = np.nonzero(L.sum(axis=0) + run > cap)[0]
@@ -73,7 +78,7 @@ def capacity_conflict(problem: Problem) -> CapacityConflict | None:
     pre = sum(r.gpus for r in problem.running if r.preemptible and t < r.planned_steps)
     return CapacityConflict(t, int(L[:, t].sum() + run[t]), int(cap), int(L[:, t].sum()), int(run[t]),
                             tuple((s.service, int(L[i, t]), int(s.min_gpus)) for i, s in enumerate(problem.services)),
-                            int(pre))
+                            int(pre), len(bad) - 1)
 
 
 class ModelTooLargeError(InputError):
@@ -106,21 +111,16 @@ def diagnose(problem: Problem) -> list[str]:
             )
     if reasons:
         return reasons
-    run = running_gpus_per_step(problem)
-    cap = up_gpus(problem)
-    need = L.sum(axis=0) + run
-    bad = np.nonzero(need > cap)[0]
-    if len(bad):
-        t = int(bad[0])
-        rt = int(L[:, t].sum())
+    c = capacity_conflict(problem, L)
+    if c is not None:
         label = "real-time demand (hard)" if hard else "real-time minimums"
         down = f", {len(problem.down_gpus)} GPUs down" if problem.down_gpus else ""
-        per = ", ".join(f"{s.service} {int(L[i, t])}" for i, s in enumerate(problem.services))
+        per = ", ".join(f"{name} {low}" for name, low, _ in c.minimums)
         reasons.append(
-            f"{label} plus running jobs exceed the cluster at step {t}: {int(need[t])} > {cap} "
-            f"(real-time {rt}, running {int(run[t])}, capacity {cap}{down}, shortfall {int(need[t]) - cap}; "
+            f"{label} plus running jobs exceed the cluster at step {c.step}: {c.need} > {c.up} "
+            f"(real-time {c.realtime}, running {c.running}, capacity {c.up}{down}, shortfall {c.shortfall}; "
             f"smallest allocation per service given band, swap cap and current_gpus: {per})"
-            + (f"; {len(bad) - 1} more steps" if len(bad) > 1 else "")
+            + (f"; {c.more_steps} more steps" if c.more_steps else "")
         )
     return reasons
 
