@@ -10,6 +10,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from optimizer.plan import Plan
+from optimizer.preemption import stop_details
 from optimizer.problem import Problem
 from pipelines.io import plan_io, schemas, strict_json
 from pipelines.io.atomic import atomic_path, atomic_write_text
@@ -181,9 +182,9 @@ class RunCatalog:
         """
         doc = plan.to_dict()
         if problem is not None and doc.get("stops"):
-            gpus = {r.job_id: r.gpus for r in problem.running}
-            h = problem.cluster.step_minutes / 60.0
-            doc["stops"] = [{**x, "gpus": gpus[x["job_id"]], "lost_gpu_h": x["lost_steps"] * gpus[x["job_id"]] * h}
+            d = {x.job_id: x for x in stop_details(plan, problem)}
+            doc["stops"] = [{**x, "gpus": d[x["job_id"]].gpus,
+                             "lost_gpu_h": d[x["job_id"]].lost_gpu_h(problem.cluster.step_minutes)}
                             for x in doc["stops"]]
         return self.save("plan", doc)
 

@@ -442,6 +442,9 @@ def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> d
         g = held.get(jid, 0)
         return f"loses {lost} step(s) on {g} GPU(s): {gpu_h_lost(lost * g * h)}"
 
+    def still(jid: str) -> str:  # a stop in both plans
+        return f"still stopped at step 0 (requeued) in both plans; {cost(jid, stopped_n[jid])}"
+
     listed_ids = {c.job_id for c in changes}
     both = [jid for jid in stopped_b if jid in stopped_n and jid not in listed_ids]
     for c in changes:
@@ -457,8 +460,7 @@ def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> d
             reason = (f"no longer stopped: keeps running on its GPUs (the base plan stopped it at step 0: "
                       f"{cost(c.job_id, stopped_b[c.job_id])}); why: {why}")
         elif c.job_id in stopped_b and c.job_id in stopped_n:
-            kind, reason = "still_stopped", (f"still stopped at step 0 (requeued) in both plans; "
-                                             f"{cost(c.job_id, stopped_n[c.job_id])}; {reason}")
+            kind, reason = "still_stopped", f"{still(c.job_id)}; {reason}"
         jobs.append({"job_id": c.job_id, "start_ts_base": ts(c.start_base), "start_ts_whatif": ts(c.start_whatif),
                      "reason": reason, "change": kind,
                      "stopped_base": c.job_id in stopped_b, "stopped_whatif": c.job_id in stopped_n,
@@ -474,7 +476,7 @@ def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> d
                      "p90_finish_whatif": (miss_n.get(c.job_id) or {}).get("p90_finish_at")})
     for jid in both:  # a stop in both plans is not a change of the plan, but the operator must still see it
         jobs.append({"job_id": jid, "start_ts_base": None, "start_ts_whatif": None, "change": "still_stopped",
-                     "reason": f"still stopped at step 0 (requeued) in both plans; {cost(jid, stopped_n[jid])}",
+                     "reason": still(jid),
                      "stopped_base": True, "stopped_whatif": True, "delta_h": None, "start_step_base": None,
                      "start_step_whatif": None, "gpus_base": held.get(jid), "gpus_whatif": held.get(jid),
                      "nodes_base": None, "nodes_whatif": None, "deadline_at": None, "misses_deadline_base": False,
