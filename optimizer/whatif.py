@@ -715,6 +715,59 @@ def why_waiting(problem: Problem, plan: Plan, job_id: str) -> str:
 #: Most jobs whose assignment differs between the what-if's plan and the base carried over for which
 #: :func:`tie_break` builds the plan up from the base (each move is one verification).
 TIE_BREAK_MAX_MOVES = 300
+#: Most placements :func:`insert_where_free` verifies for one job (best reward first) before it gives up.
+INSERT_MAX_TRIES = 64
+
+
+def insert_where_free(plan: Plan, problem: Problem, job_id: str) -> Plan | None:
+    """``plan`` with the queued job ``job_id`` started where it fits the plan as it is; None when it fits nowhere.
+
+    No other job moves: the candidates are every size of the job, every start from its release and every
+    aligned block (inside one node of an eligible type on a typed cluster, the run lasting
+    :meth:`~optimizer.problem.Job.duration_on` that type) whose GPUs hold no job and are not down over the
+    run's steps inside the horizon (``plan.owner_grid``). They are tried in order of reward
+    (:func:`optimizer.objective.job_reward`, highest first: with a decay per step, the earliest start of the
+    largest size) and the first that passes the verifier (real-time capacity, the swap cap) is kept; at most
+    :data:`INSERT_MAX_TRIES` are verified. For one size with a decay per step below 1 this is the earliest
+    start with a free aligned block, lowest block first: where the risk report's "fits the plan as it is"
+    puts a smaller size (``pipelines.report.actions.smaller_size``, on the report's view of the plan).
+
+    Raises:
+        KeyError: ``job_id`` is not a queued job of ``problem`` or has no assignment row in ``plan``.
+    """
+    from optimizer.objective import job_reward
+
+    job = next((j for j in problem.jobs if j.job_id == job_id), None)
+    if job is None:
+        raise KeyError(job_id)
+    idx = next(i for i, a in enumerate(plan.assignments) if a.job_id == job_id)
+    h, n, c = problem.horizon_steps, problem.n_gpus, problem.cluster
+    grid = plan.owner_grid(n, h)
+    down = set(problem.down_gpus)
+    if c.typed:
+        spans = [(o, nd.gpus, nd.gpu_type) for o, nd in zip(c.node_offsets, c.nodes, strict=True)
+                 if job.eligible(nd.gpu_type)]
+    else:
+        spans = [(0, n, "")]
+    cands: list[tuple[float, int, int, int, int]] = []
+    for s in job.sizes:
+        for first, size, gtype in spans:
+            d = job.duration_on(s, gtype, c) if c.typed else s.duration_steps
+            for off in range(first, first + size - s.gpus + 1, s.gpus):
+                blk = range(off, off + s.gpus)
+                if down.intersection(blk):
+                    continue
+                for t in range(job.release_step, h):
+                    if all(grid[u][x] == "" for u in range(t, min(h, t + d)) for x in blk):
+                        cands.append((job_reward(job, s.gpus, t, problem, gtype), -t, off, s.gpus, d))
+    cands.sort(key=lambda x: (-x[0], -x[1], x[2]))
+    for _, neg_t, off, g, d in cands[:INSERT_MAX_TRIES]:
+        t = -neg_t
+        a = JobAssignment(job_id, t, t + d, off, g)
+        cand = replace(plan, assignments=plan.assignments[:idx] + (a,) + plan.assignments[idx + 1:])
+        if not verify(cand, problem):
+            return cand
+    return None
 
 
 def tie_break(new: Plan, carried: Plan, problem: Problem) -> tuple[Plan, tuple[str, ...]]:
@@ -722,8 +775,10 @@ def tie_break(new: Plan, carried: Plan, problem: Problem) -> tuple[Plan, tuple[s
 
     ``new``: the what-if's plan of ``problem`` (solved to ``settings.mip_rel_gap``); ``carried``: the base plan
     carried onto ``problem`` (:func:`warm_start`). When ``carried`` verifies on ``problem``, it is the start:
-    ``new``'s service allocation and then, one job at a time in plan order, ``new``'s assignment of a job
-    that differs are taken when the plan still verifies and its objective rises (up to 3 passes; at most
+    ``new``'s service allocation is taken, each job ``new`` starts and ``carried`` does not (an added job, one
+    the change unblocked) is put where it fits ``carried`` as it is (:func:`insert_where_free`, no other job
+    moved), and then, one job at a time in plan order, ``new``'s assignment of a job
+    that differs is taken, each step kept when the plan still verifies and its objective rises (up to 3 passes; at most
     :data:`TIE_BREAK_MAX_MOVES` differing jobs). If that plan's objective is within ``mip_rel_gap`` of
     ``new``'s (the difference is inside the tolerance both plans were solved to) it is the answer: every
     other move of ``new`` was solver slack, not needed by the change. Otherwise :func:`prefer_base` puts
@@ -750,6 +805,15 @@ def tie_break(new: Plan, carried: Plan, problem: Problem) -> tuple[Plan, tuple[s
         cand = replace(cur, service_gpus=dict(new.service_gpus))
         if (obj := better(cand)) is not None:
             cur, cur_obj = cand, obj
+    # a job ``new`` starts that the base does not (an added job, one the change unblocked) goes where it fits
+    # the plan as it is, no other job moved: the placement the risk report suggests (issue 29)
+    started_now = {a.job_id for a in cur.assignments if a.started}
+    queued = {j.job_id for j in problem.jobs}
+    for a in diff:
+        if a.started and not a.running and a.job_id not in started_now and a.job_id in queued:
+            cand = insert_where_free(cur, problem, a.job_id)
+            if cand is not None and (obj := better(cand)) is not None:
+                cur, cur_obj = cand, obj
     for _ in range(3):
         took = False
         for a in diff:
@@ -765,5 +829,5 @@ def tie_break(new: Plan, carried: Plan, problem: Problem) -> tuple[Plan, tuple[s
         return prefer_base(new, carried, problem)
     gap = mip_gap(cur_obj, new.bound) if new.bound is not None and new.bound >= cur_obj else None
     now = {a.job_id: a for a in cur.assignments}
-    back = tuple(sorted(a.job_id for a in diff if now.get(a.job_id) != a and a.job_id in by_job))
+    back = tuple(sorted(a.job_id for a in diff if a.job_id in by_job and now.get(a.job_id) == by_job[a.job_id]))
     return replace(cur, objective=cur_obj, gap=gap), back

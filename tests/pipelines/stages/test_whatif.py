@@ -348,3 +348,27 @@ def test_a_base_stop_the_what_if_does_not_make_reads_no_longer_stopped_keeps_run
     assert line.startswith("  P2            stopped at step 0 (requeued) -> keeps running")
     assert "now starts" not in line
     assert "(1 no longer stopped (keeps running); start times UTC)" in res.stdout
+
+
+def test_the_risk_reports_smaller_size_run_as_suggested_moves_no_other_job(tmp_path):
+    """The demo run's report says qtrn-00006 on 16 GPUs "fits the plan as it is from 2025-03-17 00:30Z (GPUs 32-47)"
+    (pinned in tests/pipelines/report/test_risk_html.py) and suggests ``--cancel qtrn-00006 --add-job`` its
+    16-GPU entry. The re-plan of that (measured: start 03-16 19:30Z, 52 jobs moved, qtrn-00001 past its deadline)
+    is within the 0.1 % gap of the insertion (objective 10,169.17 vs 10,162.19), so the what-if's answer is the
+    report's placement: step 17 (00:30Z) on GPUs [32, 48), no other job changed, no deadline missed."""
+    import shutil
+
+    demo = Path(__file__).resolve().parents[2] / "fixtures" / "demo-run"
+    folder = tmp_path / "20250316T1600Z_demo"
+    shutil.copytree(demo, folder)
+    job = tmp_path / "whatif-qtrn-00006-16gpus.json"
+    job.write_text(json.dumps({"job_id": "qtrn-00006-16gpus", "kind": "training", "priority": 2.0,
+                               "release_step": 0, "gpus": 16, "duration_steps": 8}))
+    out = _json(str(folder), "--cancel", "qtrn-00006", "--add-job", str(job))
+    assert [(j["job_id"], j["change"]) for j in out["jobs"]] == [("qtrn-00006", "cancelled"),
+                                                                  ("qtrn-00006-16gpus", "added")]
+    added = out["jobs"][1]
+    assert (added["start_step_whatif"], added["start_ts_whatif"], added["gpus_whatif"]) == (
+        17, "2025-03-17T00:30:00Z", 16)
+    assert added["reason"] == "added; starts at 03-17 00:30Z on node-04,node-05 GPUs [32, 48)"
+    assert out["whatif"]["jobs_missing_deadline"] == 0 and out["delta"]["jobs_started"] == 1
