@@ -263,5 +263,23 @@ def action_lines(inp: ReportInputs, view: PlanView, actions: list[JobAction]) ->
             out.append(f"  - Try ({what}): `{cmd}`")
     if any(x.commands for x in actions):  # a what-if re-plans everything: its gain can cost other jobs
         out += ["", "Each `gpuplan whatif` re-plans the whole queue: its first lines say what the change costs other "
-                "jobs (later starts, deadlines missed) before you act on it."]
+                "jobs (later starts, deadlines missed) before you act on it." + gpuplan_path_hint()]
     return out + [""]
+
+
+def gpuplan_path_hint() -> str:
+    """`` `gpuplan` is `<venv>/bin/gpuplan` ...`` when ``gpuplan`` is not on ``PATH`` but beside this Python; else "".
+
+    The report's commands are written ``gpuplan whatif ...``; a new user who ran ``bash scripts/run.sh`` has
+    not activated the virtual environment, so the sentence names the executable to use instead.
+    """
+    import shutil
+    import sys
+
+    if shutil.which("gpuplan") is not None:
+        return ""
+    exe = Path(sys.executable).parent / "gpuplan"
+    if not exe.exists():
+        return ""
+    return (f" `gpuplan` is not on your PATH: run these as `{exe} whatif ...`, or after "
+            f"`source {exe.parent / 'activate'}`.")

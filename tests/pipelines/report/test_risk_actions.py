@@ -110,3 +110,23 @@ def test_a_wait_group_row_names_its_job_count_in_words(tmp_path):
     page = write_risk_report(tmp_path, _inputs(), "run-w", run_folder=tmp_path)["risk_report.md"].read_text()
     assert "| never fits: its smallest size is more than the GPUs up minus the real-time minimum: 1 job | never: W |" in page
     assert "real-time minimum (1)" not in page
+
+
+def test_the_whatif_lines_name_the_executable_when_gpuplan_is_not_on_path(tmp_path, monkeypatch):
+    """A new user who ran ``bash scripts/run.sh`` has no ``gpuplan`` on PATH: the report says which file to run."""
+    import shutil
+    import sys
+
+    from pipelines.report.actions import gpuplan_path_hint
+
+    bindir = tmp_path / "venv" / "bin"
+    bindir.mkdir(parents=True)
+    (bindir / "gpuplan").write_text("#!/bin/sh\n")
+    monkeypatch.setattr(sys, "executable", str(bindir / "python"))
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert gpuplan_path_hint() == (f" `gpuplan` is not on your PATH: run these as `{bindir}/gpuplan whatif ...`, "
+                                   f"or after `source {bindir}/activate`.")
+    paths = write_risk_report(tmp_path, _inputs(), "run-a", run_folder=tmp_path)
+    assert f"or after `source {bindir}/activate`." in paths["risk_report.md"].read_text()
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/local/bin/gpuplan")
+    assert gpuplan_path_hint() == ""
