@@ -75,6 +75,18 @@ def change_counts_text(jobs: list[dict[str, Any]]) -> str:
     return ", ".join(f"{counts[k]} {label.get(k, k)}" for k in order) or "none"
 
 
+def changed_header(jobs: list[dict[str, Any]]) -> str:
+    """``"1 (1 later; also listed: 1 still stopped at step 0 in both plans; start times UTC)"``: the changed-jobs count.
+
+    A stop in both plans (``still_stopped``, issue 30) is listed with the jobs but is not a change of the plan, so
+    it is counted apart (the count once said "changed: 5" beside "nothing: the plan is the base's").
+    """
+    moved = [j for j in jobs if j["change"] != "still_stopped"]
+    both = len(jobs) - len(moved)
+    also = f"; also listed: {both} still stopped at step 0 in both plans" if both else ""
+    return f"{len(moved)} ({change_counts_text(moved)}{also}; start times UTC)"
+
+
 def render_text(doc: dict[str, Any]) -> str:
     """The command's human output: the comparison table, then one line per job that changed."""
     L = list(doc.get("summary", []))
@@ -88,7 +100,7 @@ def render_text(doc: dict[str, Any]) -> str:
     b, n = doc["base"], doc["whatif"]
     L.append(f"  {'plan status':34s}{b['status']:>16s}{n['status']:>16s}{'both verified':>14s}")
     jobs = doc["jobs"]
-    L.append(f"jobs whose plan changed: {len(jobs)} ({change_counts_text(jobs)}; start times UTC):")
+    L.append(f"jobs whose plan changed: {changed_header(jobs)}:")
     for j in jobs:
         dh = "" if j["delta_h"] is None else f" ({j['delta_h']:+.1f} h)"
         was = _was(j)
@@ -116,7 +128,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         bv, nv, dv = _row_values(doc, key, spec)
         L.append(f"| {label} | {bv} | {nv} | {dv} |")
     L.append(f"| plan status | {doc['base']['status']} (verified) | {doc['whatif']['status']} (verified) | |")
-    L += ["", f"## Jobs whose plan changed ({len(doc['jobs'])}: {change_counts_text(doc['jobs'])}; start times UTC)", "",
+    L += ["", f"## Jobs whose plan changed ({changed_header(doc['jobs'])})", "",
           "| job | base start | what-if start | change (h) | reason |", "|---|---|---|---:|---|"]
     for j in doc["jobs"]:
         was = _was(j)
