@@ -347,13 +347,17 @@ def buys_lines(problem: Problem, plan: Plan, b: dict[str, Any], n: dict[str, Any
 def stops_line(base_plan: Plan, plan: Plan, gpus: Mapping[str, int], step_h: float) -> str:
     """``"stops at step 0: base 1 (P2, 2 GPU-h lost), what-if 0"``: the running jobs each plan stops (issue 30).
 
+    With more than one stop in a plan its part ends with the total: ``2 (P1, 1 GPU-h lost, P2, 2 GPU-h lost; 3 GPU-h
+    lost in all)``.
+
     ``gpus``: job id -> GPUs of the base problem's running jobs; ``step_h``: hours per step.
     """
     def one(pl: Plan) -> str:
         if not pl.stops:
             return "0"
         each = ", ".join(f"{j}, {gpu_h_lost(n * gpus.get(j, 0) * step_h)}" for j, n in pl.stops)
-        return f"{len(pl.stops)} ({each})"
+        total = sum(n * gpus.get(j, 0) * step_h for j, n in pl.stops)
+        return f"{len(pl.stops)} ({each}" + (f"; {gpu_h_lost(total)} in all)" if len(pl.stops) > 1 else ")")
 
     return f"stops at step 0: base {one(base_plan)}, what-if {one(plan)}"
 

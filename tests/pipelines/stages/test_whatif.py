@@ -375,3 +375,18 @@ def test_the_risk_reports_smaller_size_run_as_suggested_moves_no_other_job(tmp_p
         17, "2025-03-17T00:30:00Z", 16)
     assert added["reason"] == "added; starts at 03-17 00:30Z on node-04,node-05 GPUs [32, 48)"
     assert out["whatif"]["jobs_missing_deadline"] == 0 and out["delta"]["jobs_started"] == 1
+
+
+def test_the_stops_line_totals_the_gpu_h_lost_of_more_than_one_stop():
+    """Operator trial (issue 30): with several stops the line had each job's cost and no total. Half-hour steps:
+    P1 1 step x 2 GPUs = 1 GPU-h, P2 2 steps x 4 GPUs = 4 GPU-h; 5 in all."""
+    from dataclasses import replace as _replace
+
+    from optimizer.plan import Plan
+    from pipelines.stages.whatif import stops_line
+
+    empty = Plan("milp", "optimal", (), {}, 0.0, None, None, 0.0, None, n_gpus=8, horizon_steps=4)
+    two = _replace(empty, stops=(("P1", 1), ("P2", 2)))
+    one = _replace(empty, stops=(("P2", 2),))
+    assert stops_line(two, one, {"P1": 2, "P2": 4}, 0.5) == (
+        "stops at step 0: base 2 (P1, 1 GPU-h lost, P2, 4 GPU-h lost; 5 GPU-h lost in all), what-if 1 (P2, 4 GPU-h lost)")
