@@ -460,7 +460,10 @@ def run_whatif(base: BaseRun, w: WhatIf, time_limit_s: float | None = None) -> d
                       f"no running job holds; {cost(c.job_id, stopped_n[c.job_id])}")
         elif c.job_id in stopped_b and c.job_id not in stopped_n:  # the base stopped it, the what-if keeps it
             kind = "unstopped"
-            why = reason.split(": ", 1)[1] if reason.startswith("now starts: ") else reason
+            others = [j for j in stopped_n if j != c.job_id]
+            # a running job kept running: why it is not stopped, not why a queued job starts (the stop rule, DESIGN §5)
+            why = (f"the what-if covers the real-time shortfall at step 0 by stopping {', '.join(others)} instead"
+                   if others else "in the what-if, real-time demand at step 0 fits the GPUs no running job holds")
             reason = (f"no longer stopped: keeps running on its GPUs (the base plan stopped it at step 0: "
                       f"{cost(c.job_id, stopped_b[c.job_id])}); why: {why}")
         elif c.job_id in stopped_b and c.job_id in stopped_n:
