@@ -84,11 +84,16 @@ def stop_rows(inp: ReportInputs) -> pd.DataFrame:
     free = want - rt_shortfall(p)
     why0 = (f"the services take {plural(want, 'GPU')} at step 0 ({each}: demand within band and swap cap), "
             f"{plural(free, 'GPU')} up {'is' if free == 1 else 'are'} free of running jobs")
+    got = sum(int(g[0]) for g in plan.service_gpus.values() if len(g))  # real-time GPUs the plan gives at step 0
+    left = max(0, want - got)
+    after = (f"after the stops real-time has all {plural(want, 'GPU')} it takes at step 0" if not left else
+             f"after the stops real-time has {got} of the {plural(want, 'GPU')} it takes at step 0: still short of "
+             f"{plural(left, 'GPU')}")
     for d in stop_details(plan, p):
         rows.append({"section": "stop_now", "job_id": d.job_id, "kind": kinds.get(d.job_id, ""), "step": 0,
                      "start_ts": step_ts(inp, 0), "gpus": d.gpus, "count": d.lost_steps,
                      "value": d.lost_gpu_h(p.cluster.step_minutes), "shortfall_gpus": d.shortfall_gpus,
-                     "reason": f"real-time short of {plural(d.shortfall_gpus, 'GPU')} at step 0 ({why0}); "
+                     "reason": f"real-time short of {plural(d.shortfall_gpus, 'GPU')} at step 0 ({why0}); {after}; "
                                f"{loss_text(d, p.cluster.step_minutes)}"})
     for x in stop_outlook(plan, p, p90_want(inp), bench_order(plan.planner)):
         rows.append({"section": "stop_later", "job_id": x.job_id, "kind": kinds.get(x.job_id, ""), "step": x.step,

@@ -42,8 +42,12 @@ def test_stop_now_row_and_page_name_the_job_the_shortfall_and_the_loss(tmp_path)
     assert float(now["value"].iloc[0]) == 2.0 and int(now["shortfall_gpus"].iloc[0]) == 2
     page = write_risk_report(tmp_path, inp, "run-s")["risk_report.md"].read_text()
     assert "## Preemption (opt-in)" in page and "2 of 3 running jobs are preemptible" in page
-    assert ("real-time short of 2 GPUs at step 0 (the services take 4 GPUs at step 0 (chat 4: demand within band and swap cap), 2 GPUs up are free of running jobs); loses 2 steps (1 since the last checkpoint or start + "
-            "1 restart) on 2 GPUs: 2 GPU-h lost") in page
+    assert ("real-time short of 2 GPUs at step 0 (the services take 4 GPUs at step 0 (chat 4: demand within band and swap cap), 2 GPUs up are free of running jobs); after the stops real-time has all 4 GPUs it takes at step 0; "
+            "loses 2 steps (1 since the last checkpoint or start + 1 restart) on 2 GPUs: 2 GPU-h lost") in page
+    # a plan that still gives real-time less than it takes at step 0 says by how much (operator trial, issue 30)
+    short = replace(inp, plan=replace(inp.plan, service_gpus={"chat": (3,) + tuple(inp.plan.service_gpus["chat"][1:])}))
+    (reason,) = build_report_table(short).query("section == 'stop_now'")["reason"]
+    assert "; after the stops real-time has 3 of the 4 GPUs it takes at step 0: still short of 1 GPU; loses" in reason
 
 
 def test_later_stops_on_the_p90_demand():
@@ -82,7 +86,8 @@ def test_gpuplan_run_prints_one_line_per_stop_from_the_run_folder(tmp_path):
     run = RunCatalog(tmp_path)
     run.save("risk_report_table", build_report_table(_inputs()))
     assert stop_now_lines(run) == [
-        "stop now:      P2 (2 GPUs): real-time short of 2 GPUs at step 0 (the services take 4 GPUs at step 0 (chat 4: demand within band and swap cap), 2 GPUs up are free of running jobs); loses 2 steps "
+        "stop now:      P2 (2 GPUs): real-time short of 2 GPUs at step 0 (the services take 4 GPUs at step 0 (chat 4: demand within band and swap cap), 2 GPUs up are free of running jobs); after the stops "
+        "real-time has all 4 GPUs it takes at step 0; loses 2 steps "
         "(1 since the last checkpoint or start + 1 restart) on 2 GPUs: 2 GPU-h lost"]
     (tmp_path / "none").mkdir()
     quiet = RunCatalog(tmp_path / "none")
