@@ -722,10 +722,11 @@ INSERT_MAX_TRIES = 64
 def insert_where_free(plan: Plan, problem: Problem, job_id: str) -> Plan | None:
     """``plan`` with the queued job ``job_id`` started where it fits the plan as it is; None when it fits nowhere.
 
-    No other job moves: the candidates are every size of the job, every start from its release and every
-    aligned block (inside one node of an eligible type on a typed cluster, the run lasting
-    :meth:`~optimizer.problem.Job.duration_on` that type) whose GPUs hold no job and are not down over the
-    run's steps inside the horizon (``plan.owner_grid``). They are tried in order of reward
+    No other job moves: the candidates are, for every size of the job and every aligned block (inside one node of
+    an eligible type on a typed cluster, the run lasting :meth:`~optimizer.problem.Job.duration_on` that type),
+    the earliest start from its release at which the block's GPUs hold no job and are not down, and as many GPUs
+    are held by neither real-time nor batch work, at every step of the run inside the horizon
+    (``plan.owner_grid``; a later start of the same block earns no more, the decay per step being <= 1). They are tried in order of reward
     (:func:`optimizer.objective.job_reward`, highest first: with a decay per step, the earliest start of the
     largest size) and the first that passes the verifier (real-time capacity, the swap cap) is kept; at most
     :data:`INSERT_MAX_TRIES` are verified. For one size with a decay per step below 1 this is the earliest
@@ -744,6 +745,8 @@ def insert_where_free(plan: Plan, problem: Problem, job_id: str) -> Plan | None:
     h, n, c = problem.horizon_steps, problem.n_gpus, problem.cluster
     grid = plan.owner_grid(n, h)
     down = set(problem.down_gpus)
+    rt, batch = _rt_used(plan, h), _batch_used(plan, h)
+    room = [n - len(down) - rt[t] - batch[t] for t in range(h)]  # GPUs up that neither real-time nor batch holds
     if c.typed:
         spans = [(o, nd.gpus, nd.gpu_type) for o, nd in zip(c.node_offsets, c.nodes, strict=True)
                  if job.eligible(nd.gpu_type)]
@@ -757,9 +760,11 @@ def insert_where_free(plan: Plan, problem: Problem, job_id: str) -> Plan | None:
                 blk = range(off, off + s.gpus)
                 if down.intersection(blk):
                     continue
-                for t in range(job.release_step, h):
-                    if all(grid[u][x] == "" for u in range(t, min(h, t + d)) for x in blk):
+                for t in range(job.release_step, h):  # the earliest free start of each block: its best reward
+                    span = range(t, min(h, t + d))
+                    if all(room[u] >= s.gpus for u in span) and all(grid[u][x] == "" for u in span for x in blk):
                         cands.append((job_reward(job, s.gpus, t, problem, gtype), -t, off, s.gpus, d))
+                        break
     cands.sort(key=lambda x: (-x[0], -x[1], x[2]))
     for _, neg_t, off, g, d in cands[:INSERT_MAX_TRIES]:
         t = -neg_t

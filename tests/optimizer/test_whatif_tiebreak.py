@@ -127,3 +127,20 @@ def test_tie_break_keeps_the_re_plan_when_the_insertion_costs_more_than_the_gap(
     assert new.objective > inserted.objective * (1 + p.settings.mip_rel_gap)
     out, back = tie_break(new, base, p)
     assert out.assignments == new.assignments and back == ()
+
+
+def test_an_inserted_job_waits_for_the_gpus_real_time_holds_not_only_for_a_free_block():
+    """Real-time holds 2 GPUs at steps 0-1 (counted, not placed) and A holds [0, 2) all horizon: GPUs [2, 4) are
+    free of batch work from step 0 but no GPU is idle before step 2, so C (2 x 2) goes in at step 2 on [2, 4) (taking
+    the block's first batch-free step, 0, failed the verifier and left C out)."""
+    from optimizer.problem import Service
+    from optimizer.whatif import insert_where_free
+
+    chat = Service("chat", (2, 2, 0, 0), 0, 4, 4, 2)
+    p = Problem(Cluster(4, 4, 30, 4), PlanSettings(), (chat,),
+                (Job("A", "training", 1.0, 0, (SizeOption(2, 4),)), Job("C", "training", 1.0, 0, (SizeOption(2, 2),))))
+    base = Plan("milp", "optimal", (JobAssignment("A", 0, 4, 0, 2), JobAssignment("C", None, None, None, None)),
+                {"chat": (2, 2, 0, 0)}, 0.0, None, None, 0.0, None, n_gpus=4, horizon_steps=4)
+    assert verify(base, p) == []
+    out = insert_where_free(base, p, "C")
+    assert out is not None and out.assignments[1] == JobAssignment("C", 2, 4, 2, 2) and verify(out, p) == []
