@@ -816,9 +816,9 @@ def tie_break(new: Plan, carried: Plan, problem: Problem) -> tuple[Plan, tuple[s
     queued = {j.job_id for j in problem.jobs}
     for a in diff:
         if a.started and not a.running and a.job_id not in started_now and a.job_id in queued:
-            cand = insert_where_free(cur, problem, a.job_id)
-            if cand is not None and (obj := better(cand)) is not None:
-                cur, cur_obj = cand, obj
+            ins = insert_where_free(cur, problem, a.job_id)
+            if ins is not None and (obj := better(ins)) is not None:
+                cur, cur_obj = ins, obj
     for _ in range(3):
         took = False
         for a in diff:
