@@ -47,7 +47,7 @@ from typing import Any
 
 from domain.units import ROUND_DIGITS, pow2_ceil
 from optimizer.errors import InputError
-from optimizer.objective import objective_value
+from optimizer.objective import job_reward, objective_value
 from optimizer.occupancy import Occupancy
 from optimizer.plan import JobAssignment, Plan
 from optimizer.problem import Cluster, Node, Problem
@@ -736,12 +736,10 @@ def insert_where_free(plan: Plan, problem: Problem, job_id: str) -> Plan | None:
     Raises:
         KeyError: ``job_id`` is not a queued job of ``problem`` or has no assignment row in ``plan``.
     """
-    from optimizer.objective import job_reward
-
     job = next((j for j in problem.jobs if j.job_id == job_id), None)
-    if job is None:
+    idx = next((i for i, a in enumerate(plan.assignments) if a.job_id == job_id), None)
+    if job is None or idx is None:
         raise KeyError(job_id)
-    idx = next(i for i, a in enumerate(plan.assignments) if a.job_id == job_id)
     h, n, c = problem.horizon_steps, problem.n_gpus, problem.cluster
     grid = plan.owner_grid(n, h)
     down = set(problem.down_gpus)

@@ -355,9 +355,10 @@ def stops_line(base_plan: Plan, plan: Plan, gpus: Mapping[str, int], step_h: flo
     def one(pl: Plan) -> str:
         if not pl.stops:
             return "0"
-        each = ", ".join(f"{j}, {gpu_h_lost(n * gpus.get(j, 0) * step_h)}" for j, n in pl.stops)
-        total = sum(n * gpus.get(j, 0) * step_h for j, n in pl.stops)
-        return f"{len(pl.stops)} ({each}" + (f"; {gpu_h_lost(total)} in all)" if len(pl.stops) > 1 else ")")
+        lost = [(j, n * gpus.get(j, 0) * step_h) for j, n in pl.stops]
+        each = ", ".join(f"{j}, {gpu_h_lost(x)}" for j, x in lost)
+        total = f"; {gpu_h_lost(sum(x for _, x in lost))} in all" if len(lost) > 1 else ""
+        return f"{len(lost)} ({each}{total})"
 
     return f"stops at step 0: base {one(base_plan)}, what-if {one(plan)}"
 

@@ -98,6 +98,10 @@ def test_an_added_job_goes_where_it_fits_the_plan_as_it_is():
                  PROBLEM.jobs + (Job("D", "training", 1.0, 0, (SizeOption(4, 1),)),))
     base4 = _plan(*BASE_ADD.assignments[:2], JobAssignment("D", None, None, None, None), problem=p4)
     assert insert_where_free(base4, p4, "D") is None
+    import pytest
+
+    with pytest.raises(KeyError):  # a job with no row in the plan: the docstring's KeyError, not StopIteration
+        insert_where_free(BASE_ADD, p4, "D")
 
 
 def test_tie_break_inserts_an_added_job_instead_of_taking_the_re_plans_moves():
